@@ -1,0 +1,121 @@
+// flash1 (SPEC §4): Algorithm 1 of the FlashAttention paper, loop for loop.
+//   Initialize O = (0)Nq×dv, l = (0)Nq, m = (−∞)Nq in main memory.
+//   for j in 0..Tc (outer, K/V blocks): load K_j, V_j
+//     for i in 0..Tr (inner, Q blocks): load Q_i, O_i, l_i, m_i
+//       S_ij = Score(Q_i K_jᵀ)                                  (Br×Bc)
+//       m̃_ij = rowmax(S_ij), P̃_ij = exp(S_ij − m̃_ij), l̃_ij = rowsum(P̃_ij)
+//       m_new = max(m_i, m̃_ij), l_new = e^{m_i − m_new} l_i + e^{m̃_ij − m_new} l̃_ij
+//       O_i ← diag(l_new)⁻¹ (diag(l_i) e^{m_i − m_new} O_i + e^{m̃_ij − m_new} P̃_ij V_j)
+//       write O_i, l_i ← l_new, m_i ← m_new to main memory
+//   LSE = m + log l.
+// O lives in the caller's output array (its element type) between K/V blocks, as the paper keeps O in
+// HBM; l and m live in main-memory arrays of their own.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "reference/problem.h"
+#include "reference/reference.h"
+#include "reference/softmax.h"
+
+namespace flashattn::reference {
+
+namespace {
+
+struct Scratch {
+  std::vector<float> l, m;              // main memory: Nq each
+  std::vector<float> Q_i, K_j, V_j, O_i, S_ij, l_i, m_i;  // fast memory: one tile each
+};
+
+void Flash1Head(const HeadProblem& problem, BlockSizes blocks, Scratch& x) {
+  const std::int64_t Nq = problem.Nq, Nk = problem.Nk, d = problem.d, dv = problem.dv;
+  const std::int64_t Br = blocks.Br, Bc = blocks.Bc;
+  const std::int64_t Tr = (Nq + Br - 1) / Br, Tc = (Nk + Bc - 1) / Bc;
+
+  std::fill(x.O_i.begin(), x.O_i.end(), 0.0f);
+  for (std::int64_t i = 0; i < Tr; ++i) problem.StoreO(i * Br, std::min(Br, Nq - i * Br), x.O_i.data());
+  std::fill(x.l.begin(), x.l.end(), 0.0f);
+  std::fill(x.m.begin(), x.m.end(), kNegInf);
+
+  for (std::int64_t j = 0; j < Tc; ++j) {
+    const std::int64_t j0 = j * Bc, cols = std::min(Bc, Nk - j0);
+    problem.LoadK(j0, cols, x.K_j.data());
+    problem.LoadV(j0, cols, x.V_j.data());
+    for (std::int64_t i = 0; i < Tr; ++i) {
+      const std::int64_t i0 = i * Br, rows = std::min(Br, Nq - i0);
+      problem.LoadQ(i0, rows, x.Q_i.data());
+      problem.LoadO(i0, rows, x.O_i.data());
+      std::copy_n(x.l.begin() + i0, rows, x.l_i.begin());
+      std::copy_n(x.m.begin() + i0, rows, x.m_i.begin());
+      for (std::int64_t r = 0; r < rows; ++r) {
+        float* S_r = &x.S_ij[r * Bc];
+        float m_tilde = kNegInf;  // m̃_ij = rowmax(S_ij)
+        for (std::int64_t c = 0; c < cols; ++c) {
+          float q_dot_k = 0.0f;
+          for (std::int64_t e = 0; e < d; ++e) q_dot_k += x.Q_i[r * d + e] * x.K_j[c * d + e];
+          S_r[c] = problem.Score(i0 + r, j0 + c, q_dot_k);
+          m_tilde = std::max(m_tilde, S_r[c]);
+        }
+        float l_tilde = 0.0f;  // P̃_ij = exp(S_ij − m̃_ij) (kept in S_r), l̃_ij = rowsum(P̃_ij)
+        for (std::int64_t c = 0; c < cols; ++c) {
+          S_r[c] = RescaleFactor(S_r[c], m_tilde);
+          l_tilde += S_r[c];
+        }
+        const float m_new = std::max(x.m_i[r], m_tilde);
+        const float old_scale = RescaleFactor(x.m_i[r], m_new);   // e^{m_i − m_new}
+        const float block_scale = RescaleFactor(m_tilde, m_new);  // e^{m̃_ij − m_new}
+        const float l_new = old_scale * x.l_i[r] + block_scale * l_tilde;
+        float* O_r = &x.O_i[r * dv];
+        for (std::int64_t e = 0; e < dv; ++e) {
+          float PV = 0.0f;  // (P̃_ij V_j)_re
+          for (std::int64_t c = 0; c < cols; ++c) PV += S_r[c] * x.V_j[c * dv + e];
+          O_r[e] = l_new == 0.0f ? 0.0f : (x.l_i[r] * old_scale * O_r[e] + block_scale * PV) / l_new;
+        }
+        x.l_i[r] = l_new;
+        x.m_i[r] = m_new;
+      }
+      problem.StoreO(i0, rows, x.O_i.data());
+      std::copy_n(x.l_i.begin(), rows, x.l.begin() + i0);
+      std::copy_n(x.m_i.begin(), rows, x.m.begin() + i0);
+    }
+  }
+  if (problem.WantsLse()) {
+    std::vector<float>& lse = x.l;  // LSE_r = m_r + log l_r, overwriting l in place
+    for (std::int64_t r = 0; r < Nq; ++r) lse[r] = SoftmaxState{x.m[r], x.l[r]}.LogSumExp();
+    problem.StoreLse(0, Nq, lse.data());
+  }
+}
+
+}  // namespace
+
+BlockSizes ChooseBlockSizes(const AttentionParams& params) {
+  const std::int64_t d = params.head_dim;
+  const std::int64_t M_bytes =
+      params.tiling.fast_memory_bytes > 0 ? params.tiling.fast_memory_bytes : kDefaultFastMemoryBytes;
+  const std::int64_t M = M_bytes / 4;  // fast memory in float32 elements
+  const std::int64_t Bc = params.tiling.block_cols > 0 ? params.tiling.block_cols : (M + 4 * d - 1) / (4 * d);
+  const std::int64_t Br = params.tiling.block_rows > 0 ? params.tiling.block_rows : std::min(Bc, d);
+  return {Br, Bc};
+}
+
+void Flash1(const AttentionParams& params) {
+  const BlockSizes blocks = ChooseBlockSizes(params);
+  const std::int64_t d = params.head_dim, dv = params.HeadDimV(), Nq = params.seqlen_q;
+  std::vector<Scratch> scratch(static_cast<std::size_t>(ResolveThreads(params.num_threads)));
+  for (Scratch& x : scratch) {
+    x.l.resize(Nq);
+    x.m.resize(Nq);
+    x.Q_i.resize(blocks.Br * d);
+    x.O_i.resize(blocks.Br * dv);
+    x.l_i.resize(blocks.Br);
+    x.m_i.resize(blocks.Br);
+    x.K_j.resize(blocks.Bc * d);
+    x.V_j.resize(blocks.Bc * dv);
+    x.S_ij.resize(blocks.Br * blocks.Bc);
+  }
+  ForEachHead(params, [&](const HeadProblem& problem, int thread) {
+    Flash1Head(problem, blocks, scratch[thread]);
+  });
+}
+
+}  // namespace flashattn::reference

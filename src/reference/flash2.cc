@@ -1,0 +1,97 @@
+// flash2 (SPEC §4): the FlashAttention-2 loop order. Each Q block is finished before the next starts, so
+// its running state stays in fast memory and O is written once:
+//   for i in 0..Tr (outer, Q blocks — the unit of parallel work): load Q_i;
+//     Õ_i = 0, l_i = 0, m_i = −∞ (fast memory)
+//     for j in 0..Tc (inner, K/V blocks): load K_j, V_j
+//       S_ij = Score(Q_i K_jᵀ)
+//       m_new = max(m_i, rowmax(S_ij)),  P̃_ij = exp(S_ij − m_new)
+//       l_i = e^{m_i − m_new} l_i + rowsum(P̃_ij)
+//       Õ_i = diag(e^{m_i − m_new}) Õ_i + P̃_ij V_j,  m_i = m_new
+//     O_i = diag(l_i)⁻¹ Õ_i,  LSE_i = m_i + log l_i;  write O_i, LSE_i
+#include <algorithm>
+#include <vector>
+
+#include "reference/problem.h"
+#include "reference/reference.h"
+#include "reference/softmax.h"
+
+namespace flashattn::reference {
+
+namespace {
+
+struct Scratch {
+  std::vector<float> Q_i, K_j, V_j, O_i, S_ij, l_i, m_i, lse_i;
+};
+
+void Flash2Head(const HeadProblem& problem, BlockSizes blocks, Scratch& x) {
+  const std::int64_t Nq = problem.Nq, Nk = problem.Nk, d = problem.d, dv = problem.dv;
+  const std::int64_t Br = blocks.Br, Bc = blocks.Bc;
+  const std::int64_t Tr = (Nq + Br - 1) / Br, Tc = (Nk + Bc - 1) / Bc;
+
+  for (std::int64_t i = 0; i < Tr; ++i) {
+    const std::int64_t i0 = i * Br, rows = std::min(Br, Nq - i0);
+    problem.LoadQ(i0, rows, x.Q_i.data());
+    std::fill(x.O_i.begin(), x.O_i.end(), 0.0f);
+    std::fill(x.l_i.begin(), x.l_i.end(), 0.0f);
+    std::fill(x.m_i.begin(), x.m_i.end(), kNegInf);
+    for (std::int64_t j = 0; j < Tc; ++j) {
+      const std::int64_t j0 = j * Bc, cols = std::min(Bc, Nk - j0);
+      problem.LoadK(j0, cols, x.K_j.data());
+      problem.LoadV(j0, cols, x.V_j.data());
+      for (std::int64_t r = 0; r < rows; ++r) {
+        float* S_r = &x.S_ij[r * Bc];
+        float m_new = x.m_i[r];  // max(m_i, rowmax(S_ij))
+        for (std::int64_t c = 0; c < cols; ++c) {
+          float q_dot_k = 0.0f;
+          for (std::int64_t e = 0; e < d; ++e) q_dot_k += x.Q_i[r * d + e] * x.K_j[c * d + e];
+          S_r[c] = problem.Score(i0 + r, j0 + c, q_dot_k);
+          m_new = std::max(m_new, S_r[c]);
+        }
+        const float rescale = RescaleFactor(x.m_i[r], m_new);  // e^{m_i − m_new}
+        float row_sum = 0.0f;
+        for (std::int64_t c = 0; c < cols; ++c) {  // P̃_ij = exp(S_ij − m_new), kept in S_r
+          S_r[c] = RescaleFactor(S_r[c], m_new);
+          row_sum += S_r[c];
+        }
+        x.l_i[r] = rescale * x.l_i[r] + row_sum;
+        float* O_r = &x.O_i[r * dv];
+        for (std::int64_t e = 0; e < dv; ++e) {
+          float PV = 0.0f;
+          for (std::int64_t c = 0; c < cols; ++c) PV += S_r[c] * x.V_j[c * dv + e];
+          O_r[e] = rescale * O_r[e] + PV;
+        }
+        x.m_i[r] = m_new;
+      }
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {  // O_i = diag(l_i)⁻¹ Õ_i; a row with l = 0 saw no key
+      const float inv_l = x.l_i[r] == 0.0f ? 0.0f : 1.0f / x.l_i[r];
+      for (std::int64_t e = 0; e < dv; ++e) x.O_i[r * dv + e] *= inv_l;
+      x.lse_i[r] = SoftmaxState{x.m_i[r], x.l_i[r]}.LogSumExp();
+    }
+    problem.StoreO(i0, rows, x.O_i.data());
+    problem.StoreLse(i0, rows, x.lse_i.data());
+  }
+}
+
+}  // namespace
+
+void Flash2(const AttentionParams& params) {
+  const BlockSizes blocks = ChooseBlockSizes(params);
+  const std::int64_t d = params.head_dim, dv = params.HeadDimV();
+  std::vector<Scratch> scratch(static_cast<std::size_t>(ResolveThreads(params.num_threads)));
+  for (Scratch& x : scratch) {
+    x.Q_i.resize(blocks.Br * d);
+    x.O_i.resize(blocks.Br * dv);
+    x.l_i.resize(blocks.Br);
+    x.m_i.resize(blocks.Br);
+    x.lse_i.resize(blocks.Br);
+    x.K_j.resize(blocks.Bc * d);
+    x.V_j.resize(blocks.Bc * dv);
+    x.S_ij.resize(blocks.Br * blocks.Bc);
+  }
+  ForEachHead(params, [&](const HeadProblem& problem, int thread) {
+    Flash2Head(problem, blocks, scratch[thread]);
+  });
+}
+
+}  // namespace flashattn::reference

@@ -1,0 +1,74 @@
+// The float64 oracle: standard attention with every input converted exactly to double, so that its own
+// rounding error (~1e-16) is negligible against float32 kernels. It defines what "correct" means.
+//   S_ij = Score(q_i · k_j),  LSE_i = log Σ_j e^{S_ij},  O_i = Σ_j e^{S_ij − LSE_i} v_j
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "reference/problem.h"
+#include "reference/reference.h"
+
+namespace flashattn::reference {
+
+namespace {
+
+// One query row: fills o (dv values) and returns LSE_i.
+double OracleRow(const HeadProblem& problem, std::int64_t i, const std::vector<double>& q_i,
+                 const std::vector<double>& K, const std::vector<double>& V, std::vector<double>& S_i,
+                 double* o) {
+  const std::int64_t Nk = problem.Nk, d = problem.d, dv = problem.dv;
+  double m = -std::numeric_limits<double>::infinity();
+  for (std::int64_t j = 0; j < Nk; ++j) {
+    double q_dot_k = 0.0;
+    for (std::int64_t c = 0; c < d; ++c) q_dot_k += q_i[c] * K[j * d + c];
+    S_i[j] = problem.Score(i, j, q_dot_k);
+    m = std::max(m, S_i[j]);
+  }
+  std::fill(o, o + dv, 0.0);
+  if (m == -std::numeric_limits<double>::infinity()) return m;  // no visible key: O_i = 0, LSE = −∞
+  double l = 0.0;
+  for (std::int64_t j = 0; j < Nk; ++j) l += std::exp(S_i[j] - m);
+  for (std::int64_t j = 0; j < Nk; ++j) {
+    const double P_ij = std::exp(S_i[j] - m) / l;
+    for (std::int64_t c = 0; c < dv; ++c) o[c] += P_ij * V[j * dv + c];
+  }
+  return m + std::log(l);
+}
+
+}  // namespace
+
+OracleRows OracleHeadRows(const AttentionParams& params, std::int64_t b, std::int64_t h,
+                          std::int64_t row_begin, std::int64_t row_end) {
+  const HeadProblem problem(params, b, h);
+  std::vector<double> K(problem.Nk * problem.d), V(problem.Nk * problem.dv), q_i(problem.d);
+  std::vector<double> S_i(problem.Nk);
+  problem.LoadK(0, problem.Nk, K.data());
+  problem.LoadV(0, problem.Nk, V.data());
+  OracleRows rows;
+  rows.o.resize((row_end - row_begin) * problem.dv);
+  rows.lse.resize(row_end - row_begin);
+  for (std::int64_t i = row_begin; i < row_end; ++i) {
+    problem.LoadQ(i, 1, q_i.data());
+    rows.lse[i - row_begin] = OracleRow(problem, i, q_i, K, V, S_i, &rows.o[(i - row_begin) * problem.dv]);
+  }
+  return rows;
+}
+
+void Oracle(const AttentionParams& params) {
+  // Compute everything first, then write: the outputs are touched only once all memory was obtained.
+  std::vector<OracleRows> heads(params.batch * params.heads_q);
+  ForEachHead(params, [&](const HeadProblem& problem, int) {
+    heads[problem.b * params.heads_q + problem.h] =
+        OracleHeadRows(params, problem.b, problem.h, 0, problem.Nq);
+  });
+  const std::int64_t problems = params.batch * params.heads_q;
+  for (std::int64_t index = 0; index < problems; ++index) {
+    const HeadProblem problem(params, index / params.heads_q, index % params.heads_q);
+    problem.StoreO(0, problem.Nq, heads[index].o.data());
+    std::vector<float> lse(heads[index].lse.begin(), heads[index].lse.end());
+    problem.StoreLse(0, problem.Nq, lse.data());
+  }
+}
+
+}  // namespace flashattn::reference

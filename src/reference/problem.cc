@@ -1,0 +1,59 @@
+#include "reference/problem.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace flashattn::reference {
+
+namespace {
+constexpr std::int64_t kUnbounded = INT64_MAX / 4;  // far beyond any index, and safe to add to one
+}
+
+int ResolveThreads(int requested) { return requested > 0 ? requested : omp_get_max_threads(); }
+
+HeadProblem::HeadProblem(const AttentionParams& p, std::int64_t b_index, std::int64_t h_index)
+    : b(b_index),
+      h(h_index),
+      Nq(p.seqlen_q),
+      Nk(p.seqlen_k),
+      d(p.head_dim),
+      dv(p.HeadDimV()),
+      scale(p.scale.value_or(1.0f / std::sqrt(static_cast<float>(p.head_dim)))),
+      dtype_(p.dtype),
+      lse_(p.lse == nullptr ? nullptr : p.lse + (b * p.heads_q + h) * p.seqlen_q),
+      q_row_stride_(p.q_strides.seq),
+      k_row_stride_(p.k_strides.seq),
+      v_row_stride_(p.v_strides.seq),
+      o_row_stride_(p.o_strides.seq),
+      softcap_(p.softcap),
+      alibi_slope_(p.alibi_slopes == nullptr ? 0.0f : p.alibi_slopes[b * p.alibi_batch_stride + h]),
+      mask_(p.mask) {
+  const std::int64_t elem = static_cast<std::int64_t>(SizeOf(p.dtype));
+  const std::int64_t h_kv = h / (p.heads_q / p.heads_kv);
+  auto at = [elem](const void* base, const Strides& s, std::int64_t bb, std::int64_t hh) {
+    return static_cast<const char*>(base) + (bb * s.batch + hh * s.head) * elem;
+  };
+  q_ = at(p.q, p.q_strides, b, h);
+  k_ = at(p.k, p.k_strides, b, h_kv);
+  v_ = at(p.v, p.v_strides, b, h_kv);
+  o_ = const_cast<char*>(at(p.o, p.o_strides, b, h));
+  left_ = p.window_left < 0 ? kUnbounded : p.window_left;
+  right_ = p.causal ? 0 : (p.window_right < 0 ? kUnbounded : p.window_right);
+  if (mask_.kind != MaskKind::kNone) {
+    const std::int64_t mask_elem = mask_.kind == MaskKind::kBool ? 1 : 4;
+    mask_.data = static_cast<const char*>(mask_.data) +
+                 (b * mask_.stride_batch + h * mask_.stride_head) * mask_elem;
+  }
+}
+
+void HeadProblem::LoadO(std::int64_t row, std::int64_t n, float* dst) const {
+  LoadRows(o_, o_row_stride_, dv, row, n, dst);
+}
+
+void HeadProblem::StoreLse(std::int64_t row, std::int64_t n, const float* src) const {
+  if (lse_ == nullptr) return;
+  std::copy(src, src + n, lse_ + row);
+  io_.written += n;
+}
+
+}  // namespace flashattn::reference

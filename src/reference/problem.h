@@ -1,0 +1,121 @@
+// One (batch b, query head h) attention problem as the reference algorithms see it: the caller's Q, K, V,
+// O and LSE arrays in main memory (the paper's HBM), and the score S_ij of SPEC §5 with every mask and
+// modifier applied. Every main-memory access of a reference algorithm goes through this class, so that the
+// IO model (SPEC §6) can be counted from the algorithms themselves.
+#ifndef FLASHATTN_REFERENCE_PROBLEM_H_
+#define FLASHATTN_REFERENCE_PROBLEM_H_
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "common/element.h"
+#include "flashattn/flashattn.h"
+
+namespace flashattn::reference {
+
+// Elements moved between main memory and fast memory.
+struct IoCount {
+  std::int64_t read = 0;
+  std::int64_t written = 0;
+};
+
+inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+class HeadProblem {
+ public:
+  HeadProblem(const AttentionParams& params, std::int64_t b, std::int64_t h);
+
+  const std::int64_t b, h;  // batch index and query head
+  const std::int64_t Nq, Nk, d, dv;
+  const float scale;  // s
+
+  // Copies rows [row, row + n) of Q (or K, V) into `dst`, row-major n×d (n×dv for V), as T.
+  template <typename T> void LoadQ(std::int64_t row, std::int64_t n, T* dst) const {
+    LoadRows(q_, q_row_stride_, d, row, n, dst);
+  }
+  template <typename T> void LoadK(std::int64_t row, std::int64_t n, T* dst) const {
+    LoadRows(k_, k_row_stride_, d, row, n, dst);
+  }
+  template <typename T> void LoadV(std::int64_t row, std::int64_t n, T* dst) const {
+    LoadRows(v_, v_row_stride_, dv, row, n, dst);
+  }
+  // O rows are read back only by FlashAttention-1, whose O lives in main memory between K/V blocks.
+  void LoadO(std::int64_t row, std::int64_t n, float* dst) const;
+  // Writes rows [row, row + n) of O from n×dv values, rounded to the output type.
+  template <typename T> void StoreO(std::int64_t row, std::int64_t n, const T* src) const;
+  // Writes LSE for rows [row, row + n) if the caller asked for it.
+  void StoreLse(std::int64_t row, std::int64_t n, const float* src) const;
+  bool WantsLse() const { return lse_ != nullptr; }
+
+  // Whether query row i may see key j at all (causal, window): SPEC §5 with the bottom-right offset.
+  bool Visible(std::int64_t i, std::int64_t j) const {
+    const std::int64_t diagonal = i + Nk - Nq;
+    return j <= diagonal + right_ && j >= diagonal - left_;
+  }
+
+  // S_ij from the dot product q_i·k_j: scale, softcap, ALiBi, mask tensor; −inf where masked out.
+  template <typename T> T Score(std::int64_t i, std::int64_t j, T q_dot_k) const {
+    if (!Visible(i, j)) return -std::numeric_limits<T>::infinity();
+    T s = static_cast<T>(scale) * q_dot_k;
+    if (softcap_ > 0) s = static_cast<T>(softcap_) * std::tanh(s / static_cast<T>(softcap_));
+    if (alibi_slope_ != 0) s -= static_cast<T>(alibi_slope_) * static_cast<T>(std::llabs(i + Nk - Nq - j));
+    if (mask_.kind == MaskKind::kAdditive) s += static_cast<T>(MaskAdditive(i, j));
+    if (mask_.kind == MaskKind::kBool && !MaskKeeps(i, j)) return -std::numeric_limits<T>::infinity();
+    return s;
+  }
+
+  // Main-memory traffic of this problem so far, in elements (for the IO model).
+  const IoCount& io() const { return io_; }
+
+ private:
+  template <typename T>
+  void LoadRows(const void* base, std::int64_t row_stride, std::int64_t width, std::int64_t row,
+                std::int64_t n, T* dst) const {
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t c = 0; c < width; ++c)
+        dst[r * width + c] = static_cast<T>(LoadAsFloat(base, dtype_, (row + r) * row_stride + c));
+    io_.read += n * width;
+  }
+  float MaskAdditive(std::int64_t i, std::int64_t j) const {
+    return static_cast<const float*>(mask_.data)[i * mask_.stride_row + j * mask_.stride_col];
+  }
+  bool MaskKeeps(std::int64_t i, std::int64_t j) const {
+    return static_cast<const std::uint8_t*>(mask_.data)[i * mask_.stride_row + j * mask_.stride_col] != 0;
+  }
+
+  DType dtype_;
+  // Base pointers already offset to (b, h) or (b, h / (Hq/Hkv)); rows step by the sequence stride.
+  const void* q_;
+  const void* k_;
+  const void* v_;
+  void* o_;
+  float* lse_;
+  std::int64_t q_row_stride_, k_row_stride_, v_row_stride_, o_row_stride_;
+  std::int64_t left_, right_;  // window reach around the diagonal; INT64_MAX/4 when unbounded
+  float softcap_;
+  float alibi_slope_;
+  MaskTensor mask_;  // data offset to (b, h)
+  mutable IoCount io_;
+};
+
+template <typename T>
+void HeadProblem::StoreO(std::int64_t row, std::int64_t n, const T* src) const {
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t c = 0; c < dv; ++c)
+      StoreFromFloat(o_, dtype_, (row + r) * o_row_stride_ + c, static_cast<float>(src[r * dv + c]));
+  io_.written += n * dv;
+}
+
+// Runs `solve(problem)` for every (batch, query head), in parallel over heads with the params' thread
+// count. `solve` must not throw: allocate scratch before calling this.
+template <typename Solve>
+void ForEachHead(const AttentionParams& params, Solve&& solve);
+
+int ResolveThreads(int requested);
+
+}  // namespace flashattn::reference
+
+#include "reference/problem-inl.h"
+
+#endif  // FLASHATTN_REFERENCE_PROBLEM_H_

@@ -1,0 +1,42 @@
+// The reference attention algorithms of SPEC §4, readable and single-threaded per head (heads run in
+// parallel). They are the oracle every fast kernel is tested against:
+//   standard.cc — materializes S and P
+//   flash1.cc   — FlashAttention-1 (Algorithm 1 of the paper)
+//   flash2.cc   — FlashAttention-2 loop order
+//   oracle.cc   — standard attention in float64
+// All of them take already-validated params (flashattn::forward validates).
+#ifndef FLASHATTN_REFERENCE_REFERENCE_H_
+#define FLASHATTN_REFERENCE_REFERENCE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "flashattn/flashattn.h"
+
+namespace flashattn::reference {
+
+// Block sizes of the tiled algorithms: the params' tiling if set, else the seeds' rule
+// Bc = ⌈M / 4d⌉, Br = min(Bc, d), with M the fast-memory size in float32 elements.
+struct BlockSizes {
+  std::int64_t Br;
+  std::int64_t Bc;
+};
+BlockSizes ChooseBlockSizes(const AttentionParams& params);
+
+void Standard(const AttentionParams& params);
+void Flash1(const AttentionParams& params);
+void Flash2(const AttentionParams& params);
+void Oracle(const AttentionParams& params);
+
+// The float64 oracle for query rows [row_begin, row_end) of problem (b, h): o is rows×dv, lse is per row
+// (−inf for a row that sees no key).
+struct OracleRows {
+  std::vector<double> o;
+  std::vector<double> lse;
+};
+OracleRows OracleHeadRows(const AttentionParams& params, std::int64_t b, std::int64_t h,
+                          std::int64_t row_begin, std::int64_t row_end);
+
+}  // namespace flashattn::reference
+
+#endif  // FLASHATTN_REFERENCE_REFERENCE_H_

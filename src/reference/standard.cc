@@ -1,0 +1,69 @@
+// standard (SPEC §4): three passes over main memory that materialize the Nq×Nk matrices S and P.
+//   pass 1: S = s·Q Kᵀ with the masks and modifiers of SPEC §5          (read Q, K; write S)
+//   pass 2: P = softmax_row(S), LSE_r = m_r + log l_r, by the safe softmax (read S; write P)
+//   pass 3: O = P V                                                       (read P, V; write O)
+// S and P are kept in the element type, as a framework's plain implementation would store them; for
+// float16/bfloat16 this is the "same-precision standard" the kernels' error is compared with.
+#include <algorithm>
+#include <vector>
+
+#include "common/element.h"
+#include "reference/problem.h"
+#include "reference/reference.h"
+#include "reference/softmax.h"
+
+namespace flashattn::reference {
+
+namespace {
+
+struct Scratch {
+  std::vector<float> Q, K, V, S, P, O, lse;
+};
+
+void StandardHead(const HeadProblem& problem, DType dtype, Scratch& x) {
+  const std::int64_t Nq = problem.Nq, Nk = problem.Nk, d = problem.d, dv = problem.dv;
+  problem.LoadQ(0, Nq, x.Q.data());
+  problem.LoadK(0, Nk, x.K.data());
+  for (std::int64_t i = 0; i < Nq; ++i) {  // S_ij = Score(q_i · k_j)
+    for (std::int64_t j = 0; j < Nk; ++j) {
+      float q_dot_k = 0.0f;
+      for (std::int64_t c = 0; c < d; ++c) q_dot_k += x.Q[i * d + c] * x.K[j * d + c];
+      x.S[i * Nk + j] = RoundTo(dtype, problem.Score(i, j, q_dot_k));
+    }
+  }
+  for (std::int64_t i = 0; i < Nq; ++i) {  // P_i = softmax(S_i)
+    std::span<float> P_i(x.P.data() + i * Nk, static_cast<std::size_t>(Nk));
+    const SoftmaxState state = SoftmaxSafe({x.S.data() + i * Nk, static_cast<std::size_t>(Nk)}, P_i);
+    x.lse[i] = state.LogSumExp();
+    for (float& p : P_i) p = RoundTo(dtype, p);
+  }
+  problem.LoadV(0, Nk, x.V.data());
+  std::fill(x.O.begin(), x.O.end(), 0.0f);
+  for (std::int64_t i = 0; i < Nq; ++i)  // O_i = Σ_j P_ij v_j
+    for (std::int64_t j = 0; j < Nk; ++j)
+      for (std::int64_t c = 0; c < dv; ++c) x.O[i * dv + c] += x.P[i * Nk + j] * x.V[j * dv + c];
+  problem.StoreO(0, Nq, x.O.data());
+  problem.StoreLse(0, Nq, x.lse.data());
+}
+
+}  // namespace
+
+void Standard(const AttentionParams& params) {
+  const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k;
+  const std::int64_t d = params.head_dim, dv = params.HeadDimV();
+  std::vector<Scratch> scratch(static_cast<std::size_t>(ResolveThreads(params.num_threads)));
+  for (Scratch& x : scratch) {  // all memory up front: nothing is written if an allocation fails
+    x.Q.resize(Nq * d);
+    x.K.resize(Nk * d);
+    x.V.resize(Nk * dv);
+    x.S.resize(Nq * Nk);
+    x.P.resize(Nq * Nk);
+    x.O.resize(Nq * dv);
+    x.lse.resize(Nq);
+  }
+  ForEachHead(params, [&](const HeadProblem& problem, int thread) {
+    StandardHead(problem, params.dtype, scratch[thread]);
+  });
+}
+
+}  // namespace flashattn::reference

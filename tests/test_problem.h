@@ -1,0 +1,70 @@
+// Random attention problems that own their buffers, and the error measures the tests share.
+#ifndef FLASHATTN_TESTS_TEST_PROBLEM_H_
+#define FLASHATTN_TESTS_TEST_PROBLEM_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashattn/flashattn.h"
+
+namespace flashattn::testing {
+
+struct Shape {
+  std::int64_t batch = 1, Nq = 1, Nk = 1, Hq = 1, Hkv = 1, d = 16, dv = 16;
+  DType dtype = DType::kF32;
+  bool head_major = false;  // (batch, head, seq, dim) instead of (batch, seq, head, dim)
+  std::string ToString() const;
+};
+
+// Masks and modifiers of SPEC §5 applied on top of a shape.
+struct Modifiers {
+  bool causal = false;
+  std::int64_t window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  bool alibi = false;
+  MaskKind mask = MaskKind::kNone;
+  std::string ToString() const;
+};
+
+// A problem with inputs drawn from N(0, 1) (times `input_scale`), outputs pre-filled with a NaN pattern
+// so a test sees any element the algorithm forgot to write.
+class Problem {
+ public:
+  Problem(const Shape& shape, const Modifiers& modifiers, std::uint64_t seed, float input_scale = 1.0f);
+  Problem(const Problem&) = delete;
+  Problem& operator=(const Problem&) = delete;
+
+  const AttentionParams& params() const { return params_; }
+  AttentionParams& params() { return params_; }
+  const Shape& shape() const { return shape_; }
+
+  // Output element (b, i, h, c) / LSE of (b, h, i) as float.
+  float O(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t c) const;
+  float Lse(std::int64_t b, std::int64_t h, std::int64_t i) const { return lse_[(b * shape_.Hq + h) * shape_.Nq + i]; }
+  // Sets input element (b, i, h, c) of Q, K or V.
+  void SetQ(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t c, float value);
+  void SetK(std::int64_t b, std::int64_t j, std::int64_t h, std::int64_t c, float value);
+  void SetV(std::int64_t b, std::int64_t j, std::int64_t h, std::int64_t c, float value);
+  void ResetOutputs();
+
+ private:
+  Shape shape_;
+  AttentionParams params_;
+  std::vector<std::uint16_t> q_, k_, v_, o_;  // raw element storage (float32 uses two slots per element)
+  std::vector<float> lse_, alibi_, mask_additive_;
+  std::vector<std::uint8_t> mask_bool_;
+};
+
+// Errors of a computed output against the float64 oracle, over every (b, h, row):
+//   o_error   = max |O − O_ref| / max |O_ref|   (normwise relative; absolute when O_ref is all zero)
+//   lse_error = max |LSE − LSE_ref| / max(1, |LSE_ref|), with −inf required to match exactly
+struct Errors {
+  double o_error = 0.0;
+  double lse_error = 0.0;
+};
+Errors CompareWithOracle(const Problem& problem, bool check_lse = true);
+
+}  // namespace flashattn::testing
+
+#endif  // FLASHATTN_TESTS_TEST_PROBLEM_H_
