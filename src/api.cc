@@ -29,8 +29,7 @@ std::string_view ToString(Algorithm algorithm) {
 }
 
 Algorithm ParseAlgorithm(std::string_view name, std::string_view argument) {
-  for (Algorithm algorithm :
-       {Algorithm::kStandard, Algorithm::kFlash1, Algorithm::kFlash2, Algorithm::kOracle}) {
+  for (Algorithm algorithm : kAllAlgorithms) {
     if (name == ToString(algorithm)) return algorithm;
   }
   Fail(argument, " must be one of standard, flash1, flash2, oracle; got '", name, "'");

@@ -37,6 +37,10 @@ enum class Algorithm : std::uint8_t {
   kOracle,    // standard attention in float64 (inputs converted exactly), rounded once to the output type
 };
 
+// Every algorithm, in the order the seeds introduce them (the demo and the benchmarks iterate over it).
+inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::kStandard, Algorithm::kFlash1, Algorithm::kFlash2,
+                                               Algorithm::kOracle};
+
 std::string_view ToString(Algorithm algorithm);
 // Parses "standard", "flash1", "flash2", "oracle"; throws Error naming `argument` otherwise.
 Algorithm ParseAlgorithm(std::string_view name, std::string_view argument = "algorithm");

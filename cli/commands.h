@@ -1,0 +1,14 @@
+// The subcommands of the flashattn program, one file each; main.cc registers them with CLI11.
+#ifndef FLASHATTN_CLI_COMMANDS_H_
+#define FLASHATTN_CLI_COMMANDS_H_
+
+#include <CLI/CLI.hpp>
+
+namespace flashattn::cli {
+
+void AddRunCommand(CLI::App& app);   // run_command.cc
+void AddDemoCommand(CLI::App& app);  // demo_command.cc
+
+}  // namespace flashattn::cli
+
+#endif  // FLASHATTN_CLI_COMMANDS_H_
