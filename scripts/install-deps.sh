@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages flashattn needs, and only those that are missing: safe to run again and again.
+# Works as root, or through sudo otherwise. Nothing comes from anywhere but the Debian archive.
+set -euo pipefail
+
+# Build, tests, command line, benchmarks (OpenMP comes with g++).
+build_packages=(
+  build-essential cmake g++ pkg-config
+  libhwy-dev libgtest-dev libbenchmark-dev libcli11-dev libopenblas-dev
+)
+# Python bindings and their tests (issue 6) add theirs here, e.g.
+# python3-numpy python3-pybind11 pybind11-dev python3-pytest.
+python_packages=()
+
+missing=()
+for package in "${build_packages[@]}" "${python_packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
+  [[ $status == "install ok installed" ]] || missing+=("$package")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#build_packages[@]} + ${#python_packages[@]} packages present"
+  exit 0
+fi
+
+as_root=()
+if ((EUID != 0)); then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  as_root=(sudo)
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
