@@ -1,0 +1,47 @@
+// The fused forward kernel (issue 3): FlashAttention-2 with SIMD micro-kernels, every mask, three element
+// types, OpenMP threads. The design and its memory traffic are worked out in docs/fused_kernel.md.
+//
+// This header holds no SIMD types: the kernel is compiled for every Highway target and one of them is
+// chosen at run time, once per call.
+#ifndef FLASHATTN_KERNELS_FUSED_FORWARD_H_
+#define FLASHATTN_KERNELS_FUSED_FORWARD_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashattn/flashattn.h"
+
+namespace flashattn::kernels {
+
+// Block sizes of the fused kernel: Br query rows per Q block, Bc keys per K/V block.
+struct FusedTiling {
+  std::int64_t Br, Bc;
+};
+
+// The block sizes the kernel uses for `params`: params.tiling.block_rows/block_cols when non-zero,
+// otherwise the rule of docs/fused_kernel.md derived from the detected per-core cache sizes.
+FusedTiling ChooseFusedTiling(const AttentionParams& params);
+
+// Per-core cache sizes in bytes, read once from the operating system (defaults if unavailable).
+struct CacheSizes {
+  std::int64_t l1d, l2;
+};
+const CacheSizes& DetectedCacheSizes();
+
+// Computes O (and LSE) for already-validated params. Dispatches once to the best SIMD target.
+void FusedForward(const AttentionParams& params);
+
+// Test hooks, in the spirit of Highway's test-all-targets mode. The targets compiled into the library
+// that this CPU can run, as Highway target bits; the name of one; and a restriction of the dispatch to
+// one of them (0 restores the normal choice). Restricting is a process-wide setting meant for tests.
+std::vector<std::int64_t> FusedTargets();
+std::string FusedTargetName(std::int64_t target);
+void RestrictFusedTargetForTest(std::int64_t target);
+
+// y_i = e^{x_i} with the kernel's vector exp on the currently dispatched target (for the accuracy test).
+void FusedExp(const float* x, float* y, std::size_t n);
+
+}  // namespace flashattn::kernels
+
+#endif  // FLASHATTN_KERNELS_FUSED_FORWARD_H_
