@@ -65,6 +65,7 @@ ByteRange CheckTensor(const TensorView& tensor) {
 // An output's distinct indices must address distinct elements: sorted by stride, each dimension of size > 1
 // must step over everything the smaller ones span.
 void CheckNoSelfOverlap(const TensorView& tensor) {
+  if (tensor.NumElements() == 0) return;  // an empty tensor has no elements to collide (its strides may be 0)
   std::vector<Dim> dims;
   for (const Dim& dim : tensor.dims)
     if (dim.size > 1) dims.push_back(dim);
@@ -169,8 +170,12 @@ void Validate(const AttentionParams& p) {
   }
   std::vector<TensorView> outputs = {view("o", p.o, p.o_strides, p.seqlen_q, p.heads_q, dv)};
   if (p.lse != nullptr) {
+    std::int64_t lse_batch_stride;
+    if (!MulAdd(p.heads_q, p.seqlen_q, 0, &lse_batch_stride)) {
+      Fail("lse is too large to index in 64 bits (heads_q=", p.heads_q, " times seqlen_q=", p.seqlen_q, ")");
+    }
     outputs.push_back(TensorView{"lse", p.lse, 4,
-                                 {{"batch", p.batch, p.heads_q * p.seqlen_q},
+                                 {{"batch", p.batch, lse_batch_stride},
                                   {"head", p.heads_q, p.seqlen_q}, {"seq", p.seqlen_q, 1}}});
   }
   CheckOutputs(outputs, inputs);
