@@ -7,7 +7,7 @@
 //       m_new = max(m_i, m̃_ij), l_new = e^{m_i − m_new} l_i + e^{m̃_ij − m_new} l̃_ij
 //       O_i ← diag(l_new)⁻¹ (diag(l_i) e^{m_i − m_new} O_i + e^{m̃_ij − m_new} P̃_ij V_j)
 //       write O_i, l_i ← l_new, m_i ← m_new to main memory
-//   LSE = m + log l.
+//   LSE = m + log l, block by block (l and m read once more).
 // O lives in the caller's output array (its element type) between K/V blocks, as the paper keeps O in
 // HBM; l and m live in main-memory arrays of their own.
 #include <algorithm>
@@ -32,10 +32,12 @@ void Flash1Head(const HeadProblem& problem, BlockSizes blocks, Scratch& x) {
   const std::int64_t Br = blocks.Br, Bc = blocks.Bc;
   const std::int64_t Tr = (Nq + Br - 1) / Br, Tc = (Nk + Bc - 1) / Bc;
 
+  const MainMemoryArray l(problem, x.l.data(), sizeof(float));
+  const MainMemoryArray m(problem, x.m.data(), sizeof(float));
   std::fill(x.O_i.begin(), x.O_i.end(), 0.0f);
   for (std::int64_t i = 0; i < Tr; ++i) problem.StoreO(i * Br, std::min(Br, Nq - i * Br), x.O_i.data());
-  std::fill(x.l.begin(), x.l.end(), 0.0f);
-  std::fill(x.m.begin(), x.m.end(), kNegInf);
+  l.Fill(Nq, 0.0f);
+  m.Fill(Nq, kNegInf);
 
   for (std::int64_t j = 0; j < Tc; ++j) {
     const std::int64_t j0 = j * Bc, cols = std::min(Bc, Nk - j0);
@@ -45,8 +47,8 @@ void Flash1Head(const HeadProblem& problem, BlockSizes blocks, Scratch& x) {
       const std::int64_t i0 = i * Br, rows = std::min(Br, Nq - i0);
       problem.LoadQ(i0, rows, x.Q_i.data());
       problem.LoadO(i0, rows, x.O_i.data());
-      std::copy_n(x.l.begin() + i0, rows, x.l_i.begin());
-      std::copy_n(x.m.begin() + i0, rows, x.m_i.begin());
+      l.Load(i0, rows, x.l_i.data());
+      m.Load(i0, rows, x.m_i.data());
       for (std::int64_t r = 0; r < rows; ++r) {
         float* S_r = &x.S_ij[r * Bc];
         float m_tilde = kNegInf;  // m̃_ij = rowmax(S_ij)
@@ -75,14 +77,17 @@ void Flash1Head(const HeadProblem& problem, BlockSizes blocks, Scratch& x) {
         x.m_i[r] = m_new;
       }
       problem.StoreO(i0, rows, x.O_i.data());
-      std::copy_n(x.l_i.begin(), rows, x.l.begin() + i0);
-      std::copy_n(x.m_i.begin(), rows, x.m.begin() + i0);
+      l.Store(i0, rows, x.l_i.data());
+      m.Store(i0, rows, x.m_i.data());
     }
   }
-  if (problem.WantsLse()) {
-    std::vector<float>& lse = x.l;  // LSE_r = m_r + log l_r, overwriting l in place
-    for (std::int64_t r = 0; r < Nq; ++r) lse[r] = SoftmaxState{x.m[r], x.l[r]}.LogSumExp();
-    problem.StoreLse(0, Nq, lse.data());
+  if (!problem.WantsLse()) return;
+  for (std::int64_t i = 0; i < Tr; ++i) {  // LSE_i = m_i + log l_i, computed in l_i's fast memory
+    const std::int64_t i0 = i * Br, rows = std::min(Br, Nq - i0);
+    l.Load(i0, rows, x.l_i.data());
+    m.Load(i0, rows, x.m_i.data());
+    for (std::int64_t r = 0; r < rows; ++r) x.l_i[r] = SoftmaxState{x.m_i[r], x.l_i[r]}.LogSumExp();
+    problem.StoreLse(i0, rows, x.l_i.data());
   }
 }
 
@@ -98,7 +103,7 @@ BlockSizes ChooseBlockSizes(const AttentionParams& params) {
   return {Br, Bc};
 }
 
-void Flash1(const AttentionParams& params) {
+void Flash1(const AttentionParams& params, IoCount* io) {
   const BlockSizes blocks = ChooseBlockSizes(params);
   const std::int64_t d = params.head_dim, dv = params.HeadDimV(), Nq = params.seqlen_q;
   std::vector<Scratch> scratch(static_cast<std::size_t>(ResolveThreads(params.num_threads)));
@@ -115,7 +120,7 @@ void Flash1(const AttentionParams& params) {
   }
   ForEachHead(params, [&](const HeadProblem& problem, int thread) {
     Flash1Head(problem, blocks, scratch[thread]);
-  });
+  }, io);
 }
 
 }  // namespace flashattn::reference

@@ -75,7 +75,7 @@ void Flash2Head(const HeadProblem& problem, BlockSizes blocks, Scratch& x) {
 
 }  // namespace
 
-void Flash2(const AttentionParams& params) {
+void Flash2(const AttentionParams& params, IoCount* io) {
   const BlockSizes blocks = ChooseBlockSizes(params);
   const std::int64_t d = params.head_dim, dv = params.HeadDimV();
   std::vector<Scratch> scratch(static_cast<std::size_t>(ResolveThreads(params.num_threads)));
@@ -91,7 +91,7 @@ void Flash2(const AttentionParams& params) {
   }
   ForEachHead(params, [&](const HeadProblem& problem, int thread) {
     Flash2Head(problem, blocks, scratch[thread]);
-  });
+  }, io);
 }
 
 }  // namespace flashattn::reference

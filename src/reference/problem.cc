@@ -53,7 +53,7 @@ void HeadProblem::LoadO(std::int64_t row, std::int64_t n, float* dst) const {
 void HeadProblem::StoreLse(std::int64_t row, std::int64_t n, const float* src) const {
   if (lse_ == nullptr) return;
   std::copy(src, src + n, lse_ + row);
-  io_.written += n;
+  CountWrite(n, sizeof(float));
 }
 
 }  // namespace flashattn::reference

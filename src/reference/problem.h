@@ -5,6 +5,7 @@
 #ifndef FLASHATTN_REFERENCE_PROBLEM_H_
 #define FLASHATTN_REFERENCE_PROBLEM_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -14,10 +15,19 @@
 
 namespace flashattn::reference {
 
-// Elements moved between main memory and fast memory.
+// Traffic between main memory and fast memory, in elements and in bytes.
 struct IoCount {
   std::int64_t read = 0;
   std::int64_t written = 0;
+  std::int64_t read_bytes = 0;
+  std::int64_t written_bytes = 0;
+
+  IoCount& operator+=(const IoCount& other) {
+    read += other.read, written += other.written;
+    read_bytes += other.read_bytes, written_bytes += other.written_bytes;
+    return *this;
+  }
+  bool operator==(const IoCount&) const = default;
 };
 
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -65,8 +75,17 @@ class HeadProblem {
     return s;
   }
 
-  // Main-memory traffic of this problem so far, in elements (for the IO model).
+  // Main-memory traffic of this problem so far (for the IO model).
   const IoCount& io() const { return io_; }
+  // Counts n elements of `element_bytes` each moved from (CountRead) or to (CountWrite) main memory; only
+  // the loads and stores above and MainMemoryArray call these.
+  void CountRead(std::int64_t n, std::int64_t element_bytes) const {
+    io_.read += n, io_.read_bytes += n * element_bytes;
+  }
+  void CountWrite(std::int64_t n, std::int64_t element_bytes) const {
+    io_.written += n, io_.written_bytes += n * element_bytes;
+  }
+  std::int64_t ElementBytes() const { return static_cast<std::int64_t>(SizeOf(dtype_)); }
 
  private:
   template <typename T>
@@ -75,7 +94,7 @@ class HeadProblem {
     for (std::int64_t r = 0; r < n; ++r)
       for (std::int64_t c = 0; c < width; ++c)
         dst[r * width + c] = static_cast<T>(LoadAsFloat(base, dtype_, (row + r) * row_stride + c));
-    io_.read += n * width;
+    CountRead(n * width, ElementBytes());
   }
   float MaskAdditive(std::int64_t i, std::int64_t j) const {
     return static_cast<const float*>(mask_.data)[i * mask_.stride_row + j * mask_.stride_col];
@@ -104,13 +123,44 @@ void HeadProblem::StoreO(std::int64_t row, std::int64_t n, const T* src) const {
   for (std::int64_t r = 0; r < n; ++r)
     for (std::int64_t c = 0; c < dv; ++c)
       StoreFromFloat(o_, dtype_, (row + r) * o_row_stride_ + c, static_cast<float>(src[r * dv + c]));
-  io_.written += n * dv;
+  CountWrite(n * dv, ElementBytes());
 }
 
+// An array that an algorithm keeps in main memory besides the caller's tensors (S and P of standard, l and
+// m of flash1). Its elements reach fast memory only through Load and Store, which count them on the
+// problem's io(), like the loads and stores of Q, K, V, O and LSE.
+class MainMemoryArray {
+ public:
+  MainMemoryArray(const HeadProblem& problem, float* data, std::int64_t element_bytes)
+      : problem_(problem), data_(data), element_bytes_(element_bytes) {}
+
+  // Copies elements [index, index + n) to fast memory `dst`.
+  void Load(std::int64_t index, std::int64_t n, float* dst) const {
+    std::copy_n(data_ + index, n, dst);
+    problem_.CountRead(n, element_bytes_);
+  }
+  // Writes elements [index, index + n) from fast memory `src`.
+  void Store(std::int64_t index, std::int64_t n, const float* src) const {
+    std::copy_n(src, n, data_ + index);
+    problem_.CountWrite(n, element_bytes_);
+  }
+  // Sets elements [0, n) to `value` (the initialization of Algorithm 1 writes them to main memory).
+  void Fill(std::int64_t n, float value) const {
+    std::fill_n(data_, n, value);
+    problem_.CountWrite(n, element_bytes_);
+  }
+
+ private:
+  const HeadProblem& problem_;
+  float* data_;
+  std::int64_t element_bytes_;
+};
+
 // Runs `solve(problem)` for every (batch, query head), in parallel over heads with the params' thread
-// count. `solve` must not throw: allocate scratch before calling this.
+// count, and adds each head's traffic to `*io` if `io` is given. `solve` must not throw: allocate scratch
+// before calling this.
 template <typename Solve>
-void ForEachHead(const AttentionParams& params, Solve&& solve);
+void ForEachHead(const AttentionParams& params, Solve&& solve, IoCount* io = nullptr);
 
 int ResolveThreads(int requested);
 

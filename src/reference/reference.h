@@ -23,9 +23,11 @@ struct BlockSizes {
 };
 BlockSizes ChooseBlockSizes(const AttentionParams& params);
 
-void Standard(const AttentionParams& params);
-void Flash1(const AttentionParams& params);
-void Flash2(const AttentionParams& params);
+// Given `io`, each adds the main-memory traffic of every (batch, head) to it (problem.h, IoCount).
+struct IoCount;
+void Standard(const AttentionParams& params, IoCount* io = nullptr);
+void Flash1(const AttentionParams& params, IoCount* io = nullptr);
+void Flash2(const AttentionParams& params, IoCount* io = nullptr);
 void Oracle(const AttentionParams& params);
 
 // The float64 oracle for query rows [row_begin, row_end) of problem (b, h): o is rows×dv, lse is per row

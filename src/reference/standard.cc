@@ -17,38 +17,46 @@ namespace flashattn::reference {
 namespace {
 
 struct Scratch {
-  std::vector<float> Q, K, V, S, P, O, lse;
+  std::vector<float> S, P;                 // main memory: Nq×Nk each
+  std::vector<float> Q, K, V, O, lse, S_i, P_i;  // fast memory (the seed's model keeps Q, K, V there)
 };
 
+// S and P are main-memory arrays: each is written once and read once, a row at a time.
 void StandardHead(const HeadProblem& problem, DType dtype, Scratch& x) {
   const std::int64_t Nq = problem.Nq, Nk = problem.Nk, d = problem.d, dv = problem.dv;
+  const MainMemoryArray S(problem, x.S.data(), problem.ElementBytes());
+  const MainMemoryArray P(problem, x.P.data(), problem.ElementBytes());
   problem.LoadQ(0, Nq, x.Q.data());
   problem.LoadK(0, Nk, x.K.data());
   for (std::int64_t i = 0; i < Nq; ++i) {  // S_ij = Score(q_i · k_j)
     for (std::int64_t j = 0; j < Nk; ++j) {
       float q_dot_k = 0.0f;
       for (std::int64_t c = 0; c < d; ++c) q_dot_k += x.Q[i * d + c] * x.K[j * d + c];
-      x.S[i * Nk + j] = RoundTo(dtype, problem.Score(i, j, q_dot_k));
+      x.S_i[j] = RoundTo(dtype, problem.Score(i, j, q_dot_k));
     }
+    S.Store(i * Nk, Nk, x.S_i.data());
   }
   for (std::int64_t i = 0; i < Nq; ++i) {  // P_i = softmax(S_i)
-    std::span<float> P_i(x.P.data() + i * Nk, static_cast<std::size_t>(Nk));
-    const SoftmaxState state = SoftmaxSafe({x.S.data() + i * Nk, static_cast<std::size_t>(Nk)}, P_i);
+    S.Load(i * Nk, Nk, x.S_i.data());
+    const SoftmaxState state = SoftmaxSafe(x.S_i, x.P_i);
     x.lse[i] = state.LogSumExp();
-    for (float& p : P_i) p = RoundTo(dtype, p);
+    for (float& p : x.P_i) p = RoundTo(dtype, p);
+    P.Store(i * Nk, Nk, x.P_i.data());
   }
   problem.LoadV(0, Nk, x.V.data());
   std::fill(x.O.begin(), x.O.end(), 0.0f);
-  for (std::int64_t i = 0; i < Nq; ++i)  // O_i = Σ_j P_ij v_j
+  for (std::int64_t i = 0; i < Nq; ++i) {  // O_i = Σ_j P_ij v_j
+    P.Load(i * Nk, Nk, x.P_i.data());
     for (std::int64_t j = 0; j < Nk; ++j)
-      for (std::int64_t c = 0; c < dv; ++c) x.O[i * dv + c] += x.P[i * Nk + j] * x.V[j * dv + c];
+      for (std::int64_t c = 0; c < dv; ++c) x.O[i * dv + c] += x.P_i[j] * x.V[j * dv + c];
+  }
   problem.StoreO(0, Nq, x.O.data());
   problem.StoreLse(0, Nq, x.lse.data());
 }
 
 }  // namespace
 
-void Standard(const AttentionParams& params) {
+void Standard(const AttentionParams& params, IoCount* io) {
   const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k;
   const std::int64_t d = params.head_dim, dv = params.HeadDimV();
   std::vector<Scratch> scratch(static_cast<std::size_t>(ResolveThreads(params.num_threads)));
@@ -60,10 +68,12 @@ void Standard(const AttentionParams& params) {
     x.P.resize(Nq * Nk);
     x.O.resize(Nq * dv);
     x.lse.resize(Nq);
+    x.S_i.resize(Nk);
+    x.P_i.resize(Nk);
   }
   ForEachHead(params, [&](const HeadProblem& problem, int thread) {
     StandardHead(problem, params.dtype, scratch[thread]);
-  });
+  }, io);
 }
 
 }  // namespace flashattn::reference

@@ -1,0 +1,5 @@
+# The IO model (src/io_model/): closed-form traffic per algorithm, the instrumented reference run and the
+# machine measurements (cache size, FMA peak, bandwidth) that `flashattn io` prints next to them.
+target_sources(flashattn PRIVATE
+  ${PROJECT_SOURCE_DIR}/src/io_model/io_model.cc
+)
