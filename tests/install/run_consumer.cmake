@@ -1,0 +1,65 @@
+# Installs flashattn into a fresh prefix and builds and runs tests/install (the consumer and README.md's
+# example) against it. Run as a script:
+#   cmake -DSOURCE_DIR=... -DWORK_DIR=... -DGENERATOR=... -DCXX=... -DLIBRARY=<file name>
+#         (-DBUILD_DIR=<built tree> | -DSHARED=ON)
+#         -P run_consumer.cmake
+# LIBRARY names the library file the install must contain. With SHARED=ON the script first configures and
+# builds the library itself with BUILD_SHARED_LIBS=ON.
+cmake_minimum_required(VERSION 3.25)
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  if(NOT status EQUAL 0)
+    list(JOIN ARGN " " command)
+    message(FATAL_ERROR "failed (${status}): ${command}\n${output}")
+  endif()
+  set(output "${output}" PARENT_SCOPE)
+endfunction()
+
+foreach(var SOURCE_DIR WORK_DIR GENERATOR CXX LIBRARY)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "run_consumer.cmake needs -D${var}=...")
+  endif()
+endforeach()
+set(common_args -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release)
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+
+if(SHARED)
+  set(BUILD_DIR ${WORK_DIR}/library)
+  run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BUILD_DIR} ${common_args} -DBUILD_SHARED_LIBS=ON
+      -DFLASHATTN_ENABLE_TESTS=OFF -DFLASHATTN_ENABLE_CLI=OFF -DFLASHATTN_ENABLE_BENCH=OFF)
+  run(${CMAKE_COMMAND} --build ${BUILD_DIR} --parallel 2)
+endif()
+set(prefix ${WORK_DIR}/prefix)
+run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+file(GLOB_RECURSE installed_library ${prefix}/${LIBRARY})
+file(GLOB_RECURSE installed_config ${prefix}/flashattnConfig.cmake)
+if(NOT installed_library OR NOT installed_config OR NOT EXISTS ${prefix}/include/flashattn/flashattn.h)
+  message(FATAL_ERROR "the install into ${prefix} lacks ${LIBRARY}, flashattnConfig.cmake or the header")
+endif()
+
+# README.md's example: the ```cpp block between the example markers.
+file(READ ${SOURCE_DIR}/README.md readme)
+string(FIND "${readme}" "<!-- example:begin -->" begin)
+string(FIND "${readme}" "<!-- example:end -->" end)
+if(begin EQUAL -1 OR end EQUAL -1 OR end LESS begin)
+  message(FATAL_ERROR "README.md has no <!-- example:begin --> ... <!-- example:end --> block")
+endif()
+math(EXPR length "${end} - ${begin}")
+string(SUBSTRING "${readme}" ${begin} ${length} block)
+if(NOT block MATCHES "```cpp\n(.*)```")
+  message(FATAL_ERROR "README.md's example block holds no ```cpp fence")
+endif()
+file(WRITE ${WORK_DIR}/readme_example.cc "${CMAKE_MATCH_1}")
+
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install -B ${WORK_DIR}/consumer ${common_args}
+    -DCMAKE_PREFIX_PATH=${prefix} -DREADME_EXAMPLE=${WORK_DIR}/readme_example.cc)
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer --parallel 2)
+run(${WORK_DIR}/consumer/app)
+message(STATUS "${output}")
+run(${WORK_DIR}/consumer/readme_example)
+message(STATUS "README example printed:\n${output}")
+if(NOT output MATCHES "O\\[token 0\\] = 0 ")
+  message(FATAL_ERROR "README example: expected 'O[token 0] = 0 ' (token 0 sees only key 0, whose V row is 0)")
+endif()
