@@ -114,8 +114,8 @@ TEST(SoftmaxTest, NaiveSafeOnlineBlockedMatchFloat64OnOrdinaryLogits) {
     EXPECT_LE(MaxRelativeError(y, ref.y), kRelTolerance) << "safe n=" << n;
     SoftmaxOnline(x, y);
     EXPECT_LE(MaxRelativeError(y, ref.y), kRelTolerance) << "online n=" << n;
-    for (std::int64_t block : {std::int64_t{1}, std::int64_t{3}, std::int64_t{16}, static_cast<std::int64_t>(n),
-                               static_cast<std::int64_t>(n) + 5}) {
+    const auto N = static_cast<std::int64_t>(n);
+    for (std::int64_t block : std::vector<std::int64_t>{1, 3, 16, N, N + 5}) {
       SoftmaxBlocked(x, y, block);
       EXPECT_LE(MaxRelativeError(y, ref.y), kRelTolerance) << "blocked n=" << n << " block=" << block;
     }
