@@ -154,5 +154,24 @@ TEST(ReferenceAttentionTest, ReducedPrecisionStandardHasReducedPrecisionError) {
   }
 }
 
+// A window reach near INT64_MAX sees every key, like −1; i + Nk − Nq ± reach must not overflow.
+TEST(ReferenceAttentionTest, HugeWindowReachesEqualUnboundedWindow) {
+  const std::pair<std::int64_t, std::int64_t> windows[] = {{-1, INT64_MAX}, {INT64_MAX, -1}, {INT64_MAX, INT64_MAX}};
+  for (Algorithm algorithm : {Algorithm::kStandard, Algorithm::kFlash1, Algorithm::kFlash2, Algorithm::kOracle}) {
+    for (auto [left, right] : windows) {
+      const Shape shape{.Nq = 5, .Nk = 3, .d = 8, .dv = 8};  // i + Nk − Nq runs from −2 to 2
+      Problem windowed(shape, {.window_left = left, .window_right = right}, 11);
+      Problem unbounded(shape, {}, 11);
+      forward(windowed.params(), algorithm);
+      forward(unbounded.params(), algorithm);
+      for (std::int64_t i = 0; i < shape.Nq; ++i) {
+        EXPECT_EQ(windowed.Lse(0, 0, i), unbounded.Lse(0, 0, i)) << ToString(algorithm) << " row " << i;
+        for (std::int64_t c = 0; c < shape.dv; ++c)
+          EXPECT_EQ(windowed.O(0, i, 0, c), unbounded.O(0, i, 0, c)) << ToString(algorithm) << " row " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace flashattn::testing
