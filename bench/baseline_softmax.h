@@ -1,0 +1,17 @@
+// The safe softmax of the baseline, vectorized with Highway (SPEC §2.2: max, then Σ exp(x − max), then
+// divide), over one row of scores whose first `visible` entries take part (a causal row's prefix).
+#ifndef FLASHATTN_BENCH_BASELINE_SOFTMAX_H_
+#define FLASHATTN_BENCH_BASELINE_SOFTMAX_H_
+
+#include <cstdint>
+
+namespace flashattn::bench {
+
+// row[j] ← exp(row[j] − m) / l for j < visible, with m = max and l = Σ exp(row[j] − m) over j < visible;
+// row[j] ← 0 for visible ≤ j < n. Returns LSE = m + log l, or −inf when visible = 0 (then the row is all 0).
+// Accuracy: that of hwy::Exp (≤ 1 ulp) plus the rounding of the sum.
+float SafeSoftmaxRow(float* row, std::int64_t visible, std::int64_t n);
+
+}  // namespace flashattn::bench
+
+#endif  // FLASHATTN_BENCH_BASELINE_SOFTMAX_H_

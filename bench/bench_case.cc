@@ -1,0 +1,61 @@
+#include "bench/bench_case.h"
+
+#include <sstream>
+
+#include "common/checked.h"
+
+namespace flashattn::bench {
+
+std::string_view ToString(Mode mode) {
+  switch (mode) {
+    case Mode::kForward: return "forward";
+  }
+  return "unknown";
+}
+
+Mode ParseMode(std::string_view name, std::string_view argument) {
+  if (name == "forward") return Mode::kForward;
+  Fail(argument, " must be forward (decode and backward are not benchmarked yet); got '", name, "'");
+}
+
+DType ParseDType(std::string_view name, std::string_view argument) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16})
+    if (name == ToString(dtype)) return dtype;
+  Fail(argument, " must be one of f32, f16, bf16; got '", name, "'");
+}
+
+std::string BenchCase::AlgorithmName() const {
+  return algorithm ? std::string(ToString(*algorithm)) : std::string("default");
+}
+
+std::string BenchCase::Name() const {
+  std::ostringstream s;
+  s << ToString(mode) << "_" << AlgorithmName() << "_" << ToString(dtype) << "_b" << batch << "_h" << heads
+    << "_hkv" << heads_kv << "_nq" << seqlen_q << "_nk" << seqlen_k << "_d" << headdim
+    << (causal ? "_causal" : "");
+  return s.str();
+}
+
+AttentionParams BenchCase::Params() const {
+  AttentionParams p;
+  p.batch = batch;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_k = seqlen_k;
+  p.heads_q = heads;
+  p.heads_kv = heads_kv;
+  p.head_dim = headdim;
+  p.dtype = dtype;
+  p.causal = causal;
+  p.num_threads = threads;
+  p.SetContiguousStrides();
+  return p;
+}
+
+double CountFlops(const BenchCase& c) {
+  const double dense = 4.0 * static_cast<double>(c.batch) * static_cast<double>(c.heads) *
+                       static_cast<double>(c.seqlen_q) * static_cast<double>(c.seqlen_k) *
+                       static_cast<double>(c.headdim);
+  return c.causal ? dense / 2 : dense;
+}
+
+}  // namespace flashattn::bench

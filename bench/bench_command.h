@@ -1,0 +1,53 @@
+// `flashattn bench`: its options, the cases they select (one configuration, or the default sweep when no
+// shape option is given), and the run that prints a table or JSON lines.
+#ifndef FLASHATTN_BENCH_BENCH_COMMAND_H_
+#define FLASHATTN_BENCH_BENCH_COMMAND_H_
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "bench/bench_case.h"
+#include "bench/forward_mode.h"
+
+namespace flashattn::bench {
+
+struct BenchOptions {
+  // Shape options; giving any of them selects one configuration instead of the default sweep.
+  std::string mode = "forward";
+  std::int64_t batch = 1;
+  std::int64_t heads = 8;
+  std::optional<std::int64_t> heads_kv;  // default: heads
+  std::int64_t seqlen = 4096;
+  std::optional<std::int64_t> seqlen_k;  // default: seqlen
+  std::int64_t headdim = 128;
+  bool causal = false;
+  std::string dtype = "f32";
+  bool single = false;
+  // Options for both.
+  int threads = 0;          // 0 = all cores
+  std::string algorithm;    // empty = whatever flashattn::forward defaults to
+  bool json = false;
+  RunOptions run;
+};
+
+// The cases `options` select, with threads resolved. Throws Error naming the option for bad values.
+std::vector<BenchCase> PlanCases(const BenchOptions& options);
+
+// Runs every planned case and writes the FMA peak, then one table line or JSON object per case to `out`.
+void RunBench(const BenchOptions& options, std::ostream& out);
+
+}  // namespace flashattn::bench
+
+namespace flashattn::cli {
+
+// Registers `flashattn bench` (declared for the CLI in cli/commands.h).
+void AddBenchCommand(CLI::App& app);
+
+}  // namespace flashattn::cli
+
+#endif  // FLASHATTN_BENCH_BENCH_COMMAND_H_

@@ -1,0 +1,124 @@
+// Zen 3 has two FMA pipes of latency 4, so at least 8 independent vector chains are needed to keep both busy;
+// kFmaChains = 12 leaves margin and still fits the 16 AVX2 registers with the two constants.
+#include "bench/fma_peak.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "bench/fma_peak.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace flashattn::bench {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Returns Σ_c Σ_lanes x_c after `iterations` updates x_c ← x_c·a + b; *lanes = lanes per vector.
+double FmaChains(std::int64_t iterations, float a, float b, std::int64_t* lanes, const char** target) {
+  const hn::ScalableTag<float> df;
+  const auto va = hn::Set(df, a);
+  const auto vb = hn::Set(df, b);
+  auto x0 = hn::Set(df, 1.0f), x1 = hn::Set(df, 2.0f), x2 = hn::Set(df, 3.0f), x3 = hn::Set(df, 4.0f);
+  auto x4 = hn::Set(df, 5.0f), x5 = hn::Set(df, 6.0f), x6 = hn::Set(df, 7.0f), x7 = hn::Set(df, 8.0f);
+  auto x8 = hn::Set(df, 9.0f), x9 = hn::Set(df, 10.0f), x10 = hn::Set(df, 11.0f), x11 = hn::Set(df, 12.0f);
+  static_assert(kFmaChains == 12, "one variable per chain");
+  for (std::int64_t n = 0; n < iterations; ++n) {
+    x0 = hn::MulAdd(x0, va, vb);
+    x1 = hn::MulAdd(x1, va, vb);
+    x2 = hn::MulAdd(x2, va, vb);
+    x3 = hn::MulAdd(x3, va, vb);
+    x4 = hn::MulAdd(x4, va, vb);
+    x5 = hn::MulAdd(x5, va, vb);
+    x6 = hn::MulAdd(x6, va, vb);
+    x7 = hn::MulAdd(x7, va, vb);
+    x8 = hn::MulAdd(x8, va, vb);
+    x9 = hn::MulAdd(x9, va, vb);
+    x10 = hn::MulAdd(x10, va, vb);
+    x11 = hn::MulAdd(x11, va, vb);
+  }
+  const auto sum = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7)) + ((x8 + x9) + (x10 + x11));
+  double total = 0;
+  HWY_ALIGN float out[hn::MaxLanes(df)];
+  hn::Store(sum, df, out);
+  for (std::size_t i = 0; i < hn::Lanes(df); ++i) total += out[i];
+  *lanes = static_cast<std::int64_t>(hn::Lanes(df));
+  *target = hwy::TargetName(HWY_TARGET);
+  return total;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace flashattn::bench
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace flashattn::bench {
+
+HWY_EXPORT(FmaChains);
+
+namespace {
+
+double DispatchFmaChains(std::int64_t iterations, float a, float b, double* flops, const char** target) {
+  std::int64_t lanes = 0;
+  const double sum = HWY_DYNAMIC_DISPATCH(FmaChains)(iterations, a, b, &lanes, target);
+  *flops = 2.0 * static_cast<double>(lanes) * kFmaChains * static_cast<double>(iterations);
+  return sum;
+}
+
+}  // namespace
+
+double RunFmaChains(std::int64_t iterations, float a, float b, double* flops) {
+  const char* target = nullptr;
+  return DispatchFmaChains(iterations, a, b, flops, &target);
+}
+
+FmaPeak MeasureFmaPeak(int threads, double seconds) {
+  using Clock = std::chrono::steady_clock;
+  // x ← x·a + b with a < 1 converges to b / (1 − a) = 1: no overflow, no subnormals, however long it runs.
+  constexpr float a = 0.9999f, b = 0.0001f;
+  FmaPeak peak;
+  peak.threads = threads;
+  const char* target = "unknown";
+  double flops_per_thread = 0;
+  DispatchFmaChains(1 << 16, a, b, &flops_per_thread, &target);  // warm-up, and learn the target's name
+  peak.target = target;
+
+  // Size one trial to about 20 ms of single-thread work, then run trials until `seconds` have passed.
+  const auto probe_start = Clock::now();
+  DispatchFmaChains(1 << 20, a, b, &flops_per_thread, &target);
+  const double probe_s = std::chrono::duration<double>(Clock::now() - probe_start).count();
+  const std::int64_t iterations =
+      std::max<std::int64_t>(1 << 16, static_cast<std::int64_t>((1 << 20) * 0.02 / std::max(probe_s, 1e-6)));
+
+  volatile double sink = 0;  // keeps the chains' results alive
+  const auto start = Clock::now();
+  int trials = 0;
+  while (trials < 3 || std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
+    double trial_flops = 0;
+    double trial_s = 0;
+    double checksum = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : trial_flops, checksum)
+    {
+      Clock::time_point t0;
+#pragma omp barrier
+#pragma omp master
+      t0 = Clock::now();
+      double flops = 0;
+      checksum += RunFmaChains(iterations, a, b, &flops);
+      trial_flops += flops;
+#pragma omp barrier
+#pragma omp master
+      trial_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    sink = sink + checksum;
+    peak.gflops = std::max(peak.gflops, trial_flops / trial_s * 1e-9);
+    ++trials;
+  }
+  return peak;
+}
+
+}  // namespace flashattn::bench
+#endif  // HWY_ONCE

@@ -1,0 +1,155 @@
+#include "bench/report.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace flashattn::bench {
+
+double Row::Gflops() const { return timing.median_ms > 0 ? flops / (timing.median_ms * 1e-3) * 1e-9 : 0; }
+
+double Row::PeakFraction() const { return peak_gflops > 0 ? Gflops() / peak_gflops : 0; }
+
+std::optional<double> Row::BaselineGflops() const {
+  if (!baseline || baseline->timing.median_ms <= 0) return std::nullopt;
+  return flops / (baseline->timing.median_ms * 1e-3) * 1e-9;
+}
+
+std::optional<double> Row::SpeedupVsBaseline() const {
+  if (!baseline || timing.median_ms <= 0) return std::nullopt;
+  return baseline->timing.median_ms / timing.median_ms;
+}
+
+std::string JsonString(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char escaped[8];
+          std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned>(c));
+          out += escaped;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+void JsonLine::Key(std::string_view key) {
+  if (text_.size() > 1) text_ += ", ";
+  text_ += JsonString(key);
+  text_ += ": ";
+}
+
+JsonLine& JsonLine::Add(std::string_view key, std::string_view value) {
+  Key(key);
+  text_ += JsonString(value);
+  return *this;
+}
+
+JsonLine& JsonLine::Add(std::string_view key, double value) {
+  if (!std::isfinite(value)) return AddNull(key);
+  Key(key);
+  char number[32];
+  std::snprintf(number, sizeof(number), "%.6g", value);
+  text_ += number;
+  return *this;
+}
+
+JsonLine& JsonLine::Add(std::string_view key, std::int64_t value) {
+  Key(key);
+  text_ += std::to_string(value);
+  return *this;
+}
+
+JsonLine& JsonLine::Add(std::string_view key, bool value) {
+  Key(key);
+  text_ += value ? "true" : "false";
+  return *this;
+}
+
+JsonLine& JsonLine::AddNull(std::string_view key) {
+  Key(key);
+  text_ += "null";
+  return *this;
+}
+
+std::string ToJson(const Row& row) {
+  const BenchCase& c = row.config;
+  JsonLine json;
+  json.Add("name", row.config.Name())
+      .Add("mode", ToString(c.mode))
+      .Add("algorithm", c.AlgorithmName())
+      .Add("batch", c.batch)
+      .Add("heads", c.heads)
+      .Add("heads_kv", c.heads_kv)
+      .Add("seqlen_q", c.seqlen_q)
+      .Add("seqlen_k", c.seqlen_k)
+      .Add("headdim", c.headdim)
+      .Add("causal", c.causal)
+      .Add("dtype", ToString(c.dtype))
+      .Add("threads", c.threads)
+      .Add("runs", row.timing.runs)
+      .Add("median_ms", row.timing.median_ms)
+      .Add("min_ms", row.timing.min_ms)
+      .Add("max_ms", row.timing.max_ms)
+      .Add("gflops", row.Gflops())
+      .Add("peak_gflops", row.peak_gflops)
+      .Add("peak_target", row.peak_target)
+      .Add("peak_fraction", row.PeakFraction());
+  if (row.baseline) {
+    json.Add("baseline_median_ms", row.baseline->timing.median_ms)
+        .Add("baseline_gflops", *row.BaselineGflops())
+        .Add("baseline_arrangement", row.baseline->arrangement);
+    for (const auto& [arrangement, median_ms] : row.baseline->medians_ms)
+      json.Add("baseline_" + arrangement + "_median_ms", median_ms);
+    json.Add("speedup_vs_baseline", *row.SpeedupVsBaseline());
+  } else {
+    json.AddNull("baseline_median_ms").AddNull("baseline_gflops").AddNull("baseline_arrangement")
+        .AddNull("speedup_vs_baseline");
+  }
+  if (row.max_abs_diff_vs_baseline) json.Add("max_abs_diff_vs_baseline", *row.max_abs_diff_vs_baseline);
+  json.Add("tensor_bytes", row.tensor_bytes);
+  if (row.peak_rss_growth_bytes) json.Add("peak_rss_growth_bytes", *row.peak_rss_growth_bytes);
+  if (!row.note.empty()) json.Add("note", row.note);
+  return json.str();
+}
+
+void PrintTableHeader(std::ostream& out) {
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-8s %-9s %-4s %3s %4s %4s %6s %6s %4s %-6s %2s %10s %8s %6s %10s %-14s %7s",
+                "mode", "algorithm", "type", "b", "h", "hkv", "Nq", "Nk", "d", "mask", "T", "median_ms", "GFLOP/s",
+                "%peak", "base_ms", "base_threading", "speedup");
+  out << line << "\n";
+}
+
+void PrintTableRow(std::ostream& out, const Row& row) {
+  const BenchCase& c = row.config;
+  char base_ms[32] = "-", speedup[32] = "-";
+  if (row.baseline) {
+    std::snprintf(base_ms, sizeof(base_ms), "%.2f", row.baseline->timing.median_ms);
+    std::snprintf(speedup, sizeof(speedup), "%.2fx", *row.SpeedupVsBaseline());
+  }
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "%-8s %-9s %-4s %3lld %4lld %4lld %6lld %6lld %4lld %-6s %2d %10.2f %8.1f %5.1f%% %10s %-14s %7s",
+                std::string(ToString(c.mode)).c_str(), c.AlgorithmName().c_str(),
+                std::string(ToString(c.dtype)).c_str(), static_cast<long long>(c.batch),
+                static_cast<long long>(c.heads), static_cast<long long>(c.heads_kv),
+                static_cast<long long>(c.seqlen_q), static_cast<long long>(c.seqlen_k),
+                static_cast<long long>(c.headdim), c.causal ? "causal" : "full", c.threads, row.timing.median_ms,
+                row.Gflops(), 100 * row.PeakFraction(), base_ms,
+                row.baseline ? row.baseline->arrangement.c_str() : "-", speedup);
+  out << line;
+  if (row.peak_rss_growth_bytes)
+    out << "  peak RSS +" << static_cast<double>(*row.peak_rss_growth_bytes) / (1 << 20) << " MiB";
+  if (!row.note.empty()) out << "  (" << row.note << ")";
+  out << "\n";
+}
+
+}  // namespace flashattn::bench

@@ -1,0 +1,70 @@
+// What one benchmark row reports, and its two renderings: an aligned table for people and one JSON object
+// per line for scripts (`--json`).
+#ifndef FLASHATTN_BENCH_REPORT_H_
+#define FLASHATTN_BENCH_REPORT_H_
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench/bench_case.h"
+#include "bench/timing.h"
+
+namespace flashattn::bench {
+
+struct BaselineResult {
+  Timing timing;  // of the faster arrangement
+  std::string arrangement;
+  std::vector<std::pair<std::string, double>> medians_ms;  // every arrangement tried, by name
+};
+
+struct Row {
+  BenchCase config;
+  Timing timing;
+  double flops = 0;
+  double peak_gflops = 0;  // FMA peak measured in this run on the same threads
+  std::string peak_target;
+  std::optional<BaselineResult> baseline;  // unset when skipped (see note)
+  std::optional<double> max_abs_diff_vs_baseline;  // largest |O − O_baseline|, a sanity check of both
+  std::optional<std::int64_t> peak_rss_growth_bytes;  // with --report-memory
+  std::int64_t tensor_bytes = 0;  // inputs and outputs the caller owns (Q, K, V, O, LSE)
+  std::string note;
+
+  double Gflops() const;
+  double PeakFraction() const;
+  std::optional<double> BaselineGflops() const;
+  std::optional<double> SpeedupVsBaseline() const;  // baseline median / this median
+};
+
+// Builds one JSON object on one line; keys keep the order they were added in.
+class JsonLine {
+ public:
+  JsonLine& Add(std::string_view key, std::string_view value);
+  JsonLine& Add(std::string_view key, const char* value) { return Add(key, std::string_view(value)); }
+  JsonLine& Add(std::string_view key, double value);  // non-finite values become null
+  JsonLine& Add(std::string_view key, std::int64_t value);
+  JsonLine& Add(std::string_view key, int value) { return Add(key, static_cast<std::int64_t>(value)); }
+  JsonLine& Add(std::string_view key, bool value);
+  JsonLine& AddNull(std::string_view key);
+  std::string str() const { return text_ + "}"; }
+
+ private:
+  void Key(std::string_view key);
+  std::string text_ = "{";
+};
+
+// A JSON string literal for `text`, quotes included, with control characters escaped.
+std::string JsonString(std::string_view text);
+
+std::string ToJson(const Row& row);
+
+// The table: a header, then one line per row as rows complete.
+void PrintTableHeader(std::ostream& out);
+void PrintTableRow(std::ostream& out, const Row& row);
+
+}  // namespace flashattn::bench
+
+#endif  // FLASHATTN_BENCH_REPORT_H_

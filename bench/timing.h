@@ -1,0 +1,35 @@
+// The measurement loop: one untimed warm-up call, then timed calls until both a minimum count and a minimum
+// total time are reached. The machine is shared, so the median is reported, never the mean.
+#ifndef FLASHATTN_BENCH_TIMING_H_
+#define FLASHATTN_BENCH_TIMING_H_
+
+#include <functional>
+#include <vector>
+
+namespace flashattn::bench {
+
+struct TimingOptions {
+  int repeats = 5;          // at least this many timed calls
+  double min_time_s = 0.5;  // and keep calling until their total reaches this
+  int max_repeats = 1000;   // but never more calls than this
+  bool warmup = true;       // one untimed call first (page faults, thread start-up, cache warm-up)
+};
+
+struct Timing {
+  double median_ms = 0;
+  double min_ms = 0;
+  double max_ms = 0;
+  int runs = 0;
+};
+
+// Median of `samples` (mean of the two middle values for an even count); 0 for no samples.
+double Median(std::vector<double> samples);
+
+Timing Summarize(const std::vector<double>& samples_ms);
+
+// Times `call` as described above.
+Timing TimeCalls(const std::function<void()>& call, const TimingOptions& options);
+
+}  // namespace flashattn::bench
+
+#endif  // FLASHATTN_BENCH_TIMING_H_
