@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
   });
   flashattn::cli::AddRunCommand(app);
   flashattn::cli::AddDemoCommand(app);
+#ifdef FLASHATTN_WITH_BENCH
+  flashattn::cli::AddBenchCommand(app);
+#endif
   try {
     app.parse(argc, argv);  // the chosen subcommand runs from its callback
   } catch (const CLI::ParseError& e) {
