@@ -3,10 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/checked.h"
+#include "decode/varlen.h"
+#include "flashattn/decode.h"
 #include "flashattn/flashattn.h"
 #include "validate.h"
 
@@ -179,6 +184,239 @@ void Validate(const AttentionParams& p) {
                                   {"head", p.heads_q, p.seqlen_q}, {"seq", p.seqlen_q, 1}}});
   }
   CheckOutputs(outputs, inputs);
+}
+
+}  // namespace flashattn
+
+// ---- decode.h: merge_attention_states, decode, forward_varlen --------------------------------------------
+
+namespace flashattn {
+
+namespace {
+
+void CheckDType(const char* name, DType dtype) {
+  switch (dtype) {
+    case DType::kF32: case DType::kF16: case DType::kBF16: return;
+  }
+  Fail(name, " has an unknown value ", static_cast<int>(dtype));
+}
+
+// The masks and score modifiers shared with AttentionParams (same rules as Validate above).
+void CheckModifiers(std::int64_t window_left, std::int64_t window_right, float softcap,
+                    const std::optional<float>& scale, std::int64_t alibi_batch_stride, std::int64_t heads_q) {
+  CheckSize("window_left", window_left, -1);
+  CheckSize("window_right", window_right, -1);
+  if (!(softcap >= 0.0f) || !std::isfinite(softcap)) {
+    Fail("softcap must be finite and >= 0 (0 disables it), got ", softcap);
+  }
+  if (scale && !std::isfinite(*scale)) Fail("scale must be finite, got ", *scale);
+  CheckSize("alibi_batch_stride", alibi_batch_stride, 0);
+  if (alibi_batch_stride != 0 && alibi_batch_stride < heads_q) {
+    Fail("alibi_batch_stride must be 0 (slopes per head) or >= heads_q=", heads_q, ", got ", alibi_batch_stride);
+  }
+}
+
+TensorView AlibiView(const float* slopes, std::int64_t batch_stride, std::int64_t batch, std::int64_t heads_q) {
+  return TensorView{"alibi_slopes", slopes, 4,
+                    {{"batch", batch_stride == 0 ? 1 : batch, batch_stride}, {"head", heads_q, 1}}};
+}
+
+}  // namespace
+
+void Validate(const MergeParams& p) {
+  CheckDType("dtype", p.dtype);
+  CheckSize("num_partials", p.num_partials, 0);
+  CheckSize("batch", p.batch, 0);
+  CheckSize("seqlen", p.seqlen, 0);
+  CheckSize("heads", p.heads, 1);
+  CheckRange("head_dim_v", p.head_dim_v, 1, kMaxHeadDim);
+  std::int64_t rows;
+  if (!MulAdd(p.batch, p.seqlen, 0, &rows) || !MulAdd(rows, p.heads, 0, &rows)) {
+    Fail("batch·seqlen·heads is too large to index in 64 bits (batch=", p.batch, " seqlen=", p.seqlen,
+         " heads=", p.heads, ")");
+  }
+  const TensorView o_partials{"o_partials", p.o_partials, 4,
+                              {{"partial", p.num_partials, rows * p.head_dim_v}, {"row", rows, p.head_dim_v},
+                               {"dim", p.head_dim_v, 1}}};
+  const TensorView lse_partials{"lse_partials", p.lse_partials, 4,
+                                {{"partial", p.num_partials, rows}, {"row", rows, 1}}};
+  std::vector<TensorView> outputs = {
+      TensorView{"o", p.o, static_cast<std::int64_t>(SizeOf(p.dtype)),
+                 {{"batch", p.batch, p.o_strides.batch}, {"seq", p.seqlen, p.o_strides.seq},
+                  {"head", p.heads, p.o_strides.head}, {"dim", p.head_dim_v, 1}}}};
+  if (p.lse != nullptr) outputs.push_back(TensorView{"lse", p.lse, 4, {{"row", rows, 1}}});
+  CheckOutputs(outputs, {o_partials, lse_partials});
+  for (std::int64_t n = 0; n < p.num_partials * rows; ++n) {
+    const float lse = p.lse_partials[n];
+    if (std::isnan(lse) || lse == std::numeric_limits<float>::infinity()) {
+      Fail("lse_partials must be finite or -inf, got ", lse, " at partial ", n / rows, " row ", n % rows);
+    }
+  }
+}
+
+void Validate(const DecodeParams& p) {
+  CheckDType("dtype", p.dtype);
+  CheckDType("cache_dtype", p.cache_dtype);
+  if (p.dtype != p.cache_dtype) {
+    Fail("dtype (", ToString(p.dtype), ") of q, k_new, v_new and o must equal cache_dtype (",
+         ToString(p.cache_dtype), ")");
+  }
+  CheckSize("batch", p.batch, 0);
+  CheckSize("seqlen_q", p.seqlen_q, 0);
+  CheckSize("seqlen_new", p.seqlen_new, 0);
+  CheckSize("heads_q", p.heads_q, 1);
+  CheckSize("heads_kv", p.heads_kv, 1);
+  if (p.heads_q % p.heads_kv != 0) {
+    Fail("heads_q must be a multiple of heads_kv, got heads_q=", p.heads_q, " heads_kv=", p.heads_kv);
+  }
+  CheckRange("head_dim", p.head_dim, 1, kMaxHeadDim);
+  CheckModifiers(p.window_left, p.window_right, p.softcap, p.scale, p.alibi_batch_stride, p.heads_q);
+  CheckSize("num_splits", p.num_splits, 0);
+  CheckSize("num_threads", p.num_threads, 0);
+  CheckRange("rotary_dim", p.rotary_dim, 0, p.head_dim);
+  if (p.rotary_dim % 2 != 0) Fail("rotary_dim must be even, got ", p.rotary_dim);
+
+  // Capacity of each sequence's cache, in keys.
+  std::int64_t capacity;
+  if (p.Paged()) {
+    CheckSize("page_size", p.page_size, 1);
+    CheckSize("num_pages", p.num_pages, 0);
+    CheckSize("max_pages", p.max_pages, 0);
+    CheckSize("block_table_stride", p.block_table_stride, p.batch > 1 ? p.max_pages : 0);
+    if (!MulAdd(p.max_pages, p.page_size, 0, &capacity)) {
+      Fail("max_pages·page_size is too large (max_pages=", p.max_pages, " page_size=", p.page_size, ")");
+    }
+  } else {
+    CheckSize("cache_seqlen_max", p.cache_seqlen_max, 0);
+    capacity = p.cache_seqlen_max;
+  }
+
+  const std::int64_t elem = static_cast<std::int64_t>(SizeOf(p.dtype));
+  auto view = [&](const char* name, const void* data, const Strides& s, std::int64_t outer, std::int64_t seqlen,
+                  std::int64_t heads) {
+    return TensorView{name, data, elem,
+                      {{"batch", outer, s.batch}, {"seq", seqlen, s.seq}, {"head", heads, s.head},
+                       {"dim", p.head_dim, 1}}};
+  };
+  std::vector<TensorView> inputs = {
+      view("q", p.q, p.q_strides, p.batch, p.seqlen_q, p.heads_q),
+      TensorView{"cache_seqlens", p.cache_seqlens, 4, {{"batch", p.batch, 1}}}};
+  if (p.seqlen_new > 0) {
+    inputs.push_back(view("k_new", p.k_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv));
+    inputs.push_back(view("v_new", p.v_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv));
+  }
+  if (p.Paged()) {
+    inputs.push_back(TensorView{"block_table", p.block_table, 4,
+                                {{"batch", p.batch, p.block_table_stride}, {"page", p.max_pages, 1}}});
+  }
+  if (p.rotary_dim > 0) {
+    CheckSize("rotary_max_pos", p.rotary_max_pos, 0);
+    for (const auto& [name, table] : {std::pair{"rotary_cos", p.rotary_cos}, std::pair{"rotary_sin", p.rotary_sin}}) {
+      inputs.push_back(TensorView{name, table, 4,
+                                  {{"pos", p.rotary_max_pos, p.rotary_dim / 2}, {"dim", p.rotary_dim / 2, 1}}});
+      if (p.rotary_max_pos > 0 && table == nullptr) Fail(name, " is a null pointer but rotary_dim=", p.rotary_dim);
+    }
+  }
+  if (p.alibi_slopes != nullptr) inputs.push_back(AlibiView(p.alibi_slopes, p.alibi_batch_stride, p.batch, p.heads_q));
+
+  const std::int64_t cache_outer = p.Paged() ? p.num_pages : p.batch;
+  const std::int64_t cache_seq = p.Paged() ? p.page_size : p.cache_seqlen_max;
+  const TensorView k_cache = view("k_cache", p.k_cache, p.cache_strides, cache_outer, cache_seq, p.heads_kv);
+  const TensorView v_cache = view("v_cache", p.v_cache, p.cache_strides, cache_outer, cache_seq, p.heads_kv);
+  std::vector<TensorView> outputs = {view("o", p.o, p.o_strides, p.batch, p.seqlen_q, p.heads_q)};
+  if (p.lse != nullptr) {
+    std::int64_t lse_batch_stride;
+    if (!MulAdd(p.heads_q, p.seqlen_q, 0, &lse_batch_stride)) {
+      Fail("lse is too large to index in 64 bits (heads_q=", p.heads_q, " times seqlen_q=", p.seqlen_q, ")");
+    }
+    outputs.push_back(TensorView{"lse", p.lse, 4,
+                                 {{"batch", p.batch, lse_batch_stride}, {"head", p.heads_q, p.seqlen_q},
+                                  {"seq", p.seqlen_q, 1}}});
+  }
+  // The caches are written when keys are appended; then they must not overlap anything else either.
+  if (p.seqlen_new > 0) {
+    outputs.push_back(k_cache);
+    outputs.push_back(v_cache);
+  } else {
+    inputs.push_back(k_cache);
+    inputs.push_back(v_cache);
+  }
+  CheckOutputs(outputs, inputs);
+
+  // Now the index tensors may be read: lengths, capacity, rotary positions, table entries.
+  std::vector<std::int64_t> appended_slots;  // page·page_size + slot of every appended key (paged)
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    const std::int64_t cached = p.cache_seqlens[b];
+    if (cached < 0) Fail("cache_seqlens[", b, "] must be >= 0, got ", cached);
+    const std::int64_t Nk = cached + p.seqlen_new;
+    if (Nk > capacity) {
+      Fail("cache_seqlens[", b, "] + seqlen_new = ", cached, " + ", p.seqlen_new, " = ", Nk,
+           " exceeds the cache capacity of ", capacity, " keys",
+           p.Paged() ? " (max_pages·page_size)" : " (cache_seqlen_max)");
+    }
+    if (p.rotary_dim > 0) {
+      const std::int64_t last_pos = cached + std::max(p.seqlen_new, p.seqlen_q) - 1;
+      if (last_pos >= p.rotary_max_pos) {
+        Fail("rotary position ", last_pos, " of sequence ", b, " (cache_seqlens[", b, "]=", cached,
+             ") is beyond the rotary tables' rotary_max_pos=", p.rotary_max_pos);
+      }
+    }
+    if (!p.Paged()) continue;
+    const std::int64_t pages_used = (Nk + p.page_size - 1) / p.page_size;
+    for (std::int64_t n = 0; n < pages_used; ++n) {
+      const std::int64_t page = p.block_table[b * p.block_table_stride + n];
+      if (page < 0 || page >= p.num_pages) {
+        Fail("block_table[", b, "][", n, "] = ", page, " is out of range [0, num_pages=", p.num_pages, ")");
+      }
+    }
+    for (std::int64_t j = cached; j < Nk; ++j) {
+      appended_slots.push_back(p.block_table[b * p.block_table_stride + j / p.page_size] * p.page_size +
+                               j % p.page_size);
+    }
+  }
+  std::sort(appended_slots.begin(), appended_slots.end());
+  const auto twice = std::adjacent_find(appended_slots.begin(), appended_slots.end());
+  if (twice != appended_slots.end()) {
+    Fail("two appended keys would be written to the same cache slot (page ", *twice / p.page_size, ", slot ",
+         *twice % p.page_size, "): block_table pages overlap where sequences append");
+  }
+}
+
+void Validate(const VarlenParams& p) {
+  const AttentionParams& base = p.base;
+  CheckSize("batch", p.batch, 0);
+  CheckSize("total_q", p.total_q, 0);
+  CheckSize("total_k", p.total_k, 0);
+  CheckSize("max_seqlen_q", p.max_seqlen_q, 0);
+  CheckSize("max_seqlen_k", p.max_seqlen_k, 0);
+  if (base.mask.kind != MaskKind::kNone) Fail("base.mask is not supported by forward_varlen");
+  // The packed tensors as one sequence of total_q queries and total_k keys: sizes, strides, overlaps.
+  Validate(decoding::PackedVarlenParams(p));
+  if (base.alibi_slopes != nullptr && base.alibi_batch_stride != 0) {
+    CheckTensor(AlibiView(base.alibi_slopes, base.alibi_batch_stride, p.batch, base.heads_q));
+  }
+  const TensorView cu_q{"cu_seqlens_q", p.cu_seqlens_q, 4, {{"batch+1", p.batch + 1, 1}}};
+  const TensorView cu_k{"cu_seqlens_k", p.cu_seqlens_k, 4, {{"batch+1", p.batch + 1, 1}}};
+  CheckTensor(cu_q);
+  CheckTensor(cu_k);
+  for (const auto& [name, cu, total, max_len] :
+       {std::tuple{"cu_seqlens_q", p.cu_seqlens_q, p.total_q, p.max_seqlen_q},
+        std::tuple{"cu_seqlens_k", p.cu_seqlens_k, p.total_k, p.max_seqlen_k}}) {
+    if (cu[0] != 0) Fail(name, "[0] must be 0, got ", cu[0]);
+    for (std::int64_t b = 0; b < p.batch; ++b) {
+      if (cu[b + 1] < cu[b]) {
+        Fail(name, " must be non-decreasing, got ", name, "[", b, "]=", cu[b], " > ", name, "[", b + 1, "]=",
+             cu[b + 1]);
+      }
+      if (cu[b + 1] - cu[b] > max_len) {
+        Fail("sequence ", b, " has length ", cu[b + 1] - cu[b], " in ", name, ", beyond its max_seqlen of ",
+             max_len);
+      }
+    }
+    if (cu[p.batch] != total) {
+      Fail(name, " must end at the packed length ", total, ", got ", name, "[", p.batch, "]=", cu[p.batch]);
+    }
+  }
 }
 
 }  // namespace flashattn

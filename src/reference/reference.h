@@ -4,6 +4,8 @@
 //   flash1.cc   — FlashAttention-1 (Algorithm 1 of the paper)
 //   flash2.cc   — FlashAttention-2 loop order
 //   oracle.cc   — standard attention in float64
+//   merge.cc    — the merge of partial attention states by LSE (SPEC §3), float64
+//   decode.cc   — Flash-Decoding over a KV cache: chunks of keys, merged by LSE (SPEC §4), float64
 // All of them take already-validated params (flashattn::forward validates).
 #ifndef FLASHATTN_REFERENCE_REFERENCE_H_
 #define FLASHATTN_REFERENCE_REFERENCE_H_
@@ -11,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "flashattn/decode.h"
 #include "flashattn/flashattn.h"
 
 namespace flashattn::reference {
@@ -38,6 +41,18 @@ struct OracleRows {
 };
 OracleRows OracleHeadRows(const AttentionParams& params, std::int64_t b, std::int64_t h,
                           std::int64_t row_begin, std::int64_t row_end);
+
+// The attention state of one query row over a set of keys: normalized output O and LSE (−∞ if empty).
+struct AttentionState {
+  std::vector<double> O;
+  double lse;
+};
+AttentionState MergeStates(const AttentionState& a, const AttentionState& b);
+// merge_attention_states as a left fold of MergeStates over the partials.
+void MergeAttentionStates(const MergeParams& params);
+// decode() the readable way: append, then per query row attention over `num_splits` chunks (1 if 0) in
+// float64, merged with MergeStates. Takes validated params.
+void Decode(const DecodeParams& params);
 
 }  // namespace flashattn::reference
 

@@ -1,0 +1,192 @@
+// AttendChunk per Highway target: FlashAttention-2's inner loop over blocks of Bc keys, for the R query
+// rows that share one K/V head (SPEC §3):
+//   S_j = Score(Q K_jᵀ)                                 R×Bc, ScoreBlock
+//   m_new = max(m, rowmax S_j),  P̃_j = e^{S_j − m_new}   OnlineSoftmax
+//   l = e^{m − m_new} l + rowsum P̃_j,  Õ = e^{m − m_new} Õ + P̃_j V_j   (AccumulatePV)
+//   O = Õ / l,  LSE = m + log l                          NormalizeAndLse
+// float16/bfloat16 K and V are widened to float32 as they are loaded; each K or V row is loaded from
+// memory once per block and reused from L1 by every group of kRows query rows.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "decode/attend.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "common/element.h"
+#include "decode/attend.h"
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace flashattn::decoding::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+inline constexpr std::int64_t kBc = kDecodeBc;
+inline constexpr std::int64_t kRows = 4;  // query rows per register group (4 accumulators + operands)
+
+HWY_INLINE VF LoadF32(DF df, const float* p) { return hn::LoadU(df, p); }
+HWY_INLINE VF LoadF32(DF df, const hwy::float16_t* p) {
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
+}
+HWY_INLINE VF LoadF32(DF df, const hwy::bfloat16_t* p) {
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
+}
+HWY_INLINE float ScalarF32(float x) { return x; }
+HWY_INLINE float ScalarF32(hwy::float16_t x) { return F32FromF16(std::bit_cast<std::uint16_t>(x)); }
+HWY_INLINE float ScalarF32(hwy::bfloat16_t x) { return F32FromBF16(std::bit_cast<std::uint16_t>(x)); }
+
+// dots[r] = Q_r · k for rows [0, n) of Q (n ≤ kRows), one pass over k.
+template <std::int64_t n, typename T>
+HWY_INLINE void DotRows(const float* Q, std::int64_t d, const T* k, float* dots) {
+  const DF df;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
+  VF acc[n];
+  for (std::int64_t r = 0; r < n; ++r) acc[r] = hn::Zero(df);
+  std::int64_t e = 0;
+  for (; e + N <= d; e += N) {
+    const VF k_e = LoadF32(df, k + e);
+    for (std::int64_t r = 0; r < n; ++r) acc[r] = hn::MulAdd(hn::LoadU(df, Q + r * d + e), k_e, acc[r]);
+  }
+  for (std::int64_t r = 0; r < n; ++r) {
+    float dot = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+    for (std::int64_t t = e; t < d; ++t) dot += Q[r * d + t] * ScalarF32(k[t]);
+    dots[r] = dot;
+  }
+}
+
+// Õ_r += Σ_c P̃[r][c] V_c for rows [0, n) (n ≤ kRows), each V row chunk loaded once for all n rows.
+template <std::int64_t n, typename T>
+HWY_INLINE void AccumulatePV(const float* P, std::int64_t cols, const T* const* V, std::int64_t d, float* O) {
+  const DF df;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
+  std::int64_t e = 0;
+  for (; e + N <= d; e += N) {
+    VF acc[n];
+    for (std::int64_t r = 0; r < n; ++r) acc[r] = hn::LoadU(df, O + r * d + e);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const VF v_c = LoadF32(df, V[c] + e);
+      for (std::int64_t r = 0; r < n; ++r) acc[r] = hn::MulAdd(hn::Set(df, P[r * kBc + c]), v_c, acc[r]);
+    }
+    for (std::int64_t r = 0; r < n; ++r) hn::StoreU(acc[r], df, O + r * d + e);
+  }
+  for (; e < d; ++e)
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) O[r * d + e] += P[r * kBc + c] * ScalarF32(V[c][e]);
+}
+
+// Applies f<n>(first row) to rows [0, R) in groups of kRows, then the remainder one row at a time.
+template <typename F>
+HWY_INLINE void ForRowGroups(std::int64_t R, F&& f) {
+  std::int64_t r = 0;
+  for (; r + kRows <= R; r += kRows) f(std::integral_constant<std::int64_t, kRows>(), r);
+  for (; r < R; ++r) f(std::integral_constant<std::int64_t, 1>(), r);
+}
+
+// m_new = max(m, rowmax S), P̃ = e^{S − m_new} (in place, −∞ → 0), l = e^{m − m_new} l + rowsum P̃ and
+// Õ *= e^{m − m_new}; row of Bc scores, `cols` of them real.
+HWY_INLINE void OnlineSoftmax(float* S_r, std::int64_t cols, float* m, float* l, float* O_r, std::int64_t d) {
+  const DF df;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  std::fill(S_r + cols, S_r + kBc, kNegInf);
+  VF row_max = hn::Set(df, kNegInf);
+  for (std::int64_t c = 0; c < kBc; c += N) row_max = hn::Max(row_max, hn::LoadU(df, S_r + c));
+  const float m_new = std::max(*m, hn::GetLane(hn::MaxOfLanes(df, row_max)));
+  if (m_new == kNegInf) {  // nothing visible yet: P̃ = 0, state unchanged
+    std::fill(S_r, S_r + kBc, 0.0f);
+    return;
+  }
+  const VF m_new_v = hn::Set(df, m_new);
+  VF row_sum = hn::Zero(df);
+  for (std::int64_t c = 0; c < kBc; c += N) {
+    const VF P = hn::Exp(df, hn::Sub(hn::LoadU(df, S_r + c), m_new_v));  // e^{−∞} = 0
+    hn::StoreU(P, df, S_r + c);
+    row_sum = hn::Add(row_sum, P);
+  }
+  const float rescale = *m == kNegInf ? 0.0f : std::exp(*m - m_new);  // e^{m − m_new}
+  *l = rescale * *l + hn::GetLane(hn::SumOfLanes(df, row_sum));
+  if (rescale != 1.0f)
+    for (std::int64_t e = 0; e < d; ++e) O_r[e] *= rescale;
+  *m = m_new;
+}
+
+template <typename T>
+void AttendChunkT(const ChunkTask& t, float* scratch) {
+  const std::int64_t R = t.R, d = t.d;
+  float* S = scratch;          // R×Bc scores, then P̃
+  float* m = S + R * kBc;      // running max per row
+  float* l = m + R;            // running sum per row
+  std::fill(m, m + R, -std::numeric_limits<float>::infinity());
+  std::fill(l, l + R, 0.0f);
+  std::fill(t.O, t.O + R * d, 0.0f);
+  const T* K[kBc];
+  const T* V[kBc];
+  const KvSource& kv = t.kv;
+  const auto* k_base = static_cast<const T*>(kv.k);
+  const auto* v_base = static_cast<const T*>(kv.v);
+
+  for (std::int64_t j0 = t.j_begin; j0 < t.j_end; j0 += kBc) {
+    const std::int64_t cols = std::min(kBc, t.j_end - j0);
+    for (std::int64_t c = 0; c < cols; ++c) {  // row addresses of keys j0 + c, through the pages if paged
+      const std::int64_t j = j0 + c;
+      std::int64_t offset = j * kv.seq_stride;
+      if (kv.page_size > 0) {
+        offset = kv.pages[j / kv.page_size] * kv.page_stride + (j % kv.page_size) * kv.seq_stride;
+      }
+      K[c] = k_base + offset;
+      V[c] = v_base + offset;
+    }
+    // S = Q K_jᵀ, then the score modifiers and masks
+    for (std::int64_t c = 0; c < cols; ++c) {
+      ForRowGroups(R, [&](auto n, std::int64_t r0) {
+        float dots[kRows];
+        DotRows<decltype(n)::value>(t.Q + r0 * d, d, K[c], dots);
+        for (std::int64_t r = 0; r < n; ++r) S[(r0 + r) * kBc + c] = dots[r];
+      });
+    }
+    for (std::int64_t r = 0; r < R; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) {
+        S[r * kBc + c] = t.mods.Score(t.diagonal[r], j0 + c, t.slope[r], S[r * kBc + c]);
+      }
+      OnlineSoftmax(S + r * kBc, cols, &m[r], &l[r], t.O + r * d, d);
+    }
+    ForRowGroups(R, [&](auto n, std::int64_t r0) {
+      AccumulatePV<decltype(n)::value>(S + r0 * kBc, cols, V, d, t.O + r0 * d);
+    });
+  }
+  for (std::int64_t r = 0; r < R; ++r) {  // O = Õ / l; a row with l = 0 saw no key: O = 0, LSE = −∞
+    const float inv_l = l[r] == 0.0f ? 0.0f : 1.0f / l[r];
+    for (std::int64_t e = 0; e < d; ++e) t.O[r * d + e] *= inv_l;
+    t.lse[r] = l[r] == 0.0f ? -std::numeric_limits<float>::infinity() : m[r] + std::log(l[r]);
+  }
+}
+
+void AttendChunkImpl(const ChunkTask& task, float* scratch) {
+  switch (task.dtype) {
+    case DType::kF32: return AttendChunkT<float>(task, scratch);
+    case DType::kF16: return AttendChunkT<hwy::float16_t>(task, scratch);
+    case DType::kBF16: return AttendChunkT<hwy::bfloat16_t>(task, scratch);
+  }
+}
+
+}  // namespace flashattn::decoding::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace flashattn::decoding {
+
+HWY_EXPORT(AttendChunkImpl);
+
+std::int64_t AttendScratchFloats(std::int64_t R) { return R * kDecodeBc + 2 * R; }
+
+void AttendChunk(const ChunkTask& task, float* scratch) { HWY_DYNAMIC_DISPATCH(AttendChunkImpl)(task, scratch); }
+
+}  // namespace flashattn::decoding
+#endif  // HWY_ONCE

@@ -1,0 +1,55 @@
+// The streaming kernel of decode(): the query rows of one (sequence, K/V head) against one chunk of its keys.
+//
+// Memory traffic: each key and value row of the chunk is read once from main memory (d elements each) and
+// used by all R = (Hq/Hkv)·Nq query rows that share the K/V head while it is in L1; Q (R×d floats), the
+// running (m, l) and Õ (R×d floats) stay in L1/L2. Per chunk the only writes are the R×d partial O and the
+// R LSEs, merged afterwards. With R rows, a key costs 2·R·d FMAs against 2·d·sizeof(T) bytes read, so for
+// R ≲ 8 the kernel is bound by main-memory bandwidth.
+#ifndef FLASHATTN_DECODE_ATTEND_H_
+#define FLASHATTN_DECODE_ATTEND_H_
+
+#include <cstdint>
+
+#include "decode/score.h"
+#include "flashattn/flashattn.h"
+
+namespace flashattn::decoding {
+
+// Where key position j of one (sequence, K/V head) lives. Contiguous: k + j·seq_stride. Paged: page
+// pages[j / page_size], slot j % page_size: k + page·page_stride + slot·seq_stride (likewise v).
+struct KvSource {
+  const void* k = nullptr;  // already offset to the K/V head (and to the sequence when contiguous)
+  const void* v = nullptr;
+  std::int64_t seq_stride = 0;
+  std::int64_t page_stride = 0;
+  std::int64_t page_size = 0;             // 0 = contiguous
+  const std::int32_t* pages = nullptr;   // the sequence's block-table row when paged
+};
+
+// R query rows × keys [j_begin, j_end) → normalized partial O (R×d) and LSE (R): one Flash-Decoding chunk.
+// Row r has diagonal diagonal[r] and ALiBi slope slope[r]. Q holds the rows as float32 (already rotated).
+// A row that sees no key of the chunk gets O = 0, LSE = −∞.
+struct ChunkTask {
+  const float* Q = nullptr;
+  std::int64_t R = 0, d = 0;
+  const std::int64_t* diagonal = nullptr;
+  const float* slope = nullptr;
+  ScoreMods mods;
+  DType dtype = DType::kF32;
+  KvSource kv;
+  std::int64_t j_begin = 0, j_end = 0;
+  float* O = nullptr;
+  float* lse = nullptr;
+};
+
+// Keys per block of the kernel: a 32-key block of f16 K and V rows at d = 128 is 16 KiB, half of L1.
+inline constexpr std::int64_t kDecodeBc = 32;
+
+// Floats of scratch AttendChunk needs for R rows.
+std::int64_t AttendScratchFloats(std::int64_t R);
+// Runs one chunk with the best SIMD target of this CPU (Highway dynamic dispatch).
+void AttendChunk(const ChunkTask& task, float* scratch);
+
+}  // namespace flashattn::decoding
+
+#endif  // FLASHATTN_DECODE_ATTEND_H_

@@ -1,0 +1,184 @@
+// decode(): Flash-Decoding over a KV cache (SPEC §4), flash_attn_with_kvcache semantics.
+//   1. Validate everything, including the block table, before anything is written.
+//   2. Append: k_new (rotated) and v_new go into the cache at positions cache_seqlens[b] + i.
+//   3. Per (sequence b, K/V head): gather its R = (Hq/Hkv)·Nq query rows (rotated, rounded to dtype) into one
+//      float32 tile, so each K/V byte is read once for all of them.
+//   4. Split the keys those rows can see into chunks; every (b, K/V head, chunk) is one parallel work item
+//      (AttendChunk) that leaves a partial (O_k, LSE_k) in scratch.
+//   5. Merge each row's partials by LSE (MergeRow, the operation of merge_attention_states) into O and LSE.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "common/element.h"
+#include "decode/attend.h"
+#include "decode/merge.h"
+#include "decode/score.h"
+#include "flashattn/decode.h"
+
+namespace flashattn {
+
+namespace {
+
+int Threads(int requested) { return requested > 0 ? requested : omp_get_max_threads(); }
+
+std::int64_t ElementBytes(const DecodeParams& p) { return static_cast<std::int64_t>(SizeOf(p.dtype)); }
+
+// Element offset of cache row (sequence b, key position j, K/V head hk).
+std::int64_t CacheOffset(const DecodeParams& p, std::int64_t b, std::int64_t j, std::int64_t hk) {
+  const Strides& s = p.cache_strides;
+  if (!p.Paged()) return b * s.batch + j * s.seq + hk * s.head;
+  const std::int64_t page = p.block_table[b * p.block_table_stride + j / p.page_size];
+  return page * s.batch + (j % p.page_size) * s.seq + hk * s.head;
+}
+
+// Step 2: the new keys and values into the cache (in place). Rotary keys are rotated in float32 and
+// rounded to the cache type; otherwise the bytes are copied unchanged.
+void AppendNewKeys(const DecodeParams& p) {
+  const std::int64_t d = p.head_dim, elem = ElementBytes(p);
+  std::vector<float> k_row(static_cast<std::size_t>(d));
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t i = 0; i < p.seqlen_new; ++i)
+      for (std::int64_t hk = 0; hk < p.heads_kv; ++hk) {
+        const std::int64_t j = p.cache_seqlens[b] + i;
+        const std::int64_t src = b * p.new_strides.batch + i * p.new_strides.seq + hk * p.new_strides.head;
+        const std::int64_t dst = CacheOffset(p, b, j, hk);
+        std::memcpy(static_cast<char*>(p.v_cache) + dst * elem, static_cast<const char*>(p.v_new) + src * elem,
+                    d * elem);
+        if (p.rotary_dim == 0) {
+          std::memcpy(static_cast<char*>(p.k_cache) + dst * elem, static_cast<const char*>(p.k_new) + src * elem,
+                      d * elem);
+          continue;
+        }
+        for (std::int64_t e = 0; e < d; ++e) k_row[e] = LoadAsFloat(p.k_new, p.dtype, src + e);
+        const std::int64_t pos = j * (p.rotary_dim / 2);
+        decoding::ApplyRotary(k_row.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos,
+                            p.rotary_interleaved);
+        for (std::int64_t e = 0; e < d; ++e) StoreFromFloat(p.k_cache, p.dtype, dst + e, k_row[e]);
+      }
+}
+
+// The query rows of one (sequence, K/V head): row r = g·Nq + i is query i of head hk·G + g.
+struct RowGroup {
+  std::vector<float> Q;  // R×d
+  std::vector<std::int64_t> diagonal;
+  std::vector<float> slope;
+  std::int64_t j_begin = 0, j_end = 0;  // the keys any row may see
+};
+
+RowGroup GatherRows(const DecodeParams& p, const decoding::ScoreMods& mods, std::int64_t b, std::int64_t hk) {
+  const std::int64_t Nq = p.seqlen_q, d = p.head_dim, G = p.heads_q / p.heads_kv, R = G * Nq;
+  const std::int64_t cached = p.cache_seqlens[b], Nk = cached + p.seqlen_new;
+  RowGroup rows;
+  rows.Q.resize(R * d);
+  rows.diagonal.resize(R);
+  rows.slope.resize(R);
+  for (std::int64_t g = 0; g < G; ++g)
+    for (std::int64_t i = 0; i < Nq; ++i) {
+      const std::int64_t r = g * Nq + i, h = hk * G + g;
+      float* q = &rows.Q[r * d];
+      const std::int64_t src = b * p.q_strides.batch + i * p.q_strides.seq + h * p.q_strides.head;
+      for (std::int64_t e = 0; e < d; ++e) q[e] = LoadAsFloat(p.q, p.dtype, src + e);
+      if (p.rotary_dim > 0) {  // rotated at position cache_seqlens[b] + i, rounded as if stored in dtype
+        const std::int64_t pos = (cached + i) * (p.rotary_dim / 2);
+        decoding::ApplyRotary(q, p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
+        for (std::int64_t e = 0; e < d; ++e) q[e] = RoundTo(p.dtype, q[e]);
+      }
+      rows.diagonal[r] = i + Nk - Nq;
+      rows.slope[r] = p.alibi_slopes == nullptr ? 0.0f : p.alibi_slopes[b * p.alibi_batch_stride + h];
+    }
+  mods.VisibleRange(Nk - Nq, Nk - 1, Nk, &rows.j_begin, &rows.j_end);
+  return rows;
+}
+
+}  // namespace
+
+std::int64_t ChooseNumSplits(std::int64_t batch, std::int64_t heads_kv, std::int64_t max_seqlen_k,
+                             int num_threads) {
+  constexpr std::int64_t kMinChunk = 512;  // keys; below this the merge and the scheduling start to show
+  const std::int64_t items = std::max<std::int64_t>(1, batch * heads_kv);
+  const std::int64_t wanted = 2 * static_cast<std::int64_t>(Threads(num_threads));  // items to keep all busy
+  if (items >= wanted) return 1;
+  const std::int64_t splits = (wanted + items - 1) / items;
+  return std::clamp<std::int64_t>(std::min(splits, max_seqlen_k / kMinChunk), 1, splits);
+}
+
+void DecodeParams::SetContiguousStrides() {
+  const std::int64_t d = head_dim;
+  q_strides = {seqlen_q * heads_q * d, heads_q * d, d};
+  new_strides = {seqlen_new * heads_kv * d, heads_kv * d, d};
+  o_strides = {seqlen_q * heads_q * d, heads_q * d, d};
+  const std::int64_t rows = Paged() ? page_size : cache_seqlen_max;
+  cache_strides = {rows * heads_kv * d, heads_kv * d, d};
+}
+
+void decode(const DecodeParams& p) {
+  Validate(p);
+  const std::int64_t d = p.head_dim, Nq = p.seqlen_q, Hkv = p.heads_kv, G = p.heads_q / Hkv, R = G * Nq;
+  const int threads = Threads(p.num_threads);
+  const decoding::ScoreMods mods = decoding::ScoreMods::From(p);
+
+  // Everything that can fail to allocate is obtained before the cache is touched.
+  std::vector<RowGroup> groups(static_cast<std::size_t>(p.batch * Hkv));
+  std::int64_t max_keys = 0;
+  for (std::int64_t b = 0; b < p.batch; ++b) max_keys = std::max<std::int64_t>(max_keys, p.cache_seqlens[b] + p.seqlen_new);
+  const std::int64_t splits =
+      std::max<std::int64_t>(1, p.num_splits == 0 ? ChooseNumSplits(p.batch, Hkv, max_keys, threads) : p.num_splits);
+  const std::int64_t items = p.batch * Hkv * splits;
+  std::vector<float> O_partial(static_cast<std::size_t>(items * R * d));
+  std::vector<float> lse_partial(static_cast<std::size_t>(items * R));
+  std::vector<float> scratch(static_cast<std::size_t>(threads * decoding::AttendScratchFloats(R)));
+  std::vector<float> o_row(static_cast<std::size_t>(d));
+
+  AppendNewKeys(p);
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t hk = 0; hk < Hkv; ++hk) groups[b * Hkv + hk] = GatherRows(p, mods, b, hk);
+
+  const std::int64_t elem = ElementBytes(p);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (std::int64_t item = 0; item < items; ++item) {
+    const std::int64_t s = item % splits, b = item / splits / Hkv, hk = item / splits % Hkv;
+    const RowGroup& rows = groups[b * Hkv + hk];
+    const std::int64_t chunk = (rows.j_end - rows.j_begin + splits - 1) / splits;
+    decoding::ChunkTask task;
+    task.Q = rows.Q.data();
+    task.R = R;
+    task.d = d;
+    task.diagonal = rows.diagonal.data();
+    task.slope = rows.slope.data();
+    task.mods = mods;
+    task.dtype = p.dtype;
+    task.j_begin = std::min(rows.j_end, rows.j_begin + s * chunk);
+    task.j_end = std::min(rows.j_end, task.j_begin + chunk);
+    const std::int64_t head = hk * p.cache_strides.head * elem;
+    if (p.Paged()) {
+      task.kv = {static_cast<const char*>(p.k_cache) + head, static_cast<const char*>(p.v_cache) + head,
+                 p.cache_strides.seq, p.cache_strides.batch, p.page_size, p.block_table + b * p.block_table_stride};
+    } else {
+      const std::int64_t seq = b * p.cache_strides.batch * elem + head;
+      task.kv = {static_cast<const char*>(p.k_cache) + seq, static_cast<const char*>(p.v_cache) + seq,
+                 p.cache_strides.seq, 0, 0, nullptr};
+    }
+    task.O = &O_partial[item * R * d];
+    task.lse = &lse_partial[item * R];
+    decoding::AttendChunk(task, &scratch[omp_get_thread_num() * decoding::AttendScratchFloats(R)]);
+  }
+
+  // Partials of row r of (b, hk) sit splits apart: O at ((b·Hkv + hk)·splits + s)·R + r rows of d.
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t hk = 0; hk < Hkv; ++hk)
+      for (std::int64_t r = 0; r < R; ++r) {
+        const std::int64_t first = (b * Hkv + hk) * splits * R + r;
+        const float lse = decoding::MergeRow(splits, &O_partial[first * d], R * d, &lse_partial[first], R, d,
+                                           o_row.data());
+        const std::int64_t g = r / Nq, i = r % Nq, h = hk * G + g;
+        const std::int64_t dst = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
+        for (std::int64_t e = 0; e < d; ++e) StoreFromFloat(p.o, p.dtype, dst + e, o_row[e]);
+        if (p.lse != nullptr) p.lse[(b * p.heads_q + h) * Nq + i] = lse;
+      }
+}
+
+}  // namespace flashattn

@@ -1,0 +1,62 @@
+// merge_attention_states and the row merge it shares with decode().
+#include "decode/merge.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/element.h"
+#include "flashattn/decode.h"
+
+namespace flashattn {
+namespace decoding {
+
+float MergeRow(std::int64_t n, const float* o_partials, std::int64_t o_stride, const float* lse_partials,
+               std::int64_t lse_stride, std::int64_t dv, float* o) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float m = kNegInf;  // max_k LSE_k: every weight e^{LSE_k − m} is ≤ 1, so the sum cannot overflow
+  for (std::int64_t k = 0; k < n; ++k) m = std::max(m, lse_partials[k * lse_stride]);
+  std::fill(o, o + dv, 0.0f);
+  if (m == kNegInf) return kNegInf;
+  float sum = 0.0f;  // Σ_k e^{LSE_k − m}
+  for (std::int64_t k = 0; k < n; ++k) sum += std::exp(lse_partials[k * lse_stride] - m);
+  const float lse = m + std::log(sum);
+  for (std::int64_t k = 0; k < n; ++k) {
+    const float lse_k = lse_partials[k * lse_stride];
+    if (lse_k == kNegInf) continue;
+    const float weight = std::exp(lse_k - m) / sum;  // e^{LSE_k − LSE}
+    const float* O_k = o_partials + k * o_stride;
+    for (std::int64_t e = 0; e < dv; ++e) o[e] += weight * O_k[e];
+  }
+  return lse;
+}
+
+}  // namespace decoding
+
+void MergeParams::SetContiguousStrides() {
+  o_strides = {seqlen * heads * head_dim_v, heads * head_dim_v, head_dim_v};
+}
+
+void merge_attention_states(const MergeParams& p) {
+  Validate(p);
+  const std::int64_t dv = p.head_dim_v;
+  // Partial k of row (b, i, h): O at ((k·batch + b)·seqlen + i)·heads + h rows of dv, LSE at
+  // ((k·batch + b)·heads + h)·seqlen + i.
+  const std::int64_t o_partial_stride = p.batch * p.seqlen * p.heads * dv;
+  const std::int64_t lse_partial_stride = p.batch * p.heads * p.seqlen;
+  std::vector<float> o_row(static_cast<std::size_t>(dv));
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t i = 0; i < p.seqlen; ++i)
+      for (std::int64_t h = 0; h < p.heads; ++h) {
+        const std::int64_t lse_index = (b * p.heads + h) * p.seqlen + i;
+        const float lse = decoding::MergeRow(p.num_partials, p.o_partials + ((b * p.seqlen + i) * p.heads + h) * dv,
+                                           o_partial_stride, p.lse_partials + lse_index, lse_partial_stride, dv,
+                                           o_row.data());
+        const std::int64_t o_index = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
+        for (std::int64_t e = 0; e < dv; ++e) StoreFromFloat(p.o, p.dtype, o_index + e, o_row[e]);
+        if (p.lse != nullptr) p.lse[lse_index] = lse;
+      }
+}
+
+}  // namespace flashattn

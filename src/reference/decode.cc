@@ -1,0 +1,112 @@
+// Flash-Decoding (SPEC §4), readable and in float64. For sequence b with Nk = cache_seqlens[b] + Nnew keys:
+//   append: K[cache_seqlens[b] + i] = rotary(k_new[i]),  V[cache_seqlens[b] + i] = v_new[i]
+//   for each query head h and row i (diagonal i + Nk − Nq, rotated q at position cache_seqlens[b] + i):
+//     split the keys [0, Nk) into num_splits chunks C_k; per chunk the state
+//       LSE_k = log Σ_{j∈C_k} e^{S_ij},  O_k = Σ_{j∈C_k} e^{S_ij − LSE_k} v_j
+//     and O, LSE = MergeStates(... MergeStates(state_0, state_1) ..., state_last)
+// Keys are looked up one at a time through the block table when the cache is paged.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/element.h"
+#include "decode/score.h"
+#include "reference/reference.h"
+
+namespace flashattn::reference {
+
+namespace {
+
+// Element offset of cache row (b, j, hk).
+std::int64_t CacheRow(const DecodeParams& p, std::int64_t b, std::int64_t j, std::int64_t hk) {
+  const Strides& s = p.cache_strides;
+  if (!p.Paged()) return b * s.batch + j * s.seq + hk * s.head;
+  return p.block_table[b * p.block_table_stride + j / p.page_size] * s.batch + (j % p.page_size) * s.seq +
+         hk * s.head;
+}
+
+std::vector<float> LoadRow(const void* base, DType dtype, std::int64_t offset, std::int64_t d) {
+  std::vector<float> row(d);
+  for (std::int64_t e = 0; e < d; ++e) row[e] = LoadAsFloat(base, dtype, offset + e);
+  return row;
+}
+
+void Append(const DecodeParams& p) {
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t i = 0; i < p.seqlen_new; ++i)
+      for (std::int64_t hk = 0; hk < p.heads_kv; ++hk) {
+        const std::int64_t j = p.cache_seqlens[b] + i;
+        const std::int64_t src = b * p.new_strides.batch + i * p.new_strides.seq + hk * p.new_strides.head;
+        std::vector<float> k = LoadRow(p.k_new, p.dtype, src, p.head_dim);
+        const std::vector<float> v = LoadRow(p.v_new, p.dtype, src, p.head_dim);
+        if (p.rotary_dim > 0) {
+          const std::int64_t pos = j * (p.rotary_dim / 2);
+          decoding::ApplyRotary(k.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
+        }
+        const std::int64_t dst = CacheRow(p, b, j, hk);
+        for (std::int64_t e = 0; e < p.head_dim; ++e) {
+          StoreFromFloat(p.k_cache, p.dtype, dst + e, k[e]);
+          StoreFromFloat(p.v_cache, p.dtype, dst + e, v[e]);
+        }
+      }
+}
+
+// The state of query q (diagonal, slope) over keys [j_begin, j_end) of (b, hk).
+AttentionState ChunkState(const DecodeParams& p, const decoding::ScoreMods& mods, std::int64_t b, std::int64_t hk,
+                          const std::vector<float>& q, std::int64_t diagonal, float slope, std::int64_t j_begin,
+                          std::int64_t j_end) {
+  const std::int64_t d = p.head_dim;
+  std::vector<double> S(j_end - j_begin);
+  double m = -std::numeric_limits<double>::infinity();
+  for (std::int64_t j = j_begin; j < j_end; ++j) {
+    const std::vector<float> k = LoadRow(p.k_cache, p.dtype, CacheRow(p, b, j, hk), d);
+    double q_dot_k = 0.0;
+    for (std::int64_t e = 0; e < d; ++e) q_dot_k += static_cast<double>(q[e]) * k[e];
+    S[j - j_begin] = mods.Score(diagonal, j, slope, q_dot_k);
+    m = std::max(m, S[j - j_begin]);
+  }
+  AttentionState state{std::vector<double>(d, 0.0), m};
+  if (m == -std::numeric_limits<double>::infinity()) return state;  // no visible key in the chunk
+  double l = 0.0;
+  for (double s : S) l += std::exp(s - m);
+  state.lse = m + std::log(l);
+  for (std::int64_t j = j_begin; j < j_end; ++j) {
+    const double P_j = std::exp(S[j - j_begin] - state.lse);
+    const std::vector<float> v = LoadRow(p.v_cache, p.dtype, CacheRow(p, b, j, hk), d);
+    for (std::int64_t e = 0; e < d; ++e) state.O[e] += P_j * v[e];
+  }
+  return state;
+}
+
+}  // namespace
+
+void Decode(const DecodeParams& p) {
+  Append(p);
+  const decoding::ScoreMods mods = decoding::ScoreMods::From(p);
+  const std::int64_t d = p.head_dim, Nq = p.seqlen_q, G = p.heads_q / p.heads_kv;
+  const std::int64_t splits = std::max<std::int64_t>(1, p.num_splits);
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    const std::int64_t cached = p.cache_seqlens[b], Nk = cached + p.seqlen_new;
+    const std::int64_t chunk = (Nk + splits - 1) / splits;
+    for (std::int64_t h = 0; h < p.heads_q; ++h)
+      for (std::int64_t i = 0; i < Nq; ++i) {
+        std::vector<float> q = LoadRow(p.q, p.dtype, b * p.q_strides.batch + i * p.q_strides.seq + h * p.q_strides.head, d);
+        if (p.rotary_dim > 0) {
+          const std::int64_t pos = (cached + i) * (p.rotary_dim / 2);
+          decoding::ApplyRotary(q.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
+          for (float& x : q) x = RoundTo(p.dtype, x);
+        }
+        const float slope = p.alibi_slopes == nullptr ? 0.0f : p.alibi_slopes[b * p.alibi_batch_stride + h];
+        AttentionState state{std::vector<double>(d, 0.0), -std::numeric_limits<double>::infinity()};
+        for (std::int64_t j0 = 0; j0 < Nk; j0 += chunk) {
+          state = MergeStates(state, ChunkState(p, mods, b, h / G, q, i + Nk - Nq, slope, j0, std::min(Nk, j0 + chunk)));
+        }
+        const std::int64_t dst = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
+        for (std::int64_t e = 0; e < d; ++e) StoreFromFloat(p.o, p.dtype, dst + e, static_cast<float>(state.O[e]));
+        if (p.lse != nullptr) p.lse[(b * p.heads_q + h) * Nq + i] = static_cast<float>(state.lse);
+      }
+  }
+}
+
+}  // namespace flashattn::reference
