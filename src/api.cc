@@ -2,6 +2,7 @@
 #include <string>
 
 #include "common/checked.h"
+#include "kernels/fused_forward.h"
 #include "flashattn/flashattn.h"
 #include "reference/reference.h"
 
@@ -23,6 +24,7 @@ std::string_view ToString(Algorithm algorithm) {
     case Algorithm::kStandard: return "standard";
     case Algorithm::kFlash1: return "flash1";
     case Algorithm::kFlash2: return "flash2";
+    case Algorithm::kFused: return "fused";
     case Algorithm::kOracle: return "oracle";
   }
   return "unknown";
@@ -32,7 +34,7 @@ Algorithm ParseAlgorithm(std::string_view name, std::string_view argument) {
   for (Algorithm algorithm : kAllAlgorithms) {
     if (name == ToString(algorithm)) return algorithm;
   }
-  Fail(argument, " must be one of standard, flash1, flash2, oracle; got '", name, "'");
+  Fail(argument, " must be one of standard, flash1, flash2, fused, oracle; got '", name, "'");
 }
 
 void AttentionParams::SetContiguousStrides() {
@@ -57,6 +59,7 @@ void forward(const AttentionParams& params, Algorithm algorithm) {
     case Algorithm::kStandard: return reference::Standard(params);
     case Algorithm::kFlash1: return reference::Flash1(params);
     case Algorithm::kFlash2: return reference::Flash2(params);
+    case Algorithm::kFused: return kernels::FusedForward(params);
     case Algorithm::kOracle: return reference::Oracle(params);
   }
   Fail("algorithm has an unknown value ", static_cast<int>(algorithm));

@@ -32,12 +32,14 @@ const CacheSizes& DetectedCacheSizes();
 // Computes O (and LSE) for already-validated params. Dispatches once to the best SIMD target.
 void FusedForward(const AttentionParams& params);
 
-// Test hooks, in the spirit of Highway's test-all-targets mode. The targets compiled into the library
-// that this CPU can run, as Highway target bits; the name of one; and a restriction of the dispatch to
-// one of them (0 restores the normal choice). Restricting is a process-wide setting meant for tests.
+// Test hooks, in the spirit of Highway's test-all-targets mode: the targets compiled into the library
+// that this CPU can run, as Highway target bits (call it before restricting: a restriction narrows it);
+// the name of one; a restriction of every dispatch to one of them (0 restores the normal choice; a
+// process-wide setting meant for tests); and the target the next call would run on.
 std::vector<std::int64_t> FusedTargets();
 std::string FusedTargetName(std::int64_t target);
 void RestrictFusedTargetForTest(std::int64_t target);
+std::int64_t FusedDispatchedTarget();
 
 // y_i = e^{x_i} with the kernel's vector exp on the currently dispatched target (for the accuracy test).
 void FusedExp(const float* x, float* y, std::size_t n);

@@ -1,0 +1,261 @@
+// The fused forward pass for one element type T, per Highway target (see docs/fused_kernel.md):
+//
+//   for each chunk of (batch, K/V head) pairs:                        [all threads]
+//     pack every K_j of the chunk into NR-wide panels (once, shared)
+//     for each (query head of the GQA group, Q block i), largest work first:   [one thread each]
+//       Q_i ← s·Q rows (float32),  Õ = 0, l = 0, m = −∞
+//       for each K/V block j that the band of rows i reaches:
+//         S_ij = Q_i K_jᵀ                       (ScoreTile, from the packed panels)
+//         masks/modifiers, boundary tiles only    (ApplyScoreModifiers)
+//         m, l, α, P̃_ij = e^{S_ij − m}          (OnlineSoftmaxRow, on the strip while it is in L1)
+//         Õ = diag(α) Õ + P̃_ij V_j              (AccumulatePV, V read in place)
+//       O_i = Õ / l, LSE_i = m + log l          (NormalizeAndLse), written once
+#if defined(FLASHATTN_KERNELS_FUSED_FORWARD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FLASHATTN_KERNELS_FUSED_FORWARD_INL_H_
+#undef FLASHATTN_KERNELS_FUSED_FORWARD_INL_H_
+#else
+#define FLASHATTN_KERNELS_FUSED_FORWARD_INL_H_
+#endif
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <new>
+#include <type_traits>
+
+#include "common/element.h"
+#include "flashattn/flashattn.h"
+#include "hwy/aligned_allocator.h"
+#include "hwy/highway.h"
+#include "kernels/fused_forward.h"
+#include "kernels/mask_geometry.h"
+#include "kernels/online_softmax-inl.h"
+#include "kernels/score_mods-inl.h"
+#include "kernels/tile_ops-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace flashattn::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+HWY_INLINE float ToF32(float x) { return x; }
+HWY_INLINE float ToF32(hwy::float16_t x) { return F32FromF16(x.bits); }
+HWY_INLINE float ToF32(hwy::bfloat16_t x) { return F32FromBF16(x.bits); }
+template <typename T> HWY_INLINE T FromF32(float x) {
+  if constexpr (std::is_same_v<T, float>) return x;
+  else if constexpr (std::is_same_v<T, hwy::float16_t>) return T{F16FromF32(x)};
+  else return T{BF16FromF32(x)};
+}
+
+// Calls fn(std::integral_constant<int, mr>) for a row count 1 ≤ mr ≤ kMR, so every tail has its own
+// fully unrolled micro-kernel.
+template <class Fn>
+HWY_INLINE void WithRows(std::int64_t mr, const Fn& fn) {
+  switch (mr) {
+    case 6: return fn(std::integral_constant<int, 6>());
+    case 5: return fn(std::integral_constant<int, 5>());
+    case 4: return fn(std::integral_constant<int, 4>());
+    case 3: return fn(std::integral_constant<int, 3>());
+    case 2: return fn(std::integral_constant<int, 2>());
+    default: return fn(std::integral_constant<int, 1>());
+  }
+}
+static_assert(kMR == 6, "WithRows enumerates the row counts up to kMR");
+
+inline std::int64_t RoundUp(std::int64_t x, std::int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
+
+// Sizes shared by every work item of one call.
+struct Geometry {
+  std::int64_t Nq, Nk, d, dv, Hq, Hkv, group;
+  std::int64_t Br, Bc, Tr, Tc;
+  std::int64_t L, NR;
+  std::int64_t Bc_pad;     // keys per packed block, a multiple of NR
+  std::int64_t dv_pad;     // Õ row length, a multiple of L
+  std::int64_t dv_full;    // features covered by whole vectors of V; the rest come from the V tail copy
+  std::int64_t packed_head;  // elements of packed K per (batch, K/V head)
+  std::int64_t vtail_head;   // floats of V tail copy per (batch, K/V head)
+  float scale;
+};
+
+// One thread's fast-memory working set.
+struct Scratch {
+  float* Q_i;    // Br × d, pre-scaled by s
+  float* S_ij;   // Br × Bc_pad, scores then P̃
+  float* O_i;    // Br × dv_pad, the unnormalized accumulator Õ
+  float* m;      // Br running maxima
+  float* l;      // Br running sums
+  float* alpha;  // Br rescale factors of the current tile
+};
+
+// Packs K block jt of one (batch, K/V head) into panels, and the V tail columns (dv_full, dv] of the same
+// keys into a zero-padded L-wide copy, so that every product reads whole vectors.
+template <typename T>
+void PackKVBlock(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
+                 std::int64_t jt, T* packed, float* vtail) {
+  const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
+  const T* K = static_cast<const T*>(p.k) + b * p.k_strides.batch + hkv * p.k_strides.head + j0 * p.k_strides.seq;
+  PackKBlock(K, p.k_strides.seq, cols, g.d, g.Bc_pad, packed + jt * g.Bc_pad * g.d);
+  if (g.vtail_head == 0) return;
+  const T* V = static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
+  for (std::int64_t c = 0; c < cols; ++c) {
+    float* row = vtail + (j0 + c) * g.L;
+    for (std::int64_t e = 0; e < g.L; ++e) {
+      row[e] = g.dv_full + e < g.dv ? ToF32(V[c * p.v_strides.seq + g.dv_full + e]) : 0.0f;
+    }
+  }
+}
+
+// Rows [i0, i0 + rows) of query head h: the whole inner loop over K/V blocks, then the one write of O, LSE.
+template <typename T>
+void SolveQBlock(const AttentionParams& p, const Geometry& g, const Scratch& x, std::int64_t b, std::int64_t h,
+                 std::int64_t qb, const T* packed, const float* vtail) {
+  const DF df;
+  const std::int64_t L = g.L, NR = g.NR, d = g.d, dv = g.dv;
+  const std::int64_t i0 = qb * g.Br, rows = std::min(g.Br, g.Nq - i0);
+  const std::int64_t hkv = h / g.group;
+  const ScoreModifiers mods(p, b, h);
+
+  const T* Q = static_cast<const T*>(p.q) + b * p.q_strides.batch + h * p.q_strides.head + i0 * p.q_strides.seq;
+  for (std::int64_t r = 0; r < rows; ++r) {  // Q_i = s·Q rows, in float32
+    for (std::int64_t e = 0; e < d; ++e) x.Q_i[r * d + e] = g.scale * ToF32(Q[r * p.q_strides.seq + e]);
+    x.m[r] = kNegInf;
+    x.l[r] = 0.0f;
+  }
+  std::fill(x.O_i, x.O_i + rows * g.dv_pad, 0.0f);
+
+  const VisibleKeys reach = mods.KeysOfRows(i0, i0 + rows, g.Nk);
+  const std::int64_t lds = g.Bc_pad;
+  for (std::int64_t jt = reach.first / g.Bc; reach.first <= reach.last && jt <= reach.last / g.Bc; ++jt) {
+    const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0), cols_L = RoundUp(cols, L);
+    const T* panels = packed + jt * g.Bc_pad * d;
+    for (std::int64_t p0 = 0; p0 < cols; p0 += NR) {  // S_ij = Q_i K_jᵀ, one panel of NR keys at a time
+      for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
+        WithRows(std::min(kMR, rows - r0), [&](auto mr) {
+          ScoreTile<decltype(mr)::value>(x.Q_i + r0 * d, d, panels + p0 * d, d, x.S_ij + r0 * lds + p0, lds);
+        });
+      }
+    }
+    if (mods.TileNeedsModifiers(i0, i0 + rows, j0, j0 + cols)) {
+      ApplyScoreModifiers(mods, i0, rows, j0, cols, x.S_ij, lds);
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {  // online softmax; keys past `cols` take no part
+      float* S_r = x.S_ij + r * lds;
+      std::fill(S_r + cols, S_r + cols_L, kNegInf);
+      x.alpha[r] = OnlineSoftmaxRow(S_r, cols_L, x.m[r], x.l[r]);
+    }
+    // Õ = diag(α) Õ + P̃_ij V_j: slices of 2 vectors of features (V_j's slice stays in L1 across row groups),
+    // then one vector, then the tail from the zero-padded copy.
+    const T* V = static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
+    const std::int64_t ldv = p.v_strides.seq;
+    std::int64_t e0 = 0;
+    for (; e0 + 2 * L <= dv; e0 += 2 * L) {
+      for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
+        WithRows(std::min(kMR, rows - r0), [&](auto mr) {
+          AccumulatePV<decltype(mr)::value, 2>(x.S_ij + r0 * lds, lds, x.alpha + r0, V + e0, ldv, cols,
+                                               x.O_i + r0 * g.dv_pad + e0, g.dv_pad);
+        });
+      }
+    }
+    for (; e0 + L <= dv; e0 += L) {
+      for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
+        WithRows(std::min(kMR, rows - r0), [&](auto mr) {
+          AccumulatePV<decltype(mr)::value, 1>(x.S_ij + r0 * lds, lds, x.alpha + r0, V + e0, ldv, cols,
+                                               x.O_i + r0 * g.dv_pad + e0, g.dv_pad);
+        });
+      }
+    }
+    if (e0 < dv) {
+      for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
+        WithRows(std::min(kMR, rows - r0), [&](auto mr) {
+          AccumulatePV<decltype(mr)::value, 1>(x.S_ij + r0 * lds, lds, x.alpha + r0, vtail + j0 * L, L, cols,
+                                               x.O_i + r0 * g.dv_pad + e0, g.dv_pad);
+        });
+      }
+    }
+  }
+
+  T* O = static_cast<T*>(p.o) + b * p.o_strides.batch + h * p.o_strides.head + i0 * p.o_strides.seq;
+  float* lse = p.lse == nullptr ? nullptr : p.lse + (b * g.Hq + h) * g.Nq + i0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* O_r = x.O_i + r * g.dv_pad;
+    const float lse_r = NormalizeAndLse(O_r, g.dv_pad, x.m[r], x.l[r]);
+    T* out = O + r * p.o_strides.seq;
+    std::int64_t e = 0;
+    if constexpr (std::is_same_v<T, float>) {
+      for (; e + L <= dv; e += L) hn::StoreU(hn::Load(df, O_r + e), df, out + e);
+    }
+    for (; e < dv; ++e) out[e] = FromF32<T>(O_r[e]);
+    if (lse != nullptr) lse[r] = lse_r;
+  }
+}
+
+template <typename T>
+void FusedForwardT(const AttentionParams& p) {
+  if (p.batch == 0 || p.seqlen_q == 0) return;
+  const FusedTiling tiling = ChooseFusedTiling(p);
+  Geometry g;
+  g.Nq = p.seqlen_q, g.Nk = p.seqlen_k, g.d = p.head_dim, g.dv = p.HeadDimV();
+  g.Hq = p.heads_q, g.Hkv = p.heads_kv, g.group = g.Hq / g.Hkv;
+  g.Br = tiling.Br, g.Bc = tiling.Bc;
+  g.Tr = (g.Nq + g.Br - 1) / g.Br, g.Tc = (g.Nk + g.Bc - 1) / g.Bc;
+  g.L = static_cast<std::int64_t>(hn::Lanes(DF())), g.NR = 2 * g.L;
+  g.Bc_pad = RoundUp(g.Bc, g.NR), g.dv_pad = RoundUp(g.dv, g.L), g.dv_full = g.dv / g.L * g.L;
+  g.packed_head = g.Tc * g.Bc_pad * g.d;
+  g.vtail_head = g.dv_full < g.dv ? g.Nk * g.L : 0;
+  g.scale = p.scale.value_or(1.0f / std::sqrt(static_cast<float>(g.d)));
+
+  // Several (batch, K/V head) pairs are packed at once when they are small, so that short sequences
+  // still give every thread work; one pair at a time when it alone is large.
+  constexpr std::int64_t kPackBudgetBytes = 16 << 20;
+  const std::int64_t heads = p.batch * g.Hkv;
+  const std::int64_t head_bytes = g.packed_head * static_cast<std::int64_t>(sizeof(T)) + g.vtail_head * 4;
+  const std::int64_t chunk = std::clamp<std::int64_t>(kPackBudgetBytes / std::max<std::int64_t>(1, head_bytes), 1, heads);
+  const int threads = p.num_threads > 0 ? p.num_threads : omp_get_max_threads();
+
+  // All memory before any output is written: a failed allocation leaves the caller's arrays untouched.
+  const std::int64_t align = 16;  // floats: one AVX-512 vector, so every region starts aligned
+  const std::int64_t per_thread = RoundUp(g.Br * g.d, align) + RoundUp(g.Br * g.Bc_pad, align) +
+                                  RoundUp(g.Br * g.dv_pad, align) + 3 * RoundUp(g.Br, align);
+  auto packed = hwy::AllocateAligned<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.packed_head)));
+  auto vtail = hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.vtail_head)));
+  auto scratch = hwy::AllocateAligned<float>(static_cast<std::size_t>(threads * per_thread));
+  if (!packed || !vtail || !scratch) throw std::bad_alloc();
+
+#pragma omp parallel num_threads(threads)
+  {
+    float* base = scratch.get() + omp_get_thread_num() * per_thread;
+    Scratch x;
+    x.Q_i = base, base += RoundUp(g.Br * g.d, align);
+    x.S_ij = base, base += RoundUp(g.Br * g.Bc_pad, align);
+    x.O_i = base, base += RoundUp(g.Br * g.dv_pad, align);
+    x.m = base, base += RoundUp(g.Br, align);
+    x.l = base, base += RoundUp(g.Br, align);
+    x.alpha = base;
+    for (std::int64_t first = 0; first < heads; first += chunk) {
+      const std::int64_t count = std::min(chunk, heads - first);
+#pragma omp for schedule(static)
+      for (std::int64_t t = 0; t < count * g.Tc; ++t) {
+        const std::int64_t head = first + t / g.Tc;
+        PackKVBlock(p, g, head / g.Hkv, head % g.Hkv, t % g.Tc, packed.get() + (t / g.Tc) * g.packed_head,
+                    vtail.get() + (t / g.Tc) * g.vtail_head);
+      }
+      // Work items in decreasing Q block order: under a causal mask the last blocks are the longest, and
+      // handing them out first balances the dynamic schedule.
+      const std::int64_t per_block = count * g.group;
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t t = 0; t < per_block * g.Tr; ++t) {
+        const std::int64_t qb = g.Tr - 1 - t / per_block;
+        const std::int64_t local = (t % per_block) / g.group, head = first + local;
+        const std::int64_t h = (head % g.Hkv) * g.group + (t % per_block) % g.group;
+        SolveQBlock(p, g, x, head / g.Hkv, h, qb, packed.get() + local * g.packed_head,
+                    vtail.get() + local * g.vtail_head);
+      }
+    }
+  }
+}
+
+}  // namespace flashattn::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // FLASHATTN_KERNELS_FUSED_FORWARD_INL_H_

@@ -1,0 +1,71 @@
+// Masks and score modifiers of SPEC §5 on a strip of scores (per Highway target). The kernel classifies
+// each tile first (mask_geometry.h): tiles outside the causal/window band are never computed, tiles inside
+// it without softcap, ALiBi or mask tensor skip this file entirely; only the others come here.
+//
+// The order matches reference::HeadProblem::Score: S = s·q·k (s is folded into Q), then softcap
+// S ← c·tanh(S/c), ALiBi S −= slope·|i + Nk − Nq − j|, the additive mask, and finally −∞ for keys outside
+// the band or dropped by the boolean mask.
+#if defined(FLASHATTN_KERNELS_SCORE_MODS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FLASHATTN_KERNELS_SCORE_MODS_INL_H_
+#undef FLASHATTN_KERNELS_SCORE_MODS_INL_H_
+#else
+#define FLASHATTN_KERNELS_SCORE_MODS_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "kernels/mask_geometry.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace flashattn::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Applies the modifiers to rows [i0, i0 + rows) × keys [j0, j0 + cols) held in S (row stride lds, rows
+// padded to a multiple of Lanes, which the vector passes also touch; the caller resets the padding).
+HWY_INLINE void ApplyScoreModifiers(const ScoreModifiers& mods, std::int64_t i0, std::int64_t rows,
+                                    std::int64_t j0, std::int64_t cols, float* HWY_RESTRICT S,
+                                    std::int64_t lds) {
+  const hn::ScalableTag<float> df;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
+  const std::int64_t cols_L = (cols + L - 1) / L * L;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t i = i0 + r;
+    float* S_r = S + r * lds;
+    if (mods.softcap > 0.0f) {  // S ← c·tanh(S / c)
+      const auto cap = hn::Set(df, mods.softcap);
+      for (std::int64_t c = 0; c < cols_L; c += L) {
+        hn::Store(hn::Mul(cap, hn::Tanh(df, hn::Div(hn::Load(df, S_r + c), cap))), df, S_r + c);
+      }
+    }
+    if (mods.alibi_slope != 0.0f) {  // S −= slope·|diagonal − j|, distances exact in float below 2^24
+      const auto slope = hn::Set(df, mods.alibi_slope);
+      const auto first = hn::Set(df, static_cast<float>(i + mods.offset - j0));
+      for (std::int64_t c = 0; c < cols_L; c += L) {
+        const auto distance = hn::Abs(hn::Sub(first, hn::Iota(df, static_cast<float>(c))));
+        hn::Store(hn::NegMulAdd(slope, distance, hn::Load(df, S_r + c)), df, S_r + c);
+      }
+    }
+    if (mods.mask_kind == MaskKind::kAdditive) {
+      const float* bias = static_cast<const float*>(mods.mask) + i * mods.mask_stride_row;
+      for (std::int64_t c = 0; c < cols; ++c) S_r[c] += bias[(j0 + c) * mods.mask_stride_col];
+    }
+    const VisibleKeys band = mods.KeysOf(i);
+    for (std::int64_t c = 0; c < std::min(cols, band.first - j0); ++c) S_r[c] = kNegInf;
+    for (std::int64_t c = std::max<std::int64_t>(0, band.last + 1 - j0); c < cols; ++c) S_r[c] = kNegInf;
+    if (mods.mask_kind == MaskKind::kBool) {
+      const std::uint8_t* keep = static_cast<const std::uint8_t*>(mods.mask) + i * mods.mask_stride_row;
+      for (std::int64_t c = 0; c < cols; ++c)
+        if (keep[(j0 + c) * mods.mask_stride_col] == 0) S_r[c] = kNegInf;
+    }
+  }
+}
+
+}  // namespace flashattn::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // FLASHATTN_KERNELS_SCORE_MODS_INL_H_

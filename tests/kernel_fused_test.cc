@@ -1,0 +1,192 @@
+// The fused kernel against the float64 oracle on every SIMD target this CPU runs: its error must be at
+// most twice the error of the plain `standard` algorithm in the same precision on the same inputs (plus
+// 1e-6 in float32), over the foundation's shape matrix, d = 512, d ≠ dv, both layouts, every mask and
+// modifier, and block sizes forced to odd values.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/fused_forward.h"
+#include "test_problem.h"
+
+namespace flashattn::testing {
+namespace {
+
+std::vector<Shape> ShapeMatrix() {
+  std::vector<Shape> shapes;
+  for (std::int64_t d : {1, 40, 59, 64, 111, 128, 256}) {
+    for (auto [Nq, Nk] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {97, 113}, {113, 97}, {1, 1025}}) {
+      shapes.push_back({.Nq = Nq, .Nk = Nk, .d = d, .dv = d});
+    }
+  }
+  shapes.push_back({.batch = 1, .Nq = 1025, .Nk = 1025, .Hq = 1, .Hkv = 1, .d = 64, .dv = 64});
+  shapes.push_back({.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40});
+  shapes.push_back({.batch = 1, .Nq = 113, .Nk = 1025, .Hq = 6, .Hkv = 1, .d = 59, .dv = 59});
+  shapes.push_back({.batch = 1, .Nq = 97, .Nk = 97, .Hq = 2, .Hkv = 1, .d = 111, .dv = 40});
+  shapes.push_back({.batch = 2, .Nq = 113, .Nk = 97, .Hq = 3, .Hkv = 3, .d = 40, .dv = 256, .head_major = true});
+  // The largest head dims, d ≠ dv both ways, and the head-major layout with GQA.
+  shapes.push_back({.batch = 1, .Nq = 97, .Nk = 113, .Hq = 1, .Hkv = 1, .d = 512, .dv = 512});
+  shapes.push_back({.batch = 1, .Nq = 40, .Nk = 77, .Hq = 2, .Hkv = 1, .d = 64, .dv = 512});
+  shapes.push_back({.batch = 1, .Nq = 77, .Nk = 40, .Hq = 2, .Hkv = 2, .d = 512, .dv = 7, .head_major = true});
+  shapes.push_back({.batch = 2, .Nq = 97, .Nk = 200, .Hq = 4, .Hkv = 1, .d = 59, .dv = 59, .head_major = true});
+  return shapes;
+}
+
+std::vector<Modifiers> ModifierMatrix() {
+  return {
+      {},
+      {.causal = true},
+      {.window_left = 16, .window_right = 8},
+      {.window_left = 0, .window_right = -1},
+      {.causal = true, .window_left = 32},
+      {.softcap = 5.0f},
+      {.alibi = true},
+      {.mask = MaskKind::kBool},
+      {.mask = MaskKind::kAdditive},
+      {.causal = true, .softcap = 3.0f, .alibi = true, .mask = MaskKind::kAdditive},
+  };
+}
+
+// Runs the fused kernel on `problem` once per SIMD target and checks each against `standard`'s error.
+void ExpectFusedWithinTwiceStandard(Problem& problem, const std::string& label) {
+  forward(problem.params(), Algorithm::kStandard);
+  const Errors standard = CompareWithOracle(problem);
+  const double slack = problem.shape().dtype == DType::kF32 ? 1e-6 : 0.0;
+  const std::vector<std::int64_t> targets = kernels::FusedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (std::int64_t target : targets) {
+    kernels::RestrictFusedTargetForTest(target);
+    ASSERT_EQ(kernels::FusedDispatchedTarget(), target);
+    problem.ResetOutputs();
+    forward(problem.params(), Algorithm::kFused);
+    const Errors fused = CompareWithOracle(problem);
+    EXPECT_LE(fused.o_error, 2 * standard.o_error + slack)
+        << label << " on " << kernels::FusedTargetName(target) << " (standard: " << standard.o_error << ")";
+    EXPECT_LE(fused.lse_error, 2 * standard.lse_error + 1e-6)
+        << label << " on " << kernels::FusedTargetName(target) << " (standard: " << standard.lse_error << ")";
+  }
+  kernels::RestrictFusedTargetForTest(0);
+}
+
+using Case = std::tuple<DType, Shape, Modifiers>;
+
+class FusedKernelTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FusedKernelTest, ErrorAtMostTwiceSamePrecisionStandardOnEveryTarget) {
+  auto [dtype, shape, modifiers] = GetParam();
+  shape.dtype = dtype;
+  Problem problem(shape, modifiers, /*seed=*/shape.Nq * 7919 + shape.Nk * 31 + shape.d);
+  ExpectFusedWithinTwiceStandard(problem, shape.ToString() + "_" + modifiers.ToString());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Matrix, FusedKernelTest,
+    ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16), ::testing::ValuesIn(ShapeMatrix()),
+                       ::testing::ValuesIn(ModifierMatrix())),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      Shape shape = std::get<1>(info.param);
+      shape.dtype = std::get<0>(info.param);
+      return shape.ToString() + "_" + std::get<2>(info.param).ToString();
+    });
+
+// Block sizes below, at and above the micro-kernel's 6 rows × 2 vectors, including ones that split the
+// packed panels and the causal diagonal unevenly (the IO helper sweeps these through params.tiling).
+TEST(FusedKernelTest, EveryForcedBlockSizeMatchesOracle) {
+  for (auto [Br, Bc] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {1, 1}, {1, 7}, {5, 3}, {6, 16}, {7, 17}, {13, 40}, {64, 33}, {200, 300}}) {
+    Problem problem({.batch = 1, .Nq = 97, .Nk = 113, .Hq = 2, .Hkv = 1, .d = 40, .dv = 33},
+                    {.causal = true, .window_left = 50, .alibi = true}, 11);
+    problem.params().tiling.block_rows = Br;
+    problem.params().tiling.block_cols = Bc;
+    ASSERT_EQ(kernels::ChooseFusedTiling(problem.params()).Br, Br);
+    ASSERT_EQ(kernels::ChooseFusedTiling(problem.params()).Bc, Bc);
+    ExpectFusedWithinTwiceStandard(problem, "Br=" + std::to_string(Br) + " Bc=" + std::to_string(Bc));
+  }
+}
+
+TEST(FusedKernelTest, DefaultTilingFollowsCacheRuleAndIsOverridable) {
+  AttentionParams params;
+  params.head_dim = 128;
+  const kernels::FusedTiling tiling = kernels::ChooseFusedTiling(params);
+  EXPECT_GE(tiling.Br, 1);
+  EXPECT_GE(tiling.Bc, 1);
+  EXPECT_LE(tiling.Br, tiling.Bc);
+  params.tiling.block_rows = 3;
+  EXPECT_EQ(kernels::ChooseFusedTiling(params).Br, 3);
+  EXPECT_EQ(kernels::ChooseFusedTiling(params).Bc, tiling.Bc);
+}
+
+// A mask tensor read through unusual strides: transposed (row stride 1) and broadcast over rows.
+TEST(FusedKernelTest, MaskTensorWithTransposedAndBroadcastStridesMatchesOracle) {
+  for (MaskKind kind : {MaskKind::kBool, MaskKind::kAdditive}) {
+    Problem transposed({.Nq = 50, .Nk = 50, .Hq = 2, .d = 24, .dv = 24}, {.mask = kind}, 5);
+    transposed.params().mask.stride_row = 1;
+    transposed.params().mask.stride_col = 50;
+    ExpectFusedWithinTwiceStandard(transposed, "transposed mask");
+    Problem broadcast({.Nq = 33, .Nk = 70, .Hq = 2, .d = 24, .dv = 24}, {.mask = kind}, 6);
+    broadcast.params().mask.stride_row = 0;
+    broadcast.params().mask.stride_head = 0;
+    ExpectFusedWithinTwiceStandard(broadcast, "row-broadcast mask");
+  }
+}
+
+// Causal with Nq > Nk: the first Nq − Nk rows see no key; a boolean mask drops every key of row 3.
+TEST(FusedKernelTest, RowsWithoutVisibleKeyGiveZerosAndNegativeInfinityLse) {
+  for (std::int64_t target : kernels::FusedTargets()) {
+    kernels::RestrictFusedTargetForTest(target);
+    Problem causal({.Nq = 40, .Nk = 9, .d = 8, .dv = 8}, {.causal = true}, 3);
+    forward(causal.params(), Algorithm::kFused);
+    for (std::int64_t i = 0; i < 31; ++i) {
+      EXPECT_EQ(causal.Lse(0, 0, i), -std::numeric_limits<float>::infinity()) << "row " << i;
+      for (std::int64_t c = 0; c < 8; ++c) EXPECT_EQ(causal.O(0, i, 0, c), 0.0f) << "row " << i;
+    }
+    for (std::int64_t i = 31; i < 40; ++i) EXPECT_TRUE(std::isfinite(causal.Lse(0, 0, i))) << "row " << i;
+
+    Problem masked({.Nq = 8, .Nk = 30, .d = 8, .dv = 8}, {.mask = MaskKind::kBool}, 4);
+    std::vector<std::uint8_t> keep(8 * 30, 1);
+    std::fill(keep.begin() + 3 * 30, keep.begin() + 4 * 30, 0);
+    masked.params().mask = {MaskKind::kBool, keep.data(), 0, 0, 30, 1};
+    forward(masked.params(), Algorithm::kFused);
+    EXPECT_EQ(masked.Lse(0, 0, 3), -std::numeric_limits<float>::infinity());
+    for (std::int64_t c = 0; c < 8; ++c) EXPECT_EQ(masked.O(0, 3, 0, c), 0.0f);
+    EXPECT_LE(CompareWithOracle(masked).o_error, 1e-5);
+  }
+  kernels::RestrictFusedTargetForTest(0);
+}
+
+TEST(FusedKernelTest, EmptySequencesWriteZerosOrNothing) {
+  Problem no_keys({.Nq = 3, .Nk = 0, .d = 8, .dv = 8}, {}, 3);
+  forward(no_keys.params(), Algorithm::kFused);
+  for (std::int64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(no_keys.Lse(0, 0, i), -std::numeric_limits<float>::infinity());
+    for (std::int64_t c = 0; c < 8; ++c) EXPECT_EQ(no_keys.O(0, i, 0, c), 0.0f);
+  }
+  Problem no_queries({.Nq = 0, .Nk = 9, .d = 8, .dv = 8}, {}, 3);
+  EXPECT_NO_THROW(forward(no_queries.params(), Algorithm::kFused));
+}
+
+// Inputs whose scores are large (scale 8 → |S| in the hundreds): the online rescaling must not overflow.
+TEST(FusedKernelTest, LargeLogitsStayFiniteAndAccurate) {
+  Problem problem({.Nq = 97, .Nk = 300, .Hq = 2, .d = 64, .dv = 64}, {.causal = true}, 9, /*input_scale=*/8.0f);
+  ExpectFusedWithinTwiceStandard(problem, "large logits");
+}
+
+TEST(FusedKernelTest, FusedIsTheDefaultAlgorithm) {
+  Problem problem({.Nq = 20, .Nk = 30, .d = 16, .dv = 16}, {}, 2);
+  forward(problem.params());
+  std::vector<float> by_default;
+  for (std::int64_t i = 0; i < 20; ++i) by_default.push_back(problem.O(0, i, 0, 0));
+  problem.ResetOutputs();
+  forward(problem.params(), Algorithm::kFused);
+  for (std::int64_t i = 0; i < 20; ++i) EXPECT_EQ(problem.O(0, i, 0, 0), by_default[i]);
+  EXPECT_EQ(ParseAlgorithm("fused"), Algorithm::kFused);
+  EXPECT_EQ(ToString(Algorithm::kFused), "fused");
+}
+
+}  // namespace
+}  // namespace flashattn::testing

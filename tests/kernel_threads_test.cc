@@ -1,0 +1,73 @@
+// Threads and the fused kernel: every row is computed by one thread in a fixed order, so results are
+// bitwise identical for any thread count, on repeated calls, and when several callers run at once.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "test_problem.h"
+
+namespace flashattn::testing {
+namespace {
+
+// The output and LSE of one fused run as raw values (NaN-safe bitwise comparison via memcmp).
+std::vector<float> RunFused(Problem& problem, int threads) {
+  problem.ResetOutputs();
+  problem.params().num_threads = threads;
+  forward(problem.params(), Algorithm::kFused);
+  const Shape& s = problem.shape();
+  std::vector<float> out;
+  for (std::int64_t b = 0; b < s.batch; ++b)
+    for (std::int64_t h = 0; h < s.Hq; ++h)
+      for (std::int64_t i = 0; i < s.Nq; ++i) {
+        for (std::int64_t c = 0; c < s.dv; ++c) out.push_back(problem.O(b, i, h, c));
+        out.push_back(problem.Lse(b, h, i));
+      }
+  return out;
+}
+
+bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+const Shape kShape{.batch = 2, .Nq = 300, .Nk = 517, .Hq = 4, .Hkv = 2, .d = 64, .dv = 48};
+const Modifiers kModifiers{.causal = true, .alibi = true};
+
+TEST(FusedThreadsTest, OneTwoAndFourThreadsGiveIdenticalBits) {
+  Problem problem(kShape, kModifiers, 21);
+  const std::vector<float> one = RunFused(problem, 1);
+  EXPECT_LE(CompareWithOracle(problem).o_error, 1e-5);
+  EXPECT_TRUE(BitwiseEqual(one, RunFused(problem, 2)));
+  EXPECT_TRUE(BitwiseEqual(one, RunFused(problem, 4)));
+  EXPECT_TRUE(BitwiseEqual(one, RunFused(problem, 0)));
+}
+
+TEST(FusedThreadsTest, RepeatedCallsWithSameThreadCountAreBitwiseEqual) {
+  Problem problem(kShape, {.window_left = 40, .window_right = 3, .softcap = 4.0f}, 22);
+  const std::vector<float> first = RunFused(problem, 2);
+  for (int repeat = 0; repeat < 3; ++repeat) EXPECT_TRUE(BitwiseEqual(first, RunFused(problem, 2))) << repeat;
+}
+
+TEST(FusedThreadsTest, ConcurrentCallersMatchSerialResults) {
+  constexpr int kCallers = 4;
+  std::vector<std::unique_ptr<Problem>> problems;
+  std::vector<std::vector<float>> serial;
+  for (int k = 0; k < kCallers; ++k) {
+    Shape shape = kShape;
+    shape.dtype = k % 2 == 0 ? DType::kF32 : DType::kF16;
+    problems.push_back(std::make_unique<Problem>(shape, kModifiers, 30 + k));
+    serial.push_back(RunFused(*problems.back(), 2));
+  }
+  std::vector<std::vector<float>> concurrent(kCallers);
+  std::vector<std::thread> callers;
+  for (int k = 0; k < kCallers; ++k) {
+    callers.emplace_back([&, k] { concurrent[k] = RunFused(*problems[k], 2); });
+  }
+  for (std::thread& caller : callers) caller.join();
+  for (int k = 0; k < kCallers; ++k) EXPECT_TRUE(BitwiseEqual(serial[k], concurrent[k])) << "caller " << k;
+}
+
+}  // namespace
+}  // namespace flashattn::testing
