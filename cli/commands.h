@@ -8,6 +8,7 @@ namespace flashattn::cli {
 
 void AddRunCommand(CLI::App& app);   // run_command.cc
 void AddDemoCommand(CLI::App& app);  // demo_command.cc
+void AddIoCommand(CLI::App& app);    // io_command.cc
 void AddBenchCommand(CLI::App& app);  // bench/bench_command.cc (the flashattn_bench library)
 
 }  // namespace flashattn::cli

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   });
   flashattn::cli::AddRunCommand(app);
   flashattn::cli::AddDemoCommand(app);
+  flashattn::cli::AddIoCommand(app);
 #ifdef FLASHATTN_WITH_BENCH
   flashattn::cli::AddBenchCommand(app);
 #endif

@@ -2,4 +2,5 @@
 # machine measurements (cache size, FMA peak, bandwidth) that `flashattn io` prints next to them.
 target_sources(flashattn PRIVATE
   ${PROJECT_SOURCE_DIR}/src/io_model/io_model.cc
+  ${PROJECT_SOURCE_DIR}/src/io_model/machine.cc
 )

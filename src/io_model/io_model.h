@@ -12,7 +12,7 @@
 #include <string>
 
 #include "flashattn/flashattn.h"
-#include "reference/problem.h"
+#include "reference/io_count.h"
 
 namespace flashattn::io_model {
 

@@ -12,23 +12,9 @@
 
 #include "common/element.h"
 #include "flashattn/flashattn.h"
+#include "reference/io_count.h"
 
 namespace flashattn::reference {
-
-// Traffic between main memory and fast memory, in elements and in bytes.
-struct IoCount {
-  std::int64_t read = 0;
-  std::int64_t written = 0;
-  std::int64_t read_bytes = 0;
-  std::int64_t written_bytes = 0;
-
-  IoCount& operator+=(const IoCount& other) {
-    read += other.read, written += other.written;
-    read_bytes += other.read_bytes, written_bytes += other.written_bytes;
-    return *this;
-  }
-  bool operator==(const IoCount&) const = default;
-};
 
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 

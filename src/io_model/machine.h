@@ -1,0 +1,26 @@
+// What `flashattn io` compares the model with: the fast memory the tiles are sized for (the per-core L2)
+// and the machine's ridge point, FMA peak / main-memory bandwidth, both measured in a fraction of a second.
+// An algorithm whose arithmetic intensity (FLOPs per byte) is below the ridge point is bound by memory.
+#ifndef FLASHATTN_IO_MODEL_MACHINE_H_
+#define FLASHATTN_IO_MODEL_MACHINE_H_
+
+#include <cstdint>
+
+namespace flashattn::io_model {
+
+// Per-core L2 size in bytes from sysconf, else from /sys/devices/system/cpu/cpu0/cache; 0 if neither knows.
+std::int64_t DetectL2CacheBytes();
+
+struct Machine {
+  int threads = 0;
+  double fma_gflops = 0.0;       // best of a few trials of independent FMA chains on every thread
+  double bandwidth_gbs = 0.0;    // best of a few trials of reading a 256 MiB array on every thread
+  double RidgePoint() const { return bandwidth_gbs > 0 ? fma_gflops / bandwidth_gbs : 0.0; }  // FLOP/byte
+};
+
+// Measures both with `threads` threads (0 = all cores).
+Machine MeasureMachine(int threads);
+
+}  // namespace flashattn::io_model
+
+#endif  // FLASHATTN_IO_MODEL_MACHINE_H_
