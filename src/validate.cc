@@ -26,6 +26,9 @@ void CheckRange(const char* name, std::int64_t value, std::int64_t min, std::int
   if (value < min || value > max) Fail(name, " must be in [", min, ", ", max, "], got ", value);
 }
 
+// Far above any machine's core count; asking OpenMP for more threads than the system can create crashes it.
+constexpr std::int64_t kMaxThreads = 1024;
+
 }  // namespace
 
 std::int64_t TensorView::NumElements() const {
@@ -135,7 +138,7 @@ void Validate(const AttentionParams& p) {
     Fail("alibi_batch_stride must be 0 (slopes per head) or >= heads_q=", p.heads_q, ", got ",
          p.alibi_batch_stride);
   }
-  CheckSize("num_threads", p.num_threads, 0);
+  CheckRange("num_threads", p.num_threads, 0, kMaxThreads);
   CheckSize("tiling.fast_memory_bytes", p.tiling.fast_memory_bytes, 0);
   CheckSize("tiling.block_rows", p.tiling.block_rows, 0);
   CheckSize("tiling.block_cols", p.tiling.block_cols, 0);
@@ -272,7 +275,7 @@ void Validate(const DecodeParams& p) {
   CheckRange("head_dim", p.head_dim, 1, kMaxHeadDim);
   CheckModifiers(p.window_left, p.window_right, p.softcap, p.scale, p.alibi_batch_stride, p.heads_q);
   CheckSize("num_splits", p.num_splits, 0);
-  CheckSize("num_threads", p.num_threads, 0);
+  CheckRange("num_threads", p.num_threads, 0, kMaxThreads);
   CheckRange("rotary_dim", p.rotary_dim, 0, p.head_dim);
   if (p.rotary_dim % 2 != 0) Fail("rotary_dim must be even, got ", p.rotary_dim);
 

@@ -115,7 +115,9 @@ std::vector<RejectCase> RejectCases() {
        {"mask.kind has an unknown value 9"}},
       {"UnknownDType", [](P& p, const A&) { p.dtype = static_cast<DType>(7); }, {"dtype has an unknown value 7"}},
       // Execution settings.
-      {"NegativeThreads", [](P& p, const A&) { p.num_threads = -1; }, {"num_threads must be >= 0, got -1"}},
+      {"NegativeThreads", [](P& p, const A&) { p.num_threads = -1; }, {"num_threads must be in [0, 1024], got -1"}},
+      {"ThreadsBeyondAnyMachine", [](P& p, const A&) { p.num_threads = 100000; },
+       {"num_threads must be in [0, 1024], got 100000"}},
       {"NegativeFastMemory", [](P& p, const A&) { p.tiling.fast_memory_bytes = -1; },
        {"tiling.fast_memory_bytes must be >= 0, got -1"}},
       {"FastMemoryBelowOneRow", [](P& p, const A&) { p.tiling.fast_memory_bytes = 64; },
