@@ -1,0 +1,92 @@
+// Rejected inputs of decode(): each a flashattn::Error naming the argument, with the cache (and O, LSE)
+// left byte-for-byte unchanged.
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "decode_test_case.h"
+#include "flashattn/decode.h"
+
+namespace flashattn::testing {
+namespace {
+
+struct BadInput {
+  const char* name;
+  std::int64_t page_size;  // the case's layout
+  std::function<void(DecodeCase&)> spoil;
+  const char* message;  // a fragment the error must contain
+};
+
+DecodeShape ValidationShape(std::int64_t page_size) {
+  return DecodeShape{.Nq = 2, .Nnew = 2, .Hq = 4, .Hkv = 2, .d = 16, .Nmax = 20, .cached = {10, 18, 0},
+                     .dtype = DType::kF16, .page_size = page_size};
+}
+
+class DecodeRejects : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(DecodeRejects, WithAClearErrorAndTheCacheUnchanged) {
+  const BadInput& bad = GetParam();
+  DecodeCase c(ValidationShape(bad.page_size), DecodeMods{.causal = true, .rotary_dim = 8}, 1);
+  bad.spoil(c);
+  const std::vector<std::uint16_t> before = c.CacheSnapshot();
+  try {
+    decode(c.params());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find(bad.message), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(c.CacheSnapshot(), before);
+  for (std::int64_t n = 0; n < c.batch() * 2 * 4 * 16; ++n) {
+    // O (batch 3, Nq 2, Hq 4, d 16) still holds the case's NaN fill pattern everywhere.
+    EXPECT_TRUE(std::isnan(c.O(n / 128, n / 64 % 2, n / 16 % 4, n % 16))) << n;
+  }
+}
+
+// Table entries are (batch, max_pages) with row stride block_table_stride.
+std::int32_t* Table(DecodeCase& c, std::int64_t b, std::int64_t n) {
+  return const_cast<std::int32_t*>(c.params().block_table) + b * c.params().block_table_stride + n;
+}
+
+const BadInput kBadInputs[] = {
+    {"table_entry_negative", 4, [](DecodeCase& c) { *Table(c, 1, 2) = -1; }, "block_table[1][2] = -1 is out of range"},
+    {"table_entry_too_large", 4, [](DecodeCase& c) { *Table(c, 0, 0) = static_cast<std::int32_t>(c.params().num_pages); },
+     "block_table[0][0]"},
+    // Sequence 1 (18 + 2 = 20 keys) uses all five pages of 4: its last entry is checked too.
+    {"table_entry_last_used_page", 4, [](DecodeCase& c) { *Table(c, 1, 4) = 1000; }, "block_table[1][4] = 1000"},
+    {"paged_capacity", 4, [](DecodeCase& c) { c.params().max_pages = 4; }, "exceeds the cache capacity of 16"},
+    {"contiguous_capacity", 0, [](DecodeCase& c) { c.params().cache_seqlen_max = 19; },
+     "cache_seqlens[1] + seqlen_new = 18 + 2 = 20 exceeds the cache capacity of 19"},
+    {"negative_cache_seqlen", 0, [](DecodeCase& c) { const_cast<std::int32_t*>(c.params().cache_seqlens)[2] = -3; },
+     "cache_seqlens[2] must be >= 0, got -3"},
+    {"mismatched_dtype", 0, [](DecodeCase& c) { c.params().cache_dtype = DType::kBF16; },
+     "dtype (f16) of q, k_new, v_new and o must equal cache_dtype (bf16)"},
+    {"shared_append_slot", 4, [](DecodeCase& c) { *Table(c, 1, 4) = *Table(c, 0, 2); },  // both append to slots 2, 3
+     "two appended keys would be written to the same cache slot"},
+    {"rotary_beyond_table", 0, [](DecodeCase& c) { c.params().rotary_max_pos = 19; }, "rotary position 19 of sequence 1"},
+    {"rotary_dim_odd", 0, [](DecodeCase& c) { c.params().rotary_dim = 7; }, "rotary_dim must be even"},
+    {"rotary_dim_too_large", 0, [](DecodeCase& c) { c.params().rotary_dim = 18; }, "rotary_dim must be in [0, 16]"},
+    {"o_overlaps_cache", 0, [](DecodeCase& c) { c.params().o = c.params().k_cache; }, "overlaps"},
+    {"k_cache_overlaps_v_cache", 3, [](DecodeCase& c) { c.params().v_cache = c.params().k_cache; }, "overlaps"},
+    {"null_k_new", 0, [](DecodeCase& c) { c.params().k_new = nullptr; }, "k_new is a null pointer"},
+    {"heads", 0, [](DecodeCase& c) { c.params().heads_kv = 3; }, "heads_q must be a multiple of heads_kv"},
+    {"num_splits", 0, [](DecodeCase& c) { c.params().num_splits = -1; }, "num_splits must be >= 0"},
+    {"page_size", 4, [](DecodeCase& c) { c.params().page_size = 0; }, "page_size must be >= 1"},
+    {"table_stride", 4, [](DecodeCase& c) { c.params().block_table_stride = 2; }, "block_table_stride must be >= 5"},
+    {"softcap", 0, [](DecodeCase& c) { c.params().softcap = -1.0f; }, "softcap"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Table, DecodeRejects, ::testing::ValuesIn(kBadInputs),
+                         [](const ::testing::TestParamInfo<BadInput>& info) { return std::string(info.param.name); });
+
+TEST(DecodeValidation, UnusedTableEntriesAreNotRead) {
+  // The case's padding column holds −7 and sequence 2 uses one page of five: the call succeeds.
+  DecodeCase c(ValidationShape(4), DecodeMods{}, 2);
+  *Table(c, 2, 3) = -99;
+  EXPECT_NO_THROW(decode(c.params()));
+}
+
+}  // namespace
+}  // namespace flashattn::testing
