@@ -1,0 +1,10 @@
+# The command-line program (cli/): the .npy reader/writer, and flashattn run/demo driven as a subprocess.
+if(TARGET flashattn_npy AND TARGET flashattn_cli)
+  flashattn_add_test(npy_test npy_test.cc)
+  target_link_libraries(npy_test PRIVATE flashattn_npy)
+
+  flashattn_add_test(cli_test cli_test.cc)
+  target_link_libraries(cli_test PRIVATE flashattn_npy)
+  target_compile_definitions(cli_test PRIVATE FLASHATTN_CLI_PATH="$<TARGET_FILE:flashattn_cli>")
+  add_dependencies(cli_test flashattn_cli)
+endif()
