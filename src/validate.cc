@@ -411,6 +411,8 @@ void Validate(const VarlenParams& p) {
         Fail(name, " must be non-decreasing, got ", name, "[", b, "]=", cu[b], " > ", name, "[", b + 1, "]=",
              cu[b + 1]);
       }
+    }
+    for (std::int64_t b = 0; b < p.batch; ++b) {
       if (cu[b + 1] - cu[b] > max_len) {
         Fail("sequence ", b, " has length ", cu[b + 1] - cu[b], " in ", name, ", beyond its max_seqlen of ",
              max_len);
