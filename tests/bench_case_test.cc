@@ -1,0 +1,162 @@
+// The benchmark's bookkeeping that needs no timing: FLOP counts, names, and which cases the options select.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "bench/bench_case.h"
+#include "bench/bench_command.h"
+
+namespace flashattn::bench {
+namespace {
+
+TEST(BenchCase, CountFlopsIsFourBHNqNkD) {
+  BenchCase c;
+  c.batch = 2;
+  c.heads = 3;
+  c.seqlen_q = 5;
+  c.seqlen_k = 7;
+  c.headdim = 11;
+  EXPECT_EQ(CountFlops(c), 4.0 * 2 * 3 * 5 * 7 * 11);
+}
+
+TEST(BenchCase, CountFlopsHalvesForCausal) {
+  BenchCase c;
+  c.batch = 1;
+  c.heads = 8;
+  c.seqlen_q = c.seqlen_k = 4096;
+  c.headdim = 128;
+  const double dense = CountFlops(c);
+  EXPECT_EQ(dense, 4.0 * 8 * 4096 * 4096 * 128);  // 68.7 GFLOP, the issue-3 target shape
+  c.causal = true;
+  EXPECT_EQ(CountFlops(c), dense / 2);
+}
+
+TEST(BenchCase, NameSpellsOutEveryShapeField) {
+  BenchCase c;
+  c.batch = 2;
+  c.heads = 8;
+  c.heads_kv = 2;
+  c.seqlen_q = 100;
+  c.seqlen_k = 300;
+  c.headdim = 64;
+  c.causal = true;
+  c.dtype = DType::kBF16;
+  EXPECT_EQ(c.Name(), "forward_default_bf16_b2_h8_hkv2_nq100_nk300_d64_causal");
+  c.algorithm = Algorithm::kFlash1;
+  c.causal = false;
+  EXPECT_EQ(c.Name(), "forward_flash1_bf16_b2_h8_hkv2_nq100_nk300_d64");
+}
+
+TEST(BenchCase, ParamsAreContiguousAndValidOnceAttached) {
+  BenchCase c;
+  c.heads = 4;
+  c.heads_kv = 2;
+  c.seqlen_q = 3;
+  c.seqlen_k = 5;
+  c.headdim = 8;
+  c.threads = 1;
+  AttentionParams p = c.Params();
+  EXPECT_EQ(p.q_strides.seq, 4 * 8);
+  EXPECT_EQ(p.k_strides.seq, 2 * 8);
+  std::vector<float> q(3 * 4 * 8), k(5 * 2 * 8), v(5 * 2 * 8), o(3 * 4 * 8);
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.o = o.data();
+  EXPECT_NO_THROW(Validate(p));
+}
+
+TEST(BenchCase, ParseRejectsUnknownNamesNamingTheOption) {
+  EXPECT_EQ(ParseDType("f16"), DType::kF16);
+  EXPECT_EQ(ParseMode("forward"), Mode::kForward);
+  try {
+    ParseDType("f64");
+    FAIL() << "f64 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--dtype"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("f64"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ParseMode("decode"), Error);
+}
+
+TEST(PlanCases, WithoutShapeOptionsRunsTheSweepIncludingTheTargetShape) {
+  BenchOptions options;
+  options.threads = 2;
+  const std::vector<BenchCase> cases = PlanCases(options);
+  ASSERT_GT(cases.size(), 1u);
+  std::set<std::string> names;
+  bool target = false, target_causal = false, target_f16 = false;
+  for (const BenchCase& c : cases) {
+    names.insert(c.Name());
+    EXPECT_EQ(c.threads, 2);
+    EXPECT_FALSE(c.algorithm.has_value());
+    if (c.batch == 1 && c.heads == 8 && c.heads_kv == 8 && c.seqlen_q == 4096 && c.headdim == 128) {
+      if (c.dtype == DType::kF32) (c.causal ? target_causal : target) = true;
+      if (c.dtype == DType::kF16 && !c.causal) target_f16 = true;
+    }
+  }
+  EXPECT_EQ(names.size(), cases.size()) << "two sweep cases share a name";
+  EXPECT_TRUE(target && target_causal && target_f16);
+}
+
+TEST(PlanCases, SingleConfigurationTakesDefaultsForWhatIsNotGiven) {
+  BenchOptions options;
+  options.single = true;
+  options.heads = 6;
+  options.seqlen = 100;
+  options.dtype = "bf16";
+  options.algorithm = "flash1";
+  options.threads = 1;
+  const std::vector<BenchCase> cases = PlanCases(options);
+  ASSERT_EQ(cases.size(), 1u);
+  const BenchCase& c = cases[0];
+  EXPECT_EQ(c.heads, 6);
+  EXPECT_EQ(c.heads_kv, 6);  // defaults to heads
+  EXPECT_EQ(c.seqlen_q, 100);
+  EXPECT_EQ(c.seqlen_k, 100);  // defaults to seqlen
+  EXPECT_EQ(c.headdim, 128);
+  EXPECT_EQ(c.dtype, DType::kBF16);
+  EXPECT_EQ(c.algorithm, Algorithm::kFlash1);
+  EXPECT_EQ(c.threads, 1);
+}
+
+TEST(PlanCases, ZeroThreadsMeansAllCores) {
+  BenchOptions options;
+  options.single = true;
+  options.threads = 0;
+  EXPECT_GE(PlanCases(options)[0].threads, 1);
+}
+
+// Each bad value is rejected with a message naming the option and the value.
+TEST(PlanCases, RejectsBadValuesNamingTheOption) {
+  struct Bad {
+    const char* option;
+    const char* value;
+    void (*apply)(BenchOptions&);
+  };
+  const Bad bad[] = {
+      {"--heads-kv", "3", [](BenchOptions& o) { o.heads = 8; o.heads_kv = 3; }},
+      {"--batch", "0", [](BenchOptions& o) { o.batch = 0; }},
+      {"--seqlen-k", "-4", [](BenchOptions& o) { o.seqlen_k = -4; }},
+      {"--headdim", "513", [](BenchOptions& o) { o.headdim = 513; }},
+      {"--threads", "-1", [](BenchOptions& o) { o.threads = -1; }},
+      {"--algorithm", "fastest", [](BenchOptions& o) { o.algorithm = "fastest"; }},
+      {"--mode", "sideways", [](BenchOptions& o) { o.mode = "sideways"; }},
+      {"--seqlen", "1099511627776", [](BenchOptions& o) { o.seqlen = std::int64_t{1} << 40; }},
+  };
+  for (const Bad& b : bad) {
+    BenchOptions options;
+    options.single = true;
+    b.apply(options);
+    try {
+      PlanCases(options);
+      ADD_FAILURE() << b.option << " " << b.value << " accepted";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find(b.option), std::string::npos) << message;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashattn::bench

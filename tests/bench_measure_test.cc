@@ -1,0 +1,163 @@
+// The measuring parts of the benchmark, checked on what they compute rather than on how fast: the median
+// loop's call counts, the peak-RSS probe against a known allocation, the FMA chains against their closed
+// form, and the vectorized helpers of the baseline (conversions, safe softmax) against scalar code.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "bench/baseline_softmax.h"
+#include "bench/convert.h"
+#include "bench/fma_peak.h"
+#include "bench/memory.h"
+#include "bench/timing.h"
+#include "common/element.h"
+
+namespace flashattn::bench {
+namespace {
+
+TEST(Timing, MedianOfOddEvenAndEmpty) {
+  EXPECT_EQ(Median({5, 1, 3}), 3);
+  EXPECT_EQ(Median({4, 1, 3, 2}), 2.5);
+  EXPECT_EQ(Median({7}), 7);
+  EXPECT_EQ(Median({}), 0);
+}
+
+TEST(Timing, SummarizeKeepsMedianMinMaxAndCount) {
+  const Timing t = Summarize({3, 9, 1, 4, 100});
+  EXPECT_EQ(t.median_ms, 4);
+  EXPECT_EQ(t.min_ms, 1);
+  EXPECT_EQ(t.max_ms, 100);
+  EXPECT_EQ(t.runs, 5);
+}
+
+TEST(Timing, RunsOneWarmUpThenTheRequestedCount) {
+  int calls = 0;
+  TimingOptions options;
+  options.repeats = 3;
+  options.min_time_s = 0;
+  const Timing t = TimeCalls([&] { ++calls; }, options);
+  EXPECT_EQ(calls, 4);
+  EXPECT_EQ(t.runs, 3);
+  options.warmup = false;
+  calls = 0;
+  EXPECT_EQ(TimeCalls([&] { ++calls; }, options).runs, 3);
+  EXPECT_EQ(calls, 3);
+}
+
+TEST(Timing, KeepsCallingUntilTheMinimumTimeButNotPastTheCap) {
+  int calls = 0;
+  TimingOptions options;
+  options.repeats = 1;
+  options.min_time_s = 3600;  // never reached: the cap stops the loop
+  options.max_repeats = 20;
+  options.warmup = false;
+  EXPECT_EQ(TimeCalls([&] { ++calls; }, options).runs, 20);
+  EXPECT_EQ(calls, 20);
+}
+
+TEST(Memory, ParsesStatusFields) {
+  const char* status = "Name:\tbench\nVmPeak:\t  999 kB\nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\n";
+  EXPECT_EQ(StatusFieldKib(status, "VmHWM"), 2048);
+  EXPECT_EQ(StatusFieldKib(status, "VmRSS"), 1024);
+  EXPECT_EQ(StatusFieldKib(status, "VmSwap"), std::nullopt);
+  EXPECT_EQ(StatusFieldKib(status, "Vm"), std::nullopt);  // a prefix of a key is not the key
+  EXPECT_EQ(StatusFieldKib("VmHWM:\n", "VmHWM"), std::nullopt);
+}
+
+TEST(Memory, ProbeSeesATouchedAllocationAndNotAnUntouchedOne) {
+  constexpr std::int64_t kBytes = 64 << 20;
+  {
+    const PeakRssProbe probe;
+    if (!probe.available()) GTEST_SKIP() << "/proc/self/clear_refs is not writable here";
+    std::vector<char> untouched;
+    untouched.reserve(kBytes);  // mapped, never written: not resident
+    EXPECT_LT(probe.PeakGrowthBytes(), kBytes / 4);
+  }
+  const PeakRssProbe probe;
+  {
+    std::vector<char> touched(kBytes, 1);
+    EXPECT_EQ(touched[kBytes / 2], 1);
+  }
+  // The peak survives the free; pages the process released meanwhile may offset it by a few KiB.
+  const std::int64_t growth = probe.PeakGrowthBytes();
+  EXPECT_GE(growth, kBytes - (1 << 20));
+  EXPECT_LT(growth, kBytes + (16 << 20));
+}
+
+TEST(FmaPeak, ChainsComputeTheClosedFormAndCountTheirFlops) {
+  // x_n = aⁿ·x_0 + b·(1 − aⁿ)/(1 − a) for x_0 = 1..12 in every lane.
+  const float a = 0.999f, b = 0.002f;
+  const std::int64_t n = 1000;
+  double flops = 0;
+  const double sum = RunFmaChains(n, a, b, &flops);
+  const double an = std::pow(static_cast<double>(a), n);
+  double per_lane = 0;
+  for (int c = 1; c <= kFmaChains; ++c) per_lane += an * c + b * (1 - an) / (1 - a);
+  const double lanes = flops / (2.0 * kFmaChains * n);
+  EXPECT_TRUE(lanes == 1 || lanes == 4 || lanes == 8 || lanes == 16) << lanes;
+  EXPECT_NEAR(sum, per_lane * lanes, 1e-3 * per_lane * lanes);
+}
+
+TEST(FmaPeak, MeasuresAPositiveRateOnOneThread) {
+  const FmaPeak peak = MeasureFmaPeak(1, 0.05);
+  EXPECT_GT(peak.gflops, 0);
+  EXPECT_TRUE(std::isfinite(peak.gflops));
+  EXPECT_EQ(peak.threads, 1);
+  EXPECT_FALSE(peak.target.empty());
+}
+
+// Values that exercise rounding, subnormals, infinities and NaN in all three element types.
+std::vector<float> AwkwardValues(std::int64_t n) {
+  std::vector<float> x(static_cast<std::size_t>(n));
+  const float specials[] = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 1e-7f, -3e-5f, 1e30f,
+                            std::numeric_limits<float>::infinity(), 0.1f, 1.0f / 3, 70000.0f};
+  for (std::int64_t i = 0; i < n; ++i) x[i] = specials[i % 12] * (1.0f + 0.001f * static_cast<float>(i));
+  return x;
+}
+
+TEST(Convert, MatchesTheScalarConversionsAtEveryLength) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (std::int64_t n = 0; n <= 40; ++n) {
+      const std::vector<float> x = AwkwardValues(n);
+      std::vector<std::uint16_t> stored(static_cast<std::size_t>(2 * n + 2), 0xabcd);
+      ConvertFromF32(x.data(), n, dtype, stored.data());
+      std::vector<float> back(static_cast<std::size_t>(n + 1), -1.0f);
+      ConvertToF32(stored.data(), dtype, n, back.data());
+      EXPECT_EQ(back[n], -1.0f) << "wrote past n";
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float expected = RoundTo(dtype, x[i]);
+        EXPECT_TRUE(back[i] == expected || (std::isnan(back[i]) && std::isnan(expected)))
+            << ToString(dtype) << " n=" << n << " i=" << i << ": " << x[i] << " -> " << back[i] << ", want "
+            << expected;
+      }
+    }
+  }
+}
+
+TEST(SafeSoftmaxRow, MatchesFloat64OverThePrefixAndZeroesTheRest) {
+  for (std::int64_t n = 1; n <= 37; ++n) {
+    for (std::int64_t visible : {std::int64_t{0}, std::int64_t{1}, n / 2, n}) {
+      std::vector<float> row(static_cast<std::size_t>(n));
+      for (std::int64_t j = 0; j < n; ++j) row[j] = 30.0f * std::sin(1.7f * static_cast<float>(j + n));
+      const std::vector<float> S = row;
+      const float lse = SafeSoftmaxRow(row.data(), visible, n);
+      if (visible == 0) {
+        EXPECT_EQ(lse, -std::numeric_limits<float>::infinity());
+      } else {
+        double m = -std::numeric_limits<double>::infinity(), l = 0;
+        for (std::int64_t j = 0; j < visible; ++j) m = std::max<double>(m, S[j]);
+        for (std::int64_t j = 0; j < visible; ++j) l += std::exp(S[j] - m);
+        EXPECT_NEAR(lse, m + std::log(l), 1e-5 * std::max(1.0, std::abs(m)));
+        for (std::int64_t j = 0; j < visible; ++j)
+          EXPECT_NEAR(row[j], std::exp(S[j] - m) / l, 2e-6) << "n=" << n << " j=" << j;
+      }
+      for (std::int64_t j = visible; j < n; ++j) EXPECT_EQ(row[j], 0.0f) << "n=" << n << " j=" << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashattn::bench

@@ -1,0 +1,89 @@
+// The two renderings of a benchmark row: the JSON line scripts read, and the table line people read.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "bench/report.h"
+
+namespace flashattn::bench {
+namespace {
+
+Row ExampleRow() {
+  Row row;
+  row.config.batch = 1;
+  row.config.heads = 8;
+  row.config.heads_kv = 8;
+  row.config.seqlen_q = row.config.seqlen_k = 4096;
+  row.config.headdim = 128;
+  row.config.causal = false;
+  row.config.threads = 2;
+  row.flops = CountFlops(row.config);  // 68.72 GFLOP
+  row.timing = {500.0, 490.0, 520.0, 5};
+  row.peak_gflops = 200.0;
+  row.peak_target = "AVX2";
+  BaselineResult baseline;
+  baseline.timing = {650.0, 640.0, 700.0, 5};
+  baseline.arrangement = "heads-parallel";
+  baseline.medians_ms = {{"heads-parallel", 650.0}, {"threaded-blas", 700.0}};
+  row.baseline = baseline;
+  row.max_abs_diff_vs_baseline = 1.5e-6;
+  row.tensor_bytes = 4 * 4096 * 8 * 128 * 4 + 8 * 4096 * 4;
+  return row;
+}
+
+TEST(BenchReport, DerivedRatesFollowFromTheMedians) {
+  const Row row = ExampleRow();
+  EXPECT_NEAR(row.Gflops(), 68.719476736 / 0.5, 1e-9);
+  EXPECT_NEAR(row.PeakFraction(), 68.719476736 / 0.5 / 200.0, 1e-12);
+  EXPECT_NEAR(*row.BaselineGflops(), 68.719476736 / 0.65, 1e-9);
+  EXPECT_NEAR(*row.SpeedupVsBaseline(), 1.3, 1e-12);
+}
+
+TEST(BenchReport, JsonLineHasEveryRequiredFieldInOrder) {
+  EXPECT_EQ(ToJson(ExampleRow()),
+            "{\"name\": \"forward_default_f32_b1_h8_hkv8_nq4096_nk4096_d128\", \"mode\": \"forward\", "
+            "\"algorithm\": \"default\", \"batch\": 1, \"heads\": 8, \"heads_kv\": 8, \"seqlen_q\": 4096, "
+            "\"seqlen_k\": 4096, \"headdim\": 128, \"causal\": false, \"dtype\": \"f32\", \"threads\": 2, "
+            "\"runs\": 5, \"median_ms\": 500, \"min_ms\": 490, \"max_ms\": 520, \"gflops\": 137.439, "
+            "\"peak_gflops\": 200, \"peak_target\": \"AVX2\", \"peak_fraction\": 0.687195, "
+            "\"baseline_median_ms\": 650, \"baseline_gflops\": 105.722, \"baseline_arrangement\": \"heads-parallel\", "
+            "\"baseline_heads-parallel_median_ms\": 650, \"baseline_threaded-blas_median_ms\": 700, "
+            "\"speedup_vs_baseline\": 1.3, \"max_abs_diff_vs_baseline\": 1.5e-06, \"tensor_bytes\": 67239936}");
+}
+
+TEST(BenchReport, JsonLineWithoutBaselineHasNullsAndTheReason) {
+  Row row = ExampleRow();
+  row.baseline.reset();
+  row.max_abs_diff_vs_baseline.reset();
+  row.peak_rss_growth_bytes = 3 << 20;
+  row.note = "threaded-blas baseline skipped: needs \"16384\" MiB";
+  const std::string json = ToJson(row);
+  EXPECT_NE(json.find("\"baseline_median_ms\": null"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"speedup_vs_baseline\": null"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"peak_rss_growth_bytes\": 3145728"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"note\": \"threaded-blas baseline skipped: needs \\\"16384\\\" MiB\"}"), std::string::npos)
+      << json;
+  EXPECT_EQ(json.find('\n'), std::string::npos);
+}
+
+TEST(BenchReport, JsonEscapesStringsAndWritesNonFiniteAsNull) {
+  EXPECT_EQ(JsonString("a\"b\\c\nd\x01"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+  JsonLine json;
+  json.Add("nan", std::nan("")).Add("inf", 1.0 / 0.0).Add("x", 0.25).Add("n", std::int64_t{-3}).Add("t", true);
+  EXPECT_EQ(json.str(), "{\"nan\": null, \"inf\": null, \"x\": 0.25, \"n\": -3, \"t\": true}");
+  EXPECT_EQ(JsonLine().str(), "{}");
+}
+
+TEST(BenchReport, TableRowAlignsUnderTheHeader) {
+  std::ostringstream header, line;
+  PrintTableHeader(header);
+  PrintTableRow(line, ExampleRow());
+  EXPECT_EQ(line.str(),
+            "forward  default   f32    1    8    8   4096   4096  128 full    2     500.00    137.4  68.7%     "
+            "650.00 heads-parallel   1.30x\n");
+  EXPECT_EQ(header.str().size(), line.str().size()) << header.str() << line.str();
+}
+
+}  // namespace
+}  // namespace flashattn::bench
