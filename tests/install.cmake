@@ -15,6 +15,7 @@ if(NOT BUILD_SHARED_LIBS)
   add_test(NAME install_consumer_shared
            COMMAND ${CMAKE_COMMAND} ${flashattn_consumer_args} -DSHARED=ON
                    -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/install_consumer_shared
-                   -DLIBRARY=libflashattn.so.${PROJECT_VERSION} -P ${CMAKE_CURRENT_SOURCE_DIR}/install/run_consumer.cmake)
+                   -DLIBRARY=libflashattn.so.${PROJECT_VERSION}
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/install/run_consumer.cmake)
   set_tests_properties(install_consumer_shared PROPERTIES TIMEOUT 900)
 endif()

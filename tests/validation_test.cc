@@ -32,7 +32,8 @@ constexpr std::int64_t kBig = std::int64_t{1} << 32;
 struct Arena {
   static constexpr std::int64_t B = 2, Nq = 3, Nk = 5, Hq = 4, Hkv = 2, d = 8, dv = 6;
   static constexpr std::int64_t kQ = B * Nq * Hq * d, kK = B * Nk * Hkv * d, kV = B * Nk * Hkv * dv,
-                                kO = B * Nq * Hq * dv, kLse = B * Hq * Nq, kAlibi = B * Hq, kMask = B * Hq * Nq * Nk;
+                                kO = B * Nq * Hq * dv, kLse = B * Hq * Nq, kAlibi = B * Hq,
+                                kMask = B * Hq * Nq * Nk;
 
   std::vector<float> memory = std::vector<float>(kQ + kK + kV + kO + kLse + kAlibi + kMask);
   float* q = memory.data();
@@ -98,7 +99,8 @@ std::vector<RejectCase> RejectCases() {
       {"HeadDimVAboveMax", [](P& p, const A&) { p.head_dim_v = 1024; },
        {"head_dim_v must be in [1, 512], got 1024"}},
       // Masks and modifiers.
-      {"WindowLeftBelowMinusOne", [](P& p, const A&) { p.window_left = -2; }, {"window_left must be >= -1, got -2"}},
+      {"WindowLeftBelowMinusOne", [](P& p, const A&) { p.window_left = -2; },
+       {"window_left must be >= -1, got -2"}},
       {"WindowRightMostNegative", [](P& p, const A&) { p.window_right = INT64_MIN; },
        {"window_right must be >= -1, got -9223372036854775808"}},
       {"SoftcapNegative", [](P& p, const A&) { p.softcap = -1.5f; }, {"softcap", "got -1.5"}},
@@ -113,17 +115,21 @@ std::vector<RejectCase> RejectCases() {
        {"alibi_batch_stride", "heads_q=4", "got 3"}},
       {"UnknownMaskKind", [](P& p, const A&) { p.mask.kind = static_cast<MaskKind>(9); },
        {"mask.kind has an unknown value 9"}},
-      {"UnknownDType", [](P& p, const A&) { p.dtype = static_cast<DType>(7); }, {"dtype has an unknown value 7"}},
+      {"UnknownDType", [](P& p, const A&) { p.dtype = static_cast<DType>(7); },
+       {"dtype has an unknown value 7"}},
       // Execution settings.
-      {"NegativeThreads", [](P& p, const A&) { p.num_threads = -1; }, {"num_threads must be in [0, 1024], got -1"}},
+      {"NegativeThreads", [](P& p, const A&) { p.num_threads = -1; },
+       {"num_threads must be in [0, 1024], got -1"}},
       {"ThreadsBeyondAnyMachine", [](P& p, const A&) { p.num_threads = 100000; },
        {"num_threads must be in [0, 1024], got 100000"}},
       {"NegativeFastMemory", [](P& p, const A&) { p.tiling.fast_memory_bytes = -1; },
        {"tiling.fast_memory_bytes must be >= 0, got -1"}},
       {"FastMemoryBelowOneRow", [](P& p, const A&) { p.tiling.fast_memory_bytes = 64; },
        {"tiling.fast_memory_bytes", "head_dim=8", "got 64"}},
-      {"NegativeBlockRows", [](P& p, const A&) { p.tiling.block_rows = -1; }, {"tiling.block_rows must be >= 0, got -1"}},
-      {"NegativeBlockCols", [](P& p, const A&) { p.tiling.block_cols = -2; }, {"tiling.block_cols must be >= 0, got -2"}},
+      {"NegativeBlockRows", [](P& p, const A&) { p.tiling.block_rows = -1; },
+       {"tiling.block_rows must be >= 0, got -1"}},
+      {"NegativeBlockCols", [](P& p, const A&) { p.tiling.block_cols = -2; },
+       {"tiling.block_cols must be >= 0, got -2"}},
       // Strides: the feature stride is 1 by construction, the others must not be negative.
       {"NegativeQSeqStride", [](P& p, const A&) { p.q_strides.seq = -32; },
        {"q stride of dimension 'seq' must be >= 0, got -32"}},
@@ -138,7 +144,8 @@ std::vector<RejectCase> RejectCases() {
       // Outputs that overlap themselves, an input or each other.
       {"OHeadsOverlap", [](P& p, const A&) { p.o_strides.head = 2; },
        {"o overlaps itself", "'head' has stride 2", "span 6 elements"}},
-      {"ORowsShareMemory", [](P& p, const A&) { p.o_strides.seq = 0; }, {"o overlaps itself", "'seq' has stride 0"}},
+      {"ORowsShareMemory", [](P& p, const A&) { p.o_strides.seq = 0; },
+       {"o overlaps itself", "'seq' has stride 0"}},
       {"OIsQ", [](P& p, const A& a) { p.o = a.q; }, {"o overlaps q", "o bytes [", "q bytes ["}},
       {"OStartsInsideK", [](P& p, const A& a) { p.o = a.k + A::kK - 1; }, {"o overlaps k"}},
       {"OStartsInsideV", [](P& p, const A& a) { p.o = a.v + 3; }, {"o overlaps v"}},
@@ -208,11 +215,12 @@ TEST_P(RejectedInputTest, ThrowsErrorNamingArgumentAndLeavesMemoryUnchanged) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Table, RejectedInputTest,
-                         ::testing::Combine(::testing::ValuesIn(kAllAlgorithms), ::testing::ValuesIn(RejectCases())),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::string(ToString(std::get<0>(info.param))) + "_" + std::get<1>(info.param).name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Table, RejectedInputTest,
+    ::testing::Combine(::testing::ValuesIn(kAllAlgorithms), ::testing::ValuesIn(RejectCases())),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      return std::string(ToString(std::get<0>(info.param))) + "_" + std::get<1>(info.param).name;
+    });
 
 class ValidInputTest : public ::testing::TestWithParam<Algorithm> {};
 
