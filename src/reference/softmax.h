@@ -46,7 +46,7 @@ struct SoftmaxState {
 float RescaleFactor(float m_part, float m_new);
 
 // Softmax computed as the ⊕-merge of the states of consecutive blocks of `block_size` logits, then
-// y_i = e^{x_i − m} / d. Rows of all −∞ give y = 0 (an empty distribution), not NaN.
+// y_i = e^{x_i − m} / d. Rows of all −∞ give y = 0 (an empty distribution), not NaN. block_size ≥ 1.
 void SoftmaxBlocked(std::span<const float> x, std::span<float> y, std::int64_t block_size);
 
 }  // namespace flashattn::reference
