@@ -19,6 +19,9 @@
 namespace flashattn::cli {
 namespace {
 
+// The decode model keeps every query row of a K/V head group in fast memory: a few rows only.
+constexpr int kDecodeMaxRows = 16;
+
 struct IoOptions {
   std::int64_t batch = 1, heads = 1, heads_kv = 0, seqlen = 0, seqlen_k = 0, headdim = 0, headdim_v = 0;
   std::int64_t fast_memory = 0, splits = 0;
@@ -26,6 +29,9 @@ struct IoOptions {
   bool causal = false, no_lse = false, no_measure = false;
   double max_counted_work = 2147483648.0;  // 2^31 multiply-adds: a few seconds of the scalar reference
   int threads = 0;
+  // Options whose default depends on others; given explicitly, they are checked like the rest.
+  bool seqlen_k_given = false, headdim_v_given = false, heads_kv_given = false, fast_memory_given = false,
+       splits_given = false;
 };
 
 void CheckAtLeast(const char* option, std::int64_t value, std::int64_t min) {
@@ -49,23 +55,24 @@ AttentionParams ShapeParams(const IoOptions& o, float* lse_marker) {
 
 void CheckOptions(IoOptions& o) {
   CheckAtLeast("--seqlen", o.seqlen, 1);
-  if (o.seqlen_k == 0) o.seqlen_k = o.seqlen;
+  if (!o.seqlen_k_given) o.seqlen_k = o.seqlen;
   CheckAtLeast("--seqlen-k", o.seqlen_k, 1);
   CheckAtLeast("--headdim", o.headdim, 1);
   if (o.headdim > kMaxHeadDim) Fail("--headdim must be <= ", kMaxHeadDim, ", got ", o.headdim);
-  if (o.headdim_v == 0) o.headdim_v = o.headdim;
+  if (!o.headdim_v_given) o.headdim_v = o.headdim;
   CheckAtLeast("--headdim-v", o.headdim_v, 1);
   if (o.headdim_v > kMaxHeadDim) Fail("--headdim-v must be <= ", kMaxHeadDim, ", got ", o.headdim_v);
   CheckAtLeast("--batch", o.batch, 1);
   CheckAtLeast("--heads", o.heads, 1);
-  if (o.heads_kv == 0) o.heads_kv = o.heads;
+  if (!o.heads_kv_given) o.heads_kv = o.heads;
   CheckAtLeast("--heads-kv", o.heads_kv, 1);
   if (o.heads % o.heads_kv != 0) {
     Fail("--heads must be a multiple of --heads-kv, got --heads ", o.heads, " --heads-kv ", o.heads_kv);
   }
   CheckAtLeast("--threads", o.threads, 0);
-  if (o.splits != 0) CheckAtLeast("--splits", o.splits, 1);
-  if (o.fast_memory != 0) {
+  if (o.splits_given) CheckAtLeast("--splits", o.splits, 1);
+  if (o.fast_memory_given) {
+    CheckAtLeast("--fast-memory", o.fast_memory, 1);
     const std::int64_t tile = io_model::TileBytes(1, 1, o.headdim, o.headdim_v);
     if (o.fast_memory < tile) {
       Fail("--fast-memory ", o.fast_memory, " bytes is too small for one 1x1 tile, which needs ", tile,
@@ -111,7 +118,7 @@ void PrintRow(const std::string& name, const std::string& blocks, const std::str
 void RunIo(IoOptions o) {
   CheckOptions(o);
   const std::int64_t detected_l2 = io_model::DetectL2CacheBytes();
-  const bool fast_memory_given = o.fast_memory != 0;
+  const bool fast_memory_given = o.fast_memory_given;
   if (!fast_memory_given) o.fast_memory = detected_l2 > 0 ? detected_l2 : kDefaultFastMemoryBytes;
   float lse_marker = 0.0f;
   const AttentionParams shape = ShapeParams(o, &lse_marker);
@@ -135,7 +142,8 @@ void RunIo(IoOptions o) {
   std::printf("\nTraffic between main memory and fast memory for the whole call. 'model' is the closed form "
               "of docs/io.md;\n'counted' is the reference algorithm run with every main-memory access "
               "counted. FLOPs: the two matrix\nproducts over the tiles visited. The reference flash1/flash2 "
-              "visit every tile, masked or not.\n\n");
+              "visit every tile, masked or not; the fused\nkernel skips tiles outside the causal/window band. "
+              "FLOP/byte is the arithmetic intensity to compare with the ridge point.\n\n");
   std::printf("%-9s %-9s %-8s %15s %15s %15s %15s %11s %9s\n", "algorithm", "Br x Bc", "source", "elems read",
               "elems written", "bytes read", "bytes written", "FLOPs", "FLOP/byte");
 
@@ -160,11 +168,20 @@ void RunIo(IoOptions o) {
     all_equal = all_equal && counted == model.io;
     PrintRow("", "", "counted", counted, model, counted == model.io ? "= model" : "DIFFERS from model");
   }
+  const io_model::Cost fused = io_model::Fused(shape);
+  PrintRow("fused", Blocks(fused), "model", fused.io, fused,
+           "model only: kernel blocks from the detected L2; masked tiles skipped; not instrumented "
+           "(scripts/measure_io.sh measures it)");
   const std::int64_t threads = o.threads > 0 ? o.threads : std::thread::hardware_concurrency();
-  const std::int64_t splits = o.splits > 0 ? o.splits : std::max<std::int64_t>(1, threads);
-  const io_model::Cost decode = io_model::Decode(shape, splits);
-  PrintRow("decode", std::to_string(splits) + " splits", "model", decode.io, decode,
-           "model only: SPEC 4 Flash-Decoding for small Nq; no decode kernel to count yet");
+  const std::int64_t splits = o.splits_given ? o.splits : std::max<std::int64_t>(1, threads);
+  if (o.seqlen <= kDecodeMaxRows) {
+    const io_model::Cost decode = io_model::Decode(shape, splits);
+    PrintRow("decode", std::to_string(splits) + " splits", "model", decode.io, decode,
+             "model only (SPEC 4 Flash-Decoding); no decode kernel is counted yet");
+  } else {
+    std::printf("%-9s %-9s %-8s not applicable: Flash-Decoding is for Nq <= %d query rows (e.g. --seqlen 1 "
+                "--seqlen-k %lld)\n", "decode", "-", "model", kDecodeMaxRows, static_cast<long long>(o.seqlen_k));
+  }
   if (!count) std::printf("\nThe counted runs were skipped; pass a larger --max-counted-work to run them.\n");
   if (!all_equal) Fail("the counted traffic differs from the closed form (see the rows marked DIFFERS)");
 }
@@ -176,24 +193,29 @@ void AddIoCommand(CLI::App& app) {
   CLI::App* io = app.add_subcommand(
       "io", "Main-memory traffic of each algorithm: closed form, counted run, and this machine's ridge point");
   io->add_option("--seqlen", options->seqlen, "Nq, query rows per head")->required();
-  io->add_option("--seqlen-k", options->seqlen_k, "Nk, key/value rows per head (default: Nq)");
+  CLI::Option* seqlen_k = io->add_option("--seqlen-k", options->seqlen_k, "Nk, key/value rows per head (default: Nq)");
   io->add_option("--headdim", options->headdim, "d, head dimension of Q and K")->required();
-  io->add_option("--headdim-v", options->headdim_v, "dv, head dimension of V and O (default: d)");
+  CLI::Option* headdim_v = io->add_option("--headdim-v", options->headdim_v, "dv, head dimension of V and O (default: d)");
   io->add_option("--batch", options->batch, "batch size (default 1)");
   io->add_option("--heads", options->heads, "query heads Hq (default 1)");
-  io->add_option("--heads-kv", options->heads_kv, "key/value heads Hkv, dividing Hq (default: Hq)");
-  io->add_option("--fast-memory", options->fast_memory,
+  CLI::Option* heads_kv = io->add_option("--heads-kv", options->heads_kv, "key/value heads Hkv, dividing Hq (default: Hq)");
+  CLI::Option* fast_memory = io->add_option("--fast-memory", options->fast_memory,
                  "fast memory M in bytes that sizes the tiles (default: the detected per-core L2)");
   io->add_option("--dtype", options->dtype, "element type of Q, K, V, O")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   io->add_flag("--causal", options->causal, "causal mask (the reference algorithms still visit every tile)");
   io->add_flag("--no-lse", options->no_lse, "do not write LSE (the seed's 4Nd + 4N^2 has no LSE)");
-  io->add_option("--splits", options->splits, "K/V chunks of the decode model (default: one per thread)");
+  CLI::Option* splits = io->add_option("--splits", options->splits, "K/V chunks of the decode model (default: one per thread)");
   io->add_option("--threads", options->threads, "threads for the counted runs and measurements (0 = all)");
   io->add_option("--max-counted-work", options->max_counted_work,
                  "skip the counted runs above this many multiply-adds b*Hq*Nq*Nk*(d+dv) (default 2^31)");
   io->add_flag("--no-measure", options->no_measure, "skip the FMA peak and bandwidth measurement");
-  io->callback([options] { RunIo(*options); });
+  io->callback([=] {
+    options->seqlen_k_given = seqlen_k->count() > 0, options->headdim_v_given = headdim_v->count() > 0;
+    options->heads_kv_given = heads_kv->count() > 0, options->fast_memory_given = fast_memory->count() > 0;
+    options->splits_given = splits->count() > 0;
+    RunIo(*options);
+  });
 }
 
 }  // namespace flashattn::cli

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/checked.h"
+#include "kernels/fused_forward.h"
 #include "reference/reference.h"
 
 namespace flashattn::io_model {
@@ -125,6 +126,16 @@ Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, s
   cost.io = ForCall(head, problems, E);
   cost.Br = Br, cost.Bc = Bc;
   cost.flops = problems * flops;
+  return cost;
+}
+
+Cost Fused(const AttentionParams& params) {
+  const kernels::FusedTiling tiling = kernels::ChooseFusedTiling(params);
+  Cost cost = Flash2SkippingMaskedTiles(params, tiling.Br, tiling.Bc);
+  const std::int64_t packed = params.batch * params.heads_kv * params.seqlen_k * params.head_dim;
+  const std::int64_t E = static_cast<std::int64_t>(SizeOf(params.dtype));
+  cost.io.read += packed, cost.io.read_bytes += packed * E;  // packing reads each K row once
+  cost.io.written += packed, cost.io.written_bytes += packed * E;  // and writes it as panels
   return cost;
 }
 

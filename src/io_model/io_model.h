@@ -44,6 +44,14 @@ Cost Flash2(const AttentionParams& params);
 // (Br, Bc): Q read and O (and LSE) written once, K_j and V_j read for each visited tile.
 Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, std::int64_t Bc);
 
+// The fused kernel (src/kernels/, issue 3) with the block sizes it really uses (ChooseFusedTiling: from the
+// detected L2, not from params.tiling.fast_memory_bytes; block_rows/block_cols override). Its loops: per
+// (batch, K/V head) K is read once and written once as packed panels; per (query head, Q block) Q_i is read,
+// and for each K/V tile the band of the Q block reaches (masked tiles are skipped) the packed K_j and V_j are
+// read; O (and LSE) are written once. Not counted: the padding of each packed tile to the 2-vector panel
+// width, and the float32 copy of V's last dv mod (vector width) columns — both at most one panel per tile.
+Cost Fused(const AttentionParams& params);
+
 // Flash-Decoding (SPEC §4), a model only (there is no decode kernel to count yet): for each (batch, K/V
 // head) the G = Hq/Hkv query heads' Nq rows form one problem of G·Nq rows. K/V is split into `splits`
 // chunks; each chunk reads its K, V rows once and all G·Nq query rows, and writes a partial (O_k, LSE_k) in

@@ -1,0 +1,93 @@
+// `flashattn io` as a user runs it: for a shape small enough to count, every reference algorithm's counted
+// traffic equals its model; nonsensical arguments end in one error line naming the argument and a non-zero
+// exit status.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+};
+
+Result RunIo(const std::string& arguments) {
+  const std::string err_path = ::testing::TempDir() + "io_cli_test_stderr.txt";
+  const std::string command = std::string(FLASHATTN_CLI_PATH) + " io " + arguments + " 2>" + err_path;
+  Result result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer;
+  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) result.out += buffer.data();
+  const int status = pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (FILE* err = std::fopen(err_path.c_str(), "r")) {
+    while (std::fgets(buffer.data(), buffer.size(), err) != nullptr) result.err += buffer.data();
+    std::fclose(err);
+  }
+  return result;
+}
+
+int Count(const std::string& text, const std::string& word) {
+  int count = 0;
+  for (std::size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++count;
+  return count;
+}
+
+TEST(IoCliTest, CountedEqualsModelForEveryReferenceAlgorithm) {
+  const Result r = RunIo("--seqlen 97 --seqlen-k 113 --headdim 40 --heads 4 --heads-kv 2 --batch 2 --causal "
+                         "--fast-memory 3000 --no-measure");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(Count(r.out, "= model"), 3) << r.out;  // standard, flash1, flash2
+  EXPECT_EQ(Count(r.out, "DIFFERS"), 0) << r.out;
+  EXPECT_EQ(Count(r.out, "\nfused "), 1) << r.out;
+}
+
+TEST(IoCliTest, LargeShapesSkipTheCountedRunAndSaySo) {
+  const Result r = RunIo("--seqlen 65536 --headdim 128 --heads 32 --no-measure");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(Count(r.out, "counted  skipped:"), 3) << r.out;
+  EXPECT_EQ(Count(r.out, "= model"), 0) << r.out;
+}
+
+TEST(IoCliTest, MeasuresTheRidgePoint) {
+  const Result r = RunIo("--seqlen 16 --headdim 16 --threads 1");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("ridge point"), std::string::npos) << r.out;
+}
+
+class IoCliRejectsTest : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
+
+TEST_P(IoCliRejectsTest, WithOneErrorLineNamingTheArgument) {
+  const auto& [arguments, named] = GetParam();
+  const Result r = RunIo(std::string(arguments) + " --no-measure");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err.rfind("flashattn: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(Count(r.err, "\n"), 1) << r.err;
+  EXPECT_NE(r.err.find(named), std::string::npos) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Arguments, IoCliRejectsTest,
+    ::testing::Values(std::make_pair("--seqlen 0 --headdim 64", "--seqlen"),
+                      std::make_pair("--seqlen -4 --headdim 64", "--seqlen"),
+                      std::make_pair("--seqlen 8 --seqlen-k 0 --headdim 64", "--seqlen-k"),
+                      std::make_pair("--seqlen 8 --headdim 0", "--headdim"),
+                      std::make_pair("--seqlen 8 --headdim 513", "--headdim"),
+                      std::make_pair("--seqlen 8 --headdim 64 --headdim-v -1", "--headdim-v"),
+                      std::make_pair("--seqlen 8 --headdim 64 --batch 0", "--batch"),
+                      std::make_pair("--seqlen 8 --headdim 64 --heads -2", "--heads"),
+                      std::make_pair("--seqlen 8 --headdim 64 --heads 6 --heads-kv 4", "--heads-kv"),
+                      std::make_pair("--seqlen 8 --headdim 64 --fast-memory 0", "--fast-memory"),
+                      std::make_pair("--seqlen 8 --headdim 64 --fast-memory 1035", "1x1 tile"),
+                      std::make_pair("--seqlen 8 --headdim 64 --splits 0", "--splits"),
+                      std::make_pair("--seqlen 8 --headdim 64 --dtype f64", "--dtype"),
+                      std::make_pair("--seqlen 8", "--headdim")));
+
+}  // namespace
