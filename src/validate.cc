@@ -11,6 +11,7 @@
 
 #include "common/checked.h"
 #include "decode/varlen.h"
+#include "flashattn/backward.h"
 #include "flashattn/decode.h"
 #include "flashattn/flashattn.h"
 #include "validate.h"
@@ -28,6 +29,18 @@ void CheckRange(const char* name, std::int64_t value, std::int64_t min, std::int
 
 // Far above any machine's core count; asking OpenMP for more threads than the system can create crashes it.
 constexpr std::int64_t kMaxThreads = 1024;
+
+// dropout_p in [0, 1), and every element's generator counter ((b·Hq + h)·Nq + i)·⌈Nk/4⌉ + ⌊j/4⌋ in 64 bits.
+void CheckDropout(const AttentionParams& p) {
+  if (!(p.dropout_p >= 0.0f && p.dropout_p < 1.0f)) Fail("dropout_p must be in [0, 1), got ", p.dropout_p);
+  std::int64_t counters;
+  if (p.dropout_p > 0.0f &&
+      (!MulAdd(p.batch, p.heads_q, 0, &counters) || !MulAdd(counters, p.seqlen_q, 0, &counters) ||
+       !MulAdd(counters, (p.seqlen_k + 3) / 4, 0, &counters))) {
+    Fail("dropout needs batch·heads_q·seqlen_q·⌈seqlen_k/4⌉ generator counters, more than 2^63 (batch=", p.batch,
+         " heads_q=", p.heads_q, " seqlen_q=", p.seqlen_q, " seqlen_k=", p.seqlen_k, ")");
+  }
+}
 
 }  // namespace
 
@@ -139,6 +152,7 @@ void Validate(const AttentionParams& p) {
          p.alibi_batch_stride);
   }
   CheckRange("num_threads", p.num_threads, 0, kMaxThreads);
+  CheckDropout(p);
   CheckSize("tiling.fast_memory_bytes", p.tiling.fast_memory_bytes, 0);
   CheckSize("tiling.block_rows", p.tiling.block_rows, 0);
   CheckSize("tiling.block_cols", p.tiling.block_cols, 0);
@@ -393,6 +407,7 @@ void Validate(const VarlenParams& p) {
   CheckSize("max_seqlen_q", p.max_seqlen_q, 0);
   CheckSize("max_seqlen_k", p.max_seqlen_k, 0);
   if (base.mask.kind != MaskKind::kNone) Fail("base.mask is not supported by forward_varlen");
+  if (base.dropout_p != 0.0f) Fail("base.dropout_p is not supported by forward_varlen, got ", base.dropout_p);
   // The packed tensors as one sequence of total_q queries and total_k keys: sizes, strides, overlaps.
   Validate(decoding::PackedVarlenParams(p));
   if (base.alibi_slopes != nullptr && base.alibi_batch_stride != 0) {
@@ -420,6 +435,54 @@ void Validate(const VarlenParams& p) {
     }
     if (cu[p.batch] != total) {
       Fail(name, " must end at the packed length ", total, ", got ", name, "[", p.batch, "]=", cu[p.batch]);
+    }
+  }
+}
+
+}  // namespace flashattn
+
+// ---- backward.h: backward -----------------------------------------------------------------------------------
+
+namespace flashattn {
+
+void Validate(const BackwardParams& p) {
+  const AttentionParams& a = p.attention;
+  Validate(a);  // shapes, modifiers, dropout; q, k, v, o and lse as the forward pass saw them
+  const std::int64_t Hq = a.heads_q, Nq = a.seqlen_q;
+  if (a.lse == nullptr && a.batch * Hq * Nq > 0) Fail("attention.lse is required by backward (the forward pass's LSE)");
+  const std::int64_t elem = static_cast<std::int64_t>(SizeOf(a.dtype));
+  auto view = [&](const char* name, const void* data, const Strides& s, std::int64_t seqlen, std::int64_t heads,
+                  std::int64_t dim) {
+    return TensorView{name, data, elem,
+                      {{"batch", a.batch, s.batch}, {"seq", seqlen, s.seq}, {"head", heads, s.head}, {"dim", dim, 1}}};
+  };
+  std::vector<TensorView> inputs = {
+      view("attention.q", a.q, a.q_strides, Nq, Hq, a.head_dim),
+      view("attention.k", a.k, a.k_strides, a.seqlen_k, a.heads_kv, a.head_dim),
+      view("attention.v", a.v, a.v_strides, a.seqlen_k, a.heads_kv, a.HeadDimV()),
+      view("attention.o", a.o, a.o_strides, Nq, Hq, a.HeadDimV()),
+      view("d_o", p.d_o, p.do_strides, Nq, Hq, a.HeadDimV()),
+      TensorView{"attention.lse", a.lse, 4, {{"batch", a.batch, Hq * Nq}, {"head", Hq, Nq}, {"seq", Nq, 1}}}};
+  if (a.alibi_slopes != nullptr) {
+    inputs.push_back(TensorView{"attention.alibi_slopes", a.alibi_slopes, 4,
+                                {{"batch", a.alibi_batch_stride == 0 ? 1 : a.batch, a.alibi_batch_stride},
+                                 {"head", Hq, 1}}});
+  }
+  if (a.mask.kind != MaskKind::kNone) {
+    inputs.push_back(TensorView{"attention.mask", a.mask.data, a.mask.kind == MaskKind::kBool ? 1 : 4,
+                                {{"batch", a.batch, a.mask.stride_batch}, {"head", Hq, a.mask.stride_head},
+                                 {"row", Nq, a.mask.stride_row}, {"col", a.seqlen_k, a.mask.stride_col}}});
+  }
+  const std::vector<TensorView> outputs = {
+      view("dq", p.dq, p.dq_strides, Nq, Hq, a.head_dim),
+      view("dk", p.dk, p.dk_strides, a.seqlen_k, a.heads_kv, a.head_dim),
+      view("dv", p.dv, p.dv_strides, a.seqlen_k, a.heads_kv, a.HeadDimV())};
+  CheckOutputs(outputs, inputs);
+  // The LSE is read as the softmax's normalizer: a finite value, or −∞ for a row that saw no key.
+  for (std::int64_t n = 0; n < a.batch * Hq * Nq; ++n) {
+    if (std::isnan(a.lse[n]) || a.lse[n] == std::numeric_limits<float>::infinity()) {
+      Fail("attention.lse must be finite or -inf, got ", a.lse[n], " at (batch, head, row) = (", n / (Hq * Nq), ", ",
+           n / Nq % Hq, ", ", n % Nq, ")");
     }
   }
 }

@@ -121,6 +121,13 @@ struct AttentionParams {
 
   MaskTensor mask;
 
+  // Dropout on P (training; include/flashattn/backward.h): element (b, h, i, j) is dropped with probability
+  // dropout_p, decided by Philox-4x32-10 keyed by dropout_seed at a counter set by dropout_offset; kept
+  // elements are scaled by 1/(1 − p). LSE is that of the scores without dropout. 0 disables it.
+  float dropout_p = 0.0f;
+  std::uint64_t dropout_seed = 0;
+  std::uint64_t dropout_offset = 0;
+
   Tiling tiling;
   int num_threads = 0;  // 0 = all cores
 

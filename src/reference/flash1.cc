@@ -5,7 +5,8 @@
 //       S_ij = Score(Q_i K_jᵀ)                                  (Br×Bc)
 //       m̃_ij = rowmax(S_ij), P̃_ij = exp(S_ij − m̃_ij), l̃_ij = rowsum(P̃_ij)
 //       m_new = max(m_i, m̃_ij), l_new = e^{m_i − m_new} l_i + e^{m̃_ij − m_new} l̃_ij
-//       O_i ← diag(l_new)⁻¹ (diag(l_i) e^{m_i − m_new} O_i + e^{m̃_ij − m_new} P̃_ij V_j)
+//       O_i ← diag(l_new)⁻¹ (diag(l_i) e^{m_i − m_new} O_i + e^{m̃_ij − m_new} (P̃_ij ∘ Z_ij) V_j)
+//         (Z: the dropout multipliers, all 1 without dropout)
 //       write O_i, l_i ← l_new, m_i ← m_new to main memory
 //   LSE = m + log l, block by block (l and m read once more).
 // O lives in the caller's output array (its element type) between K/V blocks, as the paper keeps O in
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <vector>
 
+#include "reference/dropout.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
 #include "reference/softmax.h"
@@ -24,10 +26,10 @@ namespace {
 
 struct Scratch {
   std::vector<float> l, m;              // main memory: Nq each
-  std::vector<float> Q_i, K_j, V_j, O_i, S_ij, l_i, m_i;  // fast memory: one tile each
+  std::vector<float> Q_i, K_j, V_j, O_i, S_ij, l_i, m_i, Z_r;  // fast memory: one tile each
 };
 
-void Flash1Head(const HeadProblem& problem, BlockSizes blocks, Scratch& x) {
+void Flash1Head(const HeadProblem& problem, BlockSizes blocks, const Dropout& dropout, Scratch& x) {
   const std::int64_t Nq = problem.Nq, Nk = problem.Nk, d = problem.d, dv = problem.dv;
   const std::int64_t Br = blocks.Br, Bc = blocks.Bc;
   const std::int64_t Tr = (Nq + Br - 1) / Br, Tc = (Nk + Bc - 1) / Bc;
@@ -68,9 +70,10 @@ void Flash1Head(const HeadProblem& problem, BlockSizes blocks, Scratch& x) {
         const float block_scale = RescaleFactor(m_tilde, m_new);  // e^{m̃_ij − m_new}
         const float l_new = old_scale * x.l_i[r] + block_scale * l_tilde;
         float* O_r = &x.O_i[r * dv];
+        dropout.RowMultipliers(problem.b, problem.h, i0 + r, j0, cols, x.Z_r.data());
         for (std::int64_t e = 0; e < dv; ++e) {
-          float PV = 0.0f;  // (P̃_ij V_j)_re
-          for (std::int64_t c = 0; c < cols; ++c) PV += S_r[c] * x.V_j[c * dv + e];
+          float PV = 0.0f;  // ((P̃_ij ∘ Z_ij) V_j)_re
+          for (std::int64_t c = 0; c < cols; ++c) PV += S_r[c] * x.Z_r[c] * x.V_j[c * dv + e];
           O_r[e] = l_new == 0.0f ? 0.0f : (x.l_i[r] * old_scale * O_r[e] + block_scale * PV) / l_new;
         }
         x.l_i[r] = l_new;
@@ -117,9 +120,11 @@ void Flash1(const AttentionParams& params, IoCount* io) {
     x.K_j.resize(blocks.Bc * d);
     x.V_j.resize(blocks.Bc * dv);
     x.S_ij.resize(blocks.Br * blocks.Bc);
+    x.Z_r.resize(blocks.Bc);
   }
+  const Dropout dropout(params);
   ForEachHead(params, [&](const HeadProblem& problem, int thread) {
-    Flash1Head(problem, blocks, scratch[thread]);
+    Flash1Head(problem, blocks, dropout, scratch[thread]);
   }, io);
 }
 

@@ -6,11 +6,12 @@
 //       S_ij = Score(Q_i K_jᵀ)
 //       m_new = max(m_i, rowmax(S_ij)),  P̃_ij = exp(S_ij − m_new)
 //       l_i = e^{m_i − m_new} l_i + rowsum(P̃_ij)
-//       Õ_i = diag(e^{m_i − m_new}) Õ_i + P̃_ij V_j,  m_i = m_new
+//       Õ_i = diag(e^{m_i − m_new}) Õ_i + (P̃_ij ∘ Z_ij) V_j,  m_i = m_new   (Z: dropout multipliers, else 1)
 //     O_i = diag(l_i)⁻¹ Õ_i,  LSE_i = m_i + log l_i;  write O_i, LSE_i
 #include <algorithm>
 #include <vector>
 
+#include "reference/dropout.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
 #include "reference/softmax.h"
@@ -20,10 +21,10 @@ namespace flashattn::reference {
 namespace {
 
 struct Scratch {
-  std::vector<float> Q_i, K_j, V_j, O_i, S_ij, l_i, m_i, lse_i;
+  std::vector<float> Q_i, K_j, V_j, O_i, S_ij, l_i, m_i, lse_i, Z_r;
 };
 
-void Flash2Head(const HeadProblem& problem, BlockSizes blocks, Scratch& x) {
+void Flash2Head(const HeadProblem& problem, BlockSizes blocks, const Dropout& dropout, Scratch& x) {
   const std::int64_t Nq = problem.Nq, Nk = problem.Nk, d = problem.d, dv = problem.dv;
   const std::int64_t Br = blocks.Br, Bc = blocks.Bc;
   const std::int64_t Tr = (Nq + Br - 1) / Br, Tc = (Nk + Bc - 1) / Bc;
@@ -54,10 +55,11 @@ void Flash2Head(const HeadProblem& problem, BlockSizes blocks, Scratch& x) {
           row_sum += S_r[c];
         }
         x.l_i[r] = rescale * x.l_i[r] + row_sum;
+        dropout.RowMultipliers(problem.b, problem.h, i0 + r, j0, cols, x.Z_r.data());
         float* O_r = &x.O_i[r * dv];
         for (std::int64_t e = 0; e < dv; ++e) {
           float PV = 0.0f;
-          for (std::int64_t c = 0; c < cols; ++c) PV += S_r[c] * x.V_j[c * dv + e];
+          for (std::int64_t c = 0; c < cols; ++c) PV += S_r[c] * x.Z_r[c] * x.V_j[c * dv + e];
           O_r[e] = rescale * O_r[e] + PV;
         }
         x.m_i[r] = m_new;
@@ -88,9 +90,11 @@ void Flash2(const AttentionParams& params, IoCount* io) {
     x.K_j.resize(blocks.Bc * d);
     x.V_j.resize(blocks.Bc * dv);
     x.S_ij.resize(blocks.Br * blocks.Bc);
+    x.Z_r.resize(blocks.Bc);
   }
+  const Dropout dropout(params);
   ForEachHead(params, [&](const HeadProblem& problem, int thread) {
-    Flash2Head(problem, blocks, scratch[thread]);
+    Flash2Head(problem, blocks, dropout, scratch[thread]);
   }, io);
 }
 

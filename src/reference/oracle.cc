@@ -1,11 +1,13 @@
 // The float64 oracle: standard attention with every input converted exactly to double, so that its own
 // rounding error (~1e-16) is negligible against float32 kernels. It defines what "correct" means.
-//   S_ij = Score(q_i · k_j),  LSE_i = log Σ_j e^{S_ij},  O_i = Σ_j e^{S_ij − LSE_i} v_j
+//   S_ij = Score(q_i · k_j),  LSE_i = log Σ_j e^{S_ij},  O_i = Σ_j e^{S_ij − LSE_i} Z_ij v_j
+// (Z: the dropout multipliers of reference/dropout.h, all 1 without dropout)
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "reference/dropout.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
 
@@ -14,8 +16,8 @@ namespace flashattn::reference {
 namespace {
 
 // One query row: fills o (dv values) and returns LSE_i.
-double OracleRow(const HeadProblem& problem, std::int64_t i, const std::vector<double>& q_i,
-                 const std::vector<double>& K, const std::vector<double>& V, std::vector<double>& S_i,
+double OracleRow(const HeadProblem& problem, const Dropout& dropout, std::int64_t i,
+                 const std::vector<double>& q_i, const std::vector<double>& K, const std::vector<double>& V, std::vector<double>& S_i,
                  double* o) {
   const std::int64_t Nk = problem.Nk, d = problem.d, dv = problem.dv;
   double m = -std::numeric_limits<double>::infinity();
@@ -30,7 +32,7 @@ double OracleRow(const HeadProblem& problem, std::int64_t i, const std::vector<d
   double l = 0.0;
   for (std::int64_t j = 0; j < Nk; ++j) l += std::exp(S_i[j] - m);
   for (std::int64_t j = 0; j < Nk; ++j) {
-    const double P_ij = std::exp(S_i[j] - m) / l;
+    const double P_ij = std::exp(S_i[j] - m) / l * dropout.Multiplier(problem.b, problem.h, i, j);
     for (std::int64_t c = 0; c < dv; ++c) o[c] += P_ij * V[j * dv + c];
   }
   return m + std::log(l);
@@ -45,12 +47,14 @@ OracleRows OracleHeadRows(const AttentionParams& params, std::int64_t b, std::in
   std::vector<double> S_i(problem.Nk);
   problem.LoadK(0, problem.Nk, K.data());
   problem.LoadV(0, problem.Nk, V.data());
+  const Dropout dropout(params);
   OracleRows rows;
   rows.o.resize((row_end - row_begin) * problem.dv);
   rows.lse.resize(row_end - row_begin);
   for (std::int64_t i = row_begin; i < row_end; ++i) {
     problem.LoadQ(i, 1, q_i.data());
-    rows.lse[i - row_begin] = OracleRow(problem, i, q_i, K, V, S_i, &rows.o[(i - row_begin) * problem.dv]);
+    rows.lse[i - row_begin] =
+        OracleRow(problem, dropout, i, q_i, K, V, S_i, &rows.o[(i - row_begin) * problem.dv]);
   }
   return rows;
 }

@@ -1,13 +1,14 @@
 // standard (SPEC §4): three passes over main memory that materialize the Nq×Nk matrices S and P.
 //   pass 1: S = s·Q Kᵀ with the masks and modifiers of SPEC §5          (read Q, K; write S)
 //   pass 2: P = softmax_row(S), LSE_r = m_r + log l_r, by the safe softmax (read S; write P)
-//   pass 3: O = P V                                                       (read P, V; write O)
+//   pass 3: O = (P ∘ Z) V, Z the dropout multipliers (all 1 without dropout)  (read P, V; write O)
 // S and P are kept in the element type, as a framework's plain implementation would store them; for
 // float16/bfloat16 this is the "same-precision standard" the kernels' error is compared with.
 #include <algorithm>
 #include <vector>
 
 #include "common/element.h"
+#include "reference/dropout.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
 #include "reference/softmax.h"
@@ -18,11 +19,11 @@ namespace {
 
 struct Scratch {
   std::vector<float> S, P;                 // main memory: Nq×Nk each
-  std::vector<float> Q, K, V, O, lse, S_i, P_i;  // fast memory (the seed's model keeps Q, K, V there)
+  std::vector<float> Q, K, V, O, lse, S_i, P_i, Z_i;  // fast memory (the seed's model keeps Q, K, V there)
 };
 
 // S and P are main-memory arrays: each is written once and read once, a row at a time.
-void StandardHead(const HeadProblem& problem, DType dtype, Scratch& x) {
+void StandardHead(const HeadProblem& problem, DType dtype, const Dropout& dropout, Scratch& x) {
   const std::int64_t Nq = problem.Nq, Nk = problem.Nk, d = problem.d, dv = problem.dv;
   const MainMemoryArray S(problem, x.S.data(), problem.ElementBytes());
   const MainMemoryArray P(problem, x.P.data(), problem.ElementBytes());
@@ -45,10 +46,11 @@ void StandardHead(const HeadProblem& problem, DType dtype, Scratch& x) {
   }
   problem.LoadV(0, Nk, x.V.data());
   std::fill(x.O.begin(), x.O.end(), 0.0f);
-  for (std::int64_t i = 0; i < Nq; ++i) {  // O_i = Σ_j P_ij v_j
+  for (std::int64_t i = 0; i < Nq; ++i) {  // O_i = Σ_j P_ij Z_ij v_j
     P.Load(i * Nk, Nk, x.P_i.data());
+    dropout.RowMultipliers(problem.b, problem.h, i, 0, Nk, x.Z_i.data());
     for (std::int64_t j = 0; j < Nk; ++j)
-      for (std::int64_t c = 0; c < dv; ++c) x.O[i * dv + c] += x.P_i[j] * x.V[j * dv + c];
+      for (std::int64_t c = 0; c < dv; ++c) x.O[i * dv + c] += x.P_i[j] * x.Z_i[j] * x.V[j * dv + c];
   }
   problem.StoreO(0, Nq, x.O.data());
   problem.StoreLse(0, Nq, x.lse.data());
@@ -70,9 +72,11 @@ void Standard(const AttentionParams& params, IoCount* io) {
     x.lse.resize(Nq);
     x.S_i.resize(Nk);
     x.P_i.resize(Nk);
+    x.Z_i.resize(Nk);
   }
+  const Dropout dropout(params);
   ForEachHead(params, [&](const HeadProblem& problem, int thread) {
-    StandardHead(problem, params.dtype, scratch[thread]);
+    StandardHead(problem, params.dtype, dropout, scratch[thread]);
   }, io);
 }
 

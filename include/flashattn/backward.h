@@ -1,0 +1,59 @@
+// flashattn backward: the gradients of attention by recomputation (SPEC §4 `backward`).
+//
+// Given the forward pass's inputs Q, K, V, its output O and log-sum-exp LSE, and the gradient dO of a loss
+// with respect to O, computes
+//   D = rowsum(dO ∘ O),  P = exp(S − LSE),  dV = Pᵀ dO,  dP = dO Vᵀ,  dS = P ∘ (dP − D),
+//   dQ = s·dS K,  dK = s·dSᵀ Q
+// with the chain rule through softcap's tanh, no gradient for ALiBi or the mask tensor, and dK, dV summed
+// over the query heads that share a K/V head. Nothing of size Nq×Nk is stored: P is recomputed tile by tile,
+// and dropout masks are regenerated from the counter-based generator the forward pass used.
+//
+// Like flashattn.h, this header holds no SIMD types.
+#ifndef FLASHATTN_BACKWARD_H_
+#define FLASHATTN_BACKWARD_H_
+
+#include <cstdint>
+
+#include "flashattn/flashattn.h"
+
+namespace flashattn {
+
+// The forward call's parameters (`attention`, with the same q, k, v, shapes, masks, modifiers and dropout
+// fields; o and lse are read, never written, and lse is required), the incoming gradient dO (batch, Nq,
+// Hq, dv) and the gradients to write: dQ (batch, Nq, Hq, d), dK (batch, Nk, Hkv, d), dV (batch, Nk, Hkv, dv).
+// All of dO, dQ, dK, dV have the element type `attention.dtype` and are addressed through their own strides.
+struct BackwardParams {
+  AttentionParams attention;
+  const void* d_o = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  Strides do_strides, dq_strides, dk_strides, dv_strides;
+
+  // Sets every stride (attention's too) for contiguous (batch, seq, head, dim) tensors.
+  void SetContiguousStrides();
+  // Sets every stride (attention's too) for contiguous (batch, head, seq, dim) tensors.
+  void SetHeadMajorStrides();
+};
+
+enum class BackwardAlgorithm : std::uint8_t {
+  kStandard,  // float32, materializes P and dS (Nq×Nk per head) in the element type: the plain baseline
+  kFused,     // the fast kernel: K/V blocks in parallel, P recomputed per tile, deterministic (the default)
+  kOracle,    // float64 from Q, K, V and dO alone (O and LSE recomputed exactly), rounded once
+};
+
+// Checks `params` and throws Error describing the first problem found; called by backward() before any
+// gradient is written.
+void Validate(const BackwardParams& params);
+
+// Writes dQ, dK and dV. Repeated calls with the same inputs and thread count give bitwise identical results.
+void backward(const BackwardParams& params, BackwardAlgorithm algorithm = BackwardAlgorithm::kFused);
+
+// The dropout keep mask of `params` (validated like forward(); dropout_p may be 0, then all ones):
+// keep[((b·Hq + h)·Nq + i)·Nk + j] = 1 if element (b, h, i, j) of P is kept, 0 if dropped. For tests and
+// debugging: the forward and backward passes regenerate it and never store it.
+void MaterializeDropoutMask(const AttentionParams& params, std::uint8_t* keep);
+
+}  // namespace flashattn
+
+#endif  // FLASHATTN_BACKWARD_H_

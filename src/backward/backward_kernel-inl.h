@@ -1,0 +1,305 @@
+// The fused backward pass for one element type T, per Highway target (SPEC §4 `backward`, issue 5):
+//
+//   for each (batch b, K/V head):                                         [all threads]
+//     D_i = rowsum(dO_i ∘ O_i) for the rows of every query head of the group
+//     for each K/V block j (static round-robin over threads: the unit of parallel work):
+//       K_j, V_j → float32 copies and NR-wide panels;  dK_j = 0, dV_j = 0 (owned by this thread)
+//       for each query head h of the group, each Q block i whose band reaches block j:
+//         S_ij = (s·Q_i) K_jᵀ, masks/modifiers         P_ij = exp(S_ij − LSE_i)   (0 for LSE_i = −∞)
+//         dP_ij = (dO_i V_jᵀ) ∘ Z_ij                    P̂_ij = P_ij ∘ Z_ij  (Z: dropout multipliers)
+//         dS_ij = P_ij ∘ (dP_ij − D_i) [∘ (1 − tanh²) under softcap]
+//         dV_j += P̂_ijᵀ dO_i,   dK_j += dS_ijᵀ (s·Q_i),   dQ_i^(thread) += dS_ij K_j
+//       write dK_j, dV_j once
+//     dQ = s·Σ_thread dQ^(thread), summed in thread order, written once
+//
+// No atomics: each thread accumulates dQ in a partial buffer of its own (group·Nq·d floats), and the
+// assignment of K/V blocks to threads and the order of every sum depend only on the thread count, so
+// repeated calls are bitwise identical. Extra memory: D (group·Nq) and the partials (threads·group·Nq·d) per
+// K/V head, plus per-thread tiles; never Nq×Nk.
+//
+// Traffic per K/V head in main memory, with Tc = ⌈Nk/Bc⌉: K, V read and dK, dV written once; Q, dO, LSE, D
+// read once per K/V block (Tc·group·Nq·(d + dv + 2)); the dQ partial read and written once per tile.
+#if defined(FLASHATTN_BACKWARD_BACKWARD_KERNEL_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FLASHATTN_BACKWARD_BACKWARD_KERNEL_INL_H_
+#undef FLASHATTN_BACKWARD_BACKWARD_KERNEL_INL_H_
+#else
+#define FLASHATTN_BACKWARD_BACKWARD_KERNEL_INL_H_
+#endif
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <new>
+#include <type_traits>
+
+#include "backward/backward_tiles-inl.h"
+#include "common/element.h"
+#include "flashattn/backward.h"
+#include "hwy/aligned_allocator.h"
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "kernels/mask_geometry.h"
+#include "kernels/score_mods-inl.h"
+#include "kernels/vec_exp-inl.h"
+#include "reference/dropout.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace flashattn::backward_kernel::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using kernels::ScoreModifiers;
+
+inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+HWY_INLINE float ToF32(float x) { return x; }
+HWY_INLINE float ToF32(hwy::float16_t x) { return F32FromF16(x.bits); }
+HWY_INLINE float ToF32(hwy::bfloat16_t x) { return F32FromBF16(x.bits); }
+template <typename T> HWY_INLINE T FromF32(float x) {
+  if constexpr (std::is_same_v<T, float>) return x;
+  else if constexpr (std::is_same_v<T, hwy::float16_t>) return T{F16FromF32(x)};
+  else return T{BF16FromF32(x)};
+}
+
+inline std::int64_t RoundUp(std::int64_t x, std::int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
+
+// Sizes shared by every work item of one call.
+struct Geometry {
+  std::int64_t Nq, Nk, d, dv, Hq, Hkv, group;
+  std::int64_t Br, Bc, Tc;
+  std::int64_t Bc_pad;        // keys per block, a multiple of NR (the panels' width)
+  std::int64_t d_pad, dv_pad;  // feature rows padded to a multiple of Lanes
+  float scale, softcap;
+};
+
+// Block sizes: the caller's tiling if set, else 64×64 at d = 128 (the working set below stays within a
+// 512 KiB L2), more rows for small heads and fewer for large ones.
+inline void ChooseBlocks(const AttentionParams& p, Geometry& g) {
+  const std::int64_t width = std::max(g.d, g.dv);
+  const std::int64_t rule = std::clamp<std::int64_t>(8192 / width / 16 * 16, 16, 128);
+  g.Br = p.tiling.block_rows > 0 ? p.tiling.block_rows : rule;
+  g.Bc = p.tiling.block_cols > 0 ? p.tiling.block_cols : rule;
+}
+
+// One thread's fast-memory working set, all float32.
+struct Scratch {
+  float* K_j;    // Bc × d_pad
+  float* V_j;    // Bc × dv_pad
+  float* K_pan;  // K_j as panels: Bc_pad × d
+  float* V_pan;  // V_j as panels: Bc_pad × dv
+  float* dK_j;   // Bc × d_pad
+  float* dV_j;   // Bc × dv_pad
+  float* Q_i;    // Br × d_pad, s·Q
+  float* dO_i;   // Br × dv_pad
+  float* S;      // Br × Bc_pad: S_ij, then P_ij
+  float* S_raw;  // Br × Bc_pad: s·q·k before softcap (only with softcap)
+  float* dP;     // Br × Bc_pad: dP_ij, then dS_ij
+  float* Pt;     // Bc × Br: P̂_ijᵀ
+  float* dSt;    // Bc × Br: dS_ijᵀ
+  float* Z;      // Bc_pad dropout multipliers of one row
+  float* lse;    // Br
+  float* D;      // Br
+};
+
+template <typename T>
+const T* Row(const void* base, const Strides& s, std::int64_t b, std::int64_t h, std::int64_t row) {
+  return static_cast<const T*>(base) + b * s.batch + h * s.head + row * s.seq;
+}
+
+// `rows` rows of `width` elements of T (row stride ld) as float32 rows of `width_pad`, zero-padded, times `mul`.
+template <typename T>
+void LoadRows(const T* src, std::int64_t ld, std::int64_t rows, std::int64_t width, std::int64_t width_pad,
+              float mul, float* dst) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t e = 0; e < width; ++e) dst[r * width_pad + e] = mul * ToF32(src[r * ld + e]);
+    std::fill(dst + r * width_pad + width, dst + (r + 1) * width_pad, 0.0f);
+  }
+}
+
+// D_i = dO_i · O_i for every row of the group's query heads: D[hg·Nq + i].
+template <typename T>
+void RowDotDoO(const BackwardParams& bp, const Geometry& g, std::int64_t b, std::int64_t h, std::int64_t i, float* D) {
+  const AttentionParams& p = bp.attention;
+  const T* dO = Row<T>(bp.d_o, bp.do_strides, b, h, i);
+  const T* O = Row<T>(p.o, p.o_strides, b, h, i);
+  float sum = 0.0f;
+  for (std::int64_t e = 0; e < g.dv; ++e) sum += ToF32(dO[e]) * ToF32(O[e]);
+  *D = sum;
+}
+
+// One tile: query rows [i0, i0 + rows) of head h against the K/V block at j0 (cols keys) held in x.
+template <typename T>
+void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifiers& mods, const reference::Dropout& dropout,
+                  const Scratch& x, std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t rows, std::int64_t j0,
+                  std::int64_t cols, const float* D_head, float* dQ_head) {
+  const AttentionParams& p = bp.attention;
+  const DF df;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
+  const std::int64_t lds = g.Bc_pad;
+  LoadRows(Row<T>(p.q, p.q_strides, b, h, i0), p.q_strides.seq, rows, g.d, g.d_pad, g.scale, x.Q_i);
+  LoadRows(Row<T>(bp.d_o, bp.do_strides, b, h, i0), bp.do_strides.seq, rows, g.dv, g.dv_pad, 1.0f, x.dO_i);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    x.lse[r] = p.lse[(b * g.Hq + h) * g.Nq + i0 + r];
+    x.D[r] = D_head[i0 + r];
+  }
+
+  // S_ij = (s·Q_i) K_jᵀ, then softcap, ALiBi, masks where the tile needs them.
+  ProductABt(x.Q_i, g.d_pad, rows, x.K_pan, g.Bc_pad, g.d, x.S, lds);
+  if (g.softcap > 0.0f) std::copy(x.S, x.S + rows * lds, x.S_raw);
+  if (mods.TileNeedsModifiers(i0, i0 + rows, j0, j0 + cols)) {
+    kernels::HWY_NAMESPACE::ApplyScoreModifiers(mods, i0, rows, j0, cols, x.S, lds);
+  }
+  // P_ij = exp(S_ij − LSE_i); keys past `cols` and rows that saw no key give 0.
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* P_r = x.S + r * lds;
+    if (x.lse[r] == kNegInf) {
+      std::fill(P_r, P_r + lds, 0.0f);
+      continue;
+    }
+    const VF lse = hn::Set(df, x.lse[r]);
+    for (std::int64_t c = 0; c < lds; c += L) {
+      hn::StoreU(kernels::HWY_NAMESPACE::Exp(df, hn::Sub(hn::LoadU(df, P_r + c), lse)), df, P_r + c);
+    }
+    std::fill(P_r + cols, P_r + lds, 0.0f);
+  }
+  // dP_ij = dO_i V_jᵀ ∘ Z_ij;  dS_ij = P_ij (dP_ij − D_i) cap'_ij;  P̂ᵀ and dSᵀ for the products below.
+  ProductABt(x.dO_i, g.dv_pad, rows, x.V_pan, g.Bc_pad, g.dv, x.dP, lds);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* P_r = x.S + r * lds;
+    float* dS_r = x.dP + r * lds;
+    if (dropout.Active()) {
+      dropout.RowMultipliers(b, h, i0 + r, j0, cols, x.Z);
+      for (std::int64_t c = 0; c < cols; ++c) dS_r[c] *= x.Z[c];
+    }
+    const VF D = hn::Set(df, x.D[r]);
+    for (std::int64_t c = 0; c < lds; c += L) {
+      hn::StoreU(hn::Mul(hn::LoadU(df, P_r + c), hn::Sub(hn::LoadU(df, dS_r + c), D)), df, dS_r + c);
+    }
+    if (g.softcap > 0.0f) {  // cap' = 1 − tanh²(s·q·k / c)
+      const VF inv_cap = hn::Set(df, 1.0f / g.softcap), one = hn::Set(df, 1.0f);
+      const float* raw = x.S_raw + r * lds;
+      for (std::int64_t c = 0; c < lds; c += L) {
+        const VF t = hn::Tanh(df, hn::Mul(hn::LoadU(df, raw + c), inv_cap));
+        hn::StoreU(hn::Mul(hn::LoadU(df, dS_r + c), hn::NegMulAdd(t, t, one)), df, dS_r + c);
+      }
+    }
+    for (std::int64_t c = 0; c < cols; ++c) {
+      x.Pt[c * g.Br + r] = dropout.Active() ? P_r[c] * x.Z[c] : P_r[c];
+      x.dSt[c * g.Br + r] = dS_r[c];
+    }
+  }
+  AccumulateAB(x.Pt, g.Br, cols, rows, x.dO_i, g.dv_pad, g.dv_pad, x.dV_j, g.dv_pad);  // dV_j += P̂ᵀ dO_i
+  AccumulateAB(x.dSt, g.Br, cols, rows, x.Q_i, g.d_pad, g.d_pad, x.dK_j, g.d_pad);     // dK_j += dSᵀ (s·Q_i)
+  AccumulateAB(x.dP, lds, rows, cols, x.K_j, g.d_pad, g.d_pad, dQ_head + i0 * g.d_pad, g.d_pad);  // dQ_i += dS K_j
+}
+
+// K/V block jt of (b, hkv): every tile that reaches it, then dK_j and dV_j written once.
+template <typename T>
+void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const reference::Dropout& dropout, const Scratch& x,
+                     std::int64_t b, std::int64_t hkv, std::int64_t jt, const float* D, float* dQ_partial) {
+  const AttentionParams& p = bp.attention;
+  const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
+  LoadRows(Row<T>(p.k, p.k_strides, b, hkv, j0), p.k_strides.seq, cols, g.d, g.d_pad, 1.0f, x.K_j);
+  LoadRows(Row<T>(p.v, p.v_strides, b, hkv, j0), p.v_strides.seq, cols, g.dv, g.dv_pad, 1.0f, x.V_j);
+  PackPanels(x.K_j, g.d_pad, cols, g.d, g.Bc_pad, x.K_pan);
+  PackPanels(x.V_j, g.dv_pad, cols, g.dv, g.Bc_pad, x.V_pan);
+  std::fill(x.dK_j, x.dK_j + cols * g.d_pad, 0.0f);
+  std::fill(x.dV_j, x.dV_j + cols * g.dv_pad, 0.0f);
+  for (std::int64_t hg = 0; hg < g.group; ++hg) {
+    const std::int64_t h = hkv * g.group + hg;
+    const ScoreModifiers mods(p, b, h);
+    // Rows whose band [i + offset − left, i + offset + right] meets keys [j0, j0 + cols).
+    const std::int64_t left = std::min(mods.left, ScoreModifiers::kUnbounded);
+    const std::int64_t right = std::min(mods.right, ScoreModifiers::kUnbounded);
+    const std::int64_t first = std::max<std::int64_t>(0, j0 - mods.offset - right);
+    const std::int64_t last = std::min(g.Nq - 1, j0 + cols - 1 - mods.offset + left);
+    for (std::int64_t i0 = first / g.Br * g.Br; first <= last && i0 <= last; i0 += g.Br) {
+      BackwardTile<T>(bp, g, mods, dropout, x, b, h, i0, std::min(g.Br, g.Nq - i0), j0, cols, D + hg * g.Nq,
+                      dQ_partial + hg * g.Nq * g.d_pad);
+    }
+  }
+  for (std::int64_t c = 0; c < cols; ++c) {
+    T* dK = static_cast<T*>(bp.dk) + b * bp.dk_strides.batch + hkv * bp.dk_strides.head + (j0 + c) * bp.dk_strides.seq;
+    T* dV = static_cast<T*>(bp.dv) + b * bp.dv_strides.batch + hkv * bp.dv_strides.head + (j0 + c) * bp.dv_strides.seq;
+    for (std::int64_t e = 0; e < g.d; ++e) dK[e] = FromF32<T>(x.dK_j[c * g.d_pad + e]);
+    for (std::int64_t e = 0; e < g.dv; ++e) dV[e] = FromF32<T>(x.dV_j[c * g.dv_pad + e]);
+  }
+}
+
+template <typename T>
+void FusedBackwardT(const BackwardParams& bp) {
+  const AttentionParams& p = bp.attention;
+  if (p.batch == 0) return;
+  const DF df;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df)), NR = 2 * L;
+  Geometry g;
+  g.Nq = p.seqlen_q, g.Nk = p.seqlen_k, g.d = p.head_dim, g.dv = p.HeadDimV();
+  g.Hq = p.heads_q, g.Hkv = p.heads_kv, g.group = g.Hq / g.Hkv;
+  ChooseBlocks(p, g);
+  g.Tc = (g.Nk + g.Bc - 1) / g.Bc;
+  g.Bc_pad = RoundUp(g.Bc, NR), g.d_pad = RoundUp(g.d, L), g.dv_pad = RoundUp(g.dv, L);
+  g.scale = p.scale.value_or(1.0f / std::sqrt(static_cast<float>(g.d)));
+  g.softcap = p.softcap;
+  const reference::Dropout dropout(p);
+  const int threads = p.num_threads > 0 ? p.num_threads : omp_get_max_threads();
+
+  // All memory before any output is written: a failed allocation leaves the caller's arrays untouched.
+  const std::int64_t align = 16;  // floats: one AVX-512 vector
+  const std::int64_t tile = RoundUp(g.Br * g.Bc_pad, align);
+  const std::int64_t sizes[] = {g.Bc_pad * g.d_pad, g.Bc_pad * g.dv_pad, g.Bc_pad * g.d, g.Bc_pad * g.dv,
+                                g.Bc_pad * g.d_pad, g.Bc_pad * g.dv_pad, g.Br * g.d_pad, g.Br * g.dv_pad,
+                                tile, g.softcap > 0.0f ? tile : 0, tile, tile, tile, g.Bc_pad, g.Br, g.Br};
+  std::int64_t per_thread = 0;
+  for (std::int64_t size : sizes) per_thread += RoundUp(size, align);
+  const std::int64_t partial = RoundUp(g.group * g.Nq * g.d_pad, align);
+  auto scratch = hwy::AllocateAligned<float>(static_cast<std::size_t>(threads * per_thread));
+  auto dQ_partials = hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, threads * partial)));
+  auto D = hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, g.group * g.Nq)));
+  if (!scratch || !dQ_partials || !D) throw std::bad_alloc();
+
+#pragma omp parallel num_threads(threads)
+  {
+    const int thread = omp_get_thread_num();
+    float* base = scratch.get() + thread * per_thread;
+    Scratch x;
+    float* next = base;
+    auto take = [&](std::int64_t size) { float* region = next; next += RoundUp(size, align); return region; };
+    x.K_j = take(sizes[0]), x.V_j = take(sizes[1]), x.K_pan = take(sizes[2]), x.V_pan = take(sizes[3]);
+    x.dK_j = take(sizes[4]), x.dV_j = take(sizes[5]), x.Q_i = take(sizes[6]), x.dO_i = take(sizes[7]);
+    x.S = take(sizes[8]), x.S_raw = take(sizes[9]), x.dP = take(sizes[10]), x.Pt = take(sizes[11]);
+    x.dSt = take(sizes[12]), x.Z = take(sizes[13]), x.lse = take(sizes[14]), x.D = take(sizes[15]);
+
+    for (std::int64_t b = 0; b < p.batch; ++b) {
+      for (std::int64_t hkv = 0; hkv < g.Hkv; ++hkv) {
+#pragma omp for schedule(static)
+        for (std::int64_t t = 0; t < threads; ++t) std::fill_n(dQ_partials.get() + t * partial, partial, 0.0f);
+#pragma omp for schedule(static)
+        for (std::int64_t n = 0; n < g.group * g.Nq; ++n) {
+          RowDotDoO<T>(bp, g, b, hkv * g.group + n / g.Nq, n % g.Nq, D.get() + n);
+        }
+        // The K/V blocks, round-robin: block jt always goes to thread jt mod threads.
+#pragma omp for schedule(static, 1)
+        for (std::int64_t jt = 0; jt < g.Tc; ++jt) {
+          BackwardKvBlock<T>(bp, g, dropout, x, b, hkv, jt, D.get(), dQ_partials.get() + thread * partial);
+        }
+        // dQ = s·Σ_t dQ^(t), in thread order.
+#pragma omp for schedule(static)
+        for (std::int64_t n = 0; n < g.group * g.Nq; ++n) {
+          const std::int64_t h = hkv * g.group + n / g.Nq, i = n % g.Nq;
+          T* dQ = static_cast<T*>(bp.dq) + b * bp.dq_strides.batch + h * bp.dq_strides.head + i * bp.dq_strides.seq;
+          for (std::int64_t e = 0; e < g.d; ++e) {
+            float sum = 0.0f;
+            for (std::int64_t t = 0; t < threads; ++t) sum += dQ_partials[t * partial + n * g.d_pad + e];
+            dQ[e] = FromF32<T>(g.scale * sum);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace flashattn::backward_kernel::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // FLASHATTN_BACKWARD_BACKWARD_KERNEL_INL_H_

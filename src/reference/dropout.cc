@@ -1,0 +1,51 @@
+#include "reference/dropout.h"
+
+#include <algorithm>
+
+#include "flashattn/backward.h"
+#include "reference/problem.h"
+
+namespace flashattn::reference {
+
+Dropout::Dropout(const AttentionParams& p)
+    : Hq_(static_cast<std::uint64_t>(p.heads_q)),
+      Nq_(static_cast<std::uint64_t>(p.seqlen_q)),
+      blocks_per_row_(static_cast<std::uint64_t>((p.seqlen_k + 3) / 4)),
+      offset_lo_(static_cast<std::uint32_t>(p.dropout_offset)),
+      offset_hi_(static_cast<std::uint32_t>(p.dropout_offset >> 32)),
+      key_{static_cast<std::uint32_t>(p.dropout_seed), static_cast<std::uint32_t>(p.dropout_seed >> 32)},
+      threshold_(static_cast<std::uint64_t>(static_cast<double>(p.dropout_p) * 4294967296.0)),
+      kept_scale_(1.0f / (1.0f - p.dropout_p)) {}
+
+void Dropout::RowMultipliers(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j0, std::int64_t n,
+                             float* Z) const {
+  if (!Active()) {
+    std::fill(Z, Z + n, 1.0f);
+    return;
+  }
+  const std::uint64_t row = Block(b, h, i);
+  for (std::int64_t j = j0; j < j0 + n;) {  // one Philox call serves keys 4⌊j/4⌋ .. 4⌊j/4⌋ + 3
+    const std::int64_t group = j / 4;
+    const auto words = Philox4x32_10({static_cast<std::uint32_t>(row + group),
+                                      static_cast<std::uint32_t>((row + group) >> 32), offset_lo_, offset_hi_},
+                                     key_);
+    for (; j < j0 + n && j / 4 == group; ++j) Z[j - j0] = words[j % 4] >= threshold_ ? kept_scale_ : 0.0f;
+  }
+}
+
+}  // namespace flashattn::reference
+
+namespace flashattn {
+
+void MaterializeDropoutMask(const AttentionParams& params, std::uint8_t* keep) {
+  Validate(params);
+  const reference::Dropout dropout(params);
+  const std::int64_t Hq = params.heads_q, Nq = params.seqlen_q, Nk = params.seqlen_k;
+  for (std::int64_t b = 0; b < params.batch; ++b)
+    for (std::int64_t h = 0; h < Hq; ++h)
+      for (std::int64_t i = 0; i < Nq; ++i)
+        for (std::int64_t j = 0; j < Nk; ++j)
+          keep[((b * Hq + h) * Nq + i) * Nk + j] = !dropout.Active() || dropout.Keep(b, h, i, j);
+}
+
+}  // namespace flashattn
