@@ -99,7 +99,10 @@ void RunBench(const BenchOptions& options, std::ostream& out) {
     PrintTableHeader(out);
   }
   for (const BenchCase& c : cases) {
-    const Row row = RunForward(c, options.run, peak);
+    Row row;
+    switch (c.mode) {
+      case Mode::kForward: row = RunForward(c, options.run, peak); break;
+    }
     if (options.json) out << ToJson(row) << "\n";
     else PrintTableRow(out, row);
     out.flush();

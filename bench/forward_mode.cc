@@ -1,5 +1,7 @@
 #include "bench/forward_mode.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -119,7 +121,10 @@ Row RunForward(const BenchCase& c, const RunOptions& options, const FmaPeak& pea
   };
   TimingOptions timing = options.timing;
   if (options.report_memory) {
-    const PeakRssProbe probe;  // every tensor above is resident: only the call's own memory counts
+    // Heap pages that earlier rows freed go back to the kernel first, or scratch reusing them would not
+    // show; every tensor above is resident, so only the call's own memory counts.
+    malloc_trim(0);
+    const PeakRssProbe probe;
     call();
     if (probe.available()) row.peak_rss_growth_bytes = probe.PeakGrowthBytes();
     else row.note = "peak RSS unavailable (/proc/self/clear_refs not writable)";

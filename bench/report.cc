@@ -146,8 +146,11 @@ void PrintTableRow(std::ostream& out, const Row& row) {
                 row.Gflops(), 100 * row.PeakFraction(), base_ms,
                 row.baseline ? row.baseline->arrangement.c_str() : "-", speedup);
   out << line;
-  if (row.peak_rss_growth_bytes)
-    out << "  peak RSS +" << static_cast<double>(*row.peak_rss_growth_bytes) / (1 << 20) << " MiB";
+  if (row.peak_rss_growth_bytes) {
+    char rss[64];
+    std::snprintf(rss, sizeof(rss), "  peak RSS +%.2f MiB", static_cast<double>(*row.peak_rss_growth_bytes) / (1 << 20));
+    out << rss;
+  }
   if (!row.note.empty()) out << "  (" << row.note << ")";
   out << "\n";
 }
