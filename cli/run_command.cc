@@ -6,6 +6,7 @@
 // Q, K and V are all float32 ('<f4') or all float16 ('<f2'); O has their dtype. Every check runs before
 // any output exists, and outputs are written through PendingFile: on any error no output file is created
 // and an existing one is left untouched.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
