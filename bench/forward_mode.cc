@@ -109,6 +109,7 @@ Row RunForward(const BenchCase& c, const RunOptions& options, const FmaPeak& pea
   row.flops = CountFlops(c);
   row.peak_gflops = peak.gflops;
   row.peak_target = peak.target;
+  row.load_average = LoadAverage1m();
 
   AttentionParams params = c.Params();
   Tensors tensors(params, 0x5eed);

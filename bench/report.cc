@@ -115,6 +115,7 @@ std::string ToJson(const Row& row) {
   }
   if (row.max_abs_diff_vs_baseline) json.Add("max_abs_diff_vs_baseline", *row.max_abs_diff_vs_baseline);
   json.Add("tensor_bytes", row.tensor_bytes);
+  if (row.load_average) json.Add("load_average", *row.load_average);
   if (row.peak_rss_growth_bytes) json.Add("peak_rss_growth_bytes", *row.peak_rss_growth_bytes);
   if (!row.note.empty()) json.Add("note", row.note);
   return json.str();
@@ -150,6 +151,11 @@ void PrintTableRow(std::ostream& out, const Row& row) {
     char rss[64];
     std::snprintf(rss, sizeof(rss), "  peak RSS +%.2f MiB", static_cast<double>(*row.peak_rss_growth_bytes) / (1 << 20));
     out << rss;
+  }
+  if (row.load_average) {
+    char load[32];
+    std::snprintf(load, sizeof(load), "  load %.1f", *row.load_average);
+    out << load;
   }
   if (!row.note.empty()) out << "  (" << row.note << ")";
   out << "\n";

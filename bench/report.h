@@ -30,6 +30,7 @@ struct Row {
   std::optional<BaselineResult> baseline;  // unset when skipped (see note)
   std::optional<double> max_abs_diff_vs_baseline;  // largest |O − O_baseline|, a sanity check of both
   std::optional<std::int64_t> peak_rss_growth_bytes;  // with --report-memory
+  std::optional<double> load_average;  // 1-minute load average when the row started
   std::int64_t tensor_bytes = 0;  // inputs and outputs the caller owns (Q, K, V, O, LSE)
   std::string note;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 
 namespace flashattn::bench {
 
@@ -39,6 +40,13 @@ Timing TimeCalls(const std::function<void()>& call, const TimingOptions& options
     total_s += elapsed.count();
   }
   return Summarize(samples_ms);
+}
+
+std::optional<double> LoadAverage1m() {
+  std::ifstream file("/proc/loadavg");
+  double load = 0;
+  if (!(file >> load)) return std::nullopt;
+  return load;
 }
 
 }  // namespace flashattn::bench

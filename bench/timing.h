@@ -4,6 +4,7 @@
 #define FLASHATTN_BENCH_TIMING_H_
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace flashattn::bench {
@@ -29,6 +30,10 @@ Timing Summarize(const std::vector<double>& samples_ms);
 
 // Times `call` as described above.
 Timing TimeCalls(const std::function<void()>& call, const TimingOptions& options);
+
+// The 1-minute load average (/proc/loadavg): runnable threads competing for the cores. Reported with each
+// row so that a reader can tell a quiet machine's numbers from a busy one's. nullopt where unavailable.
+std::optional<double> LoadAverage1m();
 
 }  // namespace flashattn::bench
 

@@ -58,6 +58,12 @@ TEST(Timing, KeepsCallingUntilTheMinimumTimeButNotPastTheCap) {
   EXPECT_EQ(calls, 20);
 }
 
+TEST(Timing, LoadAverageIsReadOnLinux) {
+  const std::optional<double> load = LoadAverage1m();
+  ASSERT_TRUE(load.has_value());
+  EXPECT_GE(*load, 0.0);
+}
+
 TEST(Memory, ParsesStatusFields) {
   const char* status = "Name:\tbench\nVmPeak:\t  999 kB\nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\n";
   EXPECT_EQ(StatusFieldKib(status, "VmHWM"), 2048);
