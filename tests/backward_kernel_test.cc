@@ -1,0 +1,164 @@
+// The fused backward kernel against the float64 oracle's gradients, with the tolerance relative to the
+// standard backward of the same precision (flash-attn's convention): float32 error ≤ 2× the float32 standard
+// backward's error + 1e-6, float16/bfloat16 ≤ 3× the same-precision standard backward's. Every mask and
+// modifier, dropout, GQA, odd shapes, tiny tiles, every compiled SIMD target, and bitwise determinism.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backward_test_problem.h"
+#include "kernels/fused_forward.h"
+
+namespace flashattn::testing {
+namespace {
+
+struct Case {
+  Shape shape;
+  Modifiers modifiers;
+  Dropout dropout;
+};
+
+// Runs the standard and the fused backward on the same problem and checks the fused errors.
+void ExpectFusedWithinStandard(const Case& c, const std::string& label, std::int64_t block_rows = 0,
+                               std::int64_t block_cols = 0, int threads = 0) {
+  BackwardProblem x(c.shape, c.modifiers, c.shape.Nq * 131 + c.shape.Nk * 7 + c.shape.d, c.dropout);
+  backward(x.params(), BackwardAlgorithm::kStandard);
+  const GradientErrors standard = CompareGradientsWithOracle(x);
+  x.ResetGradients();
+  x.params().attention.tiling.block_rows = block_rows;
+  x.params().attention.tiling.block_cols = block_cols;
+  x.params().attention.num_threads = threads;
+  backward(x.params(), BackwardAlgorithm::kFused);
+  const GradientErrors fused = CompareGradientsWithOracle(x);
+  const bool f32 = c.shape.dtype == DType::kF32;
+  auto bound = [&](double standard_error) { return f32 ? 2 * standard_error + 1e-6 : 3 * standard_error; };
+  EXPECT_LE(fused.dq, bound(standard.dq)) << label << " standard dq " << standard.dq;
+  EXPECT_LE(fused.dk, bound(standard.dk)) << label << " standard dk " << standard.dk;
+  EXPECT_LE(fused.dv, bound(standard.dv)) << label << " standard dv " << standard.dv;
+}
+
+std::vector<Shape> Shapes() {
+  std::vector<Shape> shapes;
+  for (std::int64_t d : {40, 59, 111, 256}) {
+    for (auto [Nq, Nk] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {97, 113}, {113, 97}, {1, 97}}) {
+      shapes.push_back({.Nq = Nq, .Nk = Nk, .d = d, .dv = d});
+    }
+  }
+  shapes.push_back({.Nq = 1025, .Nk = 113, .d = 40, .dv = 40});
+  shapes.push_back({.Nq = 97, .Nk = 1025, .d = 64, .dv = 64});
+  shapes.push_back({.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40});         // GQA
+  shapes.push_back({.batch = 1, .Nq = 113, .Nk = 257, .Hq = 6, .Hkv = 1, .d = 59, .dv = 59});        // MQA
+  shapes.push_back({.batch = 1, .Nq = 97, .Nk = 97, .Hq = 2, .Hkv = 1, .d = 111, .dv = 40});         // d ≠ dv
+  shapes.push_back({.batch = 2, .Nq = 113, .Nk = 97, .Hq = 3, .Hkv = 3, .d = 40, .dv = 72, .head_major = true});
+  return shapes;
+}
+
+std::vector<Modifiers> ModifierList() {
+  return {
+      {},
+      {.causal = true},
+      {.window_left = 16, .window_right = 8},
+      {.window_left = 0, .window_right = -1},
+      {.causal = true, .window_left = 32},
+      {.softcap = 5.0f},
+      {.alibi = true},
+      {.mask = MaskKind::kBool},
+      {.mask = MaskKind::kAdditive},
+      {.causal = true, .softcap = 3.0f, .alibi = true, .mask = MaskKind::kAdditive},
+  };
+}
+
+class FusedBackwardMatrixTest : public ::testing::TestWithParam<std::tuple<Shape, Modifiers>> {};
+
+TEST_P(FusedBackwardMatrixTest, Float32WithinTwiceStandardPlus1e6) {
+  const auto& [shape, modifiers] = GetParam();
+  ExpectFusedWithinStandard({shape, modifiers, {}}, shape.ToString() + " " + modifiers.ToString());
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, FusedBackwardMatrixTest,
+                         ::testing::Combine(::testing::ValuesIn(Shapes()), ::testing::ValuesIn(ModifierList())),
+                         [](const auto& info) {
+                           return std::get<0>(info.param).ToString() + "_" + std::get<1>(info.param).ToString();
+                         });
+
+class FusedBackwardHalfTest : public ::testing::TestWithParam<std::tuple<DType, Modifiers>> {};
+
+TEST_P(FusedBackwardHalfTest, WithinThreeTimesSamePrecisionStandard) {
+  const auto& [dtype, modifiers] = GetParam();
+  for (Shape shape : {Shape{.Nq = 97, .Nk = 113, .d = 59, .dv = 59},
+                      Shape{.batch = 2, .Nq = 113, .Nk = 97, .Hq = 4, .Hkv = 2, .d = 128, .dv = 40},
+                      Shape{.Nq = 300, .Nk = 300, .Hq = 2, .Hkv = 2, .d = 64, .dv = 64, .head_major = true}}) {
+    shape.dtype = dtype;
+    ExpectFusedWithinStandard({shape, modifiers, {}}, shape.ToString() + " " + modifiers.ToString());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, FusedBackwardHalfTest,
+                         ::testing::Combine(::testing::Values(DType::kF16, DType::kBF16),
+                                            ::testing::ValuesIn(ModifierList())),
+                         [](const auto& info) {
+                           return std::string(ToString(std::get<0>(info.param))) + "_" +
+                                  std::get<1>(info.param).ToString();
+                         });
+
+TEST(FusedBackwardTest, DropoutWithEveryModifierWithinTwiceStandard) {
+  for (const Modifiers& m : ModifierList()) {
+    ExpectFusedWithinStandard({{.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40}, m,
+                               {.p = 0.2f, .seed = 17, .offset = 5}},
+                              "dropout " + m.ToString());
+  }
+}
+
+// Block sizes that are not multiples of anything: many ragged tiles on both axes, band edges inside tiles.
+TEST(FusedBackwardTest, TinyAndRaggedTilesWithinTwiceStandard) {
+  for (auto [Br, Bc] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {3, 5}, {7, 16}, {64, 9}, {200, 200}}) {
+    for (const Modifiers& m : {Modifiers{.causal = true}, Modifiers{.window_left = 5, .window_right = 11, .alibi = true}}) {
+      ExpectFusedWithinStandard({{.Nq = 61, .Nk = 75, .Hq = 2, .Hkv = 1, .d = 24, .dv = 17}, m, {}},
+                                "Br=" + std::to_string(Br) + " Bc=" + std::to_string(Bc) + " " + m.ToString(), Br, Bc);
+    }
+  }
+}
+
+TEST(FusedBackwardTest, AnyThreadCountWithinTwiceStandard) {
+  for (int threads : {1, 2, 3, 7}) {
+    ExpectFusedWithinStandard({{.batch = 2, .Nq = 130, .Nk = 190, .Hq = 2, .Hkv = 1, .d = 32, .dv = 32}, {.causal = true}, {}},
+                              "threads=" + std::to_string(threads), 0, 0, threads);
+  }
+}
+
+// Highway's test-all-targets idea: the same checks on every target compiled in that this CPU runs.
+TEST(FusedBackwardTest, EveryCompiledTargetWithinTolerance) {
+  const std::vector<std::int64_t> targets = kernels::FusedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (std::int64_t target : targets) {
+    kernels::RestrictFusedTargetForTest(target);
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+      ExpectFusedWithinStandard({{.batch = 1, .Nq = 97, .Nk = 113, .Hq = 2, .Hkv = 1, .d = 59, .dv = 40, .dtype = dtype},
+                                 {.causal = true, .softcap = 4.0f, .alibi = true, .mask = MaskKind::kBool},
+                                 {.p = 0.1f, .seed = 3}},
+                                kernels::FusedTargetName(target) + " " + std::string(ToString(dtype)));
+    }
+  }
+  kernels::RestrictFusedTargetForTest(0);
+}
+
+TEST(FusedBackwardTest, TwentyRepeatedCallsAreBitwiseIdentical) {
+  for (int threads : {2, 3}) {
+    BackwardProblem x({.batch = 2, .Nq = 300, .Nk = 257, .Hq = 4, .Hkv = 2, .d = 64, .dv = 48},
+                      {.causal = true, .alibi = true}, 9, {.p = 0.1f, .seed = 5});
+    x.params().attention.num_threads = threads;
+    backward(x.params());
+    const std::vector<std::uint16_t> first = x.GradientBits();
+    for (int call = 1; call < 20; ++call) {
+      x.ResetGradients();
+      backward(x.params());
+      ASSERT_EQ(x.GradientBits(), first) << "call " << call << " threads " << threads;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashattn::testing
