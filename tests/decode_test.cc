@@ -81,7 +81,9 @@ TEST(Decode, AnySplitCountGivesTheSameResultWithinRounding) {
     for (std::int64_t b = 0; b < 2; ++b)
       for (std::int64_t i = 0; i < shape.Nq; ++i)
         for (std::int64_t h = 0; h < shape.Hq; ++h) {
-          for (std::int64_t e = 0; e < shape.d; ++e) max_diff = std::max(max_diff, std::fabs(double(c.O(b, i, h, e)) - base.O(b, i, h, e)));
+          for (std::int64_t e = 0; e < shape.d; ++e) {
+            max_diff = std::max(max_diff, std::fabs(double(c.O(b, i, h, e)) - base.O(b, i, h, e)));
+          }
           EXPECT_NEAR(c.Lse(b, h, i), base.Lse(b, h, i), 1e-5) << "splits " << splits;
         }
     EXPECT_LE(max_diff, 1e-5) << "splits " << splits;
@@ -133,7 +135,8 @@ void CheckAppend(std::int64_t page_size, const DecodeMods& mods, DType dtype) {
         const std::vector<float> v = c.VNewRow(b, i, hk), k_got = c.KRow(b, j, hk), v_got = c.VRow(b, j, hk);
         for (std::int64_t e = 0; e < shape.d; ++e) {
           // Rotary is computed in float32 by decode and in float64 here: at most one rounding apart.
-          EXPECT_NEAR(k_got[e], RoundTo(dtype, k[e]), mods.rotary_dim > 0 ? Tolerance(dtype) * 4 : 0.0) << b << " " << j;
+          const double tolerance = mods.rotary_dim > 0 ? Tolerance(dtype) * 4 : 0.0;
+          EXPECT_NEAR(k_got[e], RoundTo(dtype, k[e]), tolerance) << b << " " << j;
           EXPECT_EQ(v_got[e], v[e]);
         }
         const std::int64_t offset = c.CacheOffset(b, j, hk) * slots;
@@ -156,7 +159,8 @@ TEST(Decode, RotaryMatchesThePlainReferenceInBothStyles) {
       CheckAppend(3, mods, DType::kF32);
       CheckAppend(0, mods, DType::kF16);
       // q is rotated at cache_seqlens[b] + i: the forward pass over PlainRotary(q) agrees.
-      DecodeCase c(DecodeShape{.Nq = 2, .Nnew = 2, .Hq = 4, .Hkv = 2, .d = 32, .Nmax = 90, .cached = {70, 5}}, mods, 13);
+      const DecodeShape shape{.Nq = 2, .Nnew = 2, .Hq = 4, .Hkv = 2, .d = 32, .Nmax = 90, .cached = {70, 5}};
+      DecodeCase c(shape, mods, 13);
       decode(c.params());
       EXPECT_LE(CompareWithForward(c, Algorithm::kOracle).o, Tolerance(DType::kF32)) << mods.ToString();
     }
@@ -184,7 +188,9 @@ TEST(Decode, AgreesWithTheReferenceDecode) {
     for (std::int64_t b = 0; b < fast.batch(); ++b)
       for (std::int64_t i = 0; i < shape.Nq; ++i)
         for (std::int64_t h = 0; h < shape.Hq; ++h) {
-          for (std::int64_t e = 0; e < shape.d; ++e) max_diff = std::max(max_diff, std::fabs(double(fast.O(b, i, h, e)) - slow.O(b, i, h, e)));
+          for (std::int64_t e = 0; e < shape.d; ++e) {
+            max_diff = std::max(max_diff, std::fabs(double(fast.O(b, i, h, e)) - slow.O(b, i, h, e)));
+          }
           if (std::isinf(slow.Lse(b, h, i))) EXPECT_EQ(fast.Lse(b, h, i), slow.Lse(b, h, i));
           else EXPECT_NEAR(fast.Lse(b, h, i), slow.Lse(b, h, i), 1e-4);
         }

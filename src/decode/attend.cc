@@ -42,18 +42,25 @@ HWY_INLINE float ScalarF32(float x) { return x; }
 HWY_INLINE float ScalarF32(hwy::float16_t x) { return F32FromF16(std::bit_cast<std::uint16_t>(x)); }
 HWY_INLINE float ScalarF32(hwy::bfloat16_t x) { return F32FromBF16(std::bit_cast<std::uint16_t>(x)); }
 
-// dots[r] = Q_r · k for rows [0, n) of Q (n ≤ kRows), one pass over k.
+// dots[r] = Q_r · k for rows [0, n) of Q (n is 1 or kRows), one pass over k. The accumulators are named
+// variables, not an array, so that they stay in registers.
 template <std::int64_t n, typename T>
 HWY_INLINE void DotRows(const float* Q, std::int64_t d, const T* k, float* dots) {
+  static_assert(n == 1 || n == kRows);
   const DF df;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
-  VF acc[n];
-  for (std::int64_t r = 0; r < n; ++r) acc[r] = hn::Zero(df);
+  VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
   std::int64_t e = 0;
   for (; e + N <= d; e += N) {
     const VF k_e = LoadF32(df, k + e);
-    for (std::int64_t r = 0; r < n; ++r) acc[r] = hn::MulAdd(hn::LoadU(df, Q + r * d + e), k_e, acc[r]);
+    a0 = hn::MulAdd(hn::LoadU(df, Q + e), k_e, a0);
+    if constexpr (n == kRows) {
+      a1 = hn::MulAdd(hn::LoadU(df, Q + d + e), k_e, a1);
+      a2 = hn::MulAdd(hn::LoadU(df, Q + 2 * d + e), k_e, a2);
+      a3 = hn::MulAdd(hn::LoadU(df, Q + 3 * d + e), k_e, a3);
+    }
   }
+  const VF acc[kRows] = {a0, a1, a2, a3};
   for (std::int64_t r = 0; r < n; ++r) {
     float dot = hn::GetLane(hn::SumOfLanes(df, acc[r]));
     for (std::int64_t t = e; t < d; ++t) dot += Q[r * d + t] * ScalarF32(k[t]);
@@ -61,20 +68,35 @@ HWY_INLINE void DotRows(const float* Q, std::int64_t d, const T* k, float* dots)
   }
 }
 
-// Õ_r += Σ_c P̃[r][c] V_c for rows [0, n) (n ≤ kRows), each V row chunk loaded once for all n rows.
+// Õ_r += Σ_c P̃[r][c] V_c for rows [0, n) (n is 1 or kRows), each V row chunk loaded once for all n rows.
 template <std::int64_t n, typename T>
 HWY_INLINE void AccumulatePV(const float* P, std::int64_t cols, const T* const* V, std::int64_t d, float* O) {
+  static_assert(n == 1 || n == kRows);
   const DF df;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
   std::int64_t e = 0;
   for (; e + N <= d; e += N) {
-    VF acc[n];
-    for (std::int64_t r = 0; r < n; ++r) acc[r] = hn::LoadU(df, O + r * d + e);
+    VF o0 = hn::LoadU(df, O + e), o1 = o0, o2 = o0, o3 = o0;
+    if constexpr (n == kRows) {
+      o1 = hn::LoadU(df, O + d + e);
+      o2 = hn::LoadU(df, O + 2 * d + e);
+      o3 = hn::LoadU(df, O + 3 * d + e);
+    }
     for (std::int64_t c = 0; c < cols; ++c) {
       const VF v_c = LoadF32(df, V[c] + e);
-      for (std::int64_t r = 0; r < n; ++r) acc[r] = hn::MulAdd(hn::Set(df, P[r * kBc + c]), v_c, acc[r]);
+      o0 = hn::MulAdd(hn::Set(df, P[c]), v_c, o0);
+      if constexpr (n == kRows) {
+        o1 = hn::MulAdd(hn::Set(df, P[kBc + c]), v_c, o1);
+        o2 = hn::MulAdd(hn::Set(df, P[2 * kBc + c]), v_c, o2);
+        o3 = hn::MulAdd(hn::Set(df, P[3 * kBc + c]), v_c, o3);
+      }
     }
-    for (std::int64_t r = 0; r < n; ++r) hn::StoreU(acc[r], df, O + r * d + e);
+    hn::StoreU(o0, df, O + e);
+    if constexpr (n == kRows) {
+      hn::StoreU(o1, df, O + d + e);
+      hn::StoreU(o2, df, O + 2 * d + e);
+      hn::StoreU(o3, df, O + 3 * d + e);
+    }
   }
   for (; e < d; ++e)
     for (std::int64_t r = 0; r < n; ++r)
@@ -132,16 +154,16 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
   const auto* k_base = static_cast<const T*>(kv.k);
   const auto* v_base = static_cast<const T*>(kv.v);
 
+  // Element offset of key j's row, through the pages if paged.
+  auto row = [&kv](std::int64_t j) {
+    if (kv.page_size == 0) return j * kv.seq_stride;
+    return kv.pages[j / kv.page_size] * kv.page_stride + (j % kv.page_size) * kv.seq_stride;
+  };
   for (std::int64_t j0 = t.j_begin; j0 < t.j_end; j0 += kBc) {
     const std::int64_t cols = std::min(kBc, t.j_end - j0);
-    for (std::int64_t c = 0; c < cols; ++c) {  // row addresses of keys j0 + c, through the pages if paged
-      const std::int64_t j = j0 + c;
-      std::int64_t offset = j * kv.seq_stride;
-      if (kv.page_size > 0) {
-        offset = kv.pages[j / kv.page_size] * kv.page_stride + (j % kv.page_size) * kv.seq_stride;
-      }
-      K[c] = k_base + offset;
-      V[c] = v_base + offset;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      K[c] = k_base + row(j0 + c);
+      V[c] = v_base + row(j0 + c);
     }
     // S = Q K_jᵀ, then the score modifiers and masks
     for (std::int64_t c = 0; c < cols; ++c) {

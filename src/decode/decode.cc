@@ -124,7 +124,9 @@ void decode(const DecodeParams& p) {
   // Everything that can fail to allocate is obtained before the cache is touched.
   std::vector<RowGroup> groups(static_cast<std::size_t>(p.batch * Hkv));
   std::int64_t max_keys = 0;
-  for (std::int64_t b = 0; b < p.batch; ++b) max_keys = std::max<std::int64_t>(max_keys, p.cache_seqlens[b] + p.seqlen_new);
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    max_keys = std::max<std::int64_t>(max_keys, p.cache_seqlens[b] + p.seqlen_new);
+  }
   const std::int64_t splits =
       std::max<std::int64_t>(1, p.num_splits == 0 ? ChooseNumSplits(p.batch, Hkv, max_keys, threads) : p.num_splits);
   const std::int64_t items = p.batch * Hkv * splits;

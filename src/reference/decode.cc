@@ -91,7 +91,8 @@ void Decode(const DecodeParams& p) {
     const std::int64_t chunk = (Nk + splits - 1) / splits;
     for (std::int64_t h = 0; h < p.heads_q; ++h)
       for (std::int64_t i = 0; i < Nq; ++i) {
-        std::vector<float> q = LoadRow(p.q, p.dtype, b * p.q_strides.batch + i * p.q_strides.seq + h * p.q_strides.head, d);
+        const std::int64_t q_row = b * p.q_strides.batch + i * p.q_strides.seq + h * p.q_strides.head;
+        std::vector<float> q = LoadRow(p.q, p.dtype, q_row, d);
         if (p.rotary_dim > 0) {
           const std::int64_t pos = (cached + i) * (p.rotary_dim / 2);
           decoding::ApplyRotary(q.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
@@ -100,7 +101,8 @@ void Decode(const DecodeParams& p) {
         const float slope = p.alibi_slopes == nullptr ? 0.0f : p.alibi_slopes[b * p.alibi_batch_stride + h];
         AttentionState state{std::vector<double>(d, 0.0), -std::numeric_limits<double>::infinity()};
         for (std::int64_t j0 = 0; j0 < Nk; j0 += chunk) {
-          state = MergeStates(state, ChunkState(p, mods, b, h / G, q, i + Nk - Nq, slope, j0, std::min(Nk, j0 + chunk)));
+          const std::int64_t j1 = std::min(Nk, j0 + chunk);
+          state = MergeStates(state, ChunkState(p, mods, b, h / G, q, i + Nk - Nq, slope, j0, j1));
         }
         const std::int64_t dst = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
         for (std::int64_t e = 0; e < d; ++e) StoreFromFloat(p.o, p.dtype, dst + e, static_cast<float>(state.O[e]));

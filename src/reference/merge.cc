@@ -38,7 +38,9 @@ void MergeAttentionStates(const MergeParams& p) {
           state = MergeStates(state, {std::vector<double>(O_k, O_k + dv), p.lse_partials[k * rows + lse_row]});
         }
         const std::int64_t o_index = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
-        for (std::int64_t e = 0; e < dv; ++e) StoreFromFloat(p.o, p.dtype, o_index + e, static_cast<float>(state.O[e]));
+        for (std::int64_t e = 0; e < dv; ++e) {
+          StoreFromFloat(p.o, p.dtype, o_index + e, static_cast<float>(state.O[e]));
+        }
         if (p.lse != nullptr) p.lse[lse_row] = static_cast<float>(state.lse);
       }
 }
