@@ -8,7 +8,7 @@
 //         S_ij = Q_i K_jᵀ                       (ScoreTile, from the packed panels)
 //         masks/modifiers, boundary tiles only    (ApplyScoreModifiers)
 //         m, l, α, P̃_ij = e^{S_ij − m}          (OnlineSoftmaxRow, on the strip while it is in L1)
-//         Õ = diag(α) Õ + P̃_ij V_j              (AccumulatePV, V read in place)
+//         Õ = diag(α) Õ + P̃_ij V_j              (AccumulatePV, from a contiguous copy of V_j)
 //       O_i = Õ / l, LSE_i = m + log l          (NormalizeAndLse), written once
 #if defined(FLASHATTN_KERNELS_FUSED_FORWARD_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_KERNELS_FUSED_FORWARD_INL_H_
@@ -71,15 +71,15 @@ struct Geometry {
   std::int64_t Br, Bc, Tr, Tc;
   std::int64_t L, NR;
   std::int64_t Bc_pad;     // keys per packed block, a multiple of NR
-  std::int64_t dv_pad;     // Õ row length, a multiple of L
-  std::int64_t dv_full;    // features covered by whole vectors of V; the rest come from the V tail copy
+  std::int64_t dv_pad;     // Õ and V_j row length, a multiple of L
   std::int64_t packed_head;  // elements of packed K per (batch, K/V head)
-  std::int64_t vtail_head;   // floats of V tail copy per (batch, K/V head)
   float scale;
 };
 
 // One thread's fast-memory working set.
+template <typename T>
 struct Scratch {
+  T* V_j;        // Bc × dv_pad, the current V block, contiguous and zero-padded
   float* Q_i;    // Br × d, pre-scaled by s
   float* S_ij;   // Br × Bc_pad, scores then P̃
   float* O_i;    // Br × dv_pad, the unnormalized accumulator Õ
@@ -88,28 +88,44 @@ struct Scratch {
   float* alpha;  // Br rescale factors of the current tile
 };
 
-// Packs K block jt of one (batch, K/V head) into panels, and the V tail columns (dv_full, dv] of the same
-// keys into a zero-padded L-wide copy, so that every product reads whole vectors.
+// Packs K block jt of one (batch, K/V head) into panels; done once and shared by all query blocks and
+// query heads of the group.
 template <typename T>
-void PackKVBlock(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
-                 std::int64_t jt, T* packed, float* vtail) {
+void PackKBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
+                      std::int64_t jt, T* packed) {
   const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
   const T* K = static_cast<const T*>(p.k) + b * p.k_strides.batch + hkv * p.k_strides.head + j0 * p.k_strides.seq;
   PackKBlock(K, p.k_strides.seq, cols, g.d, g.Bc_pad, packed + jt * g.Bc_pad * g.d);
-  if (g.vtail_head == 0) return;
-  const T* V = static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
-  for (std::int64_t c = 0; c < cols; ++c) {
-    float* row = vtail + (j0 + c) * g.L;
-    for (std::int64_t e = 0; e < g.L; ++e) {
-      row[e] = g.dv_full + e < g.dv ? ToF32(V[c * p.v_strides.seq + g.dv_full + e]) : 0.0f;
+}
+
+// Asks for `rows` rows of `width` elements (row stride ld) to be brought into L2: the V rows that CopyVBlock
+// reads after the scores of a tile are done. Each row is usually in a page of its own, out of reach of the
+// hardware prefetcher.
+template <typename T>
+HWY_INLINE void PrefetchRows(const T* rows_begin, std::int64_t ld, std::int64_t rows, std::int64_t width) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const char* row = reinterpret_cast<const char*>(rows_begin + r * ld);
+    for (std::int64_t byte = 0; byte < width * static_cast<std::int64_t>(sizeof(T)); byte += 64) {
+      __builtin_prefetch(row + byte, 0, 2);
     }
+  }
+}
+
+// V_j as `cols` contiguous rows of dv_pad elements, zero beyond dv. The caller's rows are often a power of
+// two apart (heads × dv elements), so reading them in place would map a whole column slice onto one L1
+// set; the copy costs one element per 2·Br FLOPs of the product.
+template <typename T>
+void CopyVBlock(const T* V, std::int64_t ldv, std::int64_t cols, std::int64_t dv, std::int64_t dv_pad, T* V_j) {
+  for (std::int64_t c = 0; c < cols; ++c) {
+    std::copy(V + c * ldv, V + c * ldv + dv, V_j + c * dv_pad);
+    std::fill(V_j + c * dv_pad + dv, V_j + (c + 1) * dv_pad, T{});
   }
 }
 
 // Rows [i0, i0 + rows) of query head h: the whole inner loop over K/V blocks, then the one write of O, LSE.
 template <typename T>
-void SolveQBlock(const AttentionParams& p, const Geometry& g, const Scratch& x, std::int64_t b, std::int64_t h,
-                 std::int64_t qb, const T* packed, const float* vtail) {
+void SolveQBlock(const AttentionParams& p, const Geometry& g, const Scratch<T>& x, std::int64_t b, std::int64_t h,
+                 std::int64_t qb, const T* packed) {
   const DF df;
   const std::int64_t L = g.L, NR = g.NR, d = g.d, dv = g.dv;
   const std::int64_t i0 = qb * g.Br, rows = std::min(g.Br, g.Nq - i0);
@@ -129,7 +145,9 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Scratch& x, 
   for (std::int64_t jt = reach.first / g.Bc; reach.first <= reach.last && jt <= reach.last / g.Bc; ++jt) {
     const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0), cols_L = RoundUp(cols, L);
     const T* panels = packed + jt * g.Bc_pad * d;
+    const T* V = static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
     for (std::int64_t p0 = 0; p0 < cols; p0 += NR) {  // S_ij = Q_i K_jᵀ, one panel of NR keys at a time
+      PrefetchRows(V + p0 * p.v_strides.seq, p.v_strides.seq, std::min(NR, cols - p0), dv);
       for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
         WithRows(std::min(kMR, rows - r0), [&](auto mr) {
           ScoreTile<decltype(mr)::value>(x.Q_i + r0 * d, d, panels + p0 * d, d, x.S_ij + r0 * lds + p0, lds);
@@ -144,32 +162,19 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Scratch& x, 
       std::fill(S_r + cols, S_r + cols_L, kNegInf);
       x.alpha[r] = OnlineSoftmaxRow(S_r, cols_L, x.m[r], x.l[r]);
     }
-    // Õ = diag(α) Õ + P̃_ij V_j: slices of 2 vectors of features (V_j's slice stays in L1 across row groups),
-    // then one vector, then the tail from the zero-padded copy.
-    const T* V = static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
-    const std::int64_t ldv = p.v_strides.seq;
+    // Õ = diag(α) Õ + P̃_ij V_j in slices of 2 vectors of features (a slice of V_j stays in L1 across the
+    // row groups), then one vector.
+    CopyVBlock(V, p.v_strides.seq, cols, dv, g.dv_pad, x.V_j);
     std::int64_t e0 = 0;
-    for (; e0 + 2 * L <= dv; e0 += 2 * L) {
+    for (; e0 < g.dv_pad; e0 += 2 * L) {
+      const bool two = e0 + 2 * L <= g.dv_pad;
       for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
         WithRows(std::min(kMR, rows - r0), [&](auto mr) {
-          AccumulatePV<decltype(mr)::value, 2>(x.S_ij + r0 * lds, lds, x.alpha + r0, V + e0, ldv, cols,
-                                               x.O_i + r0 * g.dv_pad + e0, g.dv_pad);
-        });
-      }
-    }
-    for (; e0 + L <= dv; e0 += L) {
-      for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
-        WithRows(std::min(kMR, rows - r0), [&](auto mr) {
-          AccumulatePV<decltype(mr)::value, 1>(x.S_ij + r0 * lds, lds, x.alpha + r0, V + e0, ldv, cols,
-                                               x.O_i + r0 * g.dv_pad + e0, g.dv_pad);
-        });
-      }
-    }
-    if (e0 < dv) {
-      for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
-        WithRows(std::min(kMR, rows - r0), [&](auto mr) {
-          AccumulatePV<decltype(mr)::value, 1>(x.S_ij + r0 * lds, lds, x.alpha + r0, vtail + j0 * L, L, cols,
-                                               x.O_i + r0 * g.dv_pad + e0, g.dv_pad);
+          constexpr int kRows = decltype(mr)::value;
+          const float* P = x.S_ij + r0 * lds;
+          float* O = x.O_i + r0 * g.dv_pad + e0;
+          if (two) AccumulatePV<kRows, 2>(P, lds, x.alpha + r0, x.V_j + e0, g.dv_pad, cols, O, g.dv_pad);
+          else AccumulatePV<kRows, 1>(P, lds, x.alpha + r0, x.V_j + e0, g.dv_pad, cols, O, g.dv_pad);
         });
       }
     }
@@ -200,16 +205,15 @@ void FusedForwardT(const AttentionParams& p) {
   g.Br = tiling.Br, g.Bc = tiling.Bc;
   g.Tr = (g.Nq + g.Br - 1) / g.Br, g.Tc = (g.Nk + g.Bc - 1) / g.Bc;
   g.L = static_cast<std::int64_t>(hn::Lanes(DF())), g.NR = 2 * g.L;
-  g.Bc_pad = RoundUp(g.Bc, g.NR), g.dv_pad = RoundUp(g.dv, g.L), g.dv_full = g.dv / g.L * g.L;
+  g.Bc_pad = RoundUp(g.Bc, g.NR), g.dv_pad = RoundUp(g.dv, g.L);
   g.packed_head = g.Tc * g.Bc_pad * g.d;
-  g.vtail_head = g.dv_full < g.dv ? g.Nk * g.L : 0;
   g.scale = p.scale.value_or(1.0f / std::sqrt(static_cast<float>(g.d)));
 
   // Several (batch, K/V head) pairs are packed at once when they are small, so that short sequences
   // still give every thread work; one pair at a time when it alone is large.
   constexpr std::int64_t kPackBudgetBytes = 16 << 20;
   const std::int64_t heads = p.batch * g.Hkv;
-  const std::int64_t head_bytes = g.packed_head * static_cast<std::int64_t>(sizeof(T)) + g.vtail_head * 4;
+  const std::int64_t head_bytes = g.packed_head * static_cast<std::int64_t>(sizeof(T));
   const std::int64_t chunk = std::clamp<std::int64_t>(kPackBudgetBytes / std::max<std::int64_t>(1, head_bytes), 1, heads);
   const int threads = p.num_threads > 0 ? p.num_threads : omp_get_max_threads();
 
@@ -217,15 +221,17 @@ void FusedForwardT(const AttentionParams& p) {
   const std::int64_t align = 16;  // floats: one AVX-512 vector, so every region starts aligned
   const std::int64_t per_thread = RoundUp(g.Br * g.d, align) + RoundUp(g.Br * g.Bc_pad, align) +
                                   RoundUp(g.Br * g.dv_pad, align) + 3 * RoundUp(g.Br, align);
+  const std::int64_t per_thread_v = RoundUp(g.Bc * g.dv_pad, align);
   auto packed = hwy::AllocateAligned<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.packed_head)));
-  auto vtail = hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.vtail_head)));
   auto scratch = hwy::AllocateAligned<float>(static_cast<std::size_t>(threads * per_thread));
-  if (!packed || !vtail || !scratch) throw std::bad_alloc();
+  auto scratch_v = hwy::AllocateAligned<T>(static_cast<std::size_t>(threads * per_thread_v));
+  if (!packed || !scratch || !scratch_v) throw std::bad_alloc();
 
 #pragma omp parallel num_threads(threads)
   {
     float* base = scratch.get() + omp_get_thread_num() * per_thread;
-    Scratch x;
+    Scratch<T> x;
+    x.V_j = scratch_v.get() + omp_get_thread_num() * per_thread_v;
     x.Q_i = base, base += RoundUp(g.Br * g.d, align);
     x.S_ij = base, base += RoundUp(g.Br * g.Bc_pad, align);
     x.O_i = base, base += RoundUp(g.Br * g.dv_pad, align);
@@ -237,19 +243,18 @@ void FusedForwardT(const AttentionParams& p) {
 #pragma omp for schedule(static)
       for (std::int64_t t = 0; t < count * g.Tc; ++t) {
         const std::int64_t head = first + t / g.Tc;
-        PackKVBlock(p, g, head / g.Hkv, head % g.Hkv, t % g.Tc, packed.get() + (t / g.Tc) * g.packed_head,
-                    vtail.get() + (t / g.Tc) * g.vtail_head);
+        PackKBlockOfHead(p, g, head / g.Hkv, head % g.Hkv, t % g.Tc, packed.get() + (t / g.Tc) * g.packed_head);
       }
-      // Work items in decreasing Q block order: under a causal mask the last blocks are the longest, and
-      // handing them out first balances the dynamic schedule.
-      const std::int64_t per_block = count * g.group;
+      // Work items head by head, so that a head's K and V stay in the shared cache while every Q block
+      // reads them; within a head in decreasing Q block order, because under a causal mask the last blocks
+      // are the longest and handing them out first balances the dynamic schedule.
+      const std::int64_t per_head = g.Tr * g.group;
 #pragma omp for schedule(dynamic, 1)
-      for (std::int64_t t = 0; t < per_block * g.Tr; ++t) {
-        const std::int64_t qb = g.Tr - 1 - t / per_block;
-        const std::int64_t local = (t % per_block) / g.group, head = first + local;
-        const std::int64_t h = (head % g.Hkv) * g.group + (t % per_block) % g.group;
-        SolveQBlock(p, g, x, head / g.Hkv, h, qb, packed.get() + local * g.packed_head,
-                    vtail.get() + local * g.vtail_head);
+      for (std::int64_t t = 0; t < count * per_head; ++t) {
+        const std::int64_t local = t / per_head, head = first + local;
+        const std::int64_t qb = g.Tr - 1 - (t % per_head) / g.group;
+        const std::int64_t h = (head % g.Hkv) * g.group + t % g.group;
+        SolveQBlock(p, g, x, head / g.Hkv, h, qb, packed.get() + local * g.packed_head);
       }
     }
   }

@@ -1,6 +1,6 @@
 // The two matrix products of a tile, register-blocked (per Highway target; include after hwy/highway.h):
 //   S_ij = Q_i K_jᵀ   ScoreTile:  kRows query rows × 2 vectors of keys, K_j read from packed panels
-//   Õ_i += P̃_ij V_j  AccumulatePV: kRows rows × 2 vectors of output features, V_j read in place
+//   Õ_i += P̃_ij V_j  AccumulatePV: kRows rows × 2 vectors of output features, V_j row-major
 // On AVX2 a 6-row tile holds 12 vector accumulators, and each step loads two vectors and broadcasts one
 // value per row: 12 FMAs per 8 loads, within the two FMA and three load ports of one core.
 // float16/bfloat16 K and V stay in their element type and are widened to float32 as they are loaded.

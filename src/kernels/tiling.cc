@@ -50,10 +50,14 @@ const CacheSizes& DetectedCacheSizes() {
 
 FusedTiling ChooseFusedTiling(const AttentionParams& params) {
   const std::int64_t d = std::max(params.head_dim, params.HeadDimV());
-  // The seeds' rule with M = the per-core L2 in float32 elements: Bc = ⌈M / 4d⌉, Br = min(Bc, d).
+  // The seeds' rule with M = the per-core L2 in float32 elements: Bc = ⌈M / 4d⌉, Br = min(Bc, d), then
+  // adapted to the micro-kernel (docs/fused_kernel.md): Bc a multiple of 32 keys (whole panels of two
+  // vectors up to AVX-512) within [32, 512]; Br at least 48 rows, so that small head dims still give long
+  // inner loops, and a multiple of the 6-row register tile, so that no tile runs with few accumulators.
   const std::int64_t M = DetectedCacheSizes().l2 / 4;
   std::int64_t Bc = (M + 4 * d - 1) / (4 * d);
-  std::int64_t Br = std::min(Bc, d);
+  Bc = std::clamp<std::int64_t>(Bc / 32 * 32, 32, 512);
+  std::int64_t Br = std::max<std::int64_t>(std::min(Bc, d), 48) / 6 * 6;
   if (params.tiling.block_rows > 0) Br = params.tiling.block_rows;
   if (params.tiling.block_cols > 0) Bc = params.tiling.block_cols;
   return {Br, Bc};
