@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
               "\"bandwidth_fraction\": %.3f",
               dtype.c_str(), (long long)p.batch, (long long)p.heads_q, (long long)p.heads_kv, (long long)N,
               (long long)d, threads,
-              (long long)(p.num_splits == 0 ? ChooseNumSplits(p.batch, p.heads_kv, N, threads) : p.num_splits),
+              (long long)(p.num_splits == 0 ? ChooseNumSplits(p.batch, N, threads) : p.num_splits),
               (long long)page_size, seconds * 1e3, bytes_read, bytes_read / seconds / 1e9, bandwidth / 1e9,
               bytes_read / seconds / bandwidth);
   if (p.dtype == DType::kF32 && page_size == 0) {

@@ -210,16 +210,16 @@ TEST(Decode, RowsThatSeeNoKeyGetZerosAndNegInfLse) {
 }
 
 TEST(Decode, SplitHeuristic) {
-  // Enough (sequence, K/V head) items for two per thread: no split.
-  EXPECT_EQ(ChooseNumSplits(1, 8, 32768, 2), 1);
-  EXPECT_EQ(ChooseNumSplits(4, 1, 32768, 2), 1);
-  // One K/V head on two threads: four chunks; three items: two chunks each.
-  EXPECT_EQ(ChooseNumSplits(1, 1, 131072, 2), 4);
-  EXPECT_EQ(ChooseNumSplits(3, 1, 131072, 2), 2);
+  // Enough sequences for two work items per thread: no split.
+  EXPECT_EQ(ChooseNumSplits(4, 32768, 2), 1);
+  EXPECT_EQ(ChooseNumSplits(9, 32768, 4), 1);
+  // One sequence on two threads: four chunks; three sequences: two chunks each.
+  EXPECT_EQ(ChooseNumSplits(1, 131072, 2), 4);
+  EXPECT_EQ(ChooseNumSplits(3, 131072, 2), 2);
   // Short caches are not split below 512 keys per chunk.
-  EXPECT_EQ(ChooseNumSplits(1, 1, 1000, 2), 1);
-  EXPECT_EQ(ChooseNumSplits(1, 1, 1100, 2), 2);
-  EXPECT_EQ(ChooseNumSplits(1, 1, 100, 2), 1);
+  EXPECT_EQ(ChooseNumSplits(1, 1000, 2), 1);
+  EXPECT_EQ(ChooseNumSplits(1, 1100, 2), 2);
+  EXPECT_EQ(ChooseNumSplits(1, 100, 2), 1);
 }
 
 }  // namespace

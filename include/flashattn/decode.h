@@ -113,8 +113,9 @@ struct DecodeParams {
   const float* alibi_slopes = nullptr;  // (Hq), or (batch, Hq) with row stride alibi_batch_stride
   std::int64_t alibi_batch_stride = 0;
 
-  // Chunks of the key range per (sequence, K/V head), processed in parallel and merged by LSE.
-  // 0 = heuristic (see ChooseNumSplits), 1 = no splitting, n = n chunks (fewer if there are fewer keys).
+  // Chunks of each sequence's key range, processed in parallel (a chunk covers every K/V head, so the cache
+  // is read in address order) and merged by LSE. 0 = heuristic (see ChooseNumSplits), 1 = no splitting,
+  // n = n chunks (some empty if there are fewer keys).
   std::int64_t num_splits = 0;
   int num_threads = 0;  // 0 = all cores
 
@@ -124,10 +125,12 @@ struct DecodeParams {
   void SetContiguousStrides();
 };
 
-// The split count used for num_splits = 0: none when batch·Hkv work items already give every thread
-// at least two; otherwise enough chunks to give each thread two, each chunk at least 512 keys long.
-std::int64_t ChooseNumSplits(std::int64_t batch, std::int64_t heads_kv, std::int64_t max_seqlen_k,
-                             int num_threads);
+// The split count used for num_splits = 0. A work item is one chunk of one sequence, for all its K/V heads
+// (each K/V byte read once, in address order), so the parallelism comes from batch × chunks: no split when
+// the batch alone gives every thread two items; otherwise enough chunks for two per thread, each chunk at
+// least 512 keys long. (Issue 4 phrased it as batch·Hkv against the thread count; heads are not separate
+// work items here, see src/decode/attend.h for why.)
+std::int64_t ChooseNumSplits(std::int64_t batch, std::int64_t max_seqlen_k, int num_threads);
 
 // Checks everything (including every block-table entry the call reads or writes) before anything is
 // written: when it throws, the cache and the outputs are unchanged.

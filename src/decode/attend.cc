@@ -1,5 +1,5 @@
 // AttendChunk per Highway target: FlashAttention-2's inner loop over blocks of Bc keys, for the R query
-// rows that share one K/V head (SPEC §3):
+// rows that share one K/V head, head after head within each block (SPEC §3):
 //   S_j = Score(Q K_jᵀ)                                 R×Bc, ScoreBlock
 //   m_new = max(m, rowmax S_j),  P̃_j = e^{S_j − m_new}   OnlineSoftmax
 //   l = e^{m − m_new} l + rowsum P̃_j,  Õ = e^{m − m_new} Õ + P̃_j V_j   (AccumulatePV)
@@ -141,49 +141,56 @@ HWY_INLINE void OnlineSoftmax(float* S_r, std::int64_t cols, float* m, float* l,
 
 template <typename T>
 void AttendChunkT(const ChunkTask& t, float* scratch) {
-  const std::int64_t R = t.R, d = t.d;
-  float* S = scratch;          // R×Bc scores, then P̃
-  float* m = S + R * kBc;      // running max per row
-  float* l = m + R;            // running sum per row
-  std::fill(m, m + R, -std::numeric_limits<float>::infinity());
-  std::fill(l, l + R, 0.0f);
-  std::fill(t.O, t.O + R * d, 0.0f);
+  const std::int64_t H = t.heads, R = t.R, d = t.d;
+  float* S = scratch;          // per head: R×Bc scores, then P̃
+  float* m = S + H * R * kBc;  // running max per (head, row)
+  float* l = m + H * R;        // running sum per (head, row)
+  std::fill(m, m + H * R, -std::numeric_limits<float>::infinity());
+  std::fill(l, l + H * R, 0.0f);
+  std::fill(t.O, t.O + H * R * d, 0.0f);
+  std::int64_t offset[kBc];  // element offsets of the block's key rows (K/V head 0)
   const T* K[kBc];
   const T* V[kBc];
   const KvSource& kv = t.kv;
   const auto* k_base = static_cast<const T*>(kv.k);
   const auto* v_base = static_cast<const T*>(kv.v);
 
-  // Element offset of key j's row, through the pages if paged.
-  auto row = [&kv](std::int64_t j) {
-    if (kv.page_size == 0) return j * kv.seq_stride;
-    return kv.pages[j / kv.page_size] * kv.page_stride + (j % kv.page_size) * kv.seq_stride;
-  };
   for (std::int64_t j0 = t.j_begin; j0 < t.j_end; j0 += kBc) {
     const std::int64_t cols = std::min(kBc, t.j_end - j0);
-    for (std::int64_t c = 0; c < cols; ++c) {
-      K[c] = k_base + row(j0 + c);
-      V[c] = v_base + row(j0 + c);
+    for (std::int64_t c = 0; c < cols; ++c) {  // through the pages if paged
+      const std::int64_t j = j0 + c;
+      offset[c] = kv.page_size == 0 ? j * kv.seq_stride
+                                    : kv.pages[j / kv.page_size] * kv.page_stride + (j % kv.page_size) * kv.seq_stride;
     }
-    // S = Q K_jᵀ, then the score modifiers and masks
-    for (std::int64_t c = 0; c < cols; ++c) {
+    for (std::int64_t hk = 0; hk < H; ++hk) {
+      for (std::int64_t c = 0; c < cols; ++c) {
+        K[c] = k_base + hk * t.head_stride + offset[c];
+        V[c] = v_base + hk * t.head_stride + offset[c];
+      }
+      const float* Q = t.Q + hk * R * d;
+      float* S_h = S + hk * R * kBc;
+      float* O_h = t.O + hk * R * d;
+      // S = Q K_jᵀ, then the score modifiers and masks
+      for (std::int64_t c = 0; c < cols; ++c) {
+        ForRowGroups(R, [&](auto n, std::int64_t r0) {
+          float dots[kRows];
+          DotRows<decltype(n)::value>(Q + r0 * d, d, K[c], dots);
+          for (std::int64_t r = 0; r < n; ++r) S_h[(r0 + r) * kBc + c] = dots[r];
+        });
+      }
+      for (std::int64_t r = 0; r < R; ++r) {
+        const float slope = t.slope[hk * R + r];
+        for (std::int64_t c = 0; c < cols; ++c) {
+          S_h[r * kBc + c] = t.mods.Score(t.diagonal[r], j0 + c, slope, S_h[r * kBc + c]);
+        }
+        OnlineSoftmax(S_h + r * kBc, cols, &m[hk * R + r], &l[hk * R + r], O_h + r * d, d);
+      }
       ForRowGroups(R, [&](auto n, std::int64_t r0) {
-        float dots[kRows];
-        DotRows<decltype(n)::value>(t.Q + r0 * d, d, K[c], dots);
-        for (std::int64_t r = 0; r < n; ++r) S[(r0 + r) * kBc + c] = dots[r];
+        AccumulatePV<decltype(n)::value>(S_h + r0 * kBc, cols, V, d, O_h + r0 * d);
       });
     }
-    for (std::int64_t r = 0; r < R; ++r) {
-      for (std::int64_t c = 0; c < cols; ++c) {
-        S[r * kBc + c] = t.mods.Score(t.diagonal[r], j0 + c, t.slope[r], S[r * kBc + c]);
-      }
-      OnlineSoftmax(S + r * kBc, cols, &m[r], &l[r], t.O + r * d, d);
-    }
-    ForRowGroups(R, [&](auto n, std::int64_t r0) {
-      AccumulatePV<decltype(n)::value>(S + r0 * kBc, cols, V, d, t.O + r0 * d);
-    });
   }
-  for (std::int64_t r = 0; r < R; ++r) {  // O = Õ / l; a row with l = 0 saw no key: O = 0, LSE = −∞
+  for (std::int64_t r = 0; r < H * R; ++r) {  // O = Õ / l; a row with l = 0 saw no key: O = 0, LSE = −∞
     const float inv_l = l[r] == 0.0f ? 0.0f : 1.0f / l[r];
     for (std::int64_t e = 0; e < d; ++e) t.O[r * d + e] *= inv_l;
     t.lse[r] = l[r] == 0.0f ? -std::numeric_limits<float>::infinity() : m[r] + std::log(l[r]);
@@ -206,7 +213,7 @@ namespace flashattn::decoding {
 
 HWY_EXPORT(AttendChunkImpl);
 
-std::int64_t AttendScratchFloats(std::int64_t R) { return R * kDecodeBc + 2 * R; }
+std::int64_t AttendScratchFloats(std::int64_t heads, std::int64_t R) { return heads * (R * kDecodeBc + 2 * R); }
 
 void AttendChunk(const ChunkTask& task, float* scratch) { HWY_DYNAMIC_DISPATCH(AttendChunkImpl)(task, scratch); }
 

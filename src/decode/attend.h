@@ -1,10 +1,13 @@
-// The streaming kernel of decode(): the query rows of one (sequence, K/V head) against one chunk of its keys.
+// The streaming kernel of decode(): the query rows of one sequence against one chunk of its keys, for every
+// K/V head.
 //
 // Memory traffic: each key and value row of the chunk is read once from main memory (d elements each) and
-// used by all R = (Hq/Hkv)·Nq query rows that share the K/V head while it is in L1; Q (R×d floats), the
-// running (m, l) and Õ (R×d floats) stay in L1/L2. Per chunk the only writes are the R×d partial O and the
-// R LSEs, merged afterwards. With R rows, a key costs 2·R·d FMAs against 2·d·sizeof(T) bytes read, so for
-// R ≲ 8 the kernel is bound by main-memory bandwidth.
+// used by all R = (Hq/Hkv)·Nq query rows that share the K/V head while it is in L1; Q (Hkv·R×d floats), the
+// running (m, l) and Õ (Hkv·R×d floats) stay in L1/L2. Per chunk the only writes are the partial O and
+// LSEs, merged afterwards. With R rows, a key costs 2·R·d FMAs against 2·d·sizeof(T) bytes read, so for
+// R ≲ 8 the kernel is bound by main-memory bandwidth. Blocks of Bc keys are taken for all heads in turn,
+// so a (seq, head, dim) cache is read in address order, one stream per K and V (the prefetchers' best
+// case), instead of Hkv strided streams.
 #ifndef FLASHATTN_DECODE_ATTEND_H_
 #define FLASHATTN_DECODE_ATTEND_H_
 
@@ -26,11 +29,13 @@ struct KvSource {
   const std::int32_t* pages = nullptr;   // the sequence's block-table row when paged
 };
 
-// R query rows × keys [j_begin, j_end) → normalized partial O (R×d) and LSE (R): one Flash-Decoding chunk.
-// Row r has diagonal diagonal[r] and ALiBi slope slope[r]. Q holds the rows as float32 (already rotated).
-// A row that sees no key of the chunk gets O = 0, LSE = −∞.
+// For each of `heads` K/V heads hk: R query rows × keys [j_begin, j_end) → normalized partial O and LSE:
+// one Flash-Decoding chunk. Row r of head hk is Q[(hk·R + r)·d ...] (float32, already rotated), has diagonal
+// diagonal[r] and ALiBi slope slope[hk·R + r], and writes O[(hk·R + r)·d ...] and lse[hk·R + r]. A row that
+// sees no key of the chunk gets O = 0, LSE = −∞. K/V head hk's rows are at kv.k + hk·head_stride.
 struct ChunkTask {
   const float* Q = nullptr;
+  std::int64_t heads = 1, head_stride = 0;
   std::int64_t R = 0, d = 0;
   const std::int64_t* diagonal = nullptr;
   const float* slope = nullptr;
@@ -45,8 +50,8 @@ struct ChunkTask {
 // Keys per block of the kernel: a 32-key block of f16 K and V rows at d = 128 is 16 KiB, half of L1.
 inline constexpr std::int64_t kDecodeBc = 32;
 
-// Floats of scratch AttendChunk needs for R rows.
-std::int64_t AttendScratchFloats(std::int64_t R);
+// Floats of scratch AttendChunk needs for R rows of `heads` heads.
+std::int64_t AttendScratchFloats(std::int64_t heads, std::int64_t R);
 // Runs one chunk with the best SIMD target of this CPU (Highway dynamic dispatch).
 void AttendChunk(const ChunkTask& task, float* scratch);
 

@@ -1,10 +1,10 @@
 // decode(): Flash-Decoding over a KV cache (SPEC §4), flash_attn_with_kvcache semantics.
 //   1. Validate everything, including the block table, before anything is written.
 //   2. Append: k_new (rotated) and v_new go into the cache at positions cache_seqlens[b] + i.
-//   3. Per (sequence b, K/V head): gather its R = (Hq/Hkv)·Nq query rows (rotated, rounded to dtype) into one
-//      float32 tile, so each K/V byte is read once for all of them.
-//   4. Split the keys those rows can see into chunks; every (b, K/V head, chunk) is one parallel work item
-//      (AttendChunk) that leaves a partial (O_k, LSE_k) in scratch.
+//   3. Per sequence b and K/V head: gather its R = (Hq/Hkv)·Nq query rows (rotated, rounded to dtype) into
+//      one float32 tile, so each K/V byte is read once for all of them.
+//   4. Split the keys the rows can see into chunks; every (b, chunk) is one parallel work item (AttendChunk,
+//      all K/V heads, so the cache is read in address order) that leaves partials (O_k, LSE_k) in scratch.
 //   5. Merge each row's partials by LSE (MergeRow, the operation of merge_attention_states) into O and LSE.
 #include <omp.h>
 
@@ -61,25 +61,26 @@ void AppendNewKeys(const DecodeParams& p) {
       }
 }
 
-// The query rows of one (sequence, K/V head): row r = g·Nq + i is query i of head hk·G + g.
+// The query rows of one sequence: row r = g·Nq + i of K/V head hk is query i of head hk·G + g, stored at
+// (hk·R + r) of Q and slope.
 struct RowGroup {
-  std::vector<float> Q;  // R×d
-  std::vector<std::int64_t> diagonal;
-  std::vector<float> slope;
+  std::vector<float> Q;  // Hkv·R×d
+  std::vector<std::int64_t> diagonal;  // per r: the same for every head
+  std::vector<float> slope;  // Hkv·R
   std::int64_t j_begin = 0, j_end = 0;  // the keys any row may see
 };
 
-RowGroup GatherRows(const DecodeParams& p, const decoding::ScoreMods& mods, std::int64_t b, std::int64_t hk) {
+RowGroup GatherRows(const DecodeParams& p, const decoding::ScoreMods& mods, std::int64_t b) {
   const std::int64_t Nq = p.seqlen_q, d = p.head_dim, G = p.heads_q / p.heads_kv, R = G * Nq;
   const std::int64_t cached = p.cache_seqlens[b], Nk = cached + p.seqlen_new;
   RowGroup rows;
-  rows.Q.resize(R * d);
+  rows.Q.resize(p.heads_kv * R * d);
   rows.diagonal.resize(R);
-  rows.slope.resize(R);
-  for (std::int64_t g = 0; g < G; ++g)
+  rows.slope.resize(p.heads_kv * R);
+  for (std::int64_t h = 0; h < p.heads_q; ++h)
     for (std::int64_t i = 0; i < Nq; ++i) {
-      const std::int64_t r = g * Nq + i, h = hk * G + g;
-      float* q = &rows.Q[r * d];
+      const std::int64_t r = (h % G) * Nq + i, row = (h / G) * R + r;
+      float* q = &rows.Q[row * d];
       const std::int64_t src = b * p.q_strides.batch + i * p.q_strides.seq + h * p.q_strides.head;
       for (std::int64_t e = 0; e < d; ++e) q[e] = LoadAsFloat(p.q, p.dtype, src + e);
       if (p.rotary_dim > 0) {  // rotated at position cache_seqlens[b] + i, rounded as if stored in dtype
@@ -88,7 +89,7 @@ RowGroup GatherRows(const DecodeParams& p, const decoding::ScoreMods& mods, std:
         for (std::int64_t e = 0; e < d; ++e) q[e] = RoundTo(p.dtype, q[e]);
       }
       rows.diagonal[r] = i + Nk - Nq;
-      rows.slope[r] = p.alibi_slopes == nullptr ? 0.0f : p.alibi_slopes[b * p.alibi_batch_stride + h];
+      rows.slope[row] = p.alibi_slopes == nullptr ? 0.0f : p.alibi_slopes[b * p.alibi_batch_stride + h];
     }
   mods.VisibleRange(Nk - Nq, Nk - 1, Nk, &rows.j_begin, &rows.j_end);
   return rows;
@@ -96,10 +97,9 @@ RowGroup GatherRows(const DecodeParams& p, const decoding::ScoreMods& mods, std:
 
 }  // namespace
 
-std::int64_t ChooseNumSplits(std::int64_t batch, std::int64_t heads_kv, std::int64_t max_seqlen_k,
-                             int num_threads) {
+std::int64_t ChooseNumSplits(std::int64_t batch, std::int64_t max_seqlen_k, int num_threads) {
   constexpr std::int64_t kMinChunk = 512;  // keys; below this the merge and the scheduling start to show
-  const std::int64_t items = std::max<std::int64_t>(1, batch * heads_kv);
+  const std::int64_t items = std::max<std::int64_t>(1, batch);
   const std::int64_t wanted = 2 * static_cast<std::int64_t>(Threads(num_threads));  // items to keep all busy
   if (items >= wanted) return 1;
   const std::int64_t splits = (wanted + items - 1) / items;
@@ -122,31 +122,33 @@ void decode(const DecodeParams& p) {
   const decoding::ScoreMods mods = decoding::ScoreMods::From(p);
 
   // Everything that can fail to allocate is obtained before the cache is touched.
-  std::vector<RowGroup> groups(static_cast<std::size_t>(p.batch * Hkv));
+  std::vector<RowGroup> groups(static_cast<std::size_t>(p.batch));
   std::int64_t max_keys = 0;
   for (std::int64_t b = 0; b < p.batch; ++b) {
     max_keys = std::max<std::int64_t>(max_keys, p.cache_seqlens[b] + p.seqlen_new);
   }
   const std::int64_t splits =
-      std::max<std::int64_t>(1, p.num_splits == 0 ? ChooseNumSplits(p.batch, Hkv, max_keys, threads) : p.num_splits);
-  const std::int64_t items = p.batch * Hkv * splits;
-  std::vector<float> O_partial(static_cast<std::size_t>(items * R * d));
-  std::vector<float> lse_partial(static_cast<std::size_t>(items * R));
-  std::vector<float> scratch(static_cast<std::size_t>(threads * decoding::AttendScratchFloats(R)));
+      std::max<std::int64_t>(1, p.num_splits == 0 ? ChooseNumSplits(p.batch, max_keys, threads) : p.num_splits);
+  const std::int64_t items = p.batch * splits, rows_per_item = Hkv * R;
+  std::vector<float> O_partial(static_cast<std::size_t>(items * rows_per_item * d));
+  std::vector<float> lse_partial(static_cast<std::size_t>(items * rows_per_item));
+  const std::int64_t scratch_floats = decoding::AttendScratchFloats(Hkv, R);
+  std::vector<float> scratch(static_cast<std::size_t>(threads * scratch_floats));
   std::vector<float> o_row(static_cast<std::size_t>(d));
 
   AppendNewKeys(p);
-  for (std::int64_t b = 0; b < p.batch; ++b)
-    for (std::int64_t hk = 0; hk < Hkv; ++hk) groups[b * Hkv + hk] = GatherRows(p, mods, b, hk);
+  for (std::int64_t b = 0; b < p.batch; ++b) groups[b] = GatherRows(p, mods, b);
 
   const std::int64_t elem = ElementBytes(p);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (std::int64_t item = 0; item < items; ++item) {
-    const std::int64_t s = item % splits, b = item / splits / Hkv, hk = item / splits % Hkv;
-    const RowGroup& rows = groups[b * Hkv + hk];
+    const std::int64_t b = item / splits, s = item % splits;
+    const RowGroup& rows = groups[b];
     const std::int64_t chunk = (rows.j_end - rows.j_begin + splits - 1) / splits;
     decoding::ChunkTask task;
     task.Q = rows.Q.data();
+    task.heads = Hkv;
+    task.head_stride = p.cache_strides.head;
     task.R = R;
     task.d = d;
     task.diagonal = rows.diagonal.data();
@@ -155,32 +157,30 @@ void decode(const DecodeParams& p) {
     task.dtype = p.dtype;
     task.j_begin = std::min(rows.j_end, rows.j_begin + s * chunk);
     task.j_end = std::min(rows.j_end, task.j_begin + chunk);
-    const std::int64_t head = hk * p.cache_strides.head * elem;
     if (p.Paged()) {
-      task.kv = {static_cast<const char*>(p.k_cache) + head, static_cast<const char*>(p.v_cache) + head,
-                 p.cache_strides.seq, p.cache_strides.batch, p.page_size, p.block_table + b * p.block_table_stride};
+      task.kv = {p.k_cache, p.v_cache, p.cache_strides.seq, p.cache_strides.batch, p.page_size,
+                 p.block_table + b * p.block_table_stride};
     } else {
-      const std::int64_t seq = b * p.cache_strides.batch * elem + head;
+      const std::int64_t seq = b * p.cache_strides.batch * elem;
       task.kv = {static_cast<const char*>(p.k_cache) + seq, static_cast<const char*>(p.v_cache) + seq,
                  p.cache_strides.seq, 0, 0, nullptr};
     }
-    task.O = &O_partial[item * R * d];
-    task.lse = &lse_partial[item * R];
-    decoding::AttendChunk(task, &scratch[omp_get_thread_num() * decoding::AttendScratchFloats(R)]);
+    task.O = &O_partial[item * rows_per_item * d];
+    task.lse = &lse_partial[item * rows_per_item];
+    decoding::AttendChunk(task, &scratch[omp_get_thread_num() * scratch_floats]);
   }
 
-  // Partials of row r of (b, hk) sit splits apart: O at ((b·Hkv + hk)·splits + s)·R + r rows of d.
+  // Partials of row (hk, r) of sequence b sit splits apart: O at (b·splits + s)·Hkv·R + hk·R + r rows of d.
   for (std::int64_t b = 0; b < p.batch; ++b)
-    for (std::int64_t hk = 0; hk < Hkv; ++hk)
-      for (std::int64_t r = 0; r < R; ++r) {
-        const std::int64_t first = (b * Hkv + hk) * splits * R + r;
-        const float lse = decoding::MergeRow(splits, &O_partial[first * d], R * d, &lse_partial[first], R, d,
-                                           o_row.data());
-        const std::int64_t g = r / Nq, i = r % Nq, h = hk * G + g;
-        const std::int64_t dst = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
-        for (std::int64_t e = 0; e < d; ++e) StoreFromFloat(p.o, p.dtype, dst + e, o_row[e]);
-        if (p.lse != nullptr) p.lse[(b * p.heads_q + h) * Nq + i] = lse;
-      }
+    for (std::int64_t row = 0; row < rows_per_item; ++row) {
+      const std::int64_t first = b * splits * rows_per_item + row;
+      const float lse = decoding::MergeRow(splits, &O_partial[first * d], rows_per_item * d, &lse_partial[first],
+                                           rows_per_item, d, o_row.data());
+      const std::int64_t hk = row / R, g = row % R / Nq, i = row % Nq, h = hk * G + g;
+      const std::int64_t dst = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
+      for (std::int64_t e = 0; e < d; ++e) StoreFromFloat(p.o, p.dtype, dst + e, o_row[e]);
+      if (p.lse != nullptr) p.lse[(b * p.heads_q + h) * Nq + i] = lse;
+    }
 }
 
 }  // namespace flashattn
