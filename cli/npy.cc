@@ -1,6 +1,9 @@
 // The .npy reader and writer: a strict parser for the header dict and exact checks of the file length.
 #include "npy.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -173,6 +176,64 @@ std::uint32_t LittleEndian(std::string_view bytes) {
   return value;
 }
 
+
+// Magic (6 bytes), version (2 bytes), header length (2 bytes in 1.0, 4 in 2.0 and 3.0).
+constexpr std::size_t kMaxPreamble = 12;
+
+// Checks the preamble in `start` (the first min(kMaxPreamble, file_size) bytes of a file of `file_size` bytes)
+// and returns where the data begins; *header_begin is where the header text begins.
+std::size_t DataOffset(std::string_view start, std::uint64_t file_size, std::string_view name,
+                       std::size_t* header_begin) {
+  const std::string_view magic = start.substr(0, kMagic.size());
+  if (magic != kMagic.substr(0, magic.size())) Fail(name, "bad magic: not a .npy file");
+  if (file_size < kMagic.size() + 2) {
+    Fail(name, "truncated: ", file_size, " bytes end before the magic and format version");
+  }
+  const int major = static_cast<unsigned char>(start[6]), minor = static_cast<unsigned char>(start[7]);
+  if (major < 1 || major > 3 || minor != 0) {
+    Fail(name, "unsupported format version ", major, ".", minor, " (expected 1.0, 2.0 or 3.0)");
+  }
+  const std::size_t length_bytes = major == 1 ? 2 : 4;
+  if (file_size < 8 + length_bytes) Fail(name, "truncated: the file ends inside the header length");
+  const std::uint32_t header_length = LittleEndian(start.substr(8, length_bytes));
+  *header_begin = 8 + length_bytes;
+  if (file_size < *header_begin + header_length) {
+    Fail(name, "truncated: the header is ", header_length, " bytes but the file ends after ",
+         file_size - *header_begin);
+  }
+  return *header_begin + header_length;
+}
+
+// What the header says about the data.
+struct Layout {
+  Dtype dtype;
+  std::string descr;
+  std::vector<std::int64_t> shape;
+  std::int64_t data_bytes;
+};
+
+Layout ParseLayout(std::string_view header, std::string_view name) {
+  Layout layout;
+  bool fortran_order = false;
+  HeaderParser(header, name).Parse(&layout.descr, &fortran_order, &layout.shape);
+  layout.dtype = ParseDescr(layout.descr, name);
+  if (fortran_order) Fail(name, "Fortran-order arrays are not supported (save a C-contiguous array)");
+  layout.data_bytes = ShapeBytes(layout.shape, static_cast<std::int64_t>(ItemSize(layout.dtype)));
+  if (layout.data_bytes < 0) {
+    Fail(name, "shape ", ShapeString(layout.shape), " is too large: its size overflows 64 bits");
+  }
+  return layout;
+}
+
+// The data must fill the rest of the file exactly.
+void CheckDataLength(const Layout& layout, std::uint64_t available, std::string_view name) {
+  const auto needed = static_cast<std::uint64_t>(layout.data_bytes);
+  if (available != needed) {
+    Fail(name, available < needed ? "truncated" : "trailing data", ": shape ", ShapeString(layout.shape), " of '",
+         layout.descr, "' needs ", needed, " data bytes but the file has ", available);
+  }
+}
+
 }  // namespace
 
 std::string_view Descr(Dtype dtype) {
@@ -235,41 +296,14 @@ template double* Array::Data<double>();
 template std::uint8_t* Array::Data<std::uint8_t>();
 
 Array Decode(std::string_view bytes, std::string_view name) {
-  // Magic (6 bytes), version (2 bytes), header length (2 bytes in 1.0, 4 in 2.0 and 3.0).
-  const std::string_view magic = bytes.substr(0, kMagic.size());
-  if (magic != kMagic.substr(0, magic.size())) Fail(name, "bad magic: not a .npy file");
-  if (bytes.size() < kMagic.size() + 2) {
-    Fail(name, "truncated: ", bytes.size(), " bytes end before the magic and format version");
+  std::size_t header_begin;
+  const std::size_t data_offset = DataOffset(bytes.substr(0, kMaxPreamble), bytes.size(), name, &header_begin);
+  const Layout layout = ParseLayout(bytes.substr(header_begin, data_offset - header_begin), name);
+  CheckDataLength(layout, bytes.size() - data_offset, name);
+  Array array(layout.dtype, layout.shape);
+  if (layout.data_bytes > 0) {
+    std::memcpy(array.data(), bytes.data() + data_offset, static_cast<std::size_t>(layout.data_bytes));
   }
-  const int major = static_cast<unsigned char>(bytes[6]), minor = static_cast<unsigned char>(bytes[7]);
-  if (major < 1 || major > 3 || minor != 0) {
-    Fail(name, "unsupported format version ", major, ".", minor, " (expected 1.0, 2.0 or 3.0)");
-  }
-  const std::size_t length_bytes = major == 1 ? 2 : 4;
-  if (bytes.size() < 8 + length_bytes) Fail(name, "truncated: the file ends inside the header length");
-  const std::uint32_t header_length = LittleEndian(bytes.substr(8, length_bytes));
-  const std::size_t data_offset = 8 + length_bytes + header_length;
-  if (bytes.size() < data_offset) {
-    Fail(name, "truncated: the header is ", header_length, " bytes but the file ends after ",
-         bytes.size() - 8 - length_bytes);
-  }
-
-  std::string descr;
-  bool fortran_order = false;
-  std::vector<std::int64_t> shape;
-  HeaderParser(bytes.substr(8 + length_bytes, header_length), name).Parse(&descr, &fortran_order, &shape);
-  const Dtype dtype = ParseDescr(descr, name);
-  if (fortran_order) Fail(name, "Fortran-order arrays are not supported (save a C-contiguous array)");
-  const std::int64_t needed = ShapeBytes(shape, static_cast<std::int64_t>(ItemSize(dtype)));
-  if (needed < 0) Fail(name, "shape ", ShapeString(shape), " is too large: its size overflows 64 bits");
-
-  const std::size_t available = bytes.size() - data_offset;
-  if (available != static_cast<std::uint64_t>(needed)) {
-    Fail(name, available < static_cast<std::uint64_t>(needed) ? "truncated" : "trailing data", ": shape ",
-         ShapeString(shape), " of '", descr, "' needs ", needed, " data bytes but the file has ", available);
-  }
-  Array array(dtype, std::move(shape));
-  if (needed > 0) std::memcpy(array.data(), bytes.data() + data_offset, static_cast<std::size_t>(needed));
   return array;
 }
 
@@ -291,15 +325,41 @@ std::string Encode(const Array& array) {
   return out;
 }
 
+// Reads a regular file in three steps (preamble, header, data straight into the array), so that a large
+// array is not held twice; other files (pipes) are read whole and decoded.
 Array Read(const std::string& path) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!file) Fail(path, "cannot open: ", std::strerror(errno));
-  std::string bytes;
-  char buffer[1 << 16];
-  std::size_t got;
-  while ((got = std::fread(buffer, 1, sizeof(buffer), file.get())) > 0) bytes.append(buffer, got);
-  if (std::ferror(file.get())) Fail(path, "cannot read: ", std::strerror(errno));
-  return Decode(bytes, path);
+  auto read_exactly = [&](void* dst, std::size_t n) {
+    if (std::fread(dst, 1, n, file.get()) != n) {
+      Fail(path, "cannot read: ", std::ferror(file.get()) ? std::strerror(errno) : "the file shrank while reading");
+    }
+  };
+  struct stat info;
+  if (fstat(fileno(file.get()), &info) != 0) Fail(path, "cannot read: ", std::strerror(errno));
+  if (!S_ISREG(info.st_mode)) {
+    std::string bytes;
+    char buffer[1 << 16];
+    std::size_t got;
+    while ((got = std::fread(buffer, 1, sizeof(buffer), file.get())) > 0) bytes.append(buffer, got);
+    if (std::ferror(file.get())) Fail(path, "cannot read: ", std::strerror(errno));
+    return Decode(bytes, path);
+  }
+  const auto file_size = static_cast<std::uint64_t>(info.st_size);
+  std::string start(std::min<std::uint64_t>(kMaxPreamble, file_size), '\0');
+  read_exactly(start.data(), start.size());
+  std::size_t header_begin;
+  const std::size_t data_offset = DataOffset(start, file_size, path, &header_begin);
+  std::string header(data_offset - header_begin, '\0');
+  if (std::fseek(file.get(), static_cast<long>(header_begin), SEEK_SET) != 0) {
+    Fail(path, "cannot read: ", std::strerror(errno));
+  }
+  read_exactly(header.data(), header.size());
+  const Layout layout = ParseLayout(header, path);
+  CheckDataLength(layout, file_size - data_offset, path);
+  Array array(layout.dtype, layout.shape);
+  read_exactly(array.data(), static_cast<std::size_t>(layout.data_bytes));
+  return array;
 }
 
 void Write(const std::string& path, const Array& array) {

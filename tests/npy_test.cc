@@ -2,6 +2,8 @@
 // single dimensions, files written the way NumPy writes them (format 1.0, 2.0, 3.0), and every kind of
 // malformed file rejected with a message that names the file and the problem.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "npy.h"
@@ -118,17 +121,28 @@ TEST(NpyRead, TypedAccessMustMatchTheDtype) {
   EXPECT_THROW(array.Data<float>(), NpyError);
 }
 
-// Decoding `bytes` must fail with a message that starts with the file's name and contains `expected`.
+// Decoding `bytes` in memory, and reading them from a file, must both fail with a message that starts with
+// the file's name and contains `expected`.
 void ExpectRejected(const std::string& bytes, const std::string& expected) {
-  try {
-    Decode(bytes, "bad.npy");
-    ADD_FAILURE() << "accepted a file that should fail with '" << expected << "'";
-  } catch (const NpyError& e) {
-    const std::string message = e.what();
-    EXPECT_EQ(message.rfind("bad.npy: ", 0), 0u) << message;
-    EXPECT_NE(message.find(expected), std::string::npos) << "message: " << message << "\nexpected: " << expected;
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  const std::string path = ::testing::TempDir() + "/bad.npy";
+  {
+    std::ofstream file(path, std::ios::binary | std::ios::trunc);
+    file << bytes;
   }
+  for (bool from_file : {false, true}) {
+    SCOPED_TRACE(from_file ? "Read" : "Decode");
+    try {
+      if (from_file) Read(path);
+      else Decode(bytes, path);
+      ADD_FAILURE() << "accepted a file that should fail with '" << expected << "'";
+    } catch (const NpyError& e) {
+      const std::string message = e.what();
+      EXPECT_EQ(message.rfind(path + ": ", 0), 0u) << message;
+      EXPECT_NE(message.find(expected), std::string::npos) << "message: " << message << "\nexpected: " << expected;
+      EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    }
+  }
+  std::filesystem::remove(path);
 }
 
 const std::string kGoodHeader = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n";
@@ -233,6 +247,18 @@ TEST(NpyMalformed, TooManyDimensions) {
   for (int i = 0; i < 65; ++i) shape += "1, ";
   ExpectRejected(MakeFile("{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + "), }\n", Floats({1})),
                  "more than 64 dimensions");
+}
+
+TEST(NpyReadFile, PipeIsReadWhole) {
+  const std::string path = ::testing::TempDir() + "/npy_pipe_" + std::to_string(getpid());
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  Array array(Dtype::kF32, {3, 2});
+  FillPattern(array);
+  std::thread writer([&] { std::ofstream(path, std::ios::binary) << Encode(array); });
+  const Array read = Read(path);
+  writer.join();
+  ExpectSameArray(read, array);
+  std::filesystem::remove(path);
 }
 
 TEST(NpyReadFile, MissingFileIsNamedInTheError) {
