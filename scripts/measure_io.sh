@@ -35,9 +35,12 @@ fused 2048 128"}
 
 command -v valgrind >/dev/null || { echo "measure_io.sh: valgrind is not installed" >&2; exit 1; }
 [[ -f $build/libflashattn.a ]] || { echo "measure_io.sh: no $build/libflashattn.a; build the library first" >&2; exit 1; }
+# Compile the probe against the sources the library was built from: headers of another checkout may lay
+# AttentionParams out differently.
+src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-g++ -std=c++20 -O2 -fopenmp -I "$root/include" -I "$root/src" "$root/scripts/io_probe.cc" "$build/libflashattn.a" \
+g++ -std=c++20 -O2 -fopenmp -I "$src/include" -I "$src/src" "$root/scripts/io_probe.cc" "$build/libflashattn.a" \
   -lhwy_contrib -lhwy -o "$work/io_probe"
 
 echo "# algorithm N d LL_bytes model_bytes counted_bytes measured_bytes Br Bc simd_target"

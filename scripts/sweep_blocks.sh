@@ -22,9 +22,12 @@ BLOCKS=${BLOCKS:-"16 256
 128 512
 256 256"}
 REPEATS=${REPEATS:-21}
+# Compile the probe against the sources the library was built from: headers of another checkout may lay
+# AttentionParams out differently.
+src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-g++ -std=c++20 -O2 -fopenmp -I "$root/include" -I "$root/src" "$root/scripts/io_probe.cc" "$build/libflashattn.a" \
+g++ -std=c++20 -O2 -fopenmp -I "$src/include" -I "$src/src" "$root/scripts/io_probe.cc" "$build/libflashattn.a" \
   -lhwy_contrib -lhwy -o "$work/io_probe"
 
 echo "# N d Br Bc median_ms min_ms GFLOP/s model_bytes${MEASURE:+ measured_bytes}"
