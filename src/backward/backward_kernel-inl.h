@@ -111,8 +111,14 @@ const T* Row(const void* base, const Strides& s, std::int64_t b, std::int64_t h,
 template <typename T>
 void LoadRows(const T* src, std::int64_t ld, std::int64_t rows, std::int64_t width, std::int64_t width_pad,
               float mul, float* dst) {
+  const DF df;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t e = 0; e < width; ++e) dst[r * width_pad + e] = mul * ToF32(src[r * ld + e]);
+    std::int64_t e = 0;
+    if constexpr (std::is_same_v<T, float>) {
+      for (; e + L <= width; e += L) hn::StoreU(hn::Mul(hn::Set(df, mul), hn::LoadU(df, src + r * ld + e)), df, dst + r * width_pad + e);
+    }
+    for (; e < width; ++e) dst[r * width_pad + e] = mul * ToF32(src[r * ld + e]);
     std::fill(dst + r * width_pad + width, dst + (r + 1) * width_pad, 0.0f);
   }
 }
@@ -278,10 +284,16 @@ void FusedBackwardT(const BackwardParams& bp) {
         for (std::int64_t n = 0; n < g.group * g.Nq; ++n) {
           RowDotDoO<T>(bp, g, b, hkv * g.group + n / g.Nq, n % g.Nq, D.get() + n);
         }
-        // The K/V blocks, round-robin: block jt always goes to thread jt mod threads.
+        // The K/V blocks in snake order over the team: item k goes to thread k mod T and is block
+        // r·T + (k mod T) in even rounds r = k div T, r·T + T − 1 − (k mod T) in odd ones, so that under a causal
+        // mask (work falling linearly with the block index) every thread gets the same share. The assignment
+        // depends only on the team size: the sums into each thread's dQ partial happen in a fixed order.
+        const std::int64_t team = omp_get_num_threads();
 #pragma omp for schedule(static, 1)
-        for (std::int64_t jt = 0; jt < g.Tc; ++jt) {
-          BackwardKvBlock<T>(bp, g, dropout, x, b, hkv, jt, D.get(), dQ_partials.get() + thread * partial);
+        for (std::int64_t k = 0; k < RoundUp(g.Tc, team); ++k) {
+          const std::int64_t round = k / team, pos = k % team;
+          const std::int64_t jt = round * team + (round % 2 == 0 ? pos : team - 1 - pos);
+          if (jt < g.Tc) BackwardKvBlock<T>(bp, g, dropout, x, b, hkv, jt, D.get(), dQ_partials.get() + thread * partial);
         }
         // dQ = s·Σ_t dQ^(t), in thread order.
 #pragma omp for schedule(static)
