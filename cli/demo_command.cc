@@ -167,19 +167,22 @@ void WarmUpThreads(int threads) {
 
 void PrintIntroduction(const DemoOptions& o, std::int64_t samples) {
   std::printf(
-      "flashattn demo: batch %lld, %lld heads, %lld tokens, head dim %lld, %s, float32, threads %d (0 = all)\n\n",
+      "flashattn demo: batch %lld, %lld heads, %lld tokens, head dim %lld, %s, float32, threads %d (0 = "
+      "all)\n\n",
       static_cast<long long>(o.batch), static_cast<long long>(o.heads), static_cast<long long>(o.seqlen),
       static_cast<long long>(o.headdim), o.causal ? "causal" : "not causal", o.threads);
   std::printf(
       "Each algorithm computes O = softmax(Q K^T / sqrt(d)) V for every head. 'standard' writes the whole\n"
       "N x N score matrix S and probability matrix P of a head to main memory; 'flash1' and 'flash2' stream\n"
       "K/V in tiles and carry each row's running max m and sum l (the online softmax), so they never hold\n"
-      "more than one tile of scores; 'fused' is the library's fast kernel, flash2's loop order with SIMD tiles\n"
+      "more than one tile of scores; 'fused' is the library's fast kernel, flash2's loop order with SIMD "
+      "tiles\n"
       "sized to the caches.\n"
       "  time         one call, wall clock\n"
       "  GFLOP/s      4*b*h*N*N*d%s / time\n"
       "  extra memory growth of the process's peak resident memory (VmHWM) during the call: the scratch the\n"
-      "               algorithm had in use at once (two N x N matrices per thread for standard, tiles otherwise)\n"
+      "               algorithm had in use at once (two N x N matrices per thread for standard, tiles "
+      "otherwise)\n"
       "  max error    max|O - O_oracle| / max|O_oracle|, over %lld rows recomputed in float64\n"
       "  LSE error    max|LSE - LSE_oracle| / max(1, |LSE_oracle|), same rows\n\n",
       o.causal ? " / 2 (causal)" : "", static_cast<long long>(samples));
@@ -189,19 +192,22 @@ void Demo(const DemoOptions& o) {
   const std::pair<const char*, std::int64_t> sizes[] = {
       {"--batch", o.batch}, {"--heads", o.heads}, {"--seqlen", o.seqlen}, {"--headdim", o.headdim}};
   for (auto [name, value] : sizes) {
-    if (value < 1) throw std::runtime_error(std::string(name) + ": must be >= 1, got " + std::to_string(value));
+    if (value < 1)
+      throw std::runtime_error(std::string(name) + ": must be >= 1, got " + std::to_string(value));
   }
   if (o.headdim > kMaxHeadDim) {
     throw std::runtime_error("--headdim: must be <= " + std::to_string(kMaxHeadDim) + ", got " +
                              std::to_string(o.headdim));
   }
-  if (o.threads < 0) throw std::runtime_error("--threads: must be >= 0 (0 = all cores), got " + std::to_string(o.threads));
+  if (o.threads < 0)
+    throw std::runtime_error("--threads: must be >= 0 (0 = all cores), got " + std::to_string(o.threads));
   if (o.rows_per_head < 1) {
     throw std::runtime_error("--rows: must be >= 1, got " + std::to_string(o.rows_per_head));
   }
   if (o.batch * o.seqlen * o.heads * o.headdim > (std::int64_t{1} << 30)) {
-    throw std::runtime_error("--batch, --seqlen, --heads, --headdim: the workload holds more than 2^30 elements "
-                             "per tensor");
+    throw std::runtime_error(
+        "--batch, --seqlen, --heads, --headdim: the workload holds more than 2^30 elements "
+        "per tensor");
   }
 
   std::unique_ptr<Workload> w = MakeWorkload(o);
@@ -223,16 +229,16 @@ void Demo(const DemoOptions& o) {
     std::fflush(stdout);
     if (!(m.errors.o_error <= o.tolerance && m.errors.lse_error <= o.tolerance)) {
       std::ostringstream failure;
-      failure << ToString(algorithm) << " (max error " << m.errors.o_error << ", LSE error " << m.errors.lse_error
-              << ")";
+      failure << ToString(algorithm) << " (max error " << m.errors.o_error << ", LSE error "
+              << m.errors.lse_error << ")";
       failures.push_back(failure.str());
     }
   }
   if (!failures.empty()) {
     std::string list;
     for (const std::string& f : failures) list += (list.empty() ? "" : ", ") + f;
-    throw std::runtime_error("demo: differs from the float64 oracle by more than " + std::to_string(o.tolerance) +
-                             ": " + list);
+    throw std::runtime_error("demo: differs from the float64 oracle by more than " +
+                             std::to_string(o.tolerance) + ": " + list);
   }
 }
 
@@ -240,8 +246,9 @@ void Demo(const DemoOptions& o) {
 
 void AddDemoCommand(CLI::App& app) {
   auto o = std::make_shared<DemoOptions>();
-  CLI::App* demo = app.add_subcommand("demo", "Run every algorithm on one workload, check each against the "
-                                              "float64 oracle, and print time, GFLOP/s, memory and error");
+  CLI::App* demo = app.add_subcommand("demo",
+                                      "Run every algorithm on one workload, check each against the "
+                                      "float64 oracle, and print time, GFLOP/s, memory and error");
   demo->add_option("--batch", o->batch, "Batch size")->capture_default_str();
   demo->add_option("--heads", o->heads, "Attention heads")->capture_default_str();
   demo->add_option("--seqlen", o->seqlen, "Tokens per sequence (Nq = Nk)")->capture_default_str();
@@ -251,7 +258,8 @@ void AddDemoCommand(CLI::App& app) {
   demo->add_option("--rows", o->rows_per_head, "Query rows per head checked against the oracle")
       ->capture_default_str();
   demo->add_option("--seed", o->seed, "Seed of the random Q, K, V")->capture_default_str();
-  demo->add_option("--tolerance", o->tolerance, "Largest accepted error against the oracle")->capture_default_str();
+  demo->add_option("--tolerance", o->tolerance, "Largest accepted error against the oracle")
+      ->capture_default_str();
   demo->callback([o] { Demo(*o); });
 }
 

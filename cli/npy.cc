@@ -35,7 +35,10 @@ std::int64_t ShapeBytes(const std::vector<std::int64_t>& shape, std::int64_t ite
   bool has_zero = false;
   for (std::int64_t dim : shape) {
     if (dim < 0) return -1;
-    if (dim == 0) { has_zero = true; continue; }
+    if (dim == 0) {
+      has_zero = true;
+      continue;
+    }
     if (__builtin_mul_overflow(nonzero_product, dim, &nonzero_product)) return -2;
   }
   return has_zero ? 0 : nonzero_product;
@@ -65,7 +68,8 @@ class HeaderParser {
       Expect(':');
       if (key == "descr") {
         Once(&seen_descr, key);
-        if (Peek() != '\'' && Peek() != '"') Bad("'descr' must be a string (structured dtypes are not supported)");
+        if (Peek() != '\'' && Peek() != '"')
+          Bad("'descr' must be a string (structured dtypes are not supported)");
         *descr = ParseString();
       } else if (key == "fortran_order") {
         Once(&seen_fortran, key);
@@ -89,12 +93,13 @@ class HeaderParser {
   }
 
  private:
-  template <typename... Parts> [[noreturn]] void Bad(const Parts&... parts) {
+  template <typename... Parts>
+  [[noreturn]] void Bad(const Parts&... parts) {
     Fail(name_, "bad header: ", parts...);
   }
   void SkipSpace() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
-                                   text_[pos_] == '\r'))
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r'))
       ++pos_;
   }
   char Peek() {
@@ -143,7 +148,8 @@ class HeaderParser {
     }
     std::int64_t value = 0;
     while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-      if (__builtin_mul_overflow(value, 10, &value) || __builtin_add_overflow(value, text_[pos_] - '0', &value)) {
+      if (__builtin_mul_overflow(value, 10, &value) ||
+          __builtin_add_overflow(value, text_[pos_] - '0', &value)) {
         Bad("a dimension of 'shape' does not fit in 64 bits");
       }
       ++pos_;
@@ -157,7 +163,8 @@ class HeaderParser {
     if (Consume(')')) return shape;
     while (true) {
       shape.push_back(ParseDim());
-      if (static_cast<std::int64_t>(shape.size()) > kMaxRank) Bad("'shape' has more than ", kMaxRank, " dimensions");
+      if (static_cast<std::int64_t>(shape.size()) > kMaxRank)
+        Bad("'shape' has more than ", kMaxRank, " dimensions");
       if (Consume(')')) break;
       Expect(',');
       if (Consume(')')) break;
@@ -176,12 +183,11 @@ std::uint32_t LittleEndian(std::string_view bytes) {
   return value;
 }
 
-
 // Magic (6 bytes), version (2 bytes), header length (2 bytes in 1.0, 4 in 2.0 and 3.0).
 constexpr std::size_t kMaxPreamble = 12;
 
-// Checks the preamble in `start` (the first min(kMaxPreamble, file_size) bytes of a file of `file_size` bytes)
-// and returns where the data begins; *header_begin is where the header text begins.
+// Checks the preamble in `start` (the first min(kMaxPreamble, file_size) bytes of a file of `file_size`
+// bytes) and returns where the data begins; *header_begin is where the header text begins.
 std::size_t DataOffset(std::string_view start, std::uint64_t file_size, std::string_view name,
                        std::size_t* header_begin) {
   const std::string_view magic = start.substr(0, kMagic.size());
@@ -229,8 +235,8 @@ Layout ParseLayout(std::string_view header, std::string_view name) {
 void CheckDataLength(const Layout& layout, std::uint64_t available, std::string_view name) {
   const auto needed = static_cast<std::uint64_t>(layout.data_bytes);
   if (available != needed) {
-    Fail(name, available < needed ? "truncated" : "trailing data", ": shape ", ShapeString(layout.shape), " of '",
-         layout.descr, "' needs ", needed, " data bytes but the file has ", available);
+    Fail(name, available < needed ? "truncated" : "trailing data", ": shape ", ShapeString(layout.shape),
+         " of '", layout.descr, "' needs ", needed, " data bytes but the file has ", available);
   }
 }
 
@@ -238,21 +244,31 @@ void CheckDataLength(const Layout& layout, std::uint64_t available, std::string_
 
 std::string_view Descr(Dtype dtype) {
   switch (dtype) {
-    case Dtype::kF32: return "<f4";
-    case Dtype::kF16: return "<f2";
-    case Dtype::kF64: return "<f8";
-    case Dtype::kU8: return "|u1";
-    case Dtype::kBool: return "|b1";
+    case Dtype::kF32:
+      return "<f4";
+    case Dtype::kF16:
+      return "<f2";
+    case Dtype::kF64:
+      return "<f8";
+    case Dtype::kU8:
+      return "|u1";
+    case Dtype::kBool:
+      return "|b1";
   }
   return "?";
 }
 
 std::size_t ItemSize(Dtype dtype) {
   switch (dtype) {
-    case Dtype::kF32: return 4;
-    case Dtype::kF16: return 2;
-    case Dtype::kF64: return 8;
-    case Dtype::kU8: case Dtype::kBool: return 1;
+    case Dtype::kF32:
+      return 4;
+    case Dtype::kF16:
+      return 2;
+    case Dtype::kF64:
+      return 8;
+    case Dtype::kU8:
+    case Dtype::kBool:
+      return 1;
   }
   return 0;
 }
@@ -272,10 +288,19 @@ Array::Array(Dtype dtype, std::vector<std::int64_t> shape) : dtype_(dtype), shap
   num_elements_ = bytes / static_cast<std::int64_t>(ItemSize(dtype_));
   const auto n = static_cast<std::size_t>(num_elements_);
   switch (dtype_) {
-    case Dtype::kF32: storage_ = std::vector<float>(n); break;
-    case Dtype::kF16: storage_ = std::vector<std::uint16_t>(n); break;
-    case Dtype::kF64: storage_ = std::vector<double>(n); break;
-    case Dtype::kU8: case Dtype::kBool: storage_ = std::vector<std::uint8_t>(n); break;
+    case Dtype::kF32:
+      storage_ = std::vector<float>(n);
+      break;
+    case Dtype::kF16:
+      storage_ = std::vector<std::uint16_t>(n);
+      break;
+    case Dtype::kF64:
+      storage_ = std::vector<double>(n);
+      break;
+    case Dtype::kU8:
+    case Dtype::kBool:
+      storage_ = std::vector<std::uint8_t>(n);
+      break;
   }
 }
 
@@ -285,7 +310,8 @@ void* Array::data() {
 
 const void* Array::data() const { return const_cast<Array*>(this)->data(); }
 
-template <typename T> T* Array::Data() {
+template <typename T>
+T* Array::Data() {
   auto* elements = std::get_if<std::vector<T>>(&storage_);
   if (elements == nullptr) Fail("array", "typed access does not match its dtype '", Descr(dtype_), "'");
   return elements->data();
@@ -297,7 +323,8 @@ template std::uint8_t* Array::Data<std::uint8_t>();
 
 Array Decode(std::string_view bytes, std::string_view name) {
   std::size_t header_begin;
-  const std::size_t data_offset = DataOffset(bytes.substr(0, kMaxPreamble), bytes.size(), name, &header_begin);
+  const std::size_t data_offset =
+      DataOffset(bytes.substr(0, kMaxPreamble), bytes.size(), name, &header_begin);
   const Layout layout = ParseLayout(bytes.substr(header_begin, data_offset - header_begin), name);
   CheckDataLength(layout, bytes.size() - data_offset, name);
   Array array(layout.dtype, layout.shape);
@@ -332,7 +359,8 @@ Array Read(const std::string& path) {
   if (!file) Fail(path, "cannot open: ", std::strerror(errno));
   auto read_exactly = [&](void* dst, std::size_t n) {
     if (std::fread(dst, 1, n, file.get()) != n) {
-      Fail(path, "cannot read: ", std::ferror(file.get()) ? std::strerror(errno) : "the file shrank while reading");
+      Fail(path,
+           "cannot read: ", std::ferror(file.get()) ? std::strerror(errno) : "the file shrank while reading");
     }
   };
   struct stat info;

@@ -51,15 +51,19 @@ class Array {
 
   // Typed access; throws NpyError if T does not match the dtype (uint16_t for float16, uint8_t for
   // uint8 and bool).
-  template <typename T> T* Data();
-  template <typename T> const T* Data() const { return const_cast<Array*>(this)->Data<T>(); }
+  template <typename T>
+  T* Data();
+  template <typename T>
+  const T* Data() const {
+    return const_cast<Array*>(this)->Data<T>();
+  }
 
  private:
   Dtype dtype_;
   std::vector<std::int64_t> shape_;
   std::int64_t num_elements_ = 0;
-  std::variant<std::vector<float>, std::vector<std::uint16_t>, std::vector<double>,
-               std::vector<std::uint8_t>> storage_;
+  std::variant<std::vector<float>, std::vector<std::uint16_t>, std::vector<double>, std::vector<std::uint8_t>>
+      storage_;
 };
 
 // "(2, 3, 4)" — the shape as NumPy prints it, for messages.

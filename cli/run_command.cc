@@ -58,8 +58,8 @@ struct Tensor4 {
 Tensor4 CheckInput(const std::string& option, const std::string& path, const npy::Array& array) {
   const auto& shape = array.shape();
   if (shape.size() != 4) {
-    Fail(option, ": ", path, " has shape ", npy::ShapeString(shape), "; expected 4 dimensions (batch, seqlen, ",
-         "heads, dim)");
+    Fail(option, ": ", path, " has shape ", npy::ShapeString(shape),
+         "; expected 4 dimensions (batch, seqlen, heads, dim)");
   }
   if (array.dtype() != npy::Dtype::kF32 && array.dtype() != npy::Dtype::kF16) {
     Fail(option, ": ", path, " has dtype '", npy::Descr(array.dtype()), "'; expected '<f4' or '<f2'");
@@ -127,10 +127,11 @@ void Run(const RunOptions& o) {
   if (!o.lse.empty() && SameFile(o.out, o.lse)) Fail("--lse: names the same file as --out (", o.lse, ")");
 
   const npy::Array q = ReadArgument("--q", o.q), k = ReadArgument("--k", o.k), v = ReadArgument("--v", o.v);
-  const Tensor4 tq = CheckInput("--q", o.q, q), tk = CheckInput("--k", o.k, k), tv = CheckInput("--v", o.v, v);
+  const Tensor4 tq = CheckInput("--q", o.q, q), tk = CheckInput("--k", o.k, k),
+                tv = CheckInput("--v", o.v, v);
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) {
-    Fail("--q, --k, --v: dtypes must agree, got '", npy::Descr(q.dtype()), "', '", npy::Descr(k.dtype()), "', '",
-         npy::Descr(v.dtype()), "'");
+    Fail("--q, --k, --v: dtypes must agree, got '", npy::Descr(q.dtype()), "', '", npy::Descr(k.dtype()),
+         "', '", npy::Descr(v.dtype()), "'");
   }
   const std::string shapes = " (q " + npy::ShapeString(q.shape()) + ", k " + npy::ShapeString(k.shape()) +
                              ", v " + npy::ShapeString(v.shape()) + ")";
@@ -192,7 +193,8 @@ void Run(const RunOptions& o) {
 
 std::string AlgorithmNames() {
   std::string names;
-  for (Algorithm algorithm : kAllAlgorithms) names += (names.empty() ? "" : ", ") + std::string(ToString(algorithm));
+  for (Algorithm algorithm : kAllAlgorithms)
+    names += (names.empty() ? "" : ", ") + std::string(ToString(algorithm));
   return names;
 }
 
@@ -200,14 +202,16 @@ std::string AlgorithmNames() {
 
 void AddRunCommand(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
-  CLI::App* run = app.add_subcommand("run", "Compute attention over .npy files in (batch, seqlen, heads, dim) "
-                                            "layout, float32 '<f4' or float16 '<f2'");
+  CLI::App* run = app.add_subcommand("run",
+                                     "Compute attention over .npy files in (batch, seqlen, heads, dim) "
+                                     "layout, float32 '<f4' or float16 '<f2'");
   run->add_option("--q", o->q, "Queries Q (batch, Nq, Hq, d)")->required();
   run->add_option("--k", o->k, "Keys K (batch, Nk, Hkv, d); Hq must be a multiple of Hkv")->required();
   run->add_option("--v", o->v, "Values V (batch, Nk, Hkv, dv)")->required();
   run->add_option("--out", o->out, "Output O (batch, Nq, Hq, dv), same dtype as Q")->required();
   run->add_option("--lse", o->lse, "Also write the log-sum-exp of each row, float32 (batch, Hq, Nq)");
-  run->add_flag("--causal", o->causal, "Causal mask aligned bottom-right: row i sees key j iff j <= i + Nk - Nq");
+  run->add_flag("--causal", o->causal,
+                "Causal mask aligned bottom-right: row i sees key j iff j <= i + Nk - Nq");
   run->add_option("--window", o->window, "Sliding window LEFT RIGHT around the diagonal (-1 = unbounded)")
       ->expected(2)
       ->allow_extra_args(false);

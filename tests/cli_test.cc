@@ -79,8 +79,10 @@ npy::Array RandomTensor(npy::Dtype dtype, std::vector<std::int64_t> shape, std::
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal;
   for (std::int64_t i = 0; i < array.NumElements(); ++i) {
-    if (dtype == npy::Dtype::kF32) array.Data<float>()[i] = normal(rng);
-    else array.Data<std::uint16_t>()[i] = F16FromF32(normal(rng));
+    if (dtype == npy::Dtype::kF32)
+      array.Data<float>()[i] = normal(rng);
+    else
+      array.Data<std::uint16_t>()[i] = F16FromF32(normal(rng));
   }
   return array;
 }
@@ -157,9 +159,9 @@ TEST_F(CliTest, RunMatchesTheOracleForEveryAlgorithmWithGqaAndDifferentDv) {
   const auto [o_ref, lse_ref] = Oracle(q, k, v, {});
   for (Algorithm algorithm : kAllAlgorithms) {
     SCOPED_TRACE(std::string(ToString(algorithm)));
-    const Outcome outcome = Run({"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"), "--out",
-                                 Path("o.npy"), "--lse", Path("lse.npy"), "--algorithm",
-                                 std::string(ToString(algorithm))});
+    const Outcome outcome =
+        Run({"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"), "--out", Path("o.npy"),
+             "--lse", Path("lse.npy"), "--algorithm", std::string(ToString(algorithm))});
     ASSERT_EQ(outcome.status, 0) << outcome.err;
     EXPECT_EQ(outcome.err, "");
     EXPECT_LE(RelativeError(npy::Read(Path("o.npy")), o_ref), 1e-5);
@@ -174,15 +176,36 @@ TEST_F(CliTest, RunAppliesEveryMaskAndModifier) {
   const npy::Array v = RandomTensor(npy::Dtype::kF32, {2, 41, 1, 32}, 6);
   npy::Array slopes(npy::Dtype::kF32, {2, 4});
   for (std::int64_t i = 0; i < 8; ++i) slopes.Data<float>()[i] = 0.05f * static_cast<float>(i + 1);
-  for (const auto& [name, array] : {std::pair{"q.npy", &q}, {"k.npy", &k}, {"v.npy", &v}, {"slopes.npy", &slopes}})
+  for (const auto& [name, array] :
+       {std::pair{"q.npy", &q}, {"k.npy", &k}, {"v.npy", &v}, {"slopes.npy", &slopes}})
     npy::Write(Path(name), *array);
   // The window starts rows 0..3 with no visible key (zeros, LSE = −inf) under the bottom-right alignment.
-  const RunSpec spec{.causal = true, .window_left = 5, .window_right = 3, .softcap = 2.5f, .scale = 0.4f,
-                     .alibi = &slopes};
+  const RunSpec spec{
+      .causal = true, .window_left = 5, .window_right = 3, .softcap = 2.5f, .scale = 0.4f, .alibi = &slopes};
   const auto [o_ref, lse_ref] = Oracle(q, k, v, spec);
-  const Outcome outcome = Run({"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"), "--out",
-                               Path("o.npy"), "--lse", Path("lse.npy"), "--causal", "--window", "5", "3",
-                               "--softcap", "2.5", "--scale", "0.4", "--alibi", Path("slopes.npy"), "--threads", "1"});
+  const Outcome outcome = Run({"run",
+                               "--q",
+                               Path("q.npy"),
+                               "--k",
+                               Path("k.npy"),
+                               "--v",
+                               Path("v.npy"),
+                               "--out",
+                               Path("o.npy"),
+                               "--lse",
+                               Path("lse.npy"),
+                               "--causal",
+                               "--window",
+                               "5",
+                               "3",
+                               "--softcap",
+                               "2.5",
+                               "--scale",
+                               "0.4",
+                               "--alibi",
+                               Path("slopes.npy"),
+                               "--threads",
+                               "1"});
   ASSERT_EQ(outcome.status, 0) << outcome.err;
   EXPECT_LE(RelativeError(npy::Read(Path("o.npy")), o_ref), 1e-5);
   EXPECT_LE(RelativeError(npy::Read(Path("lse.npy")), lse_ref), 1e-5);
@@ -197,9 +220,10 @@ TEST_F(CliTest, RunWithoutModifiersDiffersFromTheModifiedResult) {
   npy::Write(Path("k.npy"), k);
   npy::Write(Path("v.npy"), v);
   const auto [o_causal, lse_causal] = Oracle(q, k, v, {.causal = true});
-  ASSERT_EQ(Run({"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"), "--out", Path("o.npy")})
-                .status,
-            0);
+  ASSERT_EQ(
+      Run({"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"), "--out", Path("o.npy")})
+          .status,
+      0);
   EXPECT_GT(RelativeError(npy::Read(Path("o.npy")), o_causal), 1e-2);
 }
 
@@ -211,12 +235,13 @@ TEST_F(CliTest, RunComputesFloat16InputsToFloat16Output) {
   npy::Write(Path("k.npy"), k);
   npy::Write(Path("v.npy"), v);
   const auto [o_ref, lse_ref] = Oracle(q, k, v, {.causal = true});
-  const Outcome outcome = Run({"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"), "--out",
-                               Path("o.npy"), "--lse", Path("lse.npy"), "--causal"});
+  const Outcome outcome = Run({"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"),
+                               "--out", Path("o.npy"), "--lse", Path("lse.npy"), "--causal"});
   ASSERT_EQ(outcome.status, 0) << outcome.err;
   const npy::Array o = npy::Read(Path("o.npy"));
   EXPECT_EQ(o.dtype(), npy::Dtype::kF16);
-  // float16 keeps 11 significant bits: the output may differ from the rounded oracle by an ulp (2^-10 relative).
+  // float16 keeps 11 significant bits: the output may differ from the rounded oracle by an ulp (2^-10
+  // relative).
   EXPECT_LE(RelativeError(o, o_ref), 2e-3);
   EXPECT_LE(RelativeError(npy::Read(Path("lse.npy")), lse_ref), 1e-5);
 }
@@ -225,8 +250,8 @@ TEST_F(CliTest, RunWithEmptySequencesWritesEmptyOutputs) {
   npy::Write(Path("q.npy"), npy::Array(npy::Dtype::kF32, {2, 0, 3, 8}));
   npy::Write(Path("k.npy"), npy::Array(npy::Dtype::kF32, {2, 5, 3, 8}));
   npy::Write(Path("v.npy"), npy::Array(npy::Dtype::kF32, {2, 5, 3, 4}));
-  const Outcome outcome = Run({"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"), "--out",
-                               Path("o.npy"), "--lse", Path("lse.npy")});
+  const Outcome outcome = Run({"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"),
+                               "--out", Path("o.npy"), "--lse", Path("lse.npy")});
   ASSERT_EQ(outcome.status, 0) << outcome.err;
   EXPECT_EQ(npy::Read(Path("o.npy")).shape(), (std::vector<std::int64_t>{2, 0, 3, 4}));
   EXPECT_EQ(npy::Read(Path("lse.npy")).shape(), (std::vector<std::int64_t>{2, 3, 0}));
@@ -237,9 +262,10 @@ TEST_F(CliTest, RunReplacesAnExistingOutputOnSuccess) {
   npy::Write(Path("k.npy"), RandomTensor(npy::Dtype::kF32, {1, 3, 1, 4}, 14));
   npy::Write(Path("v.npy"), RandomTensor(npy::Dtype::kF32, {1, 3, 1, 4}, 15));
   std::ofstream(Path("o.npy")) << "old contents";
-  ASSERT_EQ(Run({"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"), "--out", Path("o.npy")})
-                .status,
-            0);
+  ASSERT_EQ(
+      Run({"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"), "--out", Path("o.npy")})
+          .status,
+      0);
   EXPECT_EQ(npy::Read(Path("o.npy")).shape(), (std::vector<std::int64_t>{1, 3, 1, 4}));
   EXPECT_EQ(WorkFiles(), (std::set<std::string>{"q.npy", "k.npy", "v.npy", "o.npy"}));
 }
@@ -274,15 +300,16 @@ TEST_F(CliTest, RunRejectsBadInputWithOneLineAndNoOutputFile) {
     std::ofstream(Path("q_text.npy")) << "not an array\n";
   }
   auto with = [&](std::string q, std::string k, std::string v, std::vector<std::string> extra) {
-    std::vector<std::string> args = {"run", "--q", Path(q), "--k", Path(k), "--v", Path(v), "--out", Path("o.npy"),
-                                     "--lse", Path("lse.npy")};
+    std::vector<std::string> args = {"run",   "--q",   Path(q),       "--k",   Path(k),        "--v",
+                                     Path(v), "--out", Path("o.npy"), "--lse", Path("lse.npy")};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   };
   const std::vector<Rejected> cases = {
       {with("q_rank3.npy", "k.npy", "v.npy", {}), "--q: "},
       {with("q.npy", "k_batch3.npy", "v.npy", {}), "batch sizes differ"},
-      {with("q.npy", "k_heads3.npy", "v_heads3.npy", {}), "query heads 4 must be a multiple of key/value heads 3"},
+      {with("q.npy", "k_heads3.npy", "v_heads3.npy", {}),
+       "query heads 4 must be a multiple of key/value heads 3"},
       {with("q.npy", "k_dim16.npy", "v.npy", {}), "--q, --k: head dims differ"},
       {with("q.npy", "k.npy", "v_len8.npy", {}), "--k, --v: sequence lengths differ"},
       {with("q.npy", "k.npy", "v_heads3.npy", {}), "--k, --v: head counts differ"},
@@ -310,11 +337,11 @@ TEST_F(CliTest, RunRejectsBadInputWithOneLineAndNoOutputFile) {
       {with("q.npy", "k.npy", "v.npy", {"--alibi", Path("missing.npy")}), "--alibi"},
       {with("q.npy", "k.npy", "v.npy", {"--frobnicate"}), "--frobnicate"},
       {{"run", "--k", Path("k.npy"), "--v", Path("v.npy"), "--out", Path("o.npy")}, "--q"},
-      {{"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"), "--out", Path("o.npy"), "--lse",
-        Path("o.npy")},
+      {{"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"), "--out", Path("o.npy"),
+        "--lse", Path("o.npy")},
        "--lse"},
-      {{"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"), "--out", Path("o.npy"), "--lse",
-        Path("no_such_dir/lse.npy")},
+      {{"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"), "--out", Path("o.npy"),
+        "--lse", Path("no_such_dir/lse.npy")},
        "--lse: "},
   };
   const std::set<std::string> inputs = WorkFiles();
@@ -352,14 +379,15 @@ TEST_F(CliTest, NoSubcommandIsAOneLineError) {
 
 TEST_F(CliTest, DemoPrintsARowPerAlgorithmAndPassesTheOracleCheck) {
   for (const std::string causal : {"--causal", "--no-causal"}) {
-    const Outcome outcome = Run({"demo", "--batch", "2", "--heads", "2", "--seqlen", "67", "--headdim", "24",
-                                 causal, "--rows", "5"});
+    const Outcome outcome = Run(
+        {"demo", "--batch", "2", "--heads", "2", "--seqlen", "67", "--headdim", "24", causal, "--rows", "5"});
     ASSERT_EQ(outcome.status, 0) << outcome.err;
     EXPECT_EQ(outcome.err, "");
     EXPECT_NE(outcome.out.find("GFLOP/s"), std::string::npos) << outcome.out;
     EXPECT_NE(outcome.out.find("over 20 rows recomputed in float64"), std::string::npos) << outcome.out;
     for (Algorithm algorithm : kAllAlgorithms) {
-      const bool listed = outcome.out.find("\n" + std::string(ToString(algorithm)) + " ") != std::string::npos;
+      const bool listed =
+          outcome.out.find("\n" + std::string(ToString(algorithm)) + " ") != std::string::npos;
       EXPECT_EQ(listed, algorithm != Algorithm::kOracle) << ToString(algorithm) << "\n" << outcome.out;
     }
   }
@@ -367,15 +395,20 @@ TEST_F(CliTest, DemoPrintsARowPerAlgorithmAndPassesTheOracleCheck) {
 
 TEST_F(CliTest, DemoFailsWhenAnAlgorithmMissesTheTolerance) {
   // No float32 algorithm matches float64 to 1e-30 on random data: the check must be able to fail.
-  const Outcome outcome = Run({"demo", "--heads", "1", "--seqlen", "33", "--headdim", "8", "--tolerance", "1e-30"});
+  const Outcome outcome =
+      Run({"demo", "--heads", "1", "--seqlen", "33", "--headdim", "8", "--tolerance", "1e-30"});
   EXPECT_NE(outcome.status, 0);
-  EXPECT_EQ(outcome.err.rfind("flashattn: error: demo: differs from the float64 oracle", 0), 0u) << outcome.err;
+  EXPECT_EQ(outcome.err.rfind("flashattn: error: demo: differs from the float64 oracle", 0), 0u)
+      << outcome.err;
   EXPECT_EQ(std::count(outcome.err.begin(), outcome.err.end(), '\n'), 1) << outcome.err;
 }
 
 TEST_F(CliTest, DemoRejectsBadWorkloads) {
-  for (const auto& [option, value] : std::vector<std::pair<std::string, std::string>>{
-           {"--seqlen", "0"}, {"--heads", "-1"}, {"--headdim", "100000"}, {"--batch", "0"}, {"--threads", "-2"}}) {
+  for (const auto& [option, value] : std::vector<std::pair<std::string, std::string>>{{"--seqlen", "0"},
+                                                                                      {"--heads", "-1"},
+                                                                                      {"--headdim", "100000"},
+                                                                                      {"--batch", "0"},
+                                                                                      {"--threads", "-2"}}) {
     SCOPED_TRACE(option + " " + value);
     const Outcome outcome = Run({"demo", option, value});
     EXPECT_NE(outcome.status, 0);

@@ -26,7 +26,8 @@ std::string MakeFile(const std::string& header, const std::string& data, int maj
   out.push_back(static_cast<char>(major));
   out.push_back(static_cast<char>(minor));
   const std::size_t length_bytes = major == 1 ? 2 : 4;
-  for (std::size_t i = 0; i < length_bytes; ++i) out.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
+  for (std::size_t i = 0; i < length_bytes; ++i)
+    out.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
   return out + header + data;
 }
 
@@ -69,7 +70,8 @@ TEST(NpyRoundTrip, WrittenFileIsFormat10WithDataAlignedTo64Bytes) {
   FillPattern(array);
   const std::string bytes = Encode(array);
   EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
-  const std::size_t header_length = static_cast<unsigned char>(bytes[8]) | static_cast<unsigned char>(bytes[9]) << 8;
+  const std::size_t header_length =
+      static_cast<unsigned char>(bytes[8]) | static_cast<unsigned char>(bytes[9]) << 8;
   EXPECT_EQ((10 + header_length) % 64, 0u);
   EXPECT_EQ(bytes[10 + header_length - 1], '\n');
   EXPECT_EQ(bytes.size(), 10 + header_length + 24);
@@ -132,13 +134,16 @@ void ExpectRejected(const std::string& bytes, const std::string& expected) {
   for (bool from_file : {false, true}) {
     SCOPED_TRACE(from_file ? "Read" : "Decode");
     try {
-      if (from_file) Read(path);
-      else Decode(bytes, path);
+      if (from_file)
+        Read(path);
+      else
+        Decode(bytes, path);
       ADD_FAILURE() << "accepted a file that should fail with '" << expected << "'";
     } catch (const NpyError& e) {
       const std::string message = e.what();
       EXPECT_EQ(message.rfind(path + ": ", 0), 0u) << message;
-      EXPECT_NE(message.find(expected), std::string::npos) << "message: " << message << "\nexpected: " << expected;
+      EXPECT_NE(message.find(expected), std::string::npos)
+          << "message: " << message << "\nexpected: " << expected;
       EXPECT_EQ(message.find('\n'), std::string::npos) << message;
     }
   }
@@ -159,12 +164,15 @@ TEST(NpyMalformed, TruncatedFiles) {
   ExpectRejected(good.substr(0, 7), "truncated");
   ExpectRejected(good.substr(0, 9), "truncated: the file ends inside the header length");
   ExpectRejected(good.substr(0, 30), "truncated: the header is");
-  ExpectRejected(good.substr(0, good.size() - 1), "truncated: shape (2, 3) of '<f4' needs 24 data bytes but the file has 23");
-  ExpectRejected(MakeFile(kGoodHeader, ""), "truncated: shape (2, 3) of '<f4' needs 24 data bytes but the file has 0");
+  ExpectRejected(good.substr(0, good.size() - 1),
+                 "truncated: shape (2, 3) of '<f4' needs 24 data bytes but the file has 23");
+  ExpectRejected(MakeFile(kGoodHeader, ""),
+                 "truncated: shape (2, 3) of '<f4' needs 24 data bytes but the file has 0");
 }
 
 TEST(NpyMalformed, TrailingData) {
-  ExpectRejected(MakeFile(kGoodHeader, kSixFloats + "x"), "trailing data: shape (2, 3) of '<f4' needs 24 data bytes but the file has 25");
+  ExpectRejected(MakeFile(kGoodHeader, kSixFloats + "x"),
+                 "trailing data: shape (2, 3) of '<f4' needs 24 data bytes but the file has 25");
 }
 
 TEST(NpyMalformed, BadMagic) {
@@ -187,17 +195,21 @@ TEST(NpyMalformed, BadHeaders) {
       {"{'descr': '<f4', 'shape': (2, 3)}", "missing key 'fortran_order'"},
       {"{'fortran_order': False, 'shape': (2, 3)}", "missing key 'descr'"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'extra': 1}", "unexpected key 'extra'"},
-      {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}", "key 'descr' appears twice"},
+      {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}",
+       "key 'descr' appears twice"},
       {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2, 3)}", "'descr' must be a string"},
       {"{'descr': '<f4', 'fortran_order': 0, 'shape': (2, 3)}", "'fortran_order' must be True or False"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3)}", "'shape' must be a tuple of non-negative integers"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3)}",
+       "'shape' must be a tuple of non-negative integers"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': [2, 3]}", "expected '('"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (2 3)}", "expected ','"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)", "expected '}' but the header ends"},
       {"{'descr': '<f4, 'fortran_order': False, 'shape': (2, 3)}", "expected '}' at offset"},
       {"{'descr' '<f4', 'fortran_order': False, 'shape': (2, 3)}", "expected ':'"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)} junk", "unexpected text after the closing '}'"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", "a dimension of 'shape' does not fit in 64 bits"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)} junk",
+       "unexpected text after the closing '}'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}",
+       "a dimension of 'shape' does not fit in 64 bits"},
       {"{'descr': '\\x3cf4', 'fortran_order': False, 'shape': (2, 3)}", "escape sequences"},
       {"{'descr", "unterminated string"},
   };
@@ -210,8 +222,9 @@ TEST(NpyMalformed, BadHeaders) {
 TEST(NpyMalformed, UnsupportedDtypes) {
   for (const std::string descr : {"<i4", "<f16", "<V2", "|O", "<c8", "f4"}) {
     SCOPED_TRACE(descr);
-    ExpectRejected(MakeFile("{'descr': '" + descr + "', 'fortran_order': False, 'shape': (2, 3), }\n", kSixFloats),
-                   "unsupported dtype '" + descr + "'");
+    ExpectRejected(
+        MakeFile("{'descr': '" + descr + "', 'fortran_order': False, 'shape': (2, 3), }\n", kSixFloats),
+        "unsupported dtype '" + descr + "'");
   }
   ExpectRejected(MakeFile("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }\n", kSixFloats),
                  "big-endian dtype '>f4' is not supported");
@@ -233,20 +246,24 @@ TEST(NpyMalformed, ShapeDoesNotMatchTheData) {
 
 TEST(NpyMalformed, ShapeWhoseSizeOverflows) {
   // 2^62 · 4 elements, and 2^61 float32 elements (2^63 bytes): neither fits in int64.
-  ExpectRejected(MakeFile("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }\n", ""),
-                 "is too large: its size overflows 64 bits");
-  ExpectRejected(MakeFile("{'descr': '<f4', 'fortran_order': False, 'shape': (2305843009213693952,), }\n", ""),
-                 "is too large: its size overflows 64 bits");
+  ExpectRejected(
+      MakeFile("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }\n", ""),
+      "is too large: its size overflows 64 bits");
+  ExpectRejected(
+      MakeFile("{'descr': '<f4', 'fortran_order': False, 'shape': (2305843009213693952,), }\n", ""),
+      "is too large: its size overflows 64 bits");
   // A zero-length dimension does not excuse the others from overflowing.
-  ExpectRejected(MakeFile("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, 4), }\n", ""),
-                 "is too large");
+  ExpectRejected(
+      MakeFile("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, 4), }\n", ""),
+      "is too large");
 }
 
 TEST(NpyMalformed, TooManyDimensions) {
   std::string shape = "(";
   for (int i = 0; i < 65; ++i) shape += "1, ";
-  ExpectRejected(MakeFile("{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + "), }\n", Floats({1})),
-                 "more than 64 dimensions");
+  ExpectRejected(
+      MakeFile("{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + "), }\n", Floats({1})),
+      "more than 64 dimensions");
 }
 
 TEST(NpyReadFile, PipeIsReadWhole) {
@@ -271,9 +288,7 @@ TEST(NpyReadFile, MissingFileIsNamedInTheError) {
   }
 }
 
-TEST(NpyReadFile, DirectoryIsNotAFile) {
-  EXPECT_THROW(Read(::testing::TempDir()), NpyError);
-}
+TEST(NpyReadFile, DirectoryIsNotAFile) { EXPECT_THROW(Read(::testing::TempDir()), NpyError); }
 
 TEST(NpyArray, NegativeOrOverflowingShapeIsRejected) {
   EXPECT_THROW(Array(Dtype::kF32, {2, -1}), NpyError);
