@@ -20,7 +20,8 @@ namespace {
 std::vector<Shape> ShapeMatrix() {
   std::vector<Shape> shapes;
   for (std::int64_t d : {1, 40, 59, 64, 111, 128, 256}) {
-    for (auto [Nq, Nk] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {97, 113}, {113, 97}, {1, 1025}}) {
+    for (auto [Nq, Nk] :
+         std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {97, 113}, {113, 97}, {1, 1025}}) {
       shapes.push_back({.Nq = Nq, .Nk = Nk, .d = d, .dv = d});
     }
   }
@@ -28,7 +29,8 @@ std::vector<Shape> ShapeMatrix() {
   shapes.push_back({.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40});
   shapes.push_back({.batch = 1, .Nq = 113, .Nk = 1025, .Hq = 6, .Hkv = 1, .d = 59, .dv = 59});
   shapes.push_back({.batch = 1, .Nq = 97, .Nk = 97, .Hq = 2, .Hkv = 1, .d = 111, .dv = 40});
-  shapes.push_back({.batch = 2, .Nq = 113, .Nk = 97, .Hq = 3, .Hkv = 3, .d = 40, .dv = 256, .head_major = true});
+  shapes.push_back(
+      {.batch = 2, .Nq = 113, .Nk = 97, .Hq = 3, .Hkv = 3, .d = 40, .dv = 256, .head_major = true});
   // The largest head dims, d ≠ dv both ways, and the head-major layout with GQA.
   shapes.push_back({.batch = 1, .Nq = 97, .Nk = 113, .Hq = 1, .Hkv = 1, .d = 512, .dv = 512});
   shapes.push_back({.batch = 1, .Nq = 40, .Nk = 77, .Hq = 2, .Hkv = 1, .d = 64, .dv = 512});

@@ -63,7 +63,9 @@ HWY_INLINE void WithRows(std::int64_t mr, const Fn& fn) {
 }
 static_assert(kMR == 6, "WithRows enumerates the row counts up to kMR");
 
-inline std::int64_t RoundUp(std::int64_t x, std::int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
+inline std::int64_t RoundUp(std::int64_t x, std::int64_t multiple) {
+  return (x + multiple - 1) / multiple * multiple;
+}
 
 // Sizes shared by every work item of one call.
 struct Geometry {
@@ -94,7 +96,8 @@ template <typename T>
 void PackKBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
                       std::int64_t jt, T* packed) {
   const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
-  const T* K = static_cast<const T*>(p.k) + b * p.k_strides.batch + hkv * p.k_strides.head + j0 * p.k_strides.seq;
+  const T* K =
+      static_cast<const T*>(p.k) + b * p.k_strides.batch + hkv * p.k_strides.head + j0 * p.k_strides.seq;
   PackKBlock(K, p.k_strides.seq, cols, g.d, g.Bc_pad, packed + jt * g.Bc_pad * g.d);
 }
 
@@ -124,8 +127,8 @@ void CopyVBlock(const T* V, std::int64_t ldv, std::int64_t cols, std::int64_t dv
 
 // Rows [i0, i0 + rows) of query head h: the whole inner loop over K/V blocks, then the one write of O, LSE.
 template <typename T>
-void SolveQBlock(const AttentionParams& p, const Geometry& g, const Scratch<T>& x, std::int64_t b, std::int64_t h,
-                 std::int64_t qb, const T* packed) {
+void SolveQBlock(const AttentionParams& p, const Geometry& g, const Scratch<T>& x, std::int64_t b,
+                 std::int64_t h, std::int64_t qb, const T* packed) {
   const DF df;
   const std::int64_t L = g.L, NR = g.NR, d = g.d, dv = g.dv;
   const std::int64_t i0 = qb * g.Br, rows = std::min(g.Br, g.Nq - i0);
@@ -145,7 +148,8 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Scratch<T>& 
   for (std::int64_t jt = reach.first / g.Bc; reach.first <= reach.last && jt <= reach.last / g.Bc; ++jt) {
     const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0), cols_L = RoundUp(cols, L);
     const T* panels = packed + jt * g.Bc_pad * d;
-    const T* V = static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
+    const T* V =
+        static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
     for (std::int64_t p0 = 0; p0 < cols; p0 += NR) {  // S_ij = Q_i K_jᵀ, one panel of NR keys at a time
       PrefetchRows(V + p0 * p.v_strides.seq, p.v_strides.seq, std::min(NR, cols - p0), dv);
       for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
@@ -202,7 +206,10 @@ void FusedForwardT(const AttentionParams& p) {
   Geometry g;
   g.Nq = p.seqlen_q, g.Nk = p.seqlen_k, g.d = p.head_dim, g.dv = p.HeadDimV();
   g.Hq = p.heads_q, g.Hkv = p.heads_kv, g.group = g.Hq / g.Hkv;
-  g.Br = tiling.Br, g.Bc = tiling.Bc;
+  // A block longer than its sequence is that sequence: the clamp keeps scratch sizes bounded for any
+  // requested tiling without changing the computation.
+  g.Br = std::min(tiling.Br, std::max<std::int64_t>(1, g.Nq));
+  g.Bc = std::min(tiling.Bc, std::max<std::int64_t>(1, g.Nk));
   g.Tr = (g.Nq + g.Br - 1) / g.Br, g.Tc = (g.Nk + g.Bc - 1) / g.Bc;
   g.L = static_cast<std::int64_t>(hn::Lanes(DF())), g.NR = 2 * g.L;
   g.Bc_pad = RoundUp(g.Bc, g.NR), g.dv_pad = RoundUp(g.dv, g.L);
@@ -214,15 +221,20 @@ void FusedForwardT(const AttentionParams& p) {
   constexpr std::int64_t kPackBudgetBytes = 16 << 20;
   const std::int64_t heads = p.batch * g.Hkv;
   const std::int64_t head_bytes = g.packed_head * static_cast<std::int64_t>(sizeof(T));
-  const std::int64_t chunk = std::clamp<std::int64_t>(kPackBudgetBytes / std::max<std::int64_t>(1, head_bytes), 1, heads);
-  const int threads = p.num_threads > 0 ? p.num_threads : omp_get_max_threads();
+  const std::int64_t chunk =
+      std::clamp<std::int64_t>(kPackBudgetBytes / std::max<std::int64_t>(1, head_bytes), 1, heads);
+  // No more threads (and per-thread scratch) than there are work items.
+  const std::int64_t items = p.batch * g.Hq * g.Tr;
+  const int threads = static_cast<int>(
+      std::min<std::int64_t>(items, p.num_threads > 0 ? p.num_threads : omp_get_max_threads()));
 
   // All memory before any output is written: a failed allocation leaves the caller's arrays untouched.
   const std::int64_t align = 16;  // floats: one AVX-512 vector, so every region starts aligned
   const std::int64_t per_thread = RoundUp(g.Br * g.d, align) + RoundUp(g.Br * g.Bc_pad, align) +
                                   RoundUp(g.Br * g.dv_pad, align) + 3 * RoundUp(g.Br, align);
   const std::int64_t per_thread_v = RoundUp(g.Bc * g.dv_pad, align);
-  auto packed = hwy::AllocateAligned<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.packed_head)));
+  auto packed =
+      hwy::AllocateAligned<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.packed_head)));
   auto scratch = hwy::AllocateAligned<float>(static_cast<std::size_t>(threads * per_thread));
   auto scratch_v = hwy::AllocateAligned<T>(static_cast<std::size_t>(threads * per_thread_v));
   if (!packed || !scratch || !scratch_v) throw std::bad_alloc();
