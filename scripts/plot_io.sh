@@ -39,7 +39,7 @@ set logscale xy 2
 set format y "%.0s%cB"
 set xlabel "N (= Nq = Nk)"
 set ylabel "bytes between memory and cache"
-set key top left
+set key bottom right font ",8" spacing 0.9
 set grid
 set multiplot layout 1,2
 GNUPLOT
