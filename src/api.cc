@@ -34,7 +34,9 @@ Algorithm ParseAlgorithm(std::string_view name, std::string_view argument) {
   for (Algorithm algorithm : kAllAlgorithms) {
     if (name == ToString(algorithm)) return algorithm;
   }
-  Fail(argument, " must be one of standard, flash1, flash2, fused, oracle; got '", name, "'");
+  std::string names;
+  for (Algorithm algorithm : kAllAlgorithms) names += (names.empty() ? "" : ", ") + std::string(ToString(algorithm));
+  Fail(argument, " must be one of ", names, "; got '", name, "'");
 }
 
 void AttentionParams::SetContiguousStrides() {
