@@ -94,8 +94,9 @@ void RunBench(const BenchOptions& options, std::ostream& out) {
 
   const FmaPeak peak = MeasureFmaPeak(cases.front().threads);
   if (!options.json) {
-    out << "FMA peak: " << peak.gflops << " GFLOP/s on " << peak.threads << " threads (" << peak.target
-        << "); times are medians of >= " << options.run.timing.repeats << " calls\n";
+    out << "FMA peak: " << peak.gflops << " GFLOP/s on " << peak.threads << " threads (" << peak.target << "), "
+        << peak.cpu_gflops << " per CPU time; times are medians of >= " << options.run.timing.repeats
+        << " calls; cpu* columns rate each call by its process CPU time / threads\n";
     PrintTableHeader(out);
   }
   for (const BenchCase& c : cases) {

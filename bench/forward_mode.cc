@@ -108,6 +108,7 @@ Row RunForward(const BenchCase& c, const RunOptions& options, const FmaPeak& pea
   row.config = c;
   row.flops = CountFlops(c);
   row.peak_gflops = peak.gflops;
+  row.peak_cpu_gflops = peak.cpu_gflops;
   row.peak_target = peak.target;
   row.load_average = LoadAverage1m();
 

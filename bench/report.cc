@@ -19,6 +19,18 @@ std::optional<double> Row::SpeedupVsBaseline() const {
   return baseline->timing.median_ms / timing.median_ms;
 }
 
+double Row::CpuGflops() const {
+  const double cpu_s = timing.median_cpu_ms * 1e-3 / config.threads;
+  return cpu_s > 0 ? flops / cpu_s * 1e-9 : 0;
+}
+
+double Row::CpuPeakFraction() const { return peak_cpu_gflops > 0 ? CpuGflops() / peak_cpu_gflops : 0; }
+
+std::optional<double> Row::CpuSpeedupVsBaseline() const {
+  if (!baseline || timing.median_cpu_ms <= 0) return std::nullopt;
+  return baseline->timing.median_cpu_ms / timing.median_cpu_ms;
+}
+
 std::string JsonString(std::string_view text) {
   std::string out = "\"";
   for (char c : text) {
@@ -101,17 +113,23 @@ std::string ToJson(const Row& row) {
       .Add("gflops", row.Gflops())
       .Add("peak_gflops", row.peak_gflops)
       .Add("peak_target", row.peak_target)
-      .Add("peak_fraction", row.PeakFraction());
+      .Add("peak_fraction", row.PeakFraction())
+      .Add("median_cpu_ms", row.timing.median_cpu_ms)
+      .Add("cpu_gflops", row.CpuGflops())
+      .Add("peak_cpu_gflops", row.peak_cpu_gflops)
+      .Add("cpu_peak_fraction", row.CpuPeakFraction());
   if (row.baseline) {
     json.Add("baseline_median_ms", row.baseline->timing.median_ms)
         .Add("baseline_gflops", *row.BaselineGflops())
         .Add("baseline_arrangement", row.baseline->arrangement);
     for (const auto& [arrangement, median_ms] : row.baseline->medians_ms)
       json.Add("baseline_" + arrangement + "_median_ms", median_ms);
-    json.Add("speedup_vs_baseline", *row.SpeedupVsBaseline());
+    json.Add("speedup_vs_baseline", *row.SpeedupVsBaseline())
+        .Add("baseline_median_cpu_ms", row.baseline->timing.median_cpu_ms)
+        .Add("cpu_speedup_vs_baseline", *row.CpuSpeedupVsBaseline());
   } else {
     json.AddNull("baseline_median_ms").AddNull("baseline_gflops").AddNull("baseline_arrangement")
-        .AddNull("speedup_vs_baseline");
+        .AddNull("speedup_vs_baseline").AddNull("baseline_median_cpu_ms").AddNull("cpu_speedup_vs_baseline");
   }
   if (row.max_abs_diff_vs_baseline) json.Add("max_abs_diff_vs_baseline", *row.max_abs_diff_vs_baseline);
   json.Add("tensor_bytes", row.tensor_bytes);
@@ -123,33 +141,38 @@ std::string ToJson(const Row& row) {
 
 void PrintTableHeader(std::ostream& out) {
   char line[256];
-  std::snprintf(line, sizeof(line), "%-8s %-9s %-4s %3s %4s %4s %6s %6s %4s %-6s %2s %10s %8s %6s %10s %-14s %7s",
-                "mode", "algorithm", "type", "b", "h", "hkv", "Nq", "Nk", "d", "mask", "T", "median_ms", "GFLOP/s",
-                "%peak", "base_ms", "base_threading", "speedup");
+  std::snprintf(line, sizeof(line),
+                "%-8s %-9s %-4s %3s %4s %4s %6s %6s %4s %-6s %2s %10s %8s %6s %10s %-14s %7s | %8s %6s %7s", "mode",
+                "algorithm", "type", "b", "h", "hkv", "Nq", "Nk", "d", "mask", "T", "median_ms", "GFLOP/s", "%peak",
+                "base_ms", "base_threading", "speedup", "cpuGF/s", "cpu%pk", "cpu_spd");
   out << line << "\n";
 }
 
 void PrintTableRow(std::ostream& out, const Row& row) {
   const BenchCase& c = row.config;
-  char base_ms[32] = "-", speedup[32] = "-";
+  char base_ms[32] = "-", speedup[32] = "-", cpu_speedup[32] = "-";
   if (row.baseline) {
     std::snprintf(base_ms, sizeof(base_ms), "%.2f", row.baseline->timing.median_ms);
     std::snprintf(speedup, sizeof(speedup), "%.2fx", *row.SpeedupVsBaseline());
+    std::snprintf(cpu_speedup, sizeof(cpu_speedup), "%.2fx", *row.CpuSpeedupVsBaseline());
   }
   char line[512];
   std::snprintf(line, sizeof(line),
-                "%-8s %-9s %-4s %3lld %4lld %4lld %6lld %6lld %4lld %-6s %2d %10.2f %8.1f %5.1f%% %10s %-14s %7s",
+                "%-8s %-9s %-4s %3lld %4lld %4lld %6lld %6lld %4lld %-6s %2d %10.2f %8.1f %5.1f%% %10s %-14s %7s | "
+                "%8.1f %5.1f%% %7s",
                 std::string(ToString(c.mode)).c_str(), c.AlgorithmName().c_str(),
                 std::string(ToString(c.dtype)).c_str(), static_cast<long long>(c.batch),
                 static_cast<long long>(c.heads), static_cast<long long>(c.heads_kv),
                 static_cast<long long>(c.seqlen_q), static_cast<long long>(c.seqlen_k),
                 static_cast<long long>(c.headdim), c.causal ? "causal" : "full", c.threads, row.timing.median_ms,
                 row.Gflops(), 100 * row.PeakFraction(), base_ms,
-                row.baseline ? row.baseline->arrangement.c_str() : "-", speedup);
+                row.baseline ? row.baseline->arrangement.c_str() : "-", speedup, row.CpuGflops(),
+                100 * row.CpuPeakFraction(), cpu_speedup);
   out << line;
   if (row.peak_rss_growth_bytes) {
     char rss[64];
-    std::snprintf(rss, sizeof(rss), "  peak RSS +%.2f MiB", static_cast<double>(*row.peak_rss_growth_bytes) / (1 << 20));
+    std::snprintf(rss, sizeof(rss), "  peak RSS +%.2f MiB",
+                  static_cast<double>(*row.peak_rss_growth_bytes) / (1 << 20));
     out << rss;
   }
   if (row.load_average) {

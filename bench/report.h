@@ -26,6 +26,7 @@ struct Row {
   Timing timing;
   double flops = 0;
   double peak_gflops = 0;  // FMA peak measured in this run on the same threads
+  double peak_cpu_gflops = 0;  // the same per CPU time (see FmaPeak::cpu_gflops)
   std::string peak_target;
   std::optional<BaselineResult> baseline;  // unset when skipped (see note)
   std::optional<double> max_abs_diff_vs_baseline;  // largest |O − O_baseline|, a sanity check of both
@@ -38,6 +39,11 @@ struct Row {
   double PeakFraction() const;
   std::optional<double> BaselineGflops() const;
   std::optional<double> SpeedupVsBaseline() const;  // baseline median / this median
+  // The same three per CPU time, for a shared machine: the rate with the cores to itself is estimated as
+  // flops / (median CPU time / threads), and compared with the FMA peak measured the same way.
+  double CpuGflops() const;
+  double CpuPeakFraction() const;
+  std::optional<double> CpuSpeedupVsBaseline() const;
 };
 
 // Builds one JSON object on one line; keys keep the order they were added in.

@@ -17,16 +17,22 @@ struct TimingOptions {
 };
 
 struct Timing {
-  double median_ms = 0;
+  double median_ms = 0;  // wall clock
   double min_ms = 0;
   double max_ms = 0;
   int runs = 0;
+  // CPU time of the whole process per call (all threads, spinning included). On a machine shared with other
+  // jobs, median_cpu_ms / threads estimates the wall time the call would take with its cores to itself.
+  double median_cpu_ms = 0;
 };
 
 // Median of `samples` (mean of the two middle values for an even count); 0 for no samples.
 double Median(std::vector<double> samples);
 
-Timing Summarize(const std::vector<double>& samples_ms);
+Timing Summarize(const std::vector<double>& samples_ms, const std::vector<double>& cpu_samples_ms = {});
+
+// CPU time consumed so far by every thread of this process, in seconds.
+double ProcessCpuSeconds();
 
 // Times `call` as described above.
 Timing TimeCalls(const std::function<void()>& call, const TimingOptions& options);

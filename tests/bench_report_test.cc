@@ -19,11 +19,12 @@ Row ExampleRow() {
   row.config.causal = false;
   row.config.threads = 2;
   row.flops = CountFlops(row.config);  // 68.72 GFLOP
-  row.timing = {500.0, 490.0, 520.0, 5};
+  row.timing = {500.0, 490.0, 520.0, 5, 1200.0};
   row.peak_gflops = 200.0;
+  row.peak_cpu_gflops = 196.0;
   row.peak_target = "AVX2";
   BaselineResult baseline;
-  baseline.timing = {650.0, 640.0, 700.0, 5};
+  baseline.timing = {650.0, 640.0, 700.0, 5, 1500.0};
   baseline.arrangement = "heads-parallel";
   baseline.medians_ms = {{"heads-parallel", 650.0}, {"threaded-blas", 700.0}};
   row.baseline = baseline;
@@ -38,6 +39,9 @@ TEST(BenchReport, DerivedRatesFollowFromTheMedians) {
   EXPECT_NEAR(row.PeakFraction(), 68.719476736 / 0.5 / 200.0, 1e-12);
   EXPECT_NEAR(*row.BaselineGflops(), 68.719476736 / 0.65, 1e-9);
   EXPECT_NEAR(*row.SpeedupVsBaseline(), 1.3, 1e-12);
+  EXPECT_NEAR(row.CpuGflops(), 68.719476736 / (1.2 / 2), 1e-9);  // 1.2 CPU-seconds on 2 threads
+  EXPECT_NEAR(row.CpuPeakFraction(), 68.719476736 / 0.6 / 196.0, 1e-12);
+  EXPECT_NEAR(*row.CpuSpeedupVsBaseline(), 1.25, 1e-12);
 }
 
 TEST(BenchReport, JsonLineHasEveryRequiredFieldInOrder) {
@@ -47,9 +51,12 @@ TEST(BenchReport, JsonLineHasEveryRequiredFieldInOrder) {
             "\"seqlen_k\": 4096, \"headdim\": 128, \"causal\": false, \"dtype\": \"f32\", \"threads\": 2, "
             "\"runs\": 5, \"median_ms\": 500, \"min_ms\": 490, \"max_ms\": 520, \"gflops\": 137.439, "
             "\"peak_gflops\": 200, \"peak_target\": \"AVX2\", \"peak_fraction\": 0.687195, "
+            "\"median_cpu_ms\": 1200, \"cpu_gflops\": 114.532, \"peak_cpu_gflops\": 196, "
+            "\"cpu_peak_fraction\": 0.584349, "
             "\"baseline_median_ms\": 650, \"baseline_gflops\": 105.722, \"baseline_arrangement\": \"heads-parallel\", "
             "\"baseline_heads-parallel_median_ms\": 650, \"baseline_threaded-blas_median_ms\": 700, "
-            "\"speedup_vs_baseline\": 1.3, \"max_abs_diff_vs_baseline\": 1.5e-06, \"tensor_bytes\": 67239936}");
+            "\"speedup_vs_baseline\": 1.3, \"baseline_median_cpu_ms\": 1500, \"cpu_speedup_vs_baseline\": 1.25, "
+            "\"max_abs_diff_vs_baseline\": 1.5e-06, \"tensor_bytes\": 67239936}");
 }
 
 TEST(BenchReport, JsonLineWithoutBaselineHasNullsAndTheReason) {
@@ -81,7 +88,7 @@ TEST(BenchReport, TableRowAlignsUnderTheHeader) {
   PrintTableRow(line, ExampleRow());
   EXPECT_EQ(line.str(),
             "forward  default   f32    1    8    8   4096   4096  128 full    2     500.00    137.4  68.7%     "
-            "650.00 heads-parallel   1.30x\n");
+            "650.00 heads-parallel   1.30x |    114.5  58.4%   1.25x\n");
   EXPECT_EQ(header.str().size(), line.str().size()) << header.str() << line.str();
 }
 
