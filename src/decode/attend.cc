@@ -42,60 +42,90 @@ HWY_INLINE float ScalarF32(float x) { return x; }
 HWY_INLINE float ScalarF32(hwy::float16_t x) { return F32FromF16(std::bit_cast<std::uint16_t>(x)); }
 HWY_INLINE float ScalarF32(hwy::bfloat16_t x) { return F32FromBF16(std::bit_cast<std::uint16_t>(x)); }
 
-// dots[r] = Q_r · k for rows [0, n) of Q (n is 1 or kRows), one pass over k. The accumulators are named
-// variables, not an array, so that they stay in registers.
+// dots[r] = Q_r · k and dots[kRows + r] = Q_r · k1 for rows [0, n) of Q (n is 1 or kRows), one pass over
+// two keys. Two keys give 2·n independent FMA chains (8 for n = 4), enough to cover the FMA latency; the
+// accumulators are named variables, not an array, so that they stay in registers.
 template <std::int64_t n, typename T>
-HWY_INLINE void DotRows(const float* Q, std::int64_t d, const T* k, float* dots) {
+HWY_INLINE void DotRows(const float* Q, std::int64_t d, const T* k, const T* k1, float* dots) {
   static_assert(n == 1 || n == kRows);
   const DF df;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
-  VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+  VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
   std::int64_t e = 0;
   for (; e + N <= d; e += N) {
-    const VF k_e = LoadF32(df, k + e);
-    a0 = hn::MulAdd(hn::LoadU(df, Q + e), k_e, a0);
+    const VF k_e = LoadF32(df, k + e), k1_e = LoadF32(df, k1 + e);
+    const VF q0 = hn::LoadU(df, Q + e);
+    a0 = hn::MulAdd(q0, k_e, a0);
+    b0 = hn::MulAdd(q0, k1_e, b0);
     if constexpr (n == kRows) {
-      a1 = hn::MulAdd(hn::LoadU(df, Q + d + e), k_e, a1);
-      a2 = hn::MulAdd(hn::LoadU(df, Q + 2 * d + e), k_e, a2);
-      a3 = hn::MulAdd(hn::LoadU(df, Q + 3 * d + e), k_e, a3);
+      const VF q1 = hn::LoadU(df, Q + d + e), q2 = hn::LoadU(df, Q + 2 * d + e), q3 = hn::LoadU(df, Q + 3 * d + e);
+      a1 = hn::MulAdd(q1, k_e, a1);
+      b1 = hn::MulAdd(q1, k1_e, b1);
+      a2 = hn::MulAdd(q2, k_e, a2);
+      b2 = hn::MulAdd(q2, k1_e, b2);
+      a3 = hn::MulAdd(q3, k_e, a3);
+      b3 = hn::MulAdd(q3, k1_e, b3);
     }
   }
-  const VF acc[kRows] = {a0, a1, a2, a3};
+  const VF acc[2 * kRows] = {a0, a1, a2, a3, b0, b1, b2, b3};
   for (std::int64_t r = 0; r < n; ++r) {
     float dot = hn::GetLane(hn::SumOfLanes(df, acc[r]));
-    for (std::int64_t t = e; t < d; ++t) dot += Q[r * d + t] * ScalarF32(k[t]);
+    float dot1 = hn::GetLane(hn::SumOfLanes(df, acc[kRows + r]));
+    for (std::int64_t t = e; t < d; ++t) {
+      dot += Q[r * d + t] * ScalarF32(k[t]);
+      dot1 += Q[r * d + t] * ScalarF32(k1[t]);
+    }
     dots[r] = dot;
+    dots[kRows + r] = dot1;
   }
 }
 
 // Õ_r += Σ_c P̃[r][c] V_c for rows [0, n) (n is 1 or kRows), each V row chunk loaded once for all n rows.
+// Two feature chunks at a time give 2·n independent FMA chains.
 template <std::int64_t n, typename T>
 HWY_INLINE void AccumulatePV(const float* P, std::int64_t cols, const T* const* V, std::int64_t d, float* O) {
   static_assert(n == 1 || n == kRows);
   const DF df;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
   std::int64_t e = 0;
-  for (; e + N <= d; e += N) {
+  for (; e + 2 * N <= d; e += 2 * N) {
     VF o0 = hn::LoadU(df, O + e), o1 = o0, o2 = o0, o3 = o0;
+    VF u0 = hn::LoadU(df, O + e + N), u1 = u0, u2 = u0, u3 = u0;
     if constexpr (n == kRows) {
-      o1 = hn::LoadU(df, O + d + e);
-      o2 = hn::LoadU(df, O + 2 * d + e);
-      o3 = hn::LoadU(df, O + 3 * d + e);
+      o1 = hn::LoadU(df, O + d + e), u1 = hn::LoadU(df, O + d + e + N);
+      o2 = hn::LoadU(df, O + 2 * d + e), u2 = hn::LoadU(df, O + 2 * d + e + N);
+      o3 = hn::LoadU(df, O + 3 * d + e), u3 = hn::LoadU(df, O + 3 * d + e + N);
     }
     for (std::int64_t c = 0; c < cols; ++c) {
-      const VF v_c = LoadF32(df, V[c] + e);
-      o0 = hn::MulAdd(hn::Set(df, P[c]), v_c, o0);
+      const VF v_c = LoadF32(df, V[c] + e), w_c = LoadF32(df, V[c] + e + N);
+      const VF p0 = hn::Set(df, P[c]);
+      o0 = hn::MulAdd(p0, v_c, o0);
+      u0 = hn::MulAdd(p0, w_c, u0);
       if constexpr (n == kRows) {
-        o1 = hn::MulAdd(hn::Set(df, P[kBc + c]), v_c, o1);
-        o2 = hn::MulAdd(hn::Set(df, P[2 * kBc + c]), v_c, o2);
-        o3 = hn::MulAdd(hn::Set(df, P[3 * kBc + c]), v_c, o3);
+        const VF p1 = hn::Set(df, P[kBc + c]), p2 = hn::Set(df, P[2 * kBc + c]);
+        const VF p3 = hn::Set(df, P[3 * kBc + c]);
+        o1 = hn::MulAdd(p1, v_c, o1);
+        u1 = hn::MulAdd(p1, w_c, u1);
+        o2 = hn::MulAdd(p2, v_c, o2);
+        u2 = hn::MulAdd(p2, w_c, u2);
+        o3 = hn::MulAdd(p3, v_c, o3);
+        u3 = hn::MulAdd(p3, w_c, u3);
       }
     }
-    hn::StoreU(o0, df, O + e);
+    hn::StoreU(o0, df, O + e), hn::StoreU(u0, df, O + e + N);
     if constexpr (n == kRows) {
-      hn::StoreU(o1, df, O + d + e);
-      hn::StoreU(o2, df, O + 2 * d + e);
-      hn::StoreU(o3, df, O + 3 * d + e);
+      hn::StoreU(o1, df, O + d + e), hn::StoreU(u1, df, O + d + e + N);
+      hn::StoreU(o2, df, O + 2 * d + e), hn::StoreU(u2, df, O + 2 * d + e + N);
+      hn::StoreU(o3, df, O + 3 * d + e), hn::StoreU(u3, df, O + 3 * d + e + N);
+    }
+  }
+  for (; e + N <= d; e += N) {  // one remaining chunk
+    for (std::int64_t r = 0; r < n; ++r) {
+      VF o_r = hn::LoadU(df, O + r * d + e);
+      for (std::int64_t c = 0; c < cols; ++c) {
+        o_r = hn::MulAdd(hn::Set(df, P[r * kBc + c]), LoadF32(df, V[c] + e), o_r);
+      }
+      hn::StoreU(o_r, df, O + r * d + e);
     }
   }
   for (; e < d; ++e)
@@ -171,11 +201,15 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
       float* S_h = S + hk * R * kBc;
       float* O_h = t.O + hk * R * d;
       // S = Q K_jᵀ, then the score modifiers and masks
-      for (std::int64_t c = 0; c < cols; ++c) {
+      for (std::int64_t c = 0; c < cols; c += 2) {  // keys c and c + 1 (c again when it is the last)
+        const bool pair = c + 1 < cols;
         ForRowGroups(R, [&](auto n, std::int64_t r0) {
-          float dots[kRows];
-          DotRows<decltype(n)::value>(Q + r0 * d, d, K[c], dots);
-          for (std::int64_t r = 0; r < n; ++r) S_h[(r0 + r) * kBc + c] = dots[r];
+          float dots[2 * kRows];
+          DotRows<decltype(n)::value>(Q + r0 * d, d, K[c], K[pair ? c + 1 : c], dots);
+          for (std::int64_t r = 0; r < n; ++r) {
+            S_h[(r0 + r) * kBc + c] = dots[r];
+            if (pair) S_h[(r0 + r) * kBc + c + 1] = dots[kRows + r];
+          }
         });
       }
       for (std::int64_t r = 0; r < R; ++r) {
