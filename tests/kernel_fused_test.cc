@@ -125,13 +125,20 @@ TEST(FusedKernelTest, EveryForcedBlockSizeMatchesOracle) {
   }
 }
 
-TEST(FusedKernelTest, DefaultTilingFollowsCacheRuleAndIsOverridable) {
+TEST(FusedKernelTest, DefaultTilingFillsL2WithWholeTilesAndIsOverridable) {
   AttentionParams params;
+  const std::int64_t M = kernels::DetectedCacheSizes().l2 / 4;  // floats
+  for (std::int64_t d : {1, 64, 128, 256, 512}) {
+    params.head_dim = d;
+    const kernels::FusedTiling tiling = kernels::ChooseFusedTiling(params);
+    EXPECT_EQ(tiling.Br % 6, 0) << d;
+    EXPECT_EQ(tiling.Bc % 32, 0) << d;
+    EXPECT_GE(tiling.Bc, 32) << d;
+    // Q_i, S_ij, Õ (Br rows) and K_j, V_j (Bc rows) fit in the L2 together, or Br is the minimum 6.
+    EXPECT_TRUE(tiling.Br * (2 * d + tiling.Bc) + tiling.Bc * 2 * d <= M || tiling.Br == 6) << d;
+  }
   params.head_dim = 128;
   const kernels::FusedTiling tiling = kernels::ChooseFusedTiling(params);
-  EXPECT_GE(tiling.Br, 1);
-  EXPECT_GE(tiling.Bc, 1);
-  EXPECT_LE(tiling.Br, tiling.Bc);
   params.tiling.block_rows = 3;
   EXPECT_EQ(kernels::ChooseFusedTiling(params).Br, 3);
   EXPECT_EQ(kernels::ChooseFusedTiling(params).Bc, tiling.Bc);

@@ -49,15 +49,16 @@ const CacheSizes& DetectedCacheSizes() {
 }
 
 FusedTiling ChooseFusedTiling(const AttentionParams& params) {
-  const std::int64_t d = std::max(params.head_dim, params.HeadDimV());
-  // The seeds' rule with M = the per-core L2 in float32 elements: Bc = ⌈M / 4d⌉, Br = min(Bc, d), then
-  // adapted to the micro-kernel (docs/fused_kernel.md): Bc a multiple of 32 keys (whole panels of two
-  // vectors up to AVX-512) within [32, 512]; Br at least 48 rows, so that small head dims still give long
-  // inner loops, and a multiple of the 6-row register tile, so that no tile runs with few accumulators.
+  const std::int64_t d = params.head_dim, dv = params.HeadDimV();
+  // Starts from the seeds' rule with M = the per-core L2 in float32 elements, Bc = ⌈M / 4·max(d, dv)⌉, and
+  // adapts it to this kernel (docs/fused_kernel.md, "Block sizes"): half that Bc, a multiple of 32 keys
+  // (whole panels of two vectors up to AVX-512) within [32, 512]; then the largest Br, a multiple of the
+  // 6-row register tile, whose working set Br·(d + Bc + dv) [Q_i, S_ij, Õ] + Bc·(d + dv) [K_j, V_j] fits in M.
+  // Long Q blocks mean fewer passes over K and V, which measured faster than the seeds' Br = min(Bc, d).
   const std::int64_t M = DetectedCacheSizes().l2 / 4;
-  std::int64_t Bc = (M + 4 * d - 1) / (4 * d);
-  Bc = std::clamp<std::int64_t>(Bc / 32 * 32, 32, 512);
-  std::int64_t Br = std::max<std::int64_t>(std::min(Bc, d), 48) / 6 * 6;
+  const std::int64_t seed_Bc = (M + 4 * std::max(d, dv) - 1) / (4 * std::max(d, dv));
+  std::int64_t Bc = std::clamp<std::int64_t>(seed_Bc / 2 / 32 * 32, 32, 512);
+  std::int64_t Br = std::max<std::int64_t>((M - Bc * (d + dv)) / (d + Bc + dv), 6) / 6 * 6;
   if (params.tiling.block_rows > 0) Br = params.tiling.block_rows;
   if (params.tiling.block_cols > 0) Bc = params.tiling.block_cols;
   return {Br, Bc};
