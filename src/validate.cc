@@ -449,12 +449,15 @@ void Validate(const BackwardParams& p) {
   const AttentionParams& a = p.attention;
   Validate(a);  // shapes, modifiers, dropout; q, k, v, o and lse as the forward pass saw them
   const std::int64_t Hq = a.heads_q, Nq = a.seqlen_q;
-  if (a.lse == nullptr && a.batch * Hq * Nq > 0) Fail("attention.lse is required by backward (the forward pass's LSE)");
+  if (a.lse == nullptr && a.batch * Hq * Nq > 0) {
+    Fail("attention.lse is required by backward (the forward pass's LSE)");
+  }
   const std::int64_t elem = static_cast<std::int64_t>(SizeOf(a.dtype));
   auto view = [&](const char* name, const void* data, const Strides& s, std::int64_t seqlen, std::int64_t heads,
                   std::int64_t dim) {
-    return TensorView{name, data, elem,
-                      {{"batch", a.batch, s.batch}, {"seq", seqlen, s.seq}, {"head", heads, s.head}, {"dim", dim, 1}}};
+    return TensorView{
+        name, data, elem,
+        {{"batch", a.batch, s.batch}, {"seq", seqlen, s.seq}, {"head", heads, s.head}, {"dim", dim, 1}}};
   };
   std::vector<TensorView> inputs = {
       view("attention.q", a.q, a.q_strides, Nq, Hq, a.head_dim),
@@ -481,8 +484,8 @@ void Validate(const BackwardParams& p) {
   // The LSE is read as the softmax's normalizer: a finite value, or −∞ for a row that saw no key.
   for (std::int64_t n = 0; n < a.batch * Hq * Nq; ++n) {
     if (std::isnan(a.lse[n]) || a.lse[n] == std::numeric_limits<float>::infinity()) {
-      Fail("attention.lse must be finite or -inf, got ", a.lse[n], " at (batch, head, row) = (", n / (Hq * Nq), ", ",
-           n / Nq % Hq, ", ", n % Nq, ")");
+      Fail("attention.lse must be finite or -inf, got ", a.lse[n], " at (batch, head, row) = (", n / (Hq * Nq),
+           ", ", n / Nq % Hq, ", ", n % Nq, ")");
     }
   }
 }

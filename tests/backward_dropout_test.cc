@@ -19,10 +19,13 @@ namespace {
 TEST(PhiloxTest, MatchesRandom123KnownAnswerVectors) {
   using W4 = std::array<std::uint32_t, 4>;
   using W2 = std::array<std::uint32_t, 2>;
-  EXPECT_EQ(reference::Philox4x32_10(W4{0, 0, 0, 0}, W2{0, 0}), (W4{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
-  EXPECT_EQ(reference::Philox4x32_10(W4{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, W2{0xffffffff, 0xffffffff}),
+  EXPECT_EQ(reference::Philox4x32_10(W4{0, 0, 0, 0}, W2{0, 0}),
+            (W4{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  EXPECT_EQ(reference::Philox4x32_10(W4{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+                                     W2{0xffffffff, 0xffffffff}),
             (W4{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
-  EXPECT_EQ(reference::Philox4x32_10(W4{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, W2{0xa4093822, 0x299f31d0}),
+  EXPECT_EQ(reference::Philox4x32_10(W4{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+                                     W2{0xa4093822, 0x299f31d0}),
             (W4{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
 }
 
@@ -61,7 +64,8 @@ TEST(DropoutMaskTest, SameSeedAndOffsetGiveSameMaskOtherOffsetOrSeedAnother) {
   params.dropout_seed = 1235;
   const auto other_seed = Mask(params);
   std::int64_t offset_differs = 0, seed_differs = 0;
-  for (std::size_t n = 0; n < base.size(); ++n) offset_differs += base[n] != other_offset[n], seed_differs += base[n] != other_seed[n];
+  for (std::size_t n = 0; n < base.size(); ++n)
+    offset_differs += base[n] != other_offset[n], seed_differs += base[n] != other_seed[n];
   // Independent masks at p = 0.25 differ in 2·p·(1 − p) = 37.5% of the elements.
   EXPECT_NEAR(static_cast<double>(offset_differs) / base.size(), 0.375, 0.02);
   EXPECT_NEAR(static_cast<double>(seed_differs) / base.size(), 0.375, 0.02);
@@ -80,7 +84,8 @@ TEST(DropoutMaskTest, RowsAndHeadsAreNotCopiesOfEachOther) {
   const std::int64_t row = 64, head = 32 * row, batch = 2 * head;
   std::int64_t same_row = 0, same_head = 0, same_batch = 0;
   for (std::int64_t n = 0; n < row * 31; ++n) same_row += keep[n] == keep[n + row];
-  for (std::int64_t n = 0; n < head; ++n) same_head += keep[n] == keep[n + head], same_batch += keep[n] == keep[n + batch];
+  for (std::int64_t n = 0; n < head; ++n)
+    same_head += keep[n] == keep[n + head], same_batch += keep[n] == keep[n + batch];
   EXPECT_NEAR(static_cast<double>(same_row) / (row * 31), 0.5, 0.05);
   EXPECT_NEAR(static_cast<double>(same_head) / head, 0.5, 0.05);
   EXPECT_NEAR(static_cast<double>(same_batch) / head, 0.5, 0.05);
@@ -163,7 +168,8 @@ TEST_P(DropoutAgreementTest, ForwardAndBackwardEqualPlainComputationGivenMateria
   const auto keep = Mask(x.params().attention);
   const Plain plain = PlainWithMask(x, keep, 0.3f);
   EXPECT_LE(RelativeError(plain.O, [&](std::size_t n) { return x.forward().O(0, n / 24, 0, n % 24); }), 2e-6);
-  for (BackwardAlgorithm algorithm : {BackwardAlgorithm::kFused, BackwardAlgorithm::kStandard, BackwardAlgorithm::kOracle}) {
+  for (BackwardAlgorithm algorithm :
+       {BackwardAlgorithm::kFused, BackwardAlgorithm::kStandard, BackwardAlgorithm::kOracle}) {
     x.ResetGradients();
     backward(x.params(), algorithm);
     EXPECT_LE(RelativeError(plain.dQ, [&](std::size_t n) { return x.dQ(0, n / 24, 0, n % 24); }), 1e-5);
@@ -184,7 +190,9 @@ TEST(DropoutForwardTest, DropoutChangesTheOutputButNotTheLse) {
   double diff = 0.0;
   for (std::int64_t i = 0; i < 16; ++i) {
     EXPECT_FLOAT_EQ(with.forward().Lse(0, 0, i), without.forward().Lse(0, 0, i));
-    for (std::int64_t c = 0; c < 8; ++c) diff = std::max<double>(diff, std::fabs(with.forward().O(0, i, 0, c) - without.forward().O(0, i, 0, c)));
+    for (std::int64_t c = 0; c < 8; ++c)
+      diff =
+          std::max<double>(diff, std::fabs(with.forward().O(0, i, 0, c) - without.forward().O(0, i, 0, c)));
   }
   EXPECT_GT(diff, 0.1);
 }

@@ -43,16 +43,18 @@ void ExpectFusedWithinStandard(const Case& c, const std::string& label, std::int
 std::vector<Shape> Shapes() {
   std::vector<Shape> shapes;
   for (std::int64_t d : {40, 59, 111, 256}) {
-    for (auto [Nq, Nk] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {97, 113}, {113, 97}, {1, 97}}) {
+    for (auto [Nq, Nk] :
+         std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {97, 113}, {113, 97}, {1, 97}}) {
       shapes.push_back({.Nq = Nq, .Nk = Nk, .d = d, .dv = d});
     }
   }
   shapes.push_back({.Nq = 1025, .Nk = 113, .d = 40, .dv = 40});
   shapes.push_back({.Nq = 97, .Nk = 1025, .d = 64, .dv = 64});
-  shapes.push_back({.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40});         // GQA
-  shapes.push_back({.batch = 1, .Nq = 113, .Nk = 257, .Hq = 6, .Hkv = 1, .d = 59, .dv = 59});        // MQA
-  shapes.push_back({.batch = 1, .Nq = 97, .Nk = 97, .Hq = 2, .Hkv = 1, .d = 111, .dv = 40});         // d ≠ dv
-  shapes.push_back({.batch = 2, .Nq = 113, .Nk = 97, .Hq = 3, .Hkv = 3, .d = 40, .dv = 72, .head_major = true});
+  shapes.push_back({.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40});   // GQA
+  shapes.push_back({.batch = 1, .Nq = 113, .Nk = 257, .Hq = 6, .Hkv = 1, .d = 59, .dv = 59});  // MQA
+  shapes.push_back({.batch = 1, .Nq = 97, .Nk = 97, .Hq = 2, .Hkv = 1, .d = 111, .dv = 40});   // d ≠ dv
+  shapes.push_back(
+      {.batch = 2, .Nq = 113, .Nk = 97, .Hq = 3, .Hkv = 3, .d = 40, .dv = 72, .head_major = true});
   return shapes;
 }
 
@@ -79,18 +81,21 @@ TEST_P(FusedBackwardMatrixTest, Float32WithinTwiceStandardPlus1e6) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, FusedBackwardMatrixTest,
-                         ::testing::Combine(::testing::ValuesIn(Shapes()), ::testing::ValuesIn(ModifierList())),
+                         ::testing::Combine(::testing::ValuesIn(Shapes()),
+                                            ::testing::ValuesIn(ModifierList())),
                          [](const auto& info) {
-                           return std::get<0>(info.param).ToString() + "_" + std::get<1>(info.param).ToString();
+                           return std::get<0>(info.param).ToString() + "_" +
+                                  std::get<1>(info.param).ToString();
                          });
 
 class FusedBackwardHalfTest : public ::testing::TestWithParam<std::tuple<DType, Modifiers>> {};
 
 TEST_P(FusedBackwardHalfTest, WithinThreeTimesSamePrecisionStandard) {
   const auto& [dtype, modifiers] = GetParam();
-  for (Shape shape : {Shape{.Nq = 97, .Nk = 113, .d = 59, .dv = 59},
-                      Shape{.batch = 2, .Nq = 113, .Nk = 97, .Hq = 4, .Hkv = 2, .d = 128, .dv = 40},
-                      Shape{.Nq = 300, .Nk = 300, .Hq = 2, .Hkv = 2, .d = 64, .dv = 64, .head_major = true}}) {
+  for (Shape shape :
+       {Shape{.Nq = 97, .Nk = 113, .d = 59, .dv = 59},
+        Shape{.batch = 2, .Nq = 113, .Nk = 97, .Hq = 4, .Hkv = 2, .d = 128, .dv = 40},
+        Shape{.Nq = 300, .Nk = 300, .Hq = 2, .Hkv = 2, .d = 64, .dv = 64, .head_major = true}}) {
     shape.dtype = dtype;
     ExpectFusedWithinStandard({shape, modifiers, {}}, shape.ToString() + " " + modifiers.ToString());
   }
@@ -106,7 +111,8 @@ INSTANTIATE_TEST_SUITE_P(Matrix, FusedBackwardHalfTest,
 
 TEST(FusedBackwardTest, DropoutWithEveryModifierWithinTwiceStandard) {
   for (const Modifiers& m : ModifierList()) {
-    ExpectFusedWithinStandard({{.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40}, m,
+    ExpectFusedWithinStandard({{.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40},
+                               m,
                                {.p = 0.2f, .seed = 17, .offset = 5}},
                               "dropout " + m.ToString());
   }
@@ -114,18 +120,22 @@ TEST(FusedBackwardTest, DropoutWithEveryModifierWithinTwiceStandard) {
 
 // Block sizes that are not multiples of anything: many ragged tiles on both axes, band edges inside tiles.
 TEST(FusedBackwardTest, TinyAndRaggedTilesWithinTwiceStandard) {
-  for (auto [Br, Bc] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {3, 5}, {7, 16}, {64, 9}, {200, 200}}) {
-    for (const Modifiers& m : {Modifiers{.causal = true}, Modifiers{.window_left = 5, .window_right = 11, .alibi = true}}) {
+  for (auto [Br, Bc] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {3, 5}, {7, 16}, {64, 9}, {200, 200}}) {
+    for (const Modifiers& m :
+         {Modifiers{.causal = true}, Modifiers{.window_left = 5, .window_right = 11, .alibi = true}}) {
       ExpectFusedWithinStandard({{.Nq = 61, .Nk = 75, .Hq = 2, .Hkv = 1, .d = 24, .dv = 17}, m, {}},
-                                "Br=" + std::to_string(Br) + " Bc=" + std::to_string(Bc) + " " + m.ToString(), Br, Bc);
+                                "Br=" + std::to_string(Br) + " Bc=" + std::to_string(Bc) + " " + m.ToString(),
+                                Br, Bc);
     }
   }
 }
 
 TEST(FusedBackwardTest, AnyThreadCountWithinTwiceStandard) {
   for (int threads : {1, 2, 3, 7}) {
-    ExpectFusedWithinStandard({{.batch = 2, .Nq = 130, .Nk = 190, .Hq = 2, .Hkv = 1, .d = 32, .dv = 32}, {.causal = true}, {}},
-                              "threads=" + std::to_string(threads), 0, 0, threads);
+    ExpectFusedWithinStandard(
+        {{.batch = 2, .Nq = 130, .Nk = 190, .Hq = 2, .Hkv = 1, .d = 32, .dv = 32}, {.causal = true}, {}},
+        "threads=" + std::to_string(threads), 0, 0, threads);
   }
 }
 
@@ -136,10 +146,11 @@ TEST(FusedBackwardTest, EveryCompiledTargetWithinTolerance) {
   for (std::int64_t target : targets) {
     kernels::RestrictFusedTargetForTest(target);
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-      ExpectFusedWithinStandard({{.batch = 1, .Nq = 97, .Nk = 113, .Hq = 2, .Hkv = 1, .d = 59, .dv = 40, .dtype = dtype},
-                                 {.causal = true, .softcap = 4.0f, .alibi = true, .mask = MaskKind::kBool},
-                                 {.p = 0.1f, .seed = 3}},
-                                kernels::FusedTargetName(target) + " " + std::string(ToString(dtype)));
+      ExpectFusedWithinStandard(
+          {{.batch = 1, .Nq = 97, .Nk = 113, .Hq = 2, .Hkv = 1, .d = 59, .dv = 40, .dtype = dtype},
+           {.causal = true, .softcap = 4.0f, .alibi = true, .mask = MaskKind::kBool},
+           {.p = 0.1f, .seed = 3}},
+          kernels::FusedTargetName(target) + " " + std::string(ToString(dtype)));
     }
   }
   kernels::RestrictFusedTargetForTest(0);

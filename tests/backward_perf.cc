@@ -34,7 +34,8 @@ void Make(Tensors& t, std::int64_t N, std::int64_t d, std::int64_t heads, int th
   t.lse.assign(static_cast<std::size_t>(heads * N), 0.0f);
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
-  for (auto* x : {&t.q, &t.k, &t.v, &t.dO}) for (float& e : *x) e = normal(rng);
+  for (auto* x : {&t.q, &t.k, &t.v, &t.dO})
+    for (float& e : *x) e = normal(rng);
   AttentionParams& a = t.params.attention;
   a.batch = 1, a.seqlen_q = a.seqlen_k = N, a.heads_q = a.heads_kv = heads, a.head_dim = d;
   a.causal = causal, a.num_threads = threads;
@@ -44,7 +45,8 @@ void Make(Tensors& t, std::int64_t N, std::int64_t d, std::int64_t heads, int th
   flashattn::forward(a);
 }
 
-template <typename Fn> double MedianSeconds(int reps, Fn&& fn) {
+template <typename Fn>
+double MedianSeconds(int reps, Fn&& fn) {
   std::vector<double> times;
   for (int r = 0; r < reps; ++r) {
     const auto start = std::chrono::steady_clock::now();
@@ -72,13 +74,16 @@ void BlasBackward(Tensors& t, std::int64_t N, std::int64_t d, std::int64_t heads
       D[i] = dot;
       for (std::int64_t j = 0; j < N; ++j) P[i * N + j] = std::exp(P[i * N + j] - lse[i]);
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, N, 1.0f, P.data(), N, dO, d, 0.0f, &t.dv[h * N * d], d);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, N, 1.0f, P.data(), N, dO, d, 0.0f,
+                &t.dv[h * N * d], d);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, N, d, 1.0f, dO, d, V, d, 0.0f, dS.data(), N);
 #pragma omp parallel for num_threads(threads)
     for (std::int64_t i = 0; i < N; ++i)
       for (std::int64_t j = 0; j < N; ++j) dS[i * N + j] = P[i * N + j] * (dS[i * N + j] - D[i]);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, d, N, s, dS.data(), N, K, d, 0.0f, &t.dq[h * N * d], d);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, N, s, dS.data(), N, Q, d, 0.0f, &t.dk[h * N * d], d);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, d, N, s, dS.data(), N, K, d, 0.0f,
+                &t.dq[h * N * d], d);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, N, s, dS.data(), N, Q, d, 0.0f,
+                &t.dk[h * N * d], d);
   }
 }
 
@@ -97,8 +102,9 @@ int main(int argc, char** argv) {
   const std::int64_t memory_N = argc > 6 ? std::atoll(argv[6]) : 0;
   openblas_set_num_threads(threads);
   const double peak = flashattn::bench::MeasureFmaPeak(threads).gflops;
-  std::printf("FMA peak %.1f GFLOP/s (%d threads); N=%lld d=%lld heads=%lld float32, median of %d\n", peak, threads,
-              static_cast<long long>(N), static_cast<long long>(d), static_cast<long long>(heads), reps);
+  std::printf("FMA peak %.1f GFLOP/s (%d threads); N=%lld d=%lld heads=%lld float32, median of %d\n", peak,
+              threads, static_cast<long long>(N), static_cast<long long>(d), static_cast<long long>(heads),
+              reps);
   const double flops = 2.5 * 4.0 * heads * static_cast<double>(N) * N * d;
   double full_seconds = 0.0;
   for (bool causal : {false, true}) {
@@ -106,8 +112,8 @@ int main(int argc, char** argv) {
     Make(t, N, d, heads, threads, causal);
     const double seconds = MedianSeconds(reps, [&] { flashattn::backward(t.params); });
     const double gflops = (causal ? flops / 2 : flops) / seconds / 1e9;
-    std::printf("fused backward %-10s %8.3f s  %6.1f GFLOP/s  %5.1f%% of peak", causal ? "causal" : "non-causal",
-                seconds, gflops, 100.0 * gflops / peak);
+    std::printf("fused backward %-10s %8.3f s  %6.1f GFLOP/s  %5.1f%% of peak",
+                causal ? "causal" : "non-causal", seconds, gflops, 100.0 * gflops / peak);
     if (causal) std::printf("  causal/non-causal time %.2f", seconds / full_seconds);
     std::printf("\n");
     if (causal) break;

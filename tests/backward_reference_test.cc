@@ -64,43 +64,52 @@ TEST_P(OracleFiniteDifferenceTest, AnalyticGradientsMatchCentralDifferences) {
       const std::int64_t h = hkv * group + hg;
       for (std::int64_t i = 0; i < shape.Nq; ++i) {
         for (std::int64_t c = 0; c < shape.d; ++c) {
-          const float q = static_cast<const float*>(f.params().q)[i * f.params().q_strides.seq + h * f.params().q_strides.head + c];
-          check(g.dQ[(hg * shape.Nq + i) * shape.d + c], difference([&](float v) { f.SetQ(0, i, h, c, v); }, q));
+          const float q = static_cast<const float*>(
+              f.params().q)[i * f.params().q_strides.seq + h * f.params().q_strides.head + c];
+          check(g.dQ[(hg * shape.Nq + i) * shape.d + c],
+                difference([&](float v) { f.SetQ(0, i, h, c, v); }, q));
         }
       }
     }
     for (std::int64_t j = 0; j < shape.Nk; ++j) {
       for (std::int64_t c = 0; c < shape.d; ++c) {
-        const float k = static_cast<const float*>(f.params().k)[j * f.params().k_strides.seq + hkv * f.params().k_strides.head + c];
+        const float k = static_cast<const float*>(
+            f.params().k)[j * f.params().k_strides.seq + hkv * f.params().k_strides.head + c];
         check(g.dK[j * shape.d + c], difference([&](float v) { f.SetK(0, j, hkv, c, v); }, k));
       }
       for (std::int64_t c = 0; c < shape.dv; ++c) {
-        const float v0 = static_cast<const float*>(f.params().v)[j * f.params().v_strides.seq + hkv * f.params().v_strides.head + c];
+        const float v0 = static_cast<const float*>(
+            f.params().v)[j * f.params().v_strides.seq + hkv * f.params().v_strides.head + c];
         check(g.dV[j * shape.dv + c], difference([&](float v) { f.SetV(0, j, hkv, c, v); }, v0));
       }
     }
     EXPECT_GT(max_grad, 0.01);
-    EXPECT_LE(max_diff, 1e-5 * max_grad) << "max |analytic − numeric| = " << max_diff << ", max |grad| = " << max_grad;
+    EXPECT_LE(max_diff, 1e-5 * max_grad)
+        << "max |analytic − numeric| = " << max_diff << ", max |grad| = " << max_grad;
   }
 }
 
 const Shape kSmall{.Nq = 5, .Nk = 7, .Hq = 2, .Hkv = 1, .d = 4, .dv = 3};
 INSTANTIATE_TEST_SUITE_P(
     Modifiers, OracleFiniteDifferenceTest,
-    ::testing::Values(FiniteDifferenceCase{kSmall, {}, {}}, FiniteDifferenceCase{kSmall, {.causal = true}, {}},
+    ::testing::Values(FiniteDifferenceCase{kSmall, {}, {}},
+                      FiniteDifferenceCase{kSmall, {.causal = true}, {}},
                       FiniteDifferenceCase{kSmall, {.window_left = 2, .window_right = 1}, {}},
                       FiniteDifferenceCase{kSmall, {.softcap = 2.0f}, {}},
                       FiniteDifferenceCase{kSmall, {.alibi = true}, {}},
                       FiniteDifferenceCase{kSmall, {.mask = MaskKind::kBool}, {}},
                       FiniteDifferenceCase{kSmall, {.mask = MaskKind::kAdditive}, {}},
-                      FiniteDifferenceCase{kSmall, {.causal = true, .softcap = 3.0f, .alibi = true}, {.p = 0.4f, .seed = 8}},
-                      FiniteDifferenceCase{{.Nq = 9, .Nk = 4, .Hq = 3, .Hkv = 3, .d = 6, .dv = 6}, {.causal = true}, {}}),
+                      FiniteDifferenceCase{
+                          kSmall, {.causal = true, .softcap = 3.0f, .alibi = true}, {.p = 0.4f, .seed = 8}},
+                      FiniteDifferenceCase{
+                          {.Nq = 9, .Nk = 4, .Hq = 3, .Hkv = 3, .d = 6, .dv = 6}, {.causal = true}, {}}),
     [](const auto& info) { return "case" + std::to_string(info.index); });
 
 // The float32 standard backward is accurate to float32 rounding against the oracle.
 TEST(StandardBackwardTest, Float32StandardMatchesOracleWithin1e5) {
-  for (const Modifiers& m : {Modifiers{}, Modifiers{.causal = true, .softcap = 4.0f, .alibi = true, .mask = MaskKind::kAdditive},
-                             Modifiers{.window_left = 9, .window_right = 3, .mask = MaskKind::kBool}}) {
+  for (const Modifiers& m :
+       {Modifiers{}, Modifiers{.causal = true, .softcap = 4.0f, .alibi = true, .mask = MaskKind::kAdditive},
+        Modifiers{.window_left = 9, .window_right = 3, .mask = MaskKind::kBool}}) {
     BackwardProblem x({.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 24}, m, 21);
     backward(x.params(), BackwardAlgorithm::kStandard);
     const GradientErrors e = CompareGradientsWithOracle(x);
@@ -112,7 +121,8 @@ TEST(StandardBackwardTest, Float32StandardMatchesOracleWithin1e5) {
 
 // Causal with Nq > Nk: the first Nq − Nk rows see no key (LSE = −∞) and get exactly zero dQ; nothing is NaN.
 TEST(BackwardEdgeTest, RowsWithoutVisibleKeyGetZeroGradientsNeverNaN) {
-  for (BackwardAlgorithm algorithm : {BackwardAlgorithm::kStandard, BackwardAlgorithm::kFused, BackwardAlgorithm::kOracle}) {
+  for (BackwardAlgorithm algorithm :
+       {BackwardAlgorithm::kStandard, BackwardAlgorithm::kFused, BackwardAlgorithm::kOracle}) {
     BackwardProblem x({.Nq = 20, .Nk = 5, .d = 8, .dv = 8}, {.causal = true}, 3);
     backward(x.params(), algorithm);
     for (std::int64_t i = 0; i < 15; ++i)
@@ -123,7 +133,8 @@ TEST(BackwardEdgeTest, RowsWithoutVisibleKeyGetZeroGradientsNeverNaN) {
 }
 
 TEST(BackwardEdgeTest, EmptyKeysGiveZeroDqAndEmptyQueriesZeroDkDv) {
-  for (BackwardAlgorithm algorithm : {BackwardAlgorithm::kStandard, BackwardAlgorithm::kFused, BackwardAlgorithm::kOracle}) {
+  for (BackwardAlgorithm algorithm :
+       {BackwardAlgorithm::kStandard, BackwardAlgorithm::kFused, BackwardAlgorithm::kOracle}) {
     BackwardProblem no_keys({.Nq = 3, .Nk = 0, .d = 8, .dv = 8}, {}, 3);
     backward(no_keys.params(), algorithm);
     for (std::int64_t i = 0; i < 3; ++i)

@@ -12,8 +12,8 @@ namespace flashattn::testing {
 
 namespace {
 std::int64_t Slots(DType dtype) { return dtype == DType::kF32 ? 2 : 1; }
-float Get(const std::vector<std::uint16_t>& data, DType dtype, const Strides& s, std::int64_t b, std::int64_t i,
-          std::int64_t h, std::int64_t c) {
+float Get(const std::vector<std::uint16_t>& data, DType dtype, const Strides& s, std::int64_t b,
+          std::int64_t i, std::int64_t h, std::int64_t c) {
   return LoadAsFloat(data.data(), dtype, b * s.batch + i * s.seq + h * s.head + c);
 }
 }  // namespace

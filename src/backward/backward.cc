@@ -22,9 +22,12 @@ void BackwardParams::SetHeadMajorStrides() {
 void backward(const BackwardParams& params, BackwardAlgorithm algorithm) {
   Validate(params);
   switch (algorithm) {
-    case BackwardAlgorithm::kStandard: return reference::StandardBackward(params);
-    case BackwardAlgorithm::kFused: return backward_kernel::FusedBackward(params);
-    case BackwardAlgorithm::kOracle: return reference::OracleBackward(params);
+    case BackwardAlgorithm::kStandard:
+      return reference::StandardBackward(params);
+    case BackwardAlgorithm::kFused:
+      return backward_kernel::FusedBackward(params);
+    case BackwardAlgorithm::kOracle:
+      return reference::OracleBackward(params);
   }
   Fail("algorithm has an unknown value ", static_cast<int>(algorithm));
 }

@@ -4,6 +4,7 @@
 #define HWY_TARGET_INCLUDE "backward/backward_f16.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+// After foreach_target.h: the kernel is re-included once per target.
 #include "backward/backward_kernel.h"
 #include "backward/backward_kernel-inl.h"
 

@@ -56,19 +56,25 @@ inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 HWY_INLINE float ToF32(float x) { return x; }
 HWY_INLINE float ToF32(hwy::float16_t x) { return F32FromF16(x.bits); }
 HWY_INLINE float ToF32(hwy::bfloat16_t x) { return F32FromBF16(x.bits); }
-template <typename T> HWY_INLINE T FromF32(float x) {
-  if constexpr (std::is_same_v<T, float>) return x;
-  else if constexpr (std::is_same_v<T, hwy::float16_t>) return T{F16FromF32(x)};
-  else return T{BF16FromF32(x)};
+template <typename T>
+HWY_INLINE T FromF32(float x) {
+  if constexpr (std::is_same_v<T, float>)
+    return x;
+  else if constexpr (std::is_same_v<T, hwy::float16_t>)
+    return T{F16FromF32(x)};
+  else
+    return T{BF16FromF32(x)};
 }
 
-inline std::int64_t RoundUp(std::int64_t x, std::int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
+inline std::int64_t RoundUp(std::int64_t x, std::int64_t multiple) {
+  return (x + multiple - 1) / multiple * multiple;
+}
 
 // Sizes shared by every work item of one call.
 struct Geometry {
   std::int64_t Nq, Nk, d, dv, Hq, Hkv, group;
   std::int64_t Br, Bc, Tc;
-  std::int64_t Bc_pad;        // keys per block, a multiple of NR (the panels' width)
+  std::int64_t Bc_pad;         // keys per block, a multiple of NR (the panels' width)
   std::int64_t d_pad, dv_pad;  // feature rows padded to a multiple of Lanes
   float scale, softcap;
 };
@@ -107,7 +113,8 @@ const T* Row(const void* base, const Strides& s, std::int64_t b, std::int64_t h,
   return static_cast<const T*>(base) + b * s.batch + h * s.head + row * s.seq;
 }
 
-// `rows` rows of `width` elements of T (row stride ld) as float32 rows of `width_pad`, zero-padded, times `mul`.
+// `rows` rows of `width` elements of T (row stride ld) as float32 rows of `width_pad`, zero-padded, times
+// `mul`.
 template <typename T>
 void LoadRows(const T* src, std::int64_t ld, std::int64_t rows, std::int64_t width, std::int64_t width_pad,
               float mul, float* dst) {
@@ -116,7 +123,8 @@ void LoadRows(const T* src, std::int64_t ld, std::int64_t rows, std::int64_t wid
   for (std::int64_t r = 0; r < rows; ++r) {
     std::int64_t e = 0;
     if constexpr (std::is_same_v<T, float>) {
-      for (; e + L <= width; e += L) hn::StoreU(hn::Mul(hn::Set(df, mul), hn::LoadU(df, src + r * ld + e)), df, dst + r * width_pad + e);
+      for (; e + L <= width; e += L)
+        hn::StoreU(hn::Mul(hn::Set(df, mul), hn::LoadU(df, src + r * ld + e)), df, dst + r * width_pad + e);
     }
     for (; e < width; ++e) dst[r * width_pad + e] = mul * ToF32(src[r * ld + e]);
     std::fill(dst + r * width_pad + width, dst + (r + 1) * width_pad, 0.0f);
@@ -125,7 +133,8 @@ void LoadRows(const T* src, std::int64_t ld, std::int64_t rows, std::int64_t wid
 
 // D_i = dO_i · O_i for every row of the group's query heads: D[hg·Nq + i].
 template <typename T>
-void RowDotDoO(const BackwardParams& bp, const Geometry& g, std::int64_t b, std::int64_t h, std::int64_t i, float* D) {
+void RowDotDoO(const BackwardParams& bp, const Geometry& g, std::int64_t b, std::int64_t h, std::int64_t i,
+               float* D) {
   const AttentionParams& p = bp.attention;
   const T* dO = Row<T>(bp.d_o, bp.do_strides, b, h, i);
   const T* O = Row<T>(p.o, p.o_strides, b, h, i);
@@ -136,9 +145,10 @@ void RowDotDoO(const BackwardParams& bp, const Geometry& g, std::int64_t b, std:
 
 // One tile: query rows [i0, i0 + rows) of head h against the K/V block at j0 (cols keys) held in x.
 template <typename T>
-void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifiers& mods, const reference::Dropout& dropout,
-                  const Scratch& x, std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t rows, std::int64_t j0,
-                  std::int64_t cols, const float* D_head, float* dQ_head) {
+void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifiers& mods,
+                  const reference::Dropout& dropout, const Scratch& x, std::int64_t b, std::int64_t h,
+                  std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols, const float* D_head,
+                  float* dQ_head) {
   const AttentionParams& p = bp.attention;
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
@@ -196,14 +206,16 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
     }
   }
   AccumulateAB(x.Pt, g.Br, cols, rows, x.dO_i, g.dv_pad, g.dv_pad, x.dV_j, g.dv_pad);  // dV_j += P̂ᵀ dO_i
-  AccumulateAB(x.dSt, g.Br, cols, rows, x.Q_i, g.d_pad, g.d_pad, x.dK_j, g.d_pad);     // dK_j += dSᵀ (s·Q_i)
-  AccumulateAB(x.dP, lds, rows, cols, x.K_j, g.d_pad, g.d_pad, dQ_head + i0 * g.d_pad, g.d_pad);  // dQ_i += dS K_j
+  AccumulateAB(x.dSt, g.Br, cols, rows, x.Q_i, g.d_pad, g.d_pad, x.dK_j, g.d_pad);  // dK_j += dSᵀ (s·Q_i)
+  AccumulateAB(x.dP, lds, rows, cols, x.K_j, g.d_pad, g.d_pad, dQ_head + i0 * g.d_pad,
+               g.d_pad);  // dQ_i += dS K_j
 }
 
 // K/V block jt of (b, hkv): every tile that reaches it, then dK_j and dV_j written once.
 template <typename T>
-void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const reference::Dropout& dropout, const Scratch& x,
-                     std::int64_t b, std::int64_t hkv, std::int64_t jt, const float* D, float* dQ_partial) {
+void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const reference::Dropout& dropout,
+                     const Scratch& x, std::int64_t b, std::int64_t hkv, std::int64_t jt, const float* D,
+                     float* dQ_partial) {
   const AttentionParams& p = bp.attention;
   const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
   LoadRows(Row<T>(p.k, p.k_strides, b, hkv, j0), p.k_strides.seq, cols, g.d, g.d_pad, 1.0f, x.K_j);
@@ -226,8 +238,10 @@ void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const referenc
     }
   }
   for (std::int64_t c = 0; c < cols; ++c) {
-    T* dK = static_cast<T*>(bp.dk) + b * bp.dk_strides.batch + hkv * bp.dk_strides.head + (j0 + c) * bp.dk_strides.seq;
-    T* dV = static_cast<T*>(bp.dv) + b * bp.dv_strides.batch + hkv * bp.dv_strides.head + (j0 + c) * bp.dv_strides.seq;
+    T* dK = static_cast<T*>(bp.dk) + b * bp.dk_strides.batch + hkv * bp.dk_strides.head +
+            (j0 + c) * bp.dk_strides.seq;
+    T* dV = static_cast<T*>(bp.dv) + b * bp.dv_strides.batch + hkv * bp.dv_strides.head +
+            (j0 + c) * bp.dv_strides.seq;
     for (std::int64_t e = 0; e < g.d; ++e) dK[e] = FromF32<T>(x.dK_j[c * g.d_pad + e]);
     for (std::int64_t e = 0; e < g.dv; ++e) dV[e] = FromF32<T>(x.dV_j[c * g.dv_pad + e]);
   }
@@ -253,14 +267,28 @@ void FusedBackwardT(const BackwardParams& bp) {
   // All memory before any output is written: a failed allocation leaves the caller's arrays untouched.
   const std::int64_t align = 16;  // floats: one AVX-512 vector
   const std::int64_t tile = RoundUp(g.Br * g.Bc_pad, align);
-  const std::int64_t sizes[] = {g.Bc_pad * g.d_pad, g.Bc_pad * g.dv_pad, g.Bc_pad * g.d, g.Bc_pad * g.dv,
-                                g.Bc_pad * g.d_pad, g.Bc_pad * g.dv_pad, g.Br * g.d_pad, g.Br * g.dv_pad,
-                                tile, g.softcap > 0.0f ? tile : 0, tile, tile, tile, g.Bc_pad, g.Br, g.Br};
+  const std::int64_t sizes[] = {g.Bc_pad * g.d_pad,
+                                g.Bc_pad * g.dv_pad,
+                                g.Bc_pad * g.d,
+                                g.Bc_pad * g.dv,
+                                g.Bc_pad * g.d_pad,
+                                g.Bc_pad * g.dv_pad,
+                                g.Br * g.d_pad,
+                                g.Br * g.dv_pad,
+                                tile,
+                                g.softcap > 0.0f ? tile : 0,
+                                tile,
+                                tile,
+                                tile,
+                                g.Bc_pad,
+                                g.Br,
+                                g.Br};
   std::int64_t per_thread = 0;
   for (std::int64_t size : sizes) per_thread += RoundUp(size, align);
   const std::int64_t partial = RoundUp(g.group * g.Nq * g.d_pad, align);
   auto scratch = hwy::AllocateAligned<float>(static_cast<std::size_t>(threads * per_thread));
-  auto dQ_partials = hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, threads * partial)));
+  auto dQ_partials =
+      hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, threads * partial)));
   auto D = hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, g.group * g.Nq)));
   if (!scratch || !dQ_partials || !D) throw std::bad_alloc();
 
@@ -270,7 +298,11 @@ void FusedBackwardT(const BackwardParams& bp) {
     float* base = scratch.get() + thread * per_thread;
     Scratch x;
     float* next = base;
-    auto take = [&](std::int64_t size) { float* region = next; next += RoundUp(size, align); return region; };
+    auto take = [&](std::int64_t size) {
+      float* region = next;
+      next += RoundUp(size, align);
+      return region;
+    };
     x.K_j = take(sizes[0]), x.V_j = take(sizes[1]), x.K_pan = take(sizes[2]), x.V_pan = take(sizes[3]);
     x.dK_j = take(sizes[4]), x.dV_j = take(sizes[5]), x.Q_i = take(sizes[6]), x.dO_i = take(sizes[7]);
     x.S = take(sizes[8]), x.S_raw = take(sizes[9]), x.dP = take(sizes[10]), x.Pt = take(sizes[11]);
@@ -279,27 +311,31 @@ void FusedBackwardT(const BackwardParams& bp) {
     for (std::int64_t b = 0; b < p.batch; ++b) {
       for (std::int64_t hkv = 0; hkv < g.Hkv; ++hkv) {
 #pragma omp for schedule(static)
-        for (std::int64_t t = 0; t < threads; ++t) std::fill_n(dQ_partials.get() + t * partial, partial, 0.0f);
+        for (std::int64_t t = 0; t < threads; ++t)
+          std::fill_n(dQ_partials.get() + t * partial, partial, 0.0f);
 #pragma omp for schedule(static)
         for (std::int64_t n = 0; n < g.group * g.Nq; ++n) {
           RowDotDoO<T>(bp, g, b, hkv * g.group + n / g.Nq, n % g.Nq, D.get() + n);
         }
         // The K/V blocks in snake order over the team: item k goes to thread k mod T and is block
-        // r·T + (k mod T) in even rounds r = k div T, r·T + T − 1 − (k mod T) in odd ones, so that under a causal
-        // mask (work falling linearly with the block index) every thread gets the same share. The assignment
-        // depends only on the team size: the sums into each thread's dQ partial happen in a fixed order.
+        // r·T + (k mod T) in even rounds r = k div T, r·T + T − 1 − (k mod T) in odd ones, so that under a
+        // causal mask (work falling linearly with the block index) every thread gets the same share. The
+        // assignment depends only on the team size: the sums into each thread's dQ partial happen in a fixed
+        // order.
         const std::int64_t team = omp_get_num_threads();
 #pragma omp for schedule(static, 1)
         for (std::int64_t k = 0; k < RoundUp(g.Tc, team); ++k) {
           const std::int64_t round = k / team, pos = k % team;
           const std::int64_t jt = round * team + (round % 2 == 0 ? pos : team - 1 - pos);
-          if (jt < g.Tc) BackwardKvBlock<T>(bp, g, dropout, x, b, hkv, jt, D.get(), dQ_partials.get() + thread * partial);
+          if (jt < g.Tc)
+            BackwardKvBlock<T>(bp, g, dropout, x, b, hkv, jt, D.get(), dQ_partials.get() + thread * partial);
         }
         // dQ = s·Σ_t dQ^(t), in thread order.
 #pragma omp for schedule(static)
         for (std::int64_t n = 0; n < g.group * g.Nq; ++n) {
           const std::int64_t h = hkv * g.group + n / g.Nq, i = n % g.Nq;
-          T* dQ = static_cast<T*>(bp.dq) + b * bp.dq_strides.batch + h * bp.dq_strides.head + i * bp.dq_strides.seq;
+          T* dQ = static_cast<T*>(bp.dq) + b * bp.dq_strides.batch + h * bp.dq_strides.head +
+                  i * bp.dq_strides.seq;
           for (std::int64_t e = 0; e < g.d; ++e) {
             float sum = 0.0f;
             for (std::int64_t t = 0; t < threads; ++t) sum += dQ_partials[t * partial + n * g.d_pad + e];

@@ -14,9 +14,12 @@ void FusedBackwardBF16(const BackwardParams& params);
 
 inline void FusedBackward(const BackwardParams& params) {
   switch (params.attention.dtype) {
-    case DType::kF32: return FusedBackwardF32(params);
-    case DType::kF16: return FusedBackwardF16(params);
-    case DType::kBF16: return FusedBackwardBF16(params);
+    case DType::kF32:
+      return FusedBackwardF32(params);
+    case DType::kF16:
+      return FusedBackwardF16(params);
+    case DType::kBF16:
+      return FusedBackwardBF16(params);
   }
 }
 

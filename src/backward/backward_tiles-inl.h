@@ -30,12 +30,18 @@ inline constexpr std::int64_t kMR = 6;
 template <class Fn>
 HWY_INLINE void WithRows(std::int64_t mr, const Fn& fn) {
   switch (mr) {
-    case 6: return fn(std::integral_constant<int, 6>());
-    case 5: return fn(std::integral_constant<int, 5>());
-    case 4: return fn(std::integral_constant<int, 4>());
-    case 3: return fn(std::integral_constant<int, 3>());
-    case 2: return fn(std::integral_constant<int, 2>());
-    default: return fn(std::integral_constant<int, 1>());
+    case 6:
+      return fn(std::integral_constant<int, 6>());
+    case 5:
+      return fn(std::integral_constant<int, 5>());
+    case 4:
+      return fn(std::integral_constant<int, 4>());
+    case 3:
+      return fn(std::integral_constant<int, 3>());
+    case 2:
+      return fn(std::integral_constant<int, 2>());
+    default:
+      return fn(std::integral_constant<int, 1>());
   }
 }
 static_assert(kMR == 6, "WithRows enumerates the row counts up to kMR");
@@ -80,7 +86,8 @@ HWY_INLINE void PanelTile(const float* HWY_RESTRICT A, std::int64_t lda, const f
 // C[r][slice] += Σ_{c < inner} A[r][c] · B[c][slice] for kRows rows and a slice of kVecs vectors.
 template <int kRows, int kVecs>
 HWY_INLINE void AccumulateTile(const float* HWY_RESTRICT A, std::int64_t lda, const float* HWY_RESTRICT B,
-                               std::int64_t ldb, std::int64_t inner, float* HWY_RESTRICT C, std::int64_t ldc) {
+                               std::int64_t ldb, std::int64_t inner, float* HWY_RESTRICT C,
+                               std::int64_t ldc) {
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   VF acc[kRows][kVecs];
@@ -115,16 +122,19 @@ inline void ProductABt(const float* A, std::int64_t lda, std::int64_t rows, cons
 
 // C (rows × width_pad, ldc) += A (rows × inner, lda) · B (inner × width_pad, ldb), width_pad a multiple of
 // Lanes; slices of two vectors of C's columns (B's slice stays in L1 across the row groups), then one.
-inline void AccumulateAB(const float* A, std::int64_t lda, std::int64_t rows, std::int64_t inner, const float* B,
-                         std::int64_t ldb, std::int64_t width_pad, float* C, std::int64_t ldc) {
+inline void AccumulateAB(const float* A, std::int64_t lda, std::int64_t rows, std::int64_t inner,
+                         const float* B, std::int64_t ldb, std::int64_t width_pad, float* C,
+                         std::int64_t ldc) {
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(DF()));
   for (std::int64_t e0 = 0; e0 < width_pad; e0 += 2 * L) {
     const bool two = e0 + 2 * L <= width_pad;
     for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
       WithRows(std::min(kMR, rows - r0), [&](auto mr) {
         constexpr int kRows = decltype(mr)::value;
-        if (two) AccumulateTile<kRows, 2>(A + r0 * lda, lda, B + e0, ldb, inner, C + r0 * ldc + e0, ldc);
-        else AccumulateTile<kRows, 1>(A + r0 * lda, lda, B + e0, ldb, inner, C + r0 * ldc + e0, ldc);
+        if (two)
+          AccumulateTile<kRows, 2>(A + r0 * lda, lda, B + e0, ldb, inner, C + r0 * ldc + e0, ldc);
+        else
+          AccumulateTile<kRows, 1>(A + r0 * lda, lda, B + e0, ldb, inner, C + r0 * ldc + e0, ldc);
       });
     }
   }

@@ -4,12 +4,14 @@
 //   P_ij  = exp(S_ij − LSE_i)                            (0 where S_ij = −∞, and on rows with LSE_i = −∞)
 //   dV_j += Σ_i P_ij Z_ij dO_i                           (Z = dropout multiplier keep/(1 − p), 1 without)
 //   dP_ij = Z_ij (dO_i · v_j)
-//   dS_ij = P_ij (dP_ij − D_i) · cap'_ij                 (cap' = 1 − tanh²(s q_i·k_j / c) with softcap c, else 1)
-//   dQ_i  = s Σ_j dS_ij k_j,   dK_j += s Σ_i dS_ij q_i
+//   dS_ij = P_ij (dP_ij − D_i) · cap'_ij                 (cap' = 1 − tanh²(s q_i·k_j / c) with softcap c,
+//   else 1) dQ_i  = s Σ_j dS_ij k_j,   dK_j += s Σ_i dS_ij q_i
 // ALiBi and the mask tensor are constants added to S: they pass dS through unchanged and get no gradient.
 //   StandardBackward: float32 with P and dS materialized (Nq×Nk) and rounded to the element type, as a
 //                     framework's plain implementation stores them: the baseline of the kernel's error.
 //   OracleBackward:   float64 from Q, K, V and dO alone (O, LSE recomputed), the exact gradients of ⟨dO, O⟩.
+#include "reference/backward.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -20,7 +22,6 @@
 #include <vector>
 
 #include "common/element.h"
-#include "reference/backward.h"
 #include "reference/dropout.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
@@ -30,8 +31,8 @@ namespace flashattn::reference {
 namespace {
 
 // Element (b, row, head, c) of a (batch, seq, head, dim) tensor of the call's element type.
-float LoadAt(const void* base, DType dtype, const Strides& s, std::int64_t b, std::int64_t row, std::int64_t h,
-             std::int64_t c) {
+float LoadAt(const void* base, DType dtype, const Strides& s, std::int64_t b, std::int64_t row,
+             std::int64_t h, std::int64_t c) {
   return LoadAsFloat(base, dtype, b * s.batch + row * s.seq + h * s.head + c);
 }
 void StoreAt(void* base, DType dtype, const Strides& s, std::int64_t b, std::int64_t row, std::int64_t h,
@@ -40,7 +41,8 @@ void StoreAt(void* base, DType dtype, const Strides& s, std::int64_t b, std::int
 }
 
 // cap'_ij = d S_ij / d(s q·k): the derivative of c·tanh(x / c) at x = s q_i·k_j.
-template <typename T> T SoftcapDerivative(float softcap, T scaled_q_dot_k) {
+template <typename T>
+T SoftcapDerivative(float softcap, T scaled_q_dot_k) {
   if (softcap <= 0.0f) return T{1};
   const T t = std::tanh(scaled_q_dot_k / static_cast<T>(softcap));
   return T{1} - t * t;
@@ -85,7 +87,8 @@ void StandardBackwardGroup(const BackwardParams& bp, std::int64_t b, std::int64_
     problem.LoadV(0, Nk, x.V.data());
     problem.LoadO(0, Nq, x.O.data());
     for (std::int64_t i = 0; i < Nq; ++i) {
-      for (std::int64_t c = 0; c < dv; ++c) x.dO[i * dv + c] = LoadAt(bp.d_o, dtype, bp.do_strides, b, i, h, c);
+      for (std::int64_t c = 0; c < dv; ++c)
+        x.dO[i * dv + c] = LoadAt(bp.d_o, dtype, bp.do_strides, b, i, h, c);
       x.lse[i] = p.lse[(b * p.heads_q + h) * Nq + i];
     }
     for (std::int64_t i = 0; i < Nq; ++i) {  // D_i = dO_i · O_i
@@ -97,13 +100,15 @@ void StandardBackwardGroup(const BackwardParams& bp, std::int64_t b, std::int64_
         float q_dot_k = 0.0f;
         for (std::int64_t c = 0; c < d; ++c) q_dot_k += x.Q[i * d + c] * x.K[j * d + c];
         const float S_ij = problem.Score(i, j, q_dot_k);
-        x.P[i * Nk + j] = S_ij == kNegInf || x.lse[i] == kNegInf ? 0.0f : RoundTo(dtype, std::exp(S_ij - x.lse[i]));
+        x.P[i * Nk + j] =
+            S_ij == kNegInf || x.lse[i] == kNegInf ? 0.0f : RoundTo(dtype, std::exp(S_ij - x.lse[i]));
       }
     }
     for (std::int64_t i = 0; i < Nq; ++i) {  // dV_j += P_ij Z_ij dO_i
       dropout.RowMultipliers(b, h, i, 0, Nk, x.Z_i.data());
       for (std::int64_t j = 0; j < Nk; ++j)
-        for (std::int64_t c = 0; c < dv; ++c) x.dV[j * dv + c] += x.P[i * Nk + j] * x.Z_i[j] * x.dO[i * dv + c];
+        for (std::int64_t c = 0; c < dv; ++c)
+          x.dV[j * dv + c] += x.P[i * Nk + j] * x.Z_i[j] * x.dO[i * dv + c];
     }
     for (std::int64_t i = 0; i < Nq; ++i) {  // dS_ij = P_ij (Z_ij dO_i·v_j − D_i) cap'_ij
       dropout.RowMultipliers(b, h, i, 0, Nk, x.Z_i.data());
@@ -112,7 +117,8 @@ void StandardBackwardGroup(const BackwardParams& bp, std::int64_t b, std::int64_
         for (std::int64_t c = 0; c < dv; ++c) dO_dot_v += x.dO[i * dv + c] * x.V[j * dv + c];
         for (std::int64_t c = 0; c < d; ++c) q_dot_k += x.Q[i * d + c] * x.K[j * d + c];
         const float dP_ij = x.Z_i[j] * dO_dot_v;
-        x.dS[i * Nk + j] = RoundTo(dtype, x.P[i * Nk + j] * (dP_ij - x.D[i]) * SoftcapDerivative(p.softcap, s * q_dot_k));
+        x.dS[i * Nk + j] =
+            RoundTo(dtype, x.P[i * Nk + j] * (dP_ij - x.D[i]) * SoftcapDerivative(p.softcap, s * q_dot_k));
       }
     }
     std::fill(x.dQ.begin(), x.dQ.end(), 0.0f);
@@ -129,7 +135,8 @@ void StandardBackwardGroup(const BackwardParams& bp, std::int64_t b, std::int64_
   const std::int64_t Nk = p.seqlen_k, d = p.head_dim, dv = p.HeadDimV();
   for (std::int64_t j = 0; j < Nk; ++j) {
     for (std::int64_t c = 0; c < d; ++c) StoreAt(bp.dk, dtype, bp.dk_strides, b, j, hkv, c, x.dK[j * d + c]);
-    for (std::int64_t c = 0; c < dv; ++c) StoreAt(bp.dv, dtype, bp.dv_strides, b, j, hkv, c, x.dV[j * dv + c]);
+    for (std::int64_t c = 0; c < dv; ++c)
+      StoreAt(bp.dv, dtype, bp.dv_strides, b, j, hkv, c, x.dV[j * dv + c]);
   }
 }
 

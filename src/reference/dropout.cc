@@ -26,9 +26,10 @@ void Dropout::RowMultipliers(std::int64_t b, std::int64_t h, std::int64_t i, std
   const std::uint64_t row = Block(b, h, i);
   for (std::int64_t j = j0; j < j0 + n;) {  // one Philox call serves keys 4⌊j/4⌋ .. 4⌊j/4⌋ + 3
     const std::int64_t group = j / 4;
-    const auto words = Philox4x32_10({static_cast<std::uint32_t>(row + group),
-                                      static_cast<std::uint32_t>((row + group) >> 32), offset_lo_, offset_hi_},
-                                     key_);
+    const auto words =
+        Philox4x32_10({static_cast<std::uint32_t>(row + group),
+                       static_cast<std::uint32_t>((row + group) >> 32), offset_lo_, offset_hi_},
+                      key_);
     for (; j < j0 + n && j / 4 == group; ++j) Z[j - j0] = words[j % 4] >= threshold_ ? kept_scale_ : 0.0f;
   }
 }

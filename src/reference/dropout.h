@@ -20,7 +20,8 @@
 
 namespace flashattn::reference {
 
-inline std::array<std::uint32_t, 4> Philox4x32_10(std::array<std::uint32_t, 4> c, std::array<std::uint32_t, 2> k) {
+inline std::array<std::uint32_t, 4> Philox4x32_10(std::array<std::uint32_t, 4> c,
+                                                  std::array<std::uint32_t, 2> k) {
   constexpr std::uint64_t M0 = 0xD2511F53, M1 = 0xCD9E8D57;
   constexpr std::uint32_t W0 = 0x9E3779B9, W1 = 0xBB67AE85;
   for (int round = 0; round < 10; ++round) {
@@ -56,8 +57,9 @@ class Dropout {
     return ((static_cast<std::uint64_t>(b) * Hq_ + h) * Nq_ + i) * blocks_per_row_;
   }
   std::uint32_t Word(std::uint64_t n, std::int64_t lane) const {
-    return Philox4x32_10({static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(n >> 32), offset_lo_, offset_hi_},
-                         key_)[lane];
+    return Philox4x32_10(
+        {static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(n >> 32), offset_lo_, offset_hi_},
+        key_)[lane];
   }
 
   std::uint64_t Hq_, Nq_, blocks_per_row_;
