@@ -11,8 +11,8 @@ namespace flashattn::bench {
 
 struct FmaPeak {
   double gflops = 0;   // best rate over the trials, all threads together (wall clock)
-  // Best rate per CPU time, scaled to `threads` threads: flops / (process CPU seconds / threads). Close to
-  // `gflops` on an idle machine, and still the machine's peak when other jobs take turns on the cores.
+  // Best rate per CPU time: Σ over threads of (its flops / its own CPU seconds). Close to `gflops` on an idle
+  // machine, and still the machine's peak when other jobs take turns on the cores.
   double cpu_gflops = 0;
   int threads = 0;
   std::string target;  // Highway target that ran, e.g. "AVX2"
