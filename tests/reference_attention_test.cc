@@ -155,9 +155,10 @@ TEST(ReferenceAttentionTest, ReducedPrecisionStandardHasReducedPrecisionError) {
 }
 
 // A window reach near INT64_MAX sees every key, like −1; i + Nk − Nq ± reach must not overflow.
-TEST(ReferenceAttentionTest, HugeWindowReachesEqualUnboundedWindow) {
+// Every algorithm, the fused kernel included, takes its reaches from common/window.h.
+TEST(ReferenceAttentionTest, HugeWindowReachesEqualUnboundedWindowInEveryAlgorithm) {
   const std::pair<std::int64_t, std::int64_t> windows[] = {{-1, INT64_MAX}, {INT64_MAX, -1}, {INT64_MAX, INT64_MAX}};
-  for (Algorithm algorithm : {Algorithm::kStandard, Algorithm::kFlash1, Algorithm::kFlash2, Algorithm::kOracle}) {
+  for (Algorithm algorithm : kAllAlgorithms) {
     for (auto [left, right] : windows) {
       const Shape shape{.Nq = 5, .Nk = 3, .d = 8, .dv = 8};  // i + Nk − Nq runs from −2 to 2
       Problem windowed(shape, {.window_left = left, .window_right = right}, 11);
@@ -169,6 +170,21 @@ TEST(ReferenceAttentionTest, HugeWindowReachesEqualUnboundedWindow) {
         for (std::int64_t c = 0; c < shape.dv; ++c)
           EXPECT_EQ(windowed.O(0, i, 0, c), unbounded.O(0, i, 0, c)) << ToString(algorithm) << " row " << i;
       }
+    }
+  }
+}
+
+// Block sizes and fast memories far beyond the problem give the problem's own single block, not a
+// gigantic allocation.
+TEST(ReferenceAttentionTest, HugeTilingHintsComputeTheSameAttentionInEveryAlgorithm) {
+  const Tiling tilings[] = {{.block_rows = std::int64_t{1} << 40, .block_cols = std::int64_t{1} << 40},
+                            {.fast_memory_bytes = std::int64_t{1} << 50}};
+  for (Algorithm algorithm : kAllAlgorithms) {
+    for (const Tiling& tiling : tilings) {
+      Problem problem({.Nq = 97, .Nk = 113, .d = 40, .dv = 40}, {.causal = true}, 5);
+      problem.params().tiling = tiling;
+      ASSERT_NO_THROW(forward(problem.params(), algorithm)) << ToString(algorithm);
+      EXPECT_LE(CompareWithOracle(problem).o_error, kTolerance) << ToString(algorithm);
     }
   }
 }

@@ -228,10 +228,8 @@ void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const referenc
     const std::int64_t h = hkv * g.group + hg;
     const ScoreModifiers mods(p, b, h);
     // Rows whose band [i + offset − left, i + offset + right] meets keys [j0, j0 + cols).
-    const std::int64_t left = std::min(mods.left, ScoreModifiers::kUnbounded);
-    const std::int64_t right = std::min(mods.right, ScoreModifiers::kUnbounded);
-    const std::int64_t first = std::max<std::int64_t>(0, j0 - mods.offset - right);
-    const std::int64_t last = std::min(g.Nq - 1, j0 + cols - 1 - mods.offset + left);
+    const std::int64_t first = std::max<std::int64_t>(0, j0 - mods.offset - mods.right);
+    const std::int64_t last = std::min(g.Nq - 1, j0 + cols - 1 - mods.offset + mods.left);
     for (std::int64_t i0 = first / g.Br * g.Br; first <= last && i0 <= last; i0 += g.Br) {
       BackwardTile<T>(bp, g, mods, dropout, x, b, h, i0, std::min(g.Br, g.Nq - i0), j0, cols, D + hg * g.Nq,
                       dQ_partial + hg * g.Nq * g.d_pad);

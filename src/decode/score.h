@@ -9,23 +9,24 @@
 #include <cstdint>
 #include <limits>
 
+#include "common/window.h"
 #include "flashattn/decode.h"
 
 namespace flashattn::decoding {
 
-inline constexpr std::int64_t kUnbounded = INT64_MAX / 4;  // far beyond any position, and safe to add to one
 
 struct ScoreMods {
   float scale = 1.0f;    // s
   float softcap = 0.0f;  // c; 0 = off
-  std::int64_t left = kUnbounded, right = kUnbounded;  // window reach around the diagonal
+  std::int64_t left = kUnboundedReach, right = kUnboundedReach;  // window reach around the diagonal
 
   static ScoreMods From(const DecodeParams& p) {
     ScoreMods mods;
     mods.scale = p.scale.value_or(1.0f / std::sqrt(static_cast<float>(p.head_dim)));
     mods.softcap = p.softcap;
-    mods.left = p.window_left < 0 ? kUnbounded : p.window_left;
-    mods.right = p.causal ? 0 : (p.window_right < 0 ? kUnbounded : p.window_right);
+    const WindowReach reach = WindowReachOf(p.causal, p.window_left, p.window_right);
+    mods.left = reach.left;
+    mods.right = reach.right;
     return mods;
   }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/checked.h"
+#include "common/window.h"
 #include "kernels/fused_forward.h"
 #include "reference/reference.h"
 
@@ -104,9 +105,7 @@ Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, s
   // Row r sees keys [r + δ − left, r + δ + right] (SPEC §5, δ = Nk − Nq). These bands move by one per row,
   // so the rows of a Q block together see one interval [lo, hi], and a K/V tile holds a visible key iff it
   // meets that interval.
-  constexpr std::int64_t kUnbounded = INT64_MAX / 4;
-  const std::int64_t left = params.window_left < 0 ? kUnbounded : params.window_left;
-  const std::int64_t right = params.causal ? 0 : (params.window_right < 0 ? kUnbounded : params.window_right);
+  const auto [left, right] = WindowReachOf(params.causal, params.window_left, params.window_right);
   const std::int64_t delta = Nk - Nq;
   HeadCount head;
   head.read = Nq * d;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/window.h"
 #include "flashattn/flashattn.h"
 
 namespace flashattn::kernels {
@@ -20,19 +21,17 @@ struct ScoreModifiers {
   // Row i's diagonal is key i + offset (offset = Nk − Nq, bottom-right alignment); it sees keys
   // [i + offset − left, i + offset + right].
   std::int64_t offset = 0;
-  std::int64_t left = kUnbounded, right = kUnbounded;
+  std::int64_t left = kUnboundedReach, right = kUnboundedReach;
   float softcap = 0.0f;      // 0 = off
   float alibi_slope = 0.0f;  // 0 = off
   MaskKind mask_kind = MaskKind::kNone;
   const void* mask = nullptr;  // offset to this (batch, head)
   std::int64_t mask_stride_row = 0, mask_stride_col = 0;
 
-  static constexpr std::int64_t kUnbounded = INT64_MAX / 4;  // beyond any index, and safe to add to one
-
   ScoreModifiers(const AttentionParams& p, std::int64_t b, std::int64_t h)
       : offset(p.seqlen_k - p.seqlen_q),
-        left(p.window_left < 0 ? kUnbounded : p.window_left),
-        right(p.causal ? 0 : (p.window_right < 0 ? kUnbounded : p.window_right)),
+        left(WindowReachOf(p.causal, p.window_left, p.window_right).left),
+        right(WindowReachOf(p.causal, p.window_left, p.window_right).right),
         softcap(p.softcap),
         alibi_slope(p.alibi_slopes == nullptr ? 0.0f : p.alibi_slopes[b * p.alibi_batch_stride + h]),
         mask_kind(p.mask.kind),

@@ -106,8 +106,13 @@ BlockSizes ChooseBlockSizes(const AttentionParams& params) {
   return {Br, Bc};
 }
 
+BlockSizes ClampBlockSizes(BlockSizes blocks, const AttentionParams& params) {
+  return {std::min(blocks.Br, std::max<std::int64_t>(1, params.seqlen_q)),
+          std::min(blocks.Bc, std::max<std::int64_t>(1, params.seqlen_k))};
+}
+
 void Flash1(const AttentionParams& params, IoCount* io) {
-  const BlockSizes blocks = ChooseBlockSizes(params);
+  const BlockSizes blocks = ClampBlockSizes(ChooseBlockSizes(params), params);
   const std::int64_t d = params.head_dim, dv = params.HeadDimV(), Nq = params.seqlen_q;
   std::vector<Scratch> scratch(static_cast<std::size_t>(ResolveThreads(params.num_threads)));
   for (Scratch& x : scratch) {

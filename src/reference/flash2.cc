@@ -78,7 +78,7 @@ void Flash2Head(const HeadProblem& problem, BlockSizes blocks, const Dropout& dr
 }  // namespace
 
 void Flash2(const AttentionParams& params, IoCount* io) {
-  const BlockSizes blocks = ChooseBlockSizes(params);
+  const BlockSizes blocks = ClampBlockSizes(ChooseBlockSizes(params), params);
   const std::int64_t d = params.head_dim, dv = params.HeadDimV();
   std::vector<Scratch> scratch(static_cast<std::size_t>(ResolveThreads(params.num_threads)));
   for (Scratch& x : scratch) {

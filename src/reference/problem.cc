@@ -1,13 +1,11 @@
 #include "reference/problem.h"
 
+#include "common/window.h"
+
 #include <algorithm>
 #include <cmath>
 
 namespace flashattn::reference {
-
-namespace {
-constexpr std::int64_t kUnbounded = INT64_MAX / 4;  // far beyond any index, and safe to add to one
-}
 
 int ResolveThreads(int requested) { return requested > 0 ? requested : omp_get_max_threads(); }
 
@@ -37,10 +35,9 @@ HeadProblem::HeadProblem(const AttentionParams& p, std::int64_t b_index, std::in
   k_ = at(p.k, p.k_strides, b, h_kv);
   v_ = at(p.v, p.v_strides, b, h_kv);
   o_ = const_cast<char*>(at(p.o, p.o_strides, b, h));
-  // Reaches beyond kUnbounded are clamped to it: any larger one sees the same keys and i + Nk − Nq ± reach
-  // would overflow.
-  left_ = p.window_left < 0 ? kUnbounded : std::min(p.window_left, kUnbounded);
-  right_ = p.causal ? 0 : (p.window_right < 0 ? kUnbounded : std::min(p.window_right, kUnbounded));
+  const WindowReach reach = WindowReachOf(p.causal, p.window_left, p.window_right);
+  left_ = reach.left;
+  right_ = reach.right;
   if (mask_.kind != MaskKind::kNone) {
     const std::int64_t mask_elem = mask_.kind == MaskKind::kBool ? 1 : 4;
     mask_.data = static_cast<const char*>(mask_.data) +

@@ -25,6 +25,10 @@ struct BlockSizes {
   std::int64_t Bc;
 };
 BlockSizes ChooseBlockSizes(const AttentionParams& params);
+// The same blocks cut down to the sequence lengths: a block longer than its sequence holds the same rows
+// as one of exactly that length, so the algorithm (and its IO) is unchanged, and scratch stays bounded by
+// the problem whatever tiling the caller asks for.
+BlockSizes ClampBlockSizes(BlockSizes blocks, const AttentionParams& params);
 
 // Given `io`, each adds the main-memory traffic of every (batch, head) to it (problem.h, IoCount).
 struct IoCount;
