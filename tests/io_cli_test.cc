@@ -2,6 +2,7 @@
 // traffic equals its model; nonsensical arguments end in one error line naming the argument and a non-zero
 // exit status.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <sys/wait.h>
 
@@ -17,7 +18,8 @@ struct Result {
 };
 
 Result RunIo(const std::string& arguments) {
-  const std::string err_path = ::testing::TempDir() + "io_cli_test_stderr.txt";
+  // One file per process: test processes may run side by side.
+  const std::string err_path = ::testing::TempDir() + "io_cli_test_stderr." + std::to_string(getpid()) + ".txt";
   const std::string command = std::string(FLASHATTN_CLI_PATH) + " io " + arguments + " 2>" + err_path;
   Result result;
   FILE* pipe = popen(command.c_str(), "r");
