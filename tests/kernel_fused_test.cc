@@ -199,6 +199,14 @@ TEST(FusedKernelTest, LargeLogitsStayFiniteAndAccurate) {
   ExpectFusedWithinTwiceStandard(problem, "large logits");
 }
 
+// A head whose packed K and V exceed the kernel's packing budget (16 MiB): V_j is then copied per tile
+// instead of packed once per head, a path the short sequences above never take.
+TEST(FusedKernelTest, LongKeySequenceBeyondThePackingBudgetMatchesOracle) {
+  Problem problem({.Nq = 13, .Nk = 16500, .Hq = 2, .Hkv = 1, .d = 128, .dv = 128},
+                  {.window_left = 9000, .softcap = 20.0f}, 12);
+  ExpectFusedWithinTwiceStandard(problem, "Nk=16500");
+}
+
 TEST(FusedKernelTest, FusedIsTheDefaultAlgorithm) {
   Problem problem({.Nq = 20, .Nk = 30, .d = 16, .dv = 16}, {}, 2);
   forward(problem.params());

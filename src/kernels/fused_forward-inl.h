@@ -75,13 +75,14 @@ struct Geometry {
   std::int64_t Bc_pad;     // keys per packed block, a multiple of NR
   std::int64_t dv_pad;     // Õ and V_j row length, a multiple of L
   std::int64_t packed_head;  // elements of packed K per (batch, K/V head)
+  std::int64_t packed_v_head;  // elements of packed V per (batch, K/V head); 0 = V_j is copied per tile
   float scale;
 };
 
 // One thread's fast-memory working set.
 template <typename T>
 struct Scratch {
-  T* V_j;        // Bc × dv_pad, the current V block, contiguous and zero-padded
+  T* V_j;        // Bc × dv_pad, the current V block, contiguous and zero-padded (when V is not packed)
   float* Q_i;    // Br × d, pre-scaled by s
   float* S_ij;   // Br × Bc_pad, scores then P̃
   float* O_i;    // Br × dv_pad, the unnormalized accumulator Õ
@@ -116,7 +117,7 @@ HWY_INLINE void PrefetchRows(const T* rows_begin, std::int64_t ld, std::int64_t 
 
 // V_j as `cols` contiguous rows of dv_pad elements, zero beyond dv. The caller's rows are often a power of
 // two apart (heads × dv elements), so reading them in place would map a whole column slice onto one L1
-// set; the copy costs one element per 2·Br FLOPs of the product.
+// set, and every row would be in a page of its own.
 template <typename T>
 void CopyVBlock(const T* V, std::int64_t ldv, std::int64_t cols, std::int64_t dv, std::int64_t dv_pad, T* V_j) {
   for (std::int64_t c = 0; c < cols; ++c) {
@@ -125,10 +126,21 @@ void CopyVBlock(const T* V, std::int64_t ldv, std::int64_t cols, std::int64_t dv
   }
 }
 
+// Copies V block jt of one (batch, K/V head) into its contiguous place, once for all query blocks and query
+// heads of the group (when the head is small enough to be packed whole; see FusedForwardT).
+template <typename T>
+void PackVBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
+                      std::int64_t jt, T* packed_v) {
+  const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
+  const T* V =
+      static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
+  CopyVBlock(V, p.v_strides.seq, cols, g.dv, g.dv_pad, packed_v + jt * g.Bc * g.dv_pad);
+}
+
 // Rows [i0, i0 + rows) of query head h: the whole inner loop over K/V blocks, then the one write of O, LSE.
 template <typename T>
 void SolveQBlock(const AttentionParams& p, const Geometry& g, const Scratch<T>& x, std::int64_t b,
-                 std::int64_t h, std::int64_t qb, const T* packed) {
+                 std::int64_t h, std::int64_t qb, const T* packed, const T* packed_v) {
   const DF df;
   const std::int64_t L = g.L, NR = g.NR, d = g.d, dv = g.dv;
   const std::int64_t i0 = qb * g.Br, rows = std::min(g.Br, g.Nq - i0);
@@ -151,7 +163,9 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Scratch<T>& 
     const T* V =
         static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
     for (std::int64_t p0 = 0; p0 < cols; p0 += NR) {  // S_ij = Q_i K_jᵀ, one panel of NR keys at a time
-      PrefetchRows(V + p0 * p.v_strides.seq, p.v_strides.seq, std::min(NR, cols - p0), dv);
+      if (packed_v == nullptr) {
+        PrefetchRows(V + p0 * p.v_strides.seq, p.v_strides.seq, std::min(NR, cols - p0), dv);
+      }
       for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
         WithRows(std::min(kMR, rows - r0), [&](auto mr) {
           ScoreTile<decltype(mr)::value>(x.Q_i + r0 * d, d, panels + p0 * d, d, x.S_ij + r0 * lds + p0, lds);
@@ -168,7 +182,8 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Scratch<T>& 
     }
     // Õ = diag(α) Õ + P̃_ij V_j in slices of 2 vectors of features (a slice of V_j stays in L1 across the
     // row groups), then one vector.
-    CopyVBlock(V, p.v_strides.seq, cols, dv, g.dv_pad, x.V_j);
+    const T* V_j = packed_v != nullptr ? packed_v + jt * g.Bc * g.dv_pad : x.V_j;
+    if (packed_v == nullptr) CopyVBlock(V, p.v_strides.seq, cols, dv, g.dv_pad, x.V_j);
     std::int64_t e0 = 0;
     for (; e0 < g.dv_pad; e0 += 2 * L) {
       const bool two = e0 + 2 * L <= g.dv_pad;
@@ -177,8 +192,8 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Scratch<T>& 
           constexpr int kRows = decltype(mr)::value;
           const float* P = x.S_ij + r0 * lds;
           float* O = x.O_i + r0 * g.dv_pad + e0;
-          if (two) AccumulatePV<kRows, 2>(P, lds, x.alpha + r0, x.V_j + e0, g.dv_pad, cols, O, g.dv_pad);
-          else AccumulatePV<kRows, 1>(P, lds, x.alpha + r0, x.V_j + e0, g.dv_pad, cols, O, g.dv_pad);
+          if (two) AccumulatePV<kRows, 2>(P, lds, x.alpha + r0, V_j + e0, g.dv_pad, cols, O, g.dv_pad);
+          else AccumulatePV<kRows, 1>(P, lds, x.alpha + r0, V_j + e0, g.dv_pad, cols, O, g.dv_pad);
         });
       }
     }
@@ -217,10 +232,16 @@ void FusedForwardT(const AttentionParams& p) {
   g.scale = p.scale.value_or(1.0f / std::sqrt(static_cast<float>(g.d)));
 
   // Several (batch, K/V head) pairs are packed at once when they are small, so that short sequences
-  // still give every thread work; one pair at a time when it alone is large.
+  // still give every thread work; one pair at a time when it alone is large. V is packed next to K when
+  // both fit the budget; a longer head copies V_j per tile instead, which keeps the scratch of a very long
+  // sequence at one packed K.
   constexpr std::int64_t kPackBudgetBytes = 16 << 20;
   const std::int64_t heads = p.batch * g.Hkv;
-  const std::int64_t head_bytes = g.packed_head * static_cast<std::int64_t>(sizeof(T));
+  const std::int64_t k_head_bytes = g.packed_head * static_cast<std::int64_t>(sizeof(T));
+  const std::int64_t v_head_bytes = g.Tc * g.Bc * g.dv_pad * static_cast<std::int64_t>(sizeof(T));
+  const bool pack_v = k_head_bytes + v_head_bytes <= kPackBudgetBytes;
+  g.packed_v_head = pack_v ? g.Tc * g.Bc * g.dv_pad : 0;
+  const std::int64_t head_bytes = k_head_bytes + (pack_v ? v_head_bytes : 0);
   const std::int64_t chunk =
       std::clamp<std::int64_t>(kPackBudgetBytes / std::max<std::int64_t>(1, head_bytes), 1, heads);
   // No more threads (and per-thread scratch) than there are work items.
@@ -232,12 +253,15 @@ void FusedForwardT(const AttentionParams& p) {
   const std::int64_t align = 16;  // floats: one AVX-512 vector, so every region starts aligned
   const std::int64_t per_thread = RoundUp(g.Br * g.d, align) + RoundUp(g.Br * g.Bc_pad, align) +
                                   RoundUp(g.Br * g.dv_pad, align) + 3 * RoundUp(g.Br, align);
-  const std::int64_t per_thread_v = RoundUp(g.Bc * g.dv_pad, align);
+  const std::int64_t per_thread_v = pack_v ? 0 : RoundUp(g.Bc * g.dv_pad, align);
   auto packed =
       hwy::AllocateAligned<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.packed_head)));
+  auto packed_v =
+      hwy::AllocateAligned<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.packed_v_head)));
   auto scratch = hwy::AllocateAligned<float>(static_cast<std::size_t>(threads * per_thread));
-  auto scratch_v = hwy::AllocateAligned<T>(static_cast<std::size_t>(threads * per_thread_v));
-  if (!packed || !scratch || !scratch_v) throw std::bad_alloc();
+  auto scratch_v =
+      hwy::AllocateAligned<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, threads * per_thread_v)));
+  if (!packed || !packed_v || !scratch || !scratch_v) throw std::bad_alloc();
 
 #pragma omp parallel num_threads(threads)
   {
@@ -256,6 +280,10 @@ void FusedForwardT(const AttentionParams& p) {
       for (std::int64_t t = 0; t < count * g.Tc; ++t) {
         const std::int64_t head = first + t / g.Tc;
         PackKBlockOfHead(p, g, head / g.Hkv, head % g.Hkv, t % g.Tc, packed.get() + (t / g.Tc) * g.packed_head);
+        if (pack_v) {
+          PackVBlockOfHead(p, g, head / g.Hkv, head % g.Hkv, t % g.Tc,
+                           packed_v.get() + (t / g.Tc) * g.packed_v_head);
+        }
       }
       // Work items head by head, so that a head's K and V stay in the shared cache while every Q block
       // reads them; within a head in decreasing Q block order, because under a causal mask the last blocks
@@ -266,7 +294,8 @@ void FusedForwardT(const AttentionParams& p) {
         const std::int64_t local = t / per_head, head = first + local;
         const std::int64_t qb = g.Tr - 1 - (t % per_head) / g.group;
         const std::int64_t h = (head % g.Hkv) * g.group + t % g.group;
-        SolveQBlock(p, g, x, head / g.Hkv, h, qb, packed.get() + local * g.packed_head);
+        SolveQBlock(p, g, x, head / g.Hkv, h, qb, packed.get() + local * g.packed_head,
+                    pack_v ? packed_v.get() + local * g.packed_v_head : nullptr);
       }
     }
   }
