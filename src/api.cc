@@ -61,9 +61,7 @@ void forward(const AttentionParams& params, Algorithm algorithm) {
     case Algorithm::kStandard: return reference::Standard(params);
     case Algorithm::kFlash1: return reference::Flash1(params);
     case Algorithm::kFlash2: return reference::Flash2(params);
-    // The fused kernel has no dropout yet: with dropout_p > 0 the reference FlashAttention-2 computes it.
-    case Algorithm::kFused:
-      return params.dropout_p > 0.0f ? reference::Flash2(params) : kernels::FusedForward(params);
+    case Algorithm::kFused: return kernels::FusedForward(params);
     case Algorithm::kOracle: return reference::Oracle(params);
   }
   Fail("algorithm has an unknown value ", static_cast<int>(algorithm));

@@ -207,6 +207,24 @@ TEST(FusedKernelTest, LongKeySequenceBeyondThePackingBudgetMatchesOracle) {
   ExpectFusedWithinTwiceStandard(problem, "Nk=16500");
 }
 
+// Dropout inside the kernel: the same regenerated keep decisions as the oracle, every target, both masks'
+// tile paths, GQA, tails, reduced precision, and tiles smaller than a row (several generator calls per row).
+TEST(FusedKernelTest, DropoutMatchesOracleOnEveryTarget) {
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    for (float p : {0.1f, 0.5f}) {
+      Problem problem({.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 33, .dtype = dtype},
+                      {.causal = true, .window_left = 60}, 13);
+      problem.params().dropout_p = p;
+      problem.params().dropout_seed = 0x1234567890ull;
+      problem.params().dropout_offset = 5;
+      ExpectFusedWithinTwiceStandard(problem, "dropout " + std::to_string(p));
+      problem.params().tiling.block_rows = 7;
+      problem.params().tiling.block_cols = 17;
+      ExpectFusedWithinTwiceStandard(problem, "dropout, 7x17 tiles");
+    }
+  }
+}
+
 TEST(FusedKernelTest, FusedIsTheDefaultAlgorithm) {
   Problem problem({.Nq = 20, .Nk = 30, .d = 16, .dv = 16}, {}, 2);
   forward(problem.params());

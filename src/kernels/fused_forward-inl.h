@@ -8,6 +8,7 @@
 //         S_ij = Q_i K_jᵀ                       (ScoreTile, from the packed panels)
 //         masks/modifiers, boundary tiles only    (ApplyScoreModifiers)
 //         m, l, α, P̃_ij = e^{S_ij − m}          (OnlineSoftmaxRow, on the strip while it is in L1)
+//         P̃_ij ∘= Z_ij                           (dropout multipliers, regenerated; l keeps the undropped sum)
 //         Õ = diag(α) Õ + P̃_ij V_j              (AccumulatePV, from a contiguous copy of V_j)
 //       O_i = Õ / l, LSE_i = m + log l          (NormalizeAndLse), written once
 #if defined(FLASHATTN_KERNELS_FUSED_FORWARD_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -34,6 +35,7 @@
 #include "kernels/online_softmax-inl.h"
 #include "kernels/score_mods-inl.h"
 #include "kernels/tile_ops-inl.h"
+#include "reference/dropout.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::kernels::HWY_NAMESPACE {
@@ -89,6 +91,7 @@ struct Scratch {
   float* m;      // Br running maxima
   float* l;      // Br running sums
   float* alpha;  // Br rescale factors of the current tile
+  float* Z;      // Bc_pad dropout multipliers of one row
 };
 
 // Packs K block jt of one (batch, K/V head) into panels; done once and shared by all query blocks and
@@ -139,7 +142,8 @@ void PackVBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t 
 
 // Rows [i0, i0 + rows) of query head h: the whole inner loop over K/V blocks, then the one write of O, LSE.
 template <typename T>
-void SolveQBlock(const AttentionParams& p, const Geometry& g, const Scratch<T>& x, std::int64_t b,
+void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::Dropout& dropout,
+                 const Scratch<T>& x, std::int64_t b,
                  std::int64_t h, std::int64_t qb, const T* packed, const T* packed_v) {
   const DF df;
   const std::int64_t L = g.L, NR = g.NR, d = g.d, dv = g.dv;
@@ -179,6 +183,10 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Scratch<T>& 
       float* S_r = x.S_ij + r * lds;
       std::fill(S_r + cols, S_r + cols_L, kNegInf);
       x.alpha[r] = OnlineSoftmaxRow(S_r, cols_L, x.m[r], x.l[r]);
+      if (dropout.Active()) {  // O = (P ∘ Z) V while l, and so the LSE, sums the undropped P̃
+        dropout.RowMultipliers(b, h, i0 + r, j0, cols, x.Z);
+        for (std::int64_t c = 0; c < cols; ++c) S_r[c] *= x.Z[c];
+      }
     }
     // Õ = diag(α) Õ + P̃_ij V_j in slices of 2 vectors of features (a slice of V_j stays in L1 across the
     // row groups), then one vector.
@@ -218,6 +226,7 @@ template <typename T>
 void FusedForwardT(const AttentionParams& p) {
   if (p.batch == 0 || p.seqlen_q == 0) return;
   const FusedTiling tiling = ChooseFusedTiling(p);
+  const reference::Dropout dropout(p);
   Geometry g;
   g.Nq = p.seqlen_q, g.Nk = p.seqlen_k, g.d = p.head_dim, g.dv = p.HeadDimV();
   g.Hq = p.heads_q, g.Hkv = p.heads_kv, g.group = g.Hq / g.Hkv;
@@ -252,7 +261,8 @@ void FusedForwardT(const AttentionParams& p) {
   // All memory before any output is written: a failed allocation leaves the caller's arrays untouched.
   const std::int64_t align = 16;  // floats: one AVX-512 vector, so every region starts aligned
   const std::int64_t per_thread = RoundUp(g.Br * g.d, align) + RoundUp(g.Br * g.Bc_pad, align) +
-                                  RoundUp(g.Br * g.dv_pad, align) + 3 * RoundUp(g.Br, align);
+                                  RoundUp(g.Br * g.dv_pad, align) + 3 * RoundUp(g.Br, align) +
+                                  RoundUp(g.Bc_pad, align);
   const std::int64_t per_thread_v = pack_v ? 0 : RoundUp(g.Bc * g.dv_pad, align);
   auto packed =
       hwy::AllocateAligned<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.packed_head)));
@@ -273,7 +283,8 @@ void FusedForwardT(const AttentionParams& p) {
     x.O_i = base, base += RoundUp(g.Br * g.dv_pad, align);
     x.m = base, base += RoundUp(g.Br, align);
     x.l = base, base += RoundUp(g.Br, align);
-    x.alpha = base;
+    x.alpha = base, base += RoundUp(g.Br, align);
+    x.Z = base;
     for (std::int64_t first = 0; first < heads; first += chunk) {
       const std::int64_t count = std::min(chunk, heads - first);
 #pragma omp for schedule(static)
@@ -294,7 +305,7 @@ void FusedForwardT(const AttentionParams& p) {
         const std::int64_t local = t / per_head, head = first + local;
         const std::int64_t qb = g.Tr - 1 - (t % per_head) / g.group;
         const std::int64_t h = (head % g.Hkv) * g.group + t % g.group;
-        SolveQBlock(p, g, x, head / g.Hkv, h, qb, packed.get() + local * g.packed_head,
+        SolveQBlock(p, g, dropout, x, head / g.Hkv, h, qb, packed.get() + local * g.packed_head,
                     pack_v ? packed_v.get() + local * g.packed_v_head : nullptr);
       }
     }
