@@ -51,6 +51,18 @@ float SafeSoftmaxRowImpl(float* HWY_RESTRICT row, std::int64_t visible, std::int
   return m + std::log(l);
 }
 
+void ExpShiftedRowImpl(float* HWY_RESTRICT row, std::int64_t visible, std::int64_t n, float shift) {
+  if (!(shift > -std::numeric_limits<float>::infinity())) visible = 0;  // a row that saw no key: P = 0
+  std::memset(row + visible, 0, static_cast<std::size_t>(n - visible) * sizeof(float));
+  const hn::ScalableTag<float> df;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
+  const std::int64_t full = visible / N * N;
+  const auto vshift = hn::Set(df, shift);
+  for (std::int64_t j = 0; j < full; j += N)
+    hn::StoreU(hn::Exp(df, hn::Sub(hn::LoadU(df, row + j), vshift)), df, row + j);
+  for (std::int64_t j = full; j < visible; ++j) row[j] = std::exp(row[j] - shift);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace flashattn::bench
 HWY_AFTER_NAMESPACE();
@@ -59,9 +71,14 @@ HWY_AFTER_NAMESPACE();
 namespace flashattn::bench {
 
 HWY_EXPORT(SafeSoftmaxRowImpl);
+HWY_EXPORT(ExpShiftedRowImpl);
 
 float SafeSoftmaxRow(float* row, std::int64_t visible, std::int64_t n) {
   return HWY_DYNAMIC_DISPATCH(SafeSoftmaxRowImpl)(row, visible, n);
+}
+
+void ExpShiftedRow(float* row, std::int64_t visible, std::int64_t n, float shift) {
+  HWY_DYNAMIC_DISPATCH(ExpShiftedRowImpl)(row, visible, n, shift);
 }
 
 }  // namespace flashattn::bench

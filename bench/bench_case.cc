@@ -9,13 +9,16 @@ namespace flashattn::bench {
 std::string_view ToString(Mode mode) {
   switch (mode) {
     case Mode::kForward: return "forward";
+    case Mode::kDecode: return "decode";
+    case Mode::kBackward: return "backward";
   }
   return "unknown";
 }
 
 Mode ParseMode(std::string_view name, std::string_view argument) {
-  if (name == "forward") return Mode::kForward;
-  Fail(argument, " must be forward (decode and backward are not benchmarked yet); got '", name, "'");
+  for (Mode mode : {Mode::kForward, Mode::kDecode, Mode::kBackward})
+    if (name == ToString(mode)) return mode;
+  Fail(argument, " must be one of forward, decode, backward; got '", name, "'");
 }
 
 DType ParseDType(std::string_view name, std::string_view argument) {
@@ -33,6 +36,8 @@ std::string BenchCase::Name() const {
   s << ToString(mode) << "_" << AlgorithmName() << "_" << ToString(dtype) << "_b" << batch << "_h" << heads
     << "_hkv" << heads_kv << "_nq" << seqlen_q << "_nk" << seqlen_k << "_d" << headdim
     << (causal ? "_causal" : "");
+  if (num_splits > 0) s << "_splits" << num_splits;
+  if (page_size > 0) s << "_paged" << page_size;
   return s.str();
 }
 
@@ -55,7 +60,18 @@ double CountFlops(const BenchCase& c) {
   const double dense = 4.0 * static_cast<double>(c.batch) * static_cast<double>(c.heads) *
                        static_cast<double>(c.seqlen_q) * static_cast<double>(c.seqlen_k) *
                        static_cast<double>(c.headdim);
-  return c.causal ? dense / 2 : dense;
+  switch (c.mode) {
+    case Mode::kForward: return c.causal ? dense / 2 : dense;
+    case Mode::kBackward: return 2.5 * (c.causal ? dense / 2 : dense);
+    case Mode::kDecode: return dense;
+  }
+  return dense;
+}
+
+double CountBytesRead(const BenchCase& c) {
+  if (c.mode != Mode::kDecode) return 0;
+  return 2.0 * static_cast<double>(c.batch) * static_cast<double>(c.seqlen_k) * static_cast<double>(c.heads_kv) *
+         static_cast<double>(c.headdim) * static_cast<double>(SizeOf(c.dtype));
 }
 
 }  // namespace flashattn::bench

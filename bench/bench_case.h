@@ -1,5 +1,5 @@
 // One benchmark configuration: what `flashattn bench` times, and the quantities derived from its shape alone
-// (name, FLOP count, bytes of inputs and outputs). Modes other than forward slot in here as they land.
+// (name, FLOP count, bytes a decode call must read).
 #ifndef FLASHATTN_BENCH_BENCH_CASE_H_
 #define FLASHATTN_BENCH_BENCH_CASE_H_
 
@@ -12,10 +12,10 @@
 
 namespace flashattn::bench {
 
-enum class Mode : std::uint8_t { kForward };
+enum class Mode : std::uint8_t { kForward, kDecode, kBackward };
 
 std::string_view ToString(Mode mode);
-// Parses "forward"; throws Error naming `argument` for anything else.
+// Parses "forward", "decode", "backward"; throws Error naming `argument` for anything else.
 Mode ParseMode(std::string_view name, std::string_view argument = "--mode");
 
 // Parses "f32", "f16", "bf16"; throws Error naming `argument` for anything else.
@@ -26,25 +26,35 @@ struct BenchCase {
   std::int64_t batch = 1;
   std::int64_t heads = 8;     // Hq
   std::int64_t heads_kv = 8;  // Hkv, divides Hq
-  std::int64_t seqlen_q = 4096;
-  std::int64_t seqlen_k = 4096;
+  std::int64_t seqlen_q = 4096;  // decode: the new query rows per sequence (1 for plain decoding)
+  std::int64_t seqlen_k = 4096;  // decode: the cache length N (keys already cached per sequence)
   std::int64_t headdim = 128;  // d = dv
   bool causal = false;
-  DType dtype = DType::kF32;
+  DType dtype = DType::kF32;   // decode: of q, o and the cache
   int threads = 2;  // already resolved: never 0
-  std::optional<Algorithm> algorithm;  // unset: whatever flashattn::forward defaults to
+  std::optional<Algorithm> algorithm;  // forward only; unset: whatever flashattn::forward defaults to
+  std::int64_t num_splits = 0;  // decode only: DecodeParams::num_splits (0 = ChooseNumSplits)
+  std::int64_t page_size = 0;   // decode only: 0 = contiguous cache, else a paged cache with this page size
 
-  // "forward_default_f32_b1_h8_hkv8_nq4096_nk4096_d128_causal": unique per configuration.
+  // "forward_default_f32_b1_h8_hkv8_nq4096_nk4096_d128_causal", "decode_default_f16_b1_h32_hkv8_nq1_nk32768_
+  // d128_splits4_paged256": unique per configuration.
   std::string Name() const;
   std::string AlgorithmName() const;  // "default" when unset
   // The attention parameters of this case for contiguous (batch, seq, head, dim) tensors; pointers unset.
+  // For the forward and backward modes (decode builds DecodeParams, see decode_mode.h).
   AttentionParams Params() const;
 };
 
-// Floating-point operations credited to one call, by the usual convention: 4·b·h·Nq·Nk·d for the two
-// matrix products of the forward pass (2·Nq·Nk·d each), halved for causal. Exponentials and the softmax
-// bookkeeping are not counted.
+// Floating-point operations credited to one call, by the usual conventions (exponentials and the softmax
+// bookkeeping are not counted):
+//   forward   4·b·h·Nq·Nk·d (two matrix products of 2·Nq·Nk·d each), halved for causal;
+//   backward  2.5× the forward count (flash-attn's convention: five products instead of two), causal halved;
+//   decode    4·b·h·Nq·N·d (a decode call is bound by memory; see CountBytesRead).
 double CountFlops(const BenchCase& c);
+
+// Bytes of K and V a decode call must read from its cache: 2·b·N·Hkv·d·sizeof(dtype), each cached key and
+// value once (0 for the other modes).
+double CountBytesRead(const BenchCase& c);
 
 }  // namespace flashattn::bench
 

@@ -6,7 +6,9 @@
 #include <iostream>
 #include <memory>
 
-#include "bench/fma_peak.h"
+#include "bench/backward_mode.h"
+#include "bench/decode_mode.h"
+#include "bench/forward_mode.h"
 #include "bench/report.h"
 #include "common/checked.h"
 
@@ -14,32 +16,47 @@ namespace flashattn::bench {
 
 namespace {
 
+constexpr std::int64_t kDefaultSeqlen = 4096, kDefaultCacheLen = 32768;
+
 // The default sweep: the issue-3 target shape (batch 1, 8 heads, N = 4096, d = 128) with and without the
-// causal mask and in all three element types, a shorter d = 64 shape, and a grouped-query one. About a
-// minute with the fused kernel on 2 cores (most of it is the baseline).
+// causal mask and in all three element types, a shorter d = 64 shape, a grouped-query one; the issue-4
+// decode targets (f16 cache of 32 query heads on 8 K/V heads over 32768 keys, its f32 cache, and one K/V
+// head over 131072 keys); the issue-5 backward target (N = 2048, full and causal). About two and a half
+// minutes on 2 quiet cores, most of it in the baselines.
 std::vector<BenchCase> DefaultSweep(int threads, std::optional<Algorithm> algorithm) {
   struct Shape {
-    std::int64_t heads, heads_kv, seqlen, headdim;
+    Mode mode;
+    std::int64_t heads, heads_kv, seqlen_q, seqlen_k, headdim;
     bool causal;
     DType dtype;
   };
   const Shape shapes[] = {
-      {8, 8, 1024, 64, false, DType::kF32},   {8, 8, 1024, 64, true, DType::kF32},
-      {8, 8, 4096, 128, false, DType::kF32},  {8, 8, 4096, 128, true, DType::kF32},
-      {8, 8, 4096, 128, false, DType::kF16},  {8, 8, 4096, 128, false, DType::kBF16},
-      {8, 2, 2048, 128, true, DType::kF32},
+      {Mode::kForward, 8, 8, 1024, 1024, 64, false, DType::kF32},
+      {Mode::kForward, 8, 8, 1024, 1024, 64, true, DType::kF32},
+      {Mode::kForward, 8, 8, 4096, 4096, 128, false, DType::kF32},
+      {Mode::kForward, 8, 8, 4096, 4096, 128, true, DType::kF32},
+      {Mode::kForward, 8, 8, 4096, 4096, 128, false, DType::kF16},
+      {Mode::kForward, 8, 8, 4096, 4096, 128, false, DType::kBF16},
+      {Mode::kForward, 8, 2, 2048, 2048, 128, true, DType::kF32},
+      {Mode::kDecode, 32, 8, 1, 32768, 128, false, DType::kF16},
+      {Mode::kDecode, 32, 8, 1, 32768, 128, false, DType::kF32},
+      {Mode::kDecode, 8, 1, 1, 131072, 128, false, DType::kF16},
+      {Mode::kBackward, 8, 8, 2048, 2048, 128, false, DType::kF32},
+      {Mode::kBackward, 8, 8, 2048, 2048, 128, true, DType::kF32},
   };
   std::vector<BenchCase> cases;
   for (const Shape& s : shapes) {
     BenchCase c;
+    c.mode = s.mode;
     c.heads = s.heads;
     c.heads_kv = s.heads_kv;
-    c.seqlen_q = c.seqlen_k = s.seqlen;
+    c.seqlen_q = s.seqlen_q;
+    c.seqlen_k = s.seqlen_k;
     c.headdim = s.headdim;
     c.causal = s.causal;
     c.dtype = s.dtype;
     c.threads = threads;
-    c.algorithm = algorithm;
+    if (s.mode == Mode::kForward) c.algorithm = algorithm;
     cases.push_back(c);
   }
   return cases;
@@ -60,15 +77,34 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
   c.batch = o.batch;
   c.heads = o.heads;
   c.heads_kv = o.heads_kv.value_or(o.heads);
-  c.seqlen_q = o.seqlen;
-  c.seqlen_k = o.seqlen_k.value_or(o.seqlen);
   c.headdim = o.headdim;
   c.causal = o.causal;
   c.threads = threads;
-  c.algorithm = algorithm;
   const auto positive = [](const char* option, std::int64_t value) {
     if (value < 1) Fail(option, " must be >= 1, got ", value);
   };
+  const auto only_for = [&](const char* option, bool given, Mode mode) {
+    if (given && c.mode != mode) Fail(option, " applies to --mode ", ToString(mode), " only, got --mode ", o.mode);
+  };
+  only_for("--algorithm", algorithm.has_value(), Mode::kForward);
+  only_for("--cache-len", o.cache_len.has_value(), Mode::kDecode);
+  only_for("--num-splits", o.num_splits.has_value(), Mode::kDecode);
+  only_for("--paged", o.paged.has_value(), Mode::kDecode);
+  if (c.mode == Mode::kDecode) {
+    if (o.seqlen_k) Fail("--seqlen-k does not apply to --mode decode (use --cache-len), got ", *o.seqlen_k);
+    c.seqlen_q = o.seqlen.value_or(1);
+    c.seqlen_k = o.cache_len.value_or(kDefaultCacheLen);
+    c.num_splits = o.num_splits.value_or(0);
+    c.page_size = o.paged.value_or(0);
+    positive("--cache-len", c.seqlen_k);
+    if (c.seqlen_k > std::int64_t{0x7fffffff}) Fail("--cache-len must fit in int32, got ", c.seqlen_k);
+    if (c.num_splits < 0) Fail("--num-splits must be >= 0 (0 = heuristic), got ", c.num_splits);
+    if (o.paged) positive("--paged", c.page_size);
+  } else {
+    c.seqlen_q = o.seqlen.value_or(kDefaultSeqlen);
+    c.seqlen_k = o.seqlen_k.value_or(c.seqlen_q);
+    c.algorithm = algorithm;
+  }
   positive("--batch", c.batch);
   positive("--heads", c.heads);
   positive("--heads-kv", c.heads_kv);
@@ -82,7 +118,8 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
   const double largest = static_cast<double>(c.batch) * static_cast<double>(std::max(c.seqlen_q, c.seqlen_k)) *
                          static_cast<double>(c.heads) * static_cast<double>(c.headdim) * SizeOf(c.dtype);
   if (largest > 0x1p40)
-    Fail("--batch, --seqlen, --seqlen-k, --heads, --headdim: a tensor would need ", largest / 0x1p30, " GiB");
+    Fail("--batch, --seqlen, --seqlen-k, --cache-len, --heads, --headdim: a tensor would need ", largest / 0x1p30,
+         " GiB");
   return {c};
 }
 
@@ -92,17 +129,26 @@ void RunBench(const BenchOptions& options, std::ostream& out) {
     Fail("--min-time must be >= 0 seconds, got ", options.run.timing.min_time_s);
   const std::vector<BenchCase> cases = PlanCases(options);
 
-  const FmaPeak peak = MeasureFmaPeak(cases.front().threads);
+  Limits limits;
+  limits.peak = io_model::MeasureFmaPeak(cases.front().threads);
+  if (std::any_of(cases.begin(), cases.end(), [](const BenchCase& c) { return c.mode == Mode::kDecode; }))
+    limits.bandwidth = io_model::MeasureBandwidth(cases.front().threads);
   if (!options.json) {
-    out << "FMA peak: " << peak.gflops << " GFLOP/s on " << peak.threads << " threads (" << peak.target << "), "
-        << peak.cpu_gflops << " per CPU time; times are medians of >= " << options.run.timing.repeats
+    out << "FMA peak: " << limits.peak.gflops << " GFLOP/s on " << limits.peak.threads << " threads ("
+        << limits.peak.target << "), " << limits.peak.cpu_gflops << " per CPU time";
+    if (limits.bandwidth)
+      out << "; memory bandwidth: read " << limits.bandwidth->read_gbs << " GB/s, triad "
+          << limits.bandwidth->triad_gbs << " GB/s";
+    out << "; times are medians of >= " << options.run.timing.repeats
         << " calls; cpu* columns rate each call by its process CPU time / threads\n";
     PrintTableHeader(out);
   }
   for (const BenchCase& c : cases) {
     Row row;
     switch (c.mode) {
-      case Mode::kForward: row = RunForward(c, options.run, peak); break;
+      case Mode::kForward: row = RunForward(c, options.run, limits); break;
+      case Mode::kDecode: row = RunDecode(c, options.run, limits); break;
+      case Mode::kBackward: row = RunBackward(c, options.run, limits); break;
     }
     if (options.json) out << ToJson(row) << "\n";
     else PrintTableRow(out, row);
@@ -117,16 +163,19 @@ namespace flashattn::cli {
 void AddBenchCommand(CLI::App& app) {
   auto options = std::make_shared<bench::BenchOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "bench", "Time flashattn::forward against an OpenBLAS baseline and the measured FMA peak. Without shape "
-               "options it runs a default sweep.");
+      "bench", "Time flashattn::forward, decode or backward against an OpenBLAS baseline, the measured FMA peak "
+               "and (decode) the measured memory bandwidth. Without shape options it runs a default sweep.");
   bench::BenchOptions& o = *options;
   // Shape options.
-  cmd->add_option("--mode", o.mode, "What to time: forward")->capture_default_str();
+  cmd->add_option("--mode", o.mode, "What to time: forward, decode, backward")->capture_default_str();
   cmd->add_option("--batch", o.batch, "Batch size")->capture_default_str();
   cmd->add_option("--heads", o.heads, "Query heads Hq")->capture_default_str();
   cmd->add_option("--heads-kv", o.heads_kv, "Key/value heads Hkv, dividing Hq (default: Hq)");
-  cmd->add_option("--seqlen", o.seqlen, "Query length Nq")->capture_default_str();
-  cmd->add_option("--seqlen-k", o.seqlen_k, "Key length Nk (default: Nq)");
+  cmd->add_option("--seqlen", o.seqlen, "Query length Nq (default: 4096; decode: 1 new query row)");
+  cmd->add_option("--seqlen-k", o.seqlen_k, "Key length Nk (default: Nq; not for decode)");
+  cmd->add_option("--cache-len", o.cache_len, "Decode: cached keys per sequence N (default: 32768)");
+  cmd->add_option("--num-splits", o.num_splits, "Decode: key chunks per sequence (default 0: the heuristic)");
+  cmd->add_option("--paged", o.paged, "Decode: a paged cache with this page size (default: contiguous)");
   cmd->add_option("--headdim", o.headdim, "Head dimension d")->capture_default_str();
   cmd->add_flag("--causal", o.causal, "Causal mask (bottom-right aligned)");
   cmd->add_option("--dtype", o.dtype, "Element type: f32, f16, bf16")->capture_default_str();
@@ -134,7 +183,7 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_option("--threads", o.threads, "Threads for the kernel, the baseline and the peak (0 = all cores)")
       ->capture_default_str();
   cmd->add_option("--algorithm", o.algorithm,
-                  "Algorithm passed to flashattn::forward (default: forward's own default)");
+                  "Forward: algorithm passed to flashattn::forward (default: forward's own default)");
   cmd->add_flag("--json", o.json, "One JSON object per line instead of a table");
   cmd->add_option("--repeats", o.run.timing.repeats, "At least this many timed calls per measurement")
       ->capture_default_str();
@@ -144,8 +193,8 @@ void AddBenchCommand(CLI::App& app) {
                 "Report the peak resident memory growth of the first call (Linux VmHWM)");
   cmd->add_flag("--no-baseline", [&o](std::int64_t) { o.run.baseline = false; }, "Skip the OpenBLAS baseline");
   cmd->callback([cmd, options] {
-    for (const char* shape_option :
-         {"--mode", "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--headdim", "--causal", "--dtype"})
+    for (const char* shape_option : {"--mode", "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k",
+                                     "--cache-len", "--num-splits", "--paged", "--headdim", "--causal", "--dtype"})
       if (cmd->count(shape_option) > 0) options->single = true;
     bench::RunBench(*options, std::cout);
   });

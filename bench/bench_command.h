@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bench/bench_case.h"
-#include "bench/forward_mode.h"
+#include "bench/mode_common.h"
 
 namespace flashattn::bench {
 
@@ -22,8 +22,11 @@ struct BenchOptions {
   std::int64_t batch = 1;
   std::int64_t heads = 8;
   std::optional<std::int64_t> heads_kv;  // default: heads
-  std::int64_t seqlen = 4096;
-  std::optional<std::int64_t> seqlen_k;  // default: seqlen
+  std::optional<std::int64_t> seqlen;    // default: 4096, or 1 query row for decode
+  std::optional<std::int64_t> seqlen_k;  // default: seqlen (forward, backward)
+  std::optional<std::int64_t> cache_len;   // decode: keys in the cache (default 32768)
+  std::optional<std::int64_t> num_splits;  // decode: DecodeParams::num_splits (default 0 = heuristic)
+  std::optional<std::int64_t> paged;       // decode: page size of a paged cache (default: contiguous)
   std::int64_t headdim = 128;
   bool causal = false;
   std::string dtype = "f32";
@@ -38,7 +41,8 @@ struct BenchOptions {
 // The cases `options` select, with threads resolved. Throws Error naming the option for bad values.
 std::vector<BenchCase> PlanCases(const BenchOptions& options);
 
-// Runs every planned case and writes the FMA peak, then one table line or JSON object per case to `out`.
+// Runs every planned case and writes the FMA peak (and, with decode rows, the bandwidth), then one table line
+// or JSON object per case to `out`.
 void RunBench(const BenchOptions& options, std::ostream& out);
 
 }  // namespace flashattn::bench

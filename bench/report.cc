@@ -31,6 +31,17 @@ std::optional<double> Row::CpuSpeedupVsBaseline() const {
   return baseline->timing.median_cpu_ms / timing.median_cpu_ms;
 }
 
+double Row::Gbps() const {
+  return traffic && timing.median_ms > 0 ? traffic->bytes_read / (timing.median_ms * 1e-3) * 1e-9 : 0;
+}
+
+double Row::BandwidthFraction() const { return traffic && traffic->read_gbs > 0 ? Gbps() / traffic->read_gbs : 0; }
+
+std::optional<double> Row::BaselineGbps() const {
+  if (!traffic || !baseline || baseline->timing.median_ms <= 0) return std::nullopt;
+  return traffic->bytes_read / (baseline->timing.median_ms * 1e-3) * 1e-9;
+}
+
 std::string JsonString(std::string_view text) {
   std::string out = "\"";
   for (char c : text) {
@@ -131,6 +142,18 @@ std::string ToJson(const Row& row) {
     json.AddNull("baseline_median_ms").AddNull("baseline_gflops").AddNull("baseline_arrangement")
         .AddNull("speedup_vs_baseline").AddNull("baseline_median_cpu_ms").AddNull("cpu_speedup_vs_baseline");
   }
+  if (row.traffic) {
+    const Traffic& t = *row.traffic;
+    json.Add("cache_len", c.seqlen_k)
+        .Add("num_splits", t.num_splits)
+        .Add("page_size", c.page_size)
+        .Add("bytes_read", static_cast<std::int64_t>(t.bytes_read))
+        .Add("gbps", row.Gbps())
+        .Add("bandwidth_gbps", t.read_gbs)
+        .Add("triad_gbps", t.triad_gbs)
+        .Add("bandwidth_fraction", row.BandwidthFraction());
+    if (row.baseline) json.Add("baseline_gbps", *row.BaselineGbps()).Add("baseline_cache", t.baseline_cache);
+  }
   if (row.max_abs_diff_vs_baseline) json.Add("max_abs_diff_vs_baseline", *row.max_abs_diff_vs_baseline);
   json.Add("tensor_bytes", row.tensor_bytes);
   if (row.load_average) json.Add("load_average", *row.load_average);
@@ -169,6 +192,13 @@ void PrintTableRow(std::ostream& out, const Row& row) {
                 row.baseline ? row.baseline->arrangement.c_str() : "-", speedup, row.CpuGflops(),
                 100 * row.CpuPeakFraction(), cpu_speedup);
   out << line;
+  if (row.traffic) {
+    char traffic[160];
+    std::snprintf(traffic, sizeof(traffic), "  %.1f GB/s = %.0f%% of read %.1f GB/s (triad %.1f), splits %lld",
+                  row.Gbps(), 100 * row.BandwidthFraction(), row.traffic->read_gbs, row.traffic->triad_gbs,
+                  static_cast<long long>(row.traffic->num_splits));
+    out << traffic;
+  }
   if (row.peak_rss_growth_bytes) {
     char rss[64];
     std::snprintf(rss, sizeof(rss), "  peak RSS +%.2f MiB",

@@ -21,6 +21,15 @@ struct BaselineResult {
   std::vector<std::pair<std::string, double>> medians_ms;  // every arrangement tried, by name
 };
 
+// Decode rows: the bytes the call must read, against the bandwidth measured in the same run.
+struct Traffic {
+  double bytes_read = 0;       // CountBytesRead
+  double read_gbs = 0;         // io_model::Bandwidth::read_gbs, the denominator of bandwidth_fraction
+  double triad_gbs = 0;        // io_model::Bandwidth::triad_gbs, reported for reference
+  std::int64_t num_splits = 0;  // the split count the call used (ChooseNumSplits when the case says 0)
+  std::string baseline_cache;  // what the baseline reads, e.g. "f32 contiguous copy"
+};
+
 struct Row {
   BenchCase config;
   Timing timing;
@@ -32,7 +41,8 @@ struct Row {
   std::optional<double> max_abs_diff_vs_baseline;  // largest |O − O_baseline|, a sanity check of both
   std::optional<std::int64_t> peak_rss_growth_bytes;  // with --report-memory
   std::optional<double> load_average;  // 1-minute load average when the row started
-  std::int64_t tensor_bytes = 0;  // inputs and outputs the caller owns (Q, K, V, O, LSE)
+  std::int64_t tensor_bytes = 0;  // inputs and outputs the caller owns (Q, K, V, O, LSE; gradients)
+  std::optional<Traffic> traffic;  // decode rows
   std::string note;
 
   double Gflops() const;
@@ -44,6 +54,11 @@ struct Row {
   double CpuGflops() const;
   double CpuPeakFraction() const;
   std::optional<double> CpuSpeedupVsBaseline() const;
+  // Decode rows (0 / nullopt otherwise): bytes_read / median time, its fraction of the read bandwidth, and
+  // the baseline's rate over the same bytes.
+  double Gbps() const;
+  double BandwidthFraction() const;
+  std::optional<double> BaselineGbps() const;
 };
 
 // Builds one JSON object on one line; keys keep the order they were added in.

@@ -19,7 +19,7 @@
 
 #include "commands.h"
 #include "flashattn/flashattn.h"
-#include "peak_rss.h"
+#include "io_model/measure.h"
 #include "reference/reference.h"
 
 namespace flashattn::cli {
@@ -137,13 +137,12 @@ Measurement Measure(Workload& w, Algorithm algorithm, const std::vector<Sample>&
   // still shows its scratch as growth.
   malloc_trim(0);
   Measurement m;
-  const std::optional<std::int64_t> before = ResetPeakRss();
+  const io_model::PeakRssProbe probe;
   const auto start = std::chrono::steady_clock::now();
   forward(w.params, algorithm);
   const auto stop = std::chrono::steady_clock::now();
-  const std::optional<std::int64_t> peak = PeakRss();
   m.ms = std::chrono::duration<double, std::milli>(stop - start).count();
-  if (before && peak) m.extra_bytes = *peak - *before;
+  if (probe.available()) m.extra_bytes = probe.PeakGrowthBytes();
   m.errors = CompareSamples(w, samples);
   return m;
 }

@@ -8,10 +8,3 @@ foreach(name backward_dropout_test backward_reference_test backward_kernel_test 
     target_link_libraries(${name} PRIVATE flashattn_backward_test_support)
   endif()
 endforeach()
-# A measuring tool, not a test: backward() against the FMA peak and a standard backward with OpenBLAS.
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(BACKWARD_OPENBLAS IMPORTED_TARGET openblas)
-if(BACKWARD_OPENBLAS_FOUND AND TARGET flashattn_bench)
-  add_executable(backward_perf ${CMAKE_CURRENT_LIST_DIR}/backward_perf.cc)
-  target_link_libraries(backward_perf PRIVATE flashattn_bench PkgConfig::BACKWARD_OPENBLAS OpenMP::OpenMP_CXX)
-endif()

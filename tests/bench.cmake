@@ -1,6 +1,6 @@
-# The benchmark program's checkable logic (bench/): FLOP counts, option handling, JSON and table output, the
-# median loop, the peak-RSS probe, the FMA chains, and that the OpenBLAS baseline computes the same attention
-# as the float64 oracle. No timings are asserted.
+# The benchmark program's checkable logic (bench/): FLOP and byte counts, option handling, JSON and table
+# output, the median loop, the peak-RSS probe, the FMA chains and bandwidth kernels, and that the OpenBLAS
+# baselines (forward, decode, backward) compute what the library computes. No timings are asserted.
 if(TARGET flashattn_bench)
   flashattn_add_test(bench_case_test bench_case_test.cc)
   target_link_libraries(bench_case_test PRIVATE flashattn_bench)
@@ -13,4 +13,8 @@ if(TARGET flashattn_bench)
 
   flashattn_add_test(bench_baseline_test bench_baseline_test.cc)
   target_link_libraries(bench_baseline_test PRIVATE flashattn_bench)
+
+  # The decode and backward baselines against the library (and its backward test problems, tests/backward.cmake).
+  flashattn_add_test(bench_modes_test bench_modes_test.cc)
+  target_link_libraries(bench_modes_test PRIVATE flashattn_bench flashattn_backward_test_support)
 endif()

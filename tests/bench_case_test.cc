@@ -31,6 +31,41 @@ TEST(BenchCase, CountFlopsHalvesForCausal) {
   EXPECT_EQ(CountFlops(c), dense / 2);
 }
 
+TEST(BenchCase, BackwardCountsTwoAndAHalfForwardsCausalHalved) {
+  BenchCase c;
+  c.mode = Mode::kBackward;
+  c.heads = 8;
+  c.seqlen_q = c.seqlen_k = 2048;
+  c.headdim = 128;
+  EXPECT_EQ(CountFlops(c), 2.5 * 4.0 * 8 * 2048 * 2048 * 128);  // 42.9 GFLOP, the issue-5 target shape
+  c.causal = true;
+  EXPECT_EQ(CountFlops(c), 2.5 * 4.0 * 8 * 2048 * 2048 * 128 / 2);
+  EXPECT_EQ(CountBytesRead(c), 0);
+}
+
+TEST(BenchCase, DecodeReadsEveryCachedKeyAndValueOnce) {
+  BenchCase c;
+  c.mode = Mode::kDecode;
+  c.batch = 1;
+  c.heads = 32;
+  c.heads_kv = 8;
+  c.seqlen_q = 1;
+  c.seqlen_k = 32768;
+  c.headdim = 128;
+  c.dtype = DType::kF16;
+  EXPECT_EQ(CountBytesRead(c), 128.0 * (1 << 20));  // the issue's "128 MiB of K and V"
+  c.dtype = DType::kF32;
+  EXPECT_EQ(CountBytesRead(c), 256.0 * (1 << 20));
+  c.batch = 3;
+  c.heads_kv = 1;
+  c.headdim = 64;
+  c.dtype = DType::kBF16;
+  EXPECT_EQ(CountBytesRead(c), 2.0 * 3 * 32768 * 1 * 64 * 2);
+  EXPECT_EQ(CountFlops(c), 4.0 * 3 * 32 * 1 * 32768 * 64);
+  c.mode = Mode::kForward;
+  EXPECT_EQ(CountBytesRead(c), 0);
+}
+
 TEST(BenchCase, NameSpellsOutEveryShapeField) {
   BenchCase c;
   c.batch = 2;
@@ -45,6 +80,11 @@ TEST(BenchCase, NameSpellsOutEveryShapeField) {
   c.algorithm = Algorithm::kFlash1;
   c.causal = false;
   EXPECT_EQ(c.Name(), "forward_flash1_bf16_b2_h8_hkv2_nq100_nk300_d64");
+  c.mode = Mode::kDecode;
+  c.algorithm.reset();
+  c.num_splits = 4;
+  c.page_size = 256;
+  EXPECT_EQ(c.Name(), "decode_default_bf16_b2_h8_hkv2_nq100_nk300_d64_splits4_paged256");
 }
 
 TEST(BenchCase, ParamsAreContiguousAndValidOnceAttached) {
@@ -69,6 +109,8 @@ TEST(BenchCase, ParamsAreContiguousAndValidOnceAttached) {
 TEST(BenchCase, ParseRejectsUnknownNamesNamingTheOption) {
   EXPECT_EQ(ParseDType("f16"), DType::kF16);
   EXPECT_EQ(ParseMode("forward"), Mode::kForward);
+  EXPECT_EQ(ParseMode("decode"), Mode::kDecode);
+  EXPECT_EQ(ParseMode("backward"), Mode::kBackward);
   try {
     ParseDType("f64");
     FAIL() << "f64 accepted";
@@ -76,7 +118,7 @@ TEST(BenchCase, ParseRejectsUnknownNamesNamingTheOption) {
     EXPECT_NE(std::string(e.what()).find("--dtype"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("f64"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(ParseMode("decode"), Error);
+  EXPECT_THROW(ParseMode("sideways"), Error);
 }
 
 TEST(PlanCases, WithoutShapeOptionsRunsTheSweepIncludingTheTargetShape) {
@@ -86,17 +128,60 @@ TEST(PlanCases, WithoutShapeOptionsRunsTheSweepIncludingTheTargetShape) {
   ASSERT_GT(cases.size(), 1u);
   std::set<std::string> names;
   bool target = false, target_causal = false, target_f16 = false;
+  int decode_rows = 0, backward_rows = 0;
   for (const BenchCase& c : cases) {
     names.insert(c.Name());
     EXPECT_EQ(c.threads, 2);
     EXPECT_FALSE(c.algorithm.has_value());
-    if (c.batch == 1 && c.heads == 8 && c.heads_kv == 8 && c.seqlen_q == 4096 && c.headdim == 128) {
+    decode_rows += c.mode == Mode::kDecode;
+    backward_rows += c.mode == Mode::kBackward;
+    if (c.mode == Mode::kForward && c.batch == 1 && c.heads == 8 && c.heads_kv == 8 && c.seqlen_q == 4096 && c.headdim == 128) {
       if (c.dtype == DType::kF32) (c.causal ? target_causal : target) = true;
       if (c.dtype == DType::kF16 && !c.causal) target_f16 = true;
     }
   }
   EXPECT_EQ(names.size(), cases.size()) << "two sweep cases share a name";
   EXPECT_TRUE(target && target_causal && target_f16);
+  EXPECT_GE(decode_rows, 2);
+  EXPECT_GE(backward_rows, 1);
+}
+
+TEST(PlanCases, DecodeTakesOneQueryRowAndTheCacheOptions) {
+  BenchOptions options;
+  options.single = true;
+  options.mode = "decode";
+  options.heads = 32;
+  options.heads_kv = 8;
+  options.dtype = "f16";
+  options.threads = 2;
+  BenchCase c = PlanCases(options)[0];
+  EXPECT_EQ(c.mode, Mode::kDecode);
+  EXPECT_EQ(c.seqlen_q, 1);
+  EXPECT_EQ(c.seqlen_k, 32768);  // the default cache length
+  EXPECT_EQ(c.num_splits, 0);
+  EXPECT_EQ(c.page_size, 0);
+  options.cache_len = 131072;
+  options.num_splits = 8;
+  options.paged = 16;
+  options.seqlen = 4;  // speculative decoding
+  c = PlanCases(options)[0];
+  EXPECT_EQ(c.seqlen_k, 131072);
+  EXPECT_EQ(c.num_splits, 8);
+  EXPECT_EQ(c.page_size, 16);
+  EXPECT_EQ(c.seqlen_q, 4);
+}
+
+TEST(PlanCases, BackwardTakesTheForwardShapeOptions) {
+  BenchOptions options;
+  options.single = true;
+  options.mode = "backward";
+  options.seqlen = 2048;
+  options.causal = true;
+  const BenchCase c = PlanCases(options)[0];
+  EXPECT_EQ(c.mode, Mode::kBackward);
+  EXPECT_EQ(c.seqlen_q, 2048);
+  EXPECT_EQ(c.seqlen_k, 2048);
+  EXPECT_TRUE(c.causal);
 }
 
 TEST(PlanCases, SingleConfigurationTakesDefaultsForWhatIsNotGiven) {
@@ -143,6 +228,14 @@ TEST(PlanCases, RejectsBadValuesNamingTheOption) {
       {"--algorithm", "fastest", [](BenchOptions& o) { o.algorithm = "fastest"; }},
       {"--mode", "sideways", [](BenchOptions& o) { o.mode = "sideways"; }},
       {"--seqlen", "1099511627776", [](BenchOptions& o) { o.seqlen = std::int64_t{1} << 40; }},
+      {"--cache-len", "0", [](BenchOptions& o) { o.mode = "decode"; o.cache_len = 0; }},
+      {"--cache-len", "4294967296", [](BenchOptions& o) { o.mode = "decode"; o.cache_len = std::int64_t{1} << 32; }},
+      {"--num-splits", "-1", [](BenchOptions& o) { o.mode = "decode"; o.num_splits = -1; }},
+      {"--paged", "0", [](BenchOptions& o) { o.mode = "decode"; o.paged = 0; }},
+      {"--cache-len", "forward", [](BenchOptions& o) { o.cache_len = 100; }},
+      {"--paged", "backward", [](BenchOptions& o) { o.mode = "backward"; o.paged = 16; }},
+      {"--seqlen-k", "decode", [](BenchOptions& o) { o.mode = "decode"; o.seqlen_k = 100; }},
+      {"--algorithm", "decode", [](BenchOptions& o) { o.mode = "decode"; o.algorithm = "fused"; }},
   };
   for (const Bad& b : bad) {
     BenchOptions options;

@@ -74,6 +74,57 @@ TEST(BenchReport, JsonLineWithoutBaselineHasNullsAndTheReason) {
   EXPECT_EQ(json.find('\n'), std::string::npos);
 }
 
+Row DecodeRow() {
+  Row row;
+  row.config.mode = Mode::kDecode;
+  row.config.heads = 32;
+  row.config.heads_kv = 8;
+  row.config.seqlen_q = 1;
+  row.config.seqlen_k = 32768;
+  row.config.headdim = 128;
+  row.config.dtype = DType::kF16;
+  row.config.threads = 2;
+  row.flops = CountFlops(row.config);
+  row.timing = {8.0, 7.5, 9.0, 60, 16.0};
+  row.peak_gflops = 200.0;
+  Traffic traffic;
+  traffic.bytes_read = CountBytesRead(row.config);  // 134217728
+  traffic.read_gbs = 24.0;
+  traffic.triad_gbs = 18.0;
+  traffic.num_splits = 2;
+  traffic.baseline_cache = "f32 contiguous copy of the f16 cache";
+  row.traffic = traffic;
+  BaselineResult baseline;
+  baseline.timing = {16.0, 15.0, 17.0, 30, 32.0};
+  baseline.arrangement = "heads-parallel";
+  row.baseline = baseline;
+  return row;
+}
+
+TEST(BenchReport, DecodeRowRatesBytesAgainstTheMeasuredBandwidth) {
+  const Row row = DecodeRow();
+  EXPECT_NEAR(row.Gbps(), 134217728 / 8e-3 * 1e-9, 1e-9);  // 16.78 GB/s
+  EXPECT_NEAR(row.BandwidthFraction(), 134217728 / 8e-3 * 1e-9 / 24.0, 1e-12);
+  EXPECT_NEAR(*row.BaselineGbps(), 134217728 / 16e-3 * 1e-9, 1e-9);
+  EXPECT_EQ(ExampleRow().Gbps(), 0);  // forward rows have no traffic
+  EXPECT_EQ(ExampleRow().BaselineGbps(), std::nullopt);
+}
+
+TEST(BenchReport, DecodeJsonHasTheTrafficFields) {
+  const std::string json = ToJson(DecodeRow());
+  for (const char* field :
+       {"\"mode\": \"decode\"", "\"cache_len\": 32768", "\"num_splits\": 2", "\"page_size\": 0",
+        "\"bytes_read\": 134217728", "\"gbps\": 16.7772", "\"bandwidth_gbps\": 24", "\"triad_gbps\": 18",
+        "\"bandwidth_fraction\": 0.699051", "\"baseline_gbps\": 8.38861", "\"speedup_vs_baseline\": 2",
+        "\"baseline_cache\": \"f32 contiguous copy of the f16 cache\""})
+    EXPECT_NE(json.find(field), std::string::npos) << field << " not in " << json;
+  EXPECT_EQ(ToJson(ExampleRow()).find("bytes_read"), std::string::npos);
+  std::ostringstream line;
+  PrintTableRow(line, DecodeRow());
+  EXPECT_NE(line.str().find("16.8 GB/s = 70% of read 24.0 GB/s (triad 18.0), splits 2"), std::string::npos)
+      << line.str();
+}
+
 TEST(BenchReport, JsonEscapesStringsAndWritesNonFiniteAsNull) {
   EXPECT_EQ(JsonString("a\"b\\c\nd\x01"), "\"a\\\"b\\\\c\\nd\\u0001\"");
   JsonLine json;

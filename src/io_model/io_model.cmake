@@ -3,4 +3,7 @@
 target_sources(flashattn PRIVATE
   ${PROJECT_SOURCE_DIR}/src/io_model/io_model.cc
   ${PROJECT_SOURCE_DIR}/src/io_model/machine.cc
+  ${PROJECT_SOURCE_DIR}/src/io_model/bandwidth.cc
+  ${PROJECT_SOURCE_DIR}/src/io_model/fma_peak.cc
+  ${PROJECT_SOURCE_DIR}/src/io_model/peak_rss.cc
 )

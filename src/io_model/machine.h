@@ -13,14 +13,12 @@ std::int64_t DetectL2CacheBytes();
 
 struct Machine {
   int threads = 0;
-  double fma_gflops = 0.0;     // independent FMA chains, best short piece per thread, summed over threads
-  double bandwidth_gbs = 0.0;  // streaming reads of 96 MiB, median piece per thread, summed over threads
+  double fma_gflops = 0.0;     // FmaPeak::cpu_gflops of io_model/measure.h (per CPU time: robust to sharing)
+  double bandwidth_gbs = 0.0;  // Bandwidth::read_gbs of io_model/measure.h (all threads at once)
   double RidgePoint() const { return bandwidth_gbs > 0 ? fma_gflops / bandwidth_gbs : 0.0; }  // FLOP/byte
 };
 
-// Measures both with `threads` threads (0 = all cores). Each thread times short pieces of work so that other
-// jobs on the same cores disturb few of them; the per-thread rates are summed, which assumes the threads
-// could run at once (for bandwidth it may overstate what the cores reach together on a shared bus).
+// Measures both with `threads` threads (0 = all cores), with the measurements `flashattn bench` uses.
 Machine MeasureMachine(int threads);
 
 }  // namespace flashattn::io_model

@@ -1,0 +1,107 @@
+#include "bench/backward_mode.h"
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "bench/backward_baseline.h"
+#include "flashattn/backward.h"
+
+namespace flashattn::bench {
+
+namespace {
+
+// The caller-owned tensors of one backward call, contiguous (batch, seq, head, dim), filled and resident.
+struct Tensors {
+  Tensors(const AttentionParams& p, std::uint64_t seed)
+      : q(RandomElements(p.batch * p.seqlen_q * p.heads_q * p.head_dim, p.dtype, seed)),
+        k(RandomElements(p.batch * p.seqlen_k * p.heads_kv * p.head_dim, p.dtype, seed + 1)),
+        v(RandomElements(p.batch * p.seqlen_k * p.heads_kv * p.HeadDimV(), p.dtype, seed + 2)),
+        o(RandomElements(p.batch * p.seqlen_q * p.heads_q * p.HeadDimV(), p.dtype, 0)),
+        d_o(RandomElements(p.batch * p.seqlen_q * p.heads_q * p.HeadDimV(), p.dtype, seed + 3)),
+        dq(RandomElements(p.batch * p.seqlen_q * p.heads_q * p.head_dim, p.dtype, 0)),
+        dk(RandomElements(p.batch * p.seqlen_k * p.heads_kv * p.head_dim, p.dtype, 0)),
+        dv(RandomElements(p.batch * p.seqlen_k * p.heads_kv * p.HeadDimV(), p.dtype, 0)),
+        lse(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q), 0.0f) {}
+
+  // Gradients into dq, dk, dv (or into the given buffers, for the baseline).
+  BackwardParams Params(const AttentionParams& attention, std::vector<std::uint16_t>* gq,
+                        std::vector<std::uint16_t>* gk, std::vector<std::uint16_t>* gv) {
+    BackwardParams b;
+    b.attention = attention;
+    b.attention.q = q.data();
+    b.attention.k = k.data();
+    b.attention.v = v.data();
+    b.attention.o = o.data();
+    b.attention.lse = lse.data();
+    b.d_o = d_o.data();
+    b.dq = gq->data();
+    b.dk = gk->data();
+    b.dv = gv->data();
+    b.SetContiguousStrides();
+    return b;
+  }
+  std::int64_t Bytes() const {
+    std::size_t slots = 0;
+    for (const auto* t : {&q, &k, &v, &o, &d_o, &dq, &dk, &dv}) slots += t->size();
+    return static_cast<std::int64_t>(slots * sizeof(std::uint16_t) + lse.size() * sizeof(float));
+  }
+
+  std::vector<std::uint16_t> q, k, v, o, d_o, dq, dk, dv;
+  std::vector<float> lse;
+};
+
+}  // namespace
+
+Row RunBackward(const BenchCase& c, const RunOptions& options, const Limits& limits) {
+  Row row = StartRow(c, limits);
+  Tensors tensors(c.Params(), 0x5eed);
+  BackwardParams params = tensors.Params(c.Params(), &tensors.dq, &tensors.dk, &tensors.dv);
+  forward(params.attention);  // O and LSE, as training would have them
+  Validate(params);
+  row.tensor_bytes = tensors.Bytes();
+
+  const auto call = [&] { backward(params); };
+  TimingOptions timing = options.timing;
+  if (options.report_memory) {
+    malloc_trim(0);
+    const io_model::PeakRssProbe probe;
+    call();
+    if (probe.available()) row.peak_rss_growth_bytes = probe.PeakGrowthBytes();
+    else row.note = "peak RSS unavailable (/proc/self/clear_refs not writable)";
+    timing.warmup = false;
+  }
+  row.timing = TimeCalls(call, timing);
+
+  if (options.baseline) {
+    std::vector<std::uint16_t> dq(tensors.dq.size()), dk(tensors.dk.size()), dv(tensors.dv.size());
+    const BackwardParams baseline_params = tensors.Params(params.attention, &dq, &dk, &dv);
+    const PrepareBaseline prepare = [&](BaselineArrangement arrangement, std::string* skip_reason) {
+      const std::int64_t scratch = BlasBackwardBaseline::ScratchBytes(baseline_params, arrangement);
+      if (scratch > options.baseline_max_scratch_bytes) {
+        *skip_reason = "needs " + std::to_string(scratch >> 20) + " MiB of scratch";
+        return std::function<void()>();
+      }
+      auto baseline = std::make_shared<BlasBackwardBaseline>(baseline_params, arrangement);
+      return std::function<void()>([baseline] { baseline->Run(); });
+    };
+    row.baseline = TimeArrangements(c.threads, options.timing, prepare, &row.note);
+    if (row.baseline) {
+      const DType t = c.dtype;
+      const std::int64_t per_slot = t == DType::kF32 ? 2 : 1;
+      double diff = 0;
+      for (const auto& [mine, theirs] : {std::pair{&tensors.dq, &dq}, {&tensors.dk, &dk}, {&tensors.dv, &dv}}) {
+        const double d = MaxAbsDiff(mine->data(), t, theirs->data(), t, static_cast<std::int64_t>(mine->size()) / per_slot);
+        diff = std::isnan(d) ? d : std::max(diff, d);
+        if (std::isnan(diff)) break;
+      }
+      row.max_abs_diff_vs_baseline = diff;
+    }
+  }
+  return row;
+}
+
+}  // namespace flashattn::bench

@@ -1,0 +1,163 @@
+#include "bench/decode_mode.h"
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <memory>
+#include <numeric>
+#include <random>
+
+#include "bench/convert.h"
+#include "bench/decode_baseline.h"
+#include "common/element.h"
+
+namespace flashattn::bench {
+
+namespace {
+
+// Element offset of cache row (b, j) of K/V head 0, contiguous or through the block table.
+std::int64_t CacheRow(const DecodeParams& p, std::int64_t b, std::int64_t j) {
+  if (!p.Paged()) return b * p.cache_strides.batch + j * p.cache_strides.seq;
+  const std::int64_t page = p.block_table[b * p.block_table_stride + j / p.page_size];
+  return page * p.cache_strides.batch + (j % p.page_size) * p.cache_strides.seq;
+}
+
+// The float32 cache the baseline reads: the library's cache itself when it already is contiguous float32,
+// else a contiguous (batch, N, Hkv, d) float32 copy of it (exact: every f16/bf16 value is a float).
+struct BaselineCache {
+  std::vector<float> k, v;
+  const float* k_data = nullptr;
+  const float* v_data = nullptr;
+  std::string description;
+};
+
+void MakeBaselineCache(const DecodeParams& p, std::int64_t N, BaselineCache* cache) {
+  if (p.dtype == DType::kF32 && !p.Paged()) {
+    cache->k_data = static_cast<const float*>(p.k_cache);
+    cache->v_data = static_cast<const float*>(p.v_cache);
+    cache->description = "f32 (the same cache)";
+    return;
+  }
+  const std::int64_t row = p.heads_kv * p.head_dim;  // one key position, all K/V heads: contiguous in both
+  cache->k.resize(static_cast<std::size_t>(p.batch * N * row));
+  cache->v.resize(cache->k.size());
+  const std::int64_t elem = static_cast<std::int64_t>(SizeOf(p.dtype));
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t j = 0; j < N; ++j) {
+      const std::int64_t src = CacheRow(p, b, j) * elem, dst = (b * N + j) * row;
+      ConvertToF32(static_cast<const char*>(p.k_cache) + src, p.dtype, row, cache->k.data() + dst);
+      ConvertToF32(static_cast<const char*>(p.v_cache) + src, p.dtype, row, cache->v.data() + dst);
+    }
+  cache->k_data = cache->k.data();
+  cache->v_data = cache->v.data();
+  cache->description = std::string("f32 contiguous copy of the ") + (p.Paged() ? "paged " : "") +
+                       std::string(ToString(p.dtype)) + " cache";
+}
+
+}  // namespace
+
+DecodeParams DecodeParamsOf(const BenchCase& c, std::vector<std::int32_t>* cache_seqlens,
+                            std::vector<std::int32_t>* block_table) {
+  DecodeParams p;
+  p.batch = c.batch;
+  p.seqlen_q = c.seqlen_q;
+  p.heads_q = c.heads;
+  p.heads_kv = c.heads_kv;
+  p.head_dim = c.headdim;
+  p.dtype = p.cache_dtype = c.dtype;
+  p.causal = c.causal;
+  p.num_splits = c.num_splits;
+  p.num_threads = c.threads;
+  cache_seqlens->assign(static_cast<std::size_t>(c.batch), static_cast<std::int32_t>(c.seqlen_k));
+  p.cache_seqlens = cache_seqlens->data();
+  if (c.page_size > 0) {
+    p.page_size = c.page_size;
+    p.max_pages = (c.seqlen_k + c.page_size - 1) / c.page_size;
+    p.num_pages = c.batch * p.max_pages;
+    p.block_table_stride = p.max_pages;
+    block_table->resize(static_cast<std::size_t>(p.num_pages));
+    std::iota(block_table->begin(), block_table->end(), 0);
+    std::shuffle(block_table->begin(), block_table->end(), std::mt19937(1));
+    p.block_table = block_table->data();
+  } else {
+    p.cache_seqlen_max = c.seqlen_k;
+  }
+  p.SetContiguousStrides();
+  return p;
+}
+
+Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limits) {
+  Row row = StartRow(c, limits);
+  std::vector<std::int32_t> cache_seqlens, block_table;
+  DecodeParams p = DecodeParamsOf(c, &cache_seqlens, &block_table);
+  const std::int64_t q_elems = c.batch * c.seqlen_q * c.heads * c.headdim;
+  const std::int64_t cache_elems = (p.Paged() ? p.num_pages * p.page_size : c.batch * c.seqlen_k) * c.heads_kv * c.headdim;
+  std::vector<std::uint16_t> q = RandomElements(q_elems, c.dtype, 0x5eed);
+  std::vector<std::uint16_t> k = RandomElements(cache_elems, c.dtype, 0x5eed + 1);
+  std::vector<std::uint16_t> v = RandomElements(cache_elems, c.dtype, 0x5eed + 2);
+  std::vector<std::uint16_t> o = RandomElements(q_elems, c.dtype, 0);
+  std::vector<float> lse(static_cast<std::size_t>(c.batch * c.heads * c.seqlen_q));
+  p.q = q.data();
+  p.k_cache = k.data();
+  p.v_cache = v.data();
+  p.o = o.data();
+  p.lse = lse.data();
+  Validate(p);
+  row.tensor_bytes = static_cast<std::int64_t>((q.size() + k.size() + v.size() + o.size()) * 2 + lse.size() * 4);
+
+  Traffic traffic;
+  traffic.bytes_read = CountBytesRead(c);
+  if (limits.bandwidth) {
+    traffic.read_gbs = limits.bandwidth->read_gbs;
+    traffic.triad_gbs = limits.bandwidth->triad_gbs;
+  }
+  traffic.num_splits = c.num_splits > 0 ? c.num_splits : ChooseNumSplits(c.batch, c.seqlen_k, c.threads);
+
+  TimingOptions timing = options.timing;
+  if (options.report_memory) {
+    malloc_trim(0);
+    const io_model::PeakRssProbe probe;
+    decode(p);
+    if (probe.available()) row.peak_rss_growth_bytes = probe.PeakGrowthBytes();
+    else row.note = "peak RSS unavailable (/proc/self/clear_refs not writable)";
+    timing.warmup = false;
+  }
+  row.timing = TimeCalls([&] { decode(p); }, timing);
+
+  if (options.baseline) {
+    BaselineCache cache;
+    MakeBaselineCache(p, c.seqlen_k, &cache);
+    traffic.baseline_cache = cache.description;
+    std::vector<float> q32(static_cast<std::size_t>(q_elems)), o32(static_cast<std::size_t>(q_elems));
+    ConvertToF32(q.data(), c.dtype, q_elems, q32.data());
+    DecodeBaselineProblem problem;
+    problem.q = q32.data();
+    problem.k = cache.k_data;
+    problem.v = cache.v_data;
+    problem.o = o32.data();
+    problem.cache_seqlens = cache_seqlens.data();
+    problem.batch = c.batch;
+    problem.seqlen_q = c.seqlen_q;
+    problem.heads_q = c.heads;
+    problem.heads_kv = c.heads_kv;
+    problem.head_dim = c.headdim;
+    problem.cache_seqlen_max = c.seqlen_k;
+    problem.causal = c.causal;
+    problem.num_threads = c.threads;
+    const PrepareBaseline prepare = [&](BaselineArrangement arrangement, std::string* skip_reason) {
+      const std::int64_t scratch = BlasDecodeBaseline::ScratchBytes(problem, arrangement);
+      if (scratch > options.baseline_max_scratch_bytes) {
+        *skip_reason = "needs " + std::to_string(scratch >> 20) + " MiB of scratch";
+        return std::function<void()>();
+      }
+      auto baseline = std::make_shared<BlasDecodeBaseline>(problem, arrangement);
+      return std::function<void()>([baseline] { baseline->Run(); });
+    };
+    row.baseline = TimeArrangements(c.threads, options.timing, prepare, &row.note);
+    if (row.baseline) row.max_abs_diff_vs_baseline = MaxAbsDiff(o.data(), c.dtype, o32.data(), DType::kF32, q_elems);
+  }
+  row.traffic = traffic;
+  return row;
+}
+
+}  // namespace flashattn::bench

@@ -1,0 +1,29 @@
+// `flashattn bench --mode decode`: times flashattn::decode (one new query row per sequence by default) over a
+// full cache of random keys and values, contiguous or paged (pages in shuffled order), then the unfused
+// OpenBLAS decode over a float32 cache of the same shape and contents (for a float16/bfloat16 cache: its
+// exact float32 copy, so the row compares the f16 cache with the f32 one, as issue 4 does). The row reports
+// the K/V bytes the call must read per second against the read bandwidth measured in the same run.
+#ifndef FLASHATTN_BENCH_DECODE_MODE_H_
+#define FLASHATTN_BENCH_DECODE_MODE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/bench_case.h"
+#include "bench/mode_common.h"
+#include "bench/report.h"
+#include "flashattn/decode.h"
+
+namespace flashattn::bench {
+
+// The decode parameters of case `c` (mode decode), pointers unset: q, o (batch, Nq, Hq, d); every sequence
+// holds seqlen_k cached keys; a paged cache has ⌈seqlen_k / page_size⌉ pages per sequence, and `block_table`
+// receives a shuffled table of all batch·max_pages pages (deterministic).
+DecodeParams DecodeParamsOf(const BenchCase& c, std::vector<std::int32_t>* cache_seqlens,
+                            std::vector<std::int32_t>* block_table);
+
+Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limits);
+
+}  // namespace flashattn::bench
+
+#endif  // FLASHATTN_BENCH_DECODE_MODE_H_

@@ -1,0 +1,58 @@
+// What every mode of `flashattn bench` shares: the run options, the machine limits measured once per run,
+// random inputs, the comparison with the baseline's outputs, and the timing of the baseline's threading
+// arrangements.
+#ifndef FLASHATTN_BENCH_MODE_COMMON_H_
+#define FLASHATTN_BENCH_MODE_COMMON_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/baseline.h"
+#include "bench/report.h"
+#include "bench/timing.h"
+#include "flashattn/flashattn.h"
+#include "io_model/measure.h"
+
+namespace flashattn::bench {
+
+struct RunOptions {
+  TimingOptions timing;
+  bool baseline = true;
+  // The baseline is skipped when its scratch alone would need more than this (a forward baseline at
+  // N = 65536 needs 16 GiB a head for the scores).
+  std::int64_t baseline_max_scratch_bytes = std::int64_t{4} << 30;
+  // Measure the peak resident growth of the first (warm-up) call.
+  bool report_memory = false;
+};
+
+// Measured once per run, before the first row, on the rows' thread count.
+struct Limits {
+  io_model::FmaPeak peak;
+  std::optional<io_model::Bandwidth> bandwidth;  // only when a decode row is planned
+};
+
+// n elements of `dtype` in 16-bit slots (float32 takes two), uniform in [−√3, √3) (unit variance) from a
+// counter hash of (seed, index), or all zero for seed 0. Deterministic, so every run times the same inputs.
+std::vector<std::uint16_t> RandomElements(std::int64_t n, DType dtype, std::uint64_t seed);
+
+// Largest |a[i] − b[i]| over n elements of a (of a_dtype) and b (of b_dtype); NaN if either holds a NaN.
+double MaxAbsDiff(const void* a, DType a_dtype, const void* b, DType b_dtype, std::int64_t n);
+
+// The baseline, for one threading arrangement: Prepare allocates what it needs and returns the call to time,
+// or an empty function (with *skip_reason set) when it cannot run.
+using PrepareBaseline = std::function<std::function<void()>(BaselineArrangement, std::string* skip_reason)>;
+
+// Times the baseline in every arrangement (one only, on one thread) and keeps the faster; appends skip
+// reasons to *note. nullopt when every arrangement was skipped.
+std::optional<BaselineResult> TimeArrangements(int threads, const TimingOptions& timing,
+                                               const PrepareBaseline& prepare, std::string* note);
+
+// The identity of the row every mode fills first: config, FLOPs, the peak and the load average.
+Row StartRow(const BenchCase& c, const Limits& limits);
+
+}  // namespace flashattn::bench
+
+#endif  // FLASHATTN_BENCH_MODE_COMMON_H_

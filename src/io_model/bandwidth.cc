@@ -1,0 +1,92 @@
+// STREAM-style main-memory bandwidth (McCalpin's STREAM: arrays several times the last-level cache, every
+// thread on its static share, the best of several trials). Only the read and triad kernels: a decode call
+// reads its cache and writes nearly nothing, and triad is the figure people quote.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "io_model/measure.h"
+
+namespace flashattn::io_model {
+
+std::uint64_t SumWords(const std::uint64_t* data, std::int64_t begin, std::int64_t end) {
+  // Four sums: independent adds the compiler vectorizes, so the loop is bound by memory, not by latency.
+  std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  std::int64_t i = begin;
+  for (; i + 4 <= end; i += 4) {
+    s0 += data[i];
+    s1 += data[i + 1];
+    s2 += data[i + 2];
+    s3 += data[i + 3];
+  }
+  for (; i < end; ++i) s0 += data[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+void Triad(double* a, const double* b, const double* c, double s, std::int64_t begin, std::int64_t end) {
+  for (std::int64_t i = begin; i < end; ++i) a[i] = b[i] + s * c[i];
+}
+
+namespace {
+
+// Thread t's share [begin, end) of n elements (static schedule, as STREAM's OpenMP loops).
+std::pair<std::int64_t, std::int64_t> Share(std::int64_t n, int threads, int t) {
+  return {n * t / threads, n * (t + 1) / threads};
+}
+
+// Best wall-clock seconds over `trials` runs of work(thread) on every thread at once.
+template <typename Work>
+double BestSeconds(int threads, int trials, Work&& work) {
+  using Clock = std::chrono::steady_clock;
+  double best = 0;
+  for (int trial = 0; trial < trials; ++trial) {
+    Clock::time_point start;
+#pragma omp parallel num_threads(threads)
+    {
+#pragma omp barrier
+#pragma omp master
+      start = Clock::now();
+#pragma omp barrier
+      work(omp_get_thread_num());
+    }  // the implicit barrier: the trial ends when the last thread does
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (trial == 0 || seconds < best) best = seconds;
+  }
+  return best;
+}
+
+}  // namespace
+
+Bandwidth MeasureBandwidth(int threads, std::int64_t array_bytes, int trials) {
+  Bandwidth result;
+  result.threads = threads > 0 ? threads : omp_get_max_threads();
+  result.array_bytes = array_bytes;
+  const int T = result.threads;
+  const std::int64_t n = array_bytes / 8;
+  // First touch by the thread that later streams each share (its pages on that thread's memory node).
+  std::vector<double> a(static_cast<std::size_t>(n)), b(static_cast<std::size_t>(n)), c(static_cast<std::size_t>(n));
+#pragma omp parallel num_threads(T)
+  {
+    const auto [begin, end] = Share(n, T, omp_get_thread_num());
+    for (std::int64_t i = begin; i < end; ++i) a[i] = 1.0, b[i] = 2.0, c[i] = 0.5;
+  }
+
+  volatile std::uint64_t sink = 0;
+  const auto* words = reinterpret_cast<const std::uint64_t*>(b.data());
+  const double read_s = BestSeconds(T, trials, [&](int t) {
+    const auto [begin, end] = Share(n, T, t);
+    sink = sink + SumWords(words, begin, end);
+  });
+  const double triad_s = BestSeconds(T, trials, [&](int t) {
+    const auto [begin, end] = Share(n, T, t);
+    Triad(a.data(), b.data(), c.data(), 3.0, begin, end);
+  });
+  sink = sink + static_cast<std::uint64_t>(a[static_cast<std::size_t>(n / 2)]);
+  result.read_gbs = static_cast<double>(n) * 8 / read_s * 1e-9;
+  result.triad_gbs = 3.0 * static_cast<double>(n) * 8 / triad_s * 1e-9;
+  return result;
+}
+
+}  // namespace flashattn::io_model

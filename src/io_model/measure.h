@@ -1,0 +1,80 @@
+// The machine's limits and a call's memory, measured rather than looked up. One implementation each, used by
+// `flashattn bench` (peak fractions, bandwidth fractions, --report-memory), `flashattn io` (the ridge point)
+// and `flashattn demo` (extra memory per algorithm).
+//   FMA peak:   every thread runs many independent chains of fused multiply-adds on full float32 vectors of
+//               the widest SIMD target this CPU supports (Highway picks it at run time).
+//   Bandwidth:  STREAM-style kernels over arrays far larger than the last-level cache, all threads at once.
+//   Peak RSS:   Linux's VmHWM, reset through /proc/self/clear_refs.
+#ifndef FLASHATTN_IO_MODEL_MEASURE_H_
+#define FLASHATTN_IO_MODEL_MEASURE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace flashattn::io_model {
+
+// ---- FMA peak --------------------------------------------------------------------------------------------
+struct FmaPeak {
+  double gflops = 0;   // best rate over the trials, all threads together (wall clock)
+  // Best rate per CPU time: Σ over threads of (its flops / its own CPU seconds). Close to `gflops` on an idle
+  // machine, and still the machine's peak when other jobs take turns on the cores.
+  double cpu_gflops = 0;
+  int threads = 0;
+  std::string target;  // Highway target that ran, e.g. "AVX2"
+};
+
+// Runs `threads` threads of FMA chains for about `seconds` in total and reports the best trial.
+FmaPeak MeasureFmaPeak(int threads, double seconds = 0.3);
+
+// One thread's work: kFmaChains vectors x_c, started at x_c = c + 1 in every lane, each updated
+// `iterations` times by x ← x·a + b, summed over chains and lanes. Returns that sum and sets *flops to the
+// operations performed (2 per lane per update). Exposed so a test can check the chains really ran.
+inline constexpr int kFmaChains = 12;
+double RunFmaChains(std::int64_t iterations, float a, float b, double* flops);
+
+// ---- Main-memory bandwidth -------------------------------------------------------------------------------
+struct Bandwidth {
+  // Read: every thread sums its static share of one array (what a decode call does with the KV cache).
+  double read_gbs = 0;
+  // STREAM triad a[i] = b[i] + s·c[i], counted as STREAM counts it: 3 arrays × 8 bytes per element (the
+  // write-allocate read of a[i] is real traffic but not counted).
+  double triad_gbs = 0;
+  int threads = 0;
+  std::int64_t array_bytes = 0;  // size of each array
+};
+
+// Both kernels on `threads` threads over arrays of `array_bytes` each (default 128 MiB: 4× a 32 MiB L3), the
+// whole parallel region timed; the best of `trials` is kept (STREAM's rule: the slower ones are the ones
+// other jobs disturbed).
+Bandwidth MeasureBandwidth(int threads, std::int64_t array_bytes = std::int64_t{128} << 20, int trials = 10);
+
+// The two kernels on [begin, end), exposed so a test can check what they compute: the sum of the 64-bit
+// words of data, and a[i] = b[i] + s·c[i].
+std::uint64_t SumWords(const std::uint64_t* data, std::int64_t begin, std::int64_t end);
+void Triad(double* a, const double* b, const double* c, double s, std::int64_t begin, std::int64_t end);
+
+// ---- Peak resident memory --------------------------------------------------------------------------------
+// The value in KiB of field `key` ("VmHWM", "VmRSS") in the text of /proc/<pid>/status; nullopt if absent.
+std::optional<std::int64_t> StatusFieldKib(std::string_view status, std::string_view key);
+
+// Writing "5" to /proc/self/clear_refs resets the high-water mark VmHWM to the current resident size, so
+// VmHWM − VmRSS(at reset) after a call is the most extra memory the call had resident at any moment (heap,
+// stacks of new threads, touched pages).
+class PeakRssProbe {
+ public:
+  // Resets the high-water mark; available() is false when the kernel does not allow it.
+  PeakRssProbe();
+  bool available() const { return available_; }
+  // Peak resident bytes above the resident size at construction, so far.
+  std::int64_t PeakGrowthBytes() const;
+
+ private:
+  bool available_ = false;
+  std::int64_t rss_at_reset_kib_ = 0;
+};
+
+}  // namespace flashattn::io_model
+
+#endif  // FLASHATTN_IO_MODEL_MEASURE_H_

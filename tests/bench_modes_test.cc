@@ -1,0 +1,207 @@
+// The decode and backward baselines of `flashattn bench` compute what the library computes: the unfused
+// OpenBLAS decode against flashattn::decode (float32 cache, GQA, several query rows under the causal mask,
+// sequences of different lengths, an empty one), and the OpenBLAS standard backward against the float64
+// oracle's gradients (shapes with tails, Nq ≠ Nk under the causal mask, GQA, d ≠ dv, three element types), in
+// both threading arrangements. Also the decode parameters the benchmark builds (contiguous and paged).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <vector>
+
+#include "backward_test_problem.h"
+#include "bench/backward_baseline.h"
+#include "bench/decode_baseline.h"
+#include "bench/decode_mode.h"
+#include "bench/mode_common.h"
+
+namespace flashattn::bench {
+namespace {
+
+const BaselineArrangement kArrangements[] = {BaselineArrangement::kHeadsParallel,
+                                             BaselineArrangement::kThreadedBlas};
+
+struct DecodeShape {
+  std::int64_t batch, seqlen_q, heads_q, heads_kv, head_dim, cache_max;
+  std::vector<std::int32_t> seqlens;
+  bool causal;
+};
+
+TEST(DecodeBaseline, EqualsFlashattnDecodeOnAFloat32Cache) {
+  const DecodeShape shapes[] = {
+      {1, 1, 8, 2, 64, 300, {300}, false},
+      {2, 3, 4, 1, 40, 130, {130, 77}, true},   // speculative rows, causal, GQA 4:1
+      {3, 1, 2, 2, 17, 50, {0, 50, 9}, false},  // an empty sequence: O = 0, LSE = −inf
+  };
+  for (const DecodeShape& s : shapes) {
+    const std::int64_t q_elems = s.batch * s.seqlen_q * s.heads_q * s.head_dim;
+    const std::int64_t cache_elems = s.batch * s.cache_max * s.heads_kv * s.head_dim;
+    std::vector<std::uint16_t> q = RandomElements(q_elems, DType::kF32, 11);
+    std::vector<std::uint16_t> k = RandomElements(cache_elems, DType::kF32, 12);
+    std::vector<std::uint16_t> v = RandomElements(cache_elems, DType::kF32, 13);
+    std::vector<float> o_lib(q_elems), o_base(q_elems);
+    std::vector<float> lse_lib(s.batch * s.heads_q * s.seqlen_q), lse_base(lse_lib.size());
+    DecodeParams p;
+    p.batch = s.batch;
+    p.seqlen_q = s.seqlen_q;
+    p.heads_q = s.heads_q;
+    p.heads_kv = s.heads_kv;
+    p.head_dim = s.head_dim;
+    p.cache_seqlen_max = s.cache_max;
+    p.cache_seqlens = s.seqlens.data();
+    p.causal = s.causal;
+    p.num_threads = 2;
+    p.SetContiguousStrides();
+    p.q = q.data();
+    p.k_cache = k.data();
+    p.v_cache = v.data();
+    p.o = o_lib.data();
+    p.lse = lse_lib.data();
+    decode(p);
+
+    DecodeBaselineProblem problem;
+    problem.q = reinterpret_cast<const float*>(q.data());
+    problem.k = reinterpret_cast<const float*>(k.data());
+    problem.v = reinterpret_cast<const float*>(v.data());
+    problem.o = o_base.data();
+    problem.lse = lse_base.data();
+    problem.cache_seqlens = s.seqlens.data();
+    problem.batch = s.batch;
+    problem.seqlen_q = s.seqlen_q;
+    problem.heads_q = s.heads_q;
+    problem.heads_kv = s.heads_kv;
+    problem.head_dim = s.head_dim;
+    problem.cache_seqlen_max = s.cache_max;
+    problem.causal = s.causal;
+    problem.num_threads = 2;
+    for (BaselineArrangement arrangement : kArrangements) {
+      std::fill(o_base.begin(), o_base.end(), std::numeric_limits<float>::quiet_NaN());
+      std::fill(lse_base.begin(), lse_base.end(), std::numeric_limits<float>::quiet_NaN());
+      BlasDecodeBaseline baseline(problem, arrangement);
+      baseline.Run();
+      const std::string what = "batch " + std::to_string(s.batch) + " Nq " + std::to_string(s.seqlen_q) + " " +
+                               std::string(ToString(arrangement));
+      EXPECT_LE(MaxAbsDiff(o_lib.data(), DType::kF32, o_base.data(), DType::kF32, q_elems), 2e-6) << what;
+      for (std::size_t r = 0; r < lse_lib.size(); ++r) {
+        if (std::isinf(lse_lib[r])) EXPECT_EQ(lse_base[r], lse_lib[r]) << what << " row " << r;
+        else EXPECT_NEAR(lse_base[r], lse_lib[r], 2e-5) << what << " row " << r;
+      }
+    }
+  }
+}
+
+TEST(DecodeBaseline, ScratchIsTheGroupScoresPerWorker) {
+  DecodeBaselineProblem p;
+  p.heads_q = 32;
+  p.heads_kv = 8;
+  p.cache_seqlen_max = 32768;
+  p.num_threads = 2;
+  const std::int64_t scores = std::int64_t{4} * 32768 * 4;  // G = 4 rows of N floats
+  EXPECT_EQ(BlasDecodeBaseline::ScratchBytes(p, BaselineArrangement::kThreadedBlas), scores);
+  EXPECT_EQ(BlasDecodeBaseline::ScratchBytes(p, BaselineArrangement::kHeadsParallel), 2 * scores);
+}
+
+TEST(DecodeMode, ParamsDescribeTheCaseContiguousAndPaged) {
+  BenchCase c;
+  c.mode = Mode::kDecode;
+  c.batch = 2;
+  c.heads = 8;
+  c.heads_kv = 2;
+  c.seqlen_q = 1;
+  c.seqlen_k = 1000;
+  c.headdim = 64;
+  c.dtype = DType::kF16;
+  c.threads = 2;
+  c.num_splits = 3;
+  std::vector<std::int32_t> seqlens, table;
+  DecodeParams p = DecodeParamsOf(c, &seqlens, &table);
+  EXPECT_EQ(seqlens, std::vector<std::int32_t>(2, 1000));
+  EXPECT_FALSE(p.Paged());
+  EXPECT_EQ(p.cache_seqlen_max, 1000);
+  EXPECT_EQ(p.cache_strides.seq, 2 * 64);
+  EXPECT_EQ(p.num_splits, 3);
+  EXPECT_EQ(p.cache_dtype, DType::kF16);
+
+  c.page_size = 16;
+  p = DecodeParamsOf(c, &seqlens, &table);
+  ASSERT_TRUE(p.Paged());
+  EXPECT_EQ(p.max_pages, 63);  // ⌈1000 / 16⌉
+  EXPECT_EQ(p.num_pages, 126);
+  EXPECT_EQ(p.cache_strides.batch, 16 * 2 * 64);  // the page stride
+  // The table is a permutation of every page, not in order (pages are scattered as in a real server).
+  ASSERT_EQ(table.size(), 126u);
+  EXPECT_EQ(std::set<std::int32_t>(table.begin(), table.end()).size(), 126u);
+  EXPECT_EQ(*std::min_element(table.begin(), table.end()), 0);
+  EXPECT_EQ(*std::max_element(table.begin(), table.end()), 125);
+  EXPECT_FALSE(std::is_sorted(table.begin(), table.end()));
+}
+
+// Relative gradient error of the baseline against the oracle; the baseline rounds its gradients once to the
+// element type, and its float32 arithmetic adds far less than that rounding.
+double Tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 2e-5;
+    case DType::kF16: return 4e-3;
+    case DType::kBF16: return 3e-2;
+  }
+  return 0;
+}
+
+TEST(BackwardBaseline, AgreesWithTheOracleOnEveryShapeTheBenchmarkVaries) {
+  struct Case {
+    testing::Shape shape;
+    bool causal;
+  };
+  const Case cases[] = {
+      {{.batch = 1, .Nq = 64, .Nk = 64, .Hq = 2, .Hkv = 2, .d = 32, .dv = 32}, false},
+      {{.batch = 2, .Nq = 37, .Nk = 53, .Hq = 3, .Hkv = 3, .d = 19, .dv = 19}, true},
+      {{.batch = 1, .Nq = 53, .Nk = 37, .Hq = 4, .Hkv = 2, .d = 24, .dv = 24}, true},  // 16 rows see no key
+      {{.batch = 1, .Nq = 33, .Nk = 45, .Hq = 4, .Hkv = 1, .d = 16, .dv = 40}, false},  // MQA, d ≠ dv
+  };
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (const Case& c : cases) {
+      testing::Shape shape = c.shape;
+      shape.dtype = dtype;
+      testing::Modifiers modifiers;
+      modifiers.causal = c.causal;
+      testing::BackwardProblem problem(shape, modifiers, /*seed=*/5);
+      problem.params().attention.num_threads = 2;
+      for (BaselineArrangement arrangement : kArrangements) {
+        problem.ResetGradients();
+        BlasBackwardBaseline baseline(problem.params(), arrangement);
+        baseline.Run();
+        const testing::GradientErrors e = testing::CompareGradientsWithOracle(problem);
+        const std::string what = shape.ToString() + " " + modifiers.ToString() + " " +
+                                 std::string(ToString(arrangement));
+        EXPECT_LE(e.dq, Tolerance(dtype)) << what;
+        EXPECT_LE(e.dk, Tolerance(dtype)) << what;
+        EXPECT_LE(e.dv, Tolerance(dtype)) << what;
+      }
+    }
+  }
+}
+
+TEST(BackwardBaseline, RejectsWhatItDoesNotImplement) {
+  testing::Modifiers softcap;
+  softcap.softcap = 30.0f;
+  testing::BackwardProblem problem({.Nq = 4, .Nk = 4, .d = 8, .dv = 8}, softcap, 1);
+  problem.params().attention.num_threads = 1;
+  EXPECT_THROW(BlasBackwardBaseline(problem.params(), BaselineArrangement::kHeadsParallel), Error);
+}
+
+TEST(BackwardBaseline, ScratchIsPAndDsPerWorker) {
+  BackwardParams p;
+  p.attention.batch = 1;
+  p.attention.heads_q = p.attention.heads_kv = 8;
+  p.attention.seqlen_q = p.attention.seqlen_k = 2048;
+  p.attention.head_dim = 128;
+  p.attention.num_threads = 2;
+  const std::int64_t per_worker = (2 * std::int64_t{2048} * 2048 + 2048) * 4;  // P, dS and D
+  EXPECT_EQ(BlasBackwardBaseline::ScratchBytes(p, BaselineArrangement::kThreadedBlas), per_worker);
+  EXPECT_EQ(BlasBackwardBaseline::ScratchBytes(p, BaselineArrangement::kHeadsParallel), 2 * per_worker);
+}
+
+}  // namespace
+}  // namespace flashattn::bench
