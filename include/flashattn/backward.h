@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "flashattn/decode.h"
 #include "flashattn/flashattn.h"
 
 namespace flashattn {
@@ -48,6 +49,28 @@ void Validate(const BackwardParams& params);
 
 // Writes dQ, dK and dV. Repeated calls with the same inputs and thread count give bitwise identical results.
 void backward(const BackwardParams& params, BackwardAlgorithm algorithm = BackwardAlgorithm::kFused);
+
+// backward_varlen: the gradients of forward_varlen (flash-attn's varlen backward). `forward` is the
+// forward_varlen call's parameters (o and lse are read; lse is required). dO is packed like o
+// (total_q, Hq, dv), dQ like q (total_q, Hq, d), dK like k and dV like v (total_k, Hkv, d or dv), each
+// with its own row and head strides (0 = contiguous), in the element type of `forward.base.dtype`. Each
+// sequence is differentiated by backward() with offset pointers, so each keeps its own causal alignment;
+// every gradient row of a sequence is written by that sequence alone (dK, dV of a sequence with no query
+// are zero).
+struct VarlenBackwardParams {
+  VarlenParams forward;
+  const void* d_o = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  std::int64_t do_row_stride = 0, do_head_stride = 0;
+  std::int64_t dq_row_stride = 0, dq_head_stride = 0;
+  std::int64_t dk_row_stride = 0, dk_head_stride = 0;
+  std::int64_t dv_row_stride = 0, dv_head_stride = 0;
+};
+
+void Validate(const VarlenBackwardParams& params);
+void backward_varlen(const VarlenBackwardParams& params, BackwardAlgorithm algorithm = BackwardAlgorithm::kFused);
 
 // The dropout keep mask of `params` (validated like forward(); dropout_p may be 0, then all ones):
 // keep[((b·Hq + h)·Nq + i)·Nk + j] = 1 if element (b, h, i, j) of P is kept, 0 if dropped. For tests and

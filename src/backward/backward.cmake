@@ -3,6 +3,7 @@
 # flashattn library target (included by the top-level CMakeLists.txt).
 target_sources(flashattn PRIVATE
   ${PROJECT_SOURCE_DIR}/src/backward/backward.cc
+  ${PROJECT_SOURCE_DIR}/src/backward/varlen.cc
   ${PROJECT_SOURCE_DIR}/src/backward/backward_f32.cc
   ${PROJECT_SOURCE_DIR}/src/backward/backward_f16.cc
   ${PROJECT_SOURCE_DIR}/src/backward/backward_bf16.cc
