@@ -1,0 +1,64 @@
+// NumPy arrays as the library sees them: element type, shape and strides in elements, checked once with
+// errors that name the Python argument. Nothing here copies an array; the Python layer (flashattn/__init__.py)
+// makes the few documented conversions (integer index arrays to int32, slopes and tables to float32).
+#ifndef FLASHATTN_PYTHON_ARRAYS_H_
+#define FLASHATTN_PYTHON_ARRAYS_H_
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashattn/flashattn.h"
+
+namespace flashattn::python {
+
+namespace py = pybind11;
+
+// One array argument: the array (kept alive), its element type and its strides counted in elements.
+struct Tensor {
+  std::string name;
+  py::array array;
+  DType dtype = DType::kF32;
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;  // in elements
+
+  const void* data() const { return array.data(); }
+  std::int64_t dim(int i) const { return shape[static_cast<std::size_t>(i < 0 ? i + shape.size() : i)]; }
+  std::int64_t stride(int i) const { return strides[static_cast<std::size_t>(i < 0 ? i + strides.size() : i)]; }
+  std::string ShapeString() const;
+};
+
+// The element type of an attention operand: float32, float16, or (when `bf16` is set by the PyTorch layer,
+// which passes bfloat16 tensors as int16 views) bfloat16. Anything else is a TypeError naming `name`.
+DType ElementType(const py::handle& object, const std::string& name, bool bf16);
+
+// Checks that `object` is an ndarray of `ndim` dimensions (`layout` names them for the message), of an
+// attention element type, whose byte strides are whole elements and whose last dimension is contiguous.
+Tensor AttentionTensor(const py::handle& object, const std::string& name, int ndim, const char* layout, bool bf16);
+
+// TypeError unless `other` has the element type of `first`.
+void CheckSameDType(const Tensor& first, const Tensor& other);
+
+// ValueError unless dimension `i` of `t` (called `what`) has size `expected`, taken from `source`.
+void CheckDim(const Tensor& t, int i, const char* what, std::int64_t expected, const Tensor& source);
+
+// A C-contiguous array of a fixed element type (int32 indices, float32 slopes, bool masks), checked only for
+// type, rank and contiguity: the Python layer has converted it already.
+template <typename T>
+py::array_t<T> ExactArray(const py::handle& object, const std::string& name, int ndim);
+
+// A new uninitialized array of `dtype` (bfloat16 as int16, which torch.from_numpy accepts).
+py::array NewArray(DType dtype, const std::vector<std::int64_t>& shape);
+py::array NewZeros(DType dtype, const std::vector<std::int64_t>& shape);
+
+// Strides of a (batch, seq, head, dim) tensor, or of a (batch, head, seq, dim) one (`head_major`).
+Strides BatchStrides(const Tensor& t, bool head_major = false);
+
+std::string ShapeString(const std::vector<std::int64_t>& shape);
+
+}  // namespace flashattn::python
+
+#endif  // FLASHATTN_PYTHON_ARRAYS_H_

@@ -1,0 +1,72 @@
+// flash_attn_func: q (batch, Nq, Hq, d), k (batch, Nk, Hkv, d), v (batch, Nk, Hkv, dv), used in place
+// through their strides; out (batch, Nq, Hq, dv) and softmax_lse (batch, Hq, Nq) float32 are new arrays.
+#include <pybind11/numpy.h>
+
+#include "arrays.h"
+#include "bindings.h"
+#include "flashattn/backward.h"
+#include "flashattn/flashattn.h"
+#include "modifiers.h"
+
+namespace flashattn::python {
+namespace {
+
+constexpr const char* kQLayout = "(batch, seqlen_q, heads_q, head_dim)";
+constexpr const char* kKLayout = "(batch, seqlen_k, heads_kv, head_dim)";
+
+py::tuple Forward(const py::handle& q_in, const py::handle& k_in, const py::handle& v_in, const Modifiers& m,
+                  bool return_lse, bool return_dropout_mask, bool bf16) {
+  const Tensor q = AttentionTensor(q_in, "q", 4, kQLayout, bf16);
+  const Tensor k = AttentionTensor(k_in, "k", 4, kKLayout, bf16);
+  const Tensor v = AttentionTensor(v_in, "v", 4, "(batch, seqlen_k, heads_kv, head_dim_v)", bf16);
+  CheckSameDType(q, k);
+  CheckSameDType(q, v);
+  CheckDim(k, 0, "batch", q.dim(0), q);
+  CheckDim(k, 3, "head_dim", q.dim(3), q);
+  CheckDim(v, 0, "batch", k.dim(0), k);
+  CheckDim(v, 1, "seqlen_k", k.dim(1), k);
+  CheckDim(v, 2, "heads_kv", k.dim(2), k);
+
+  AttentionParams p;
+  p.dtype = q.dtype;
+  p.batch = q.dim(0), p.seqlen_q = q.dim(1), p.heads_q = q.dim(2), p.head_dim = q.dim(3);
+  p.seqlen_k = k.dim(1), p.heads_kv = k.dim(2), p.head_dim_v = v.dim(3);
+  p.q = q.data(), p.k = k.data(), p.v = v.data();
+  p.q_strides = BatchStrides(q), p.k_strides = BatchStrides(k), p.v_strides = BatchStrides(v);
+  ApplyModifiers(m, &p);
+
+  py::array out = NewArray(p.dtype, {p.batch, p.seqlen_q, p.heads_q, p.HeadDimV()});
+  p.o = out.mutable_data();
+  p.o_strides = {p.seqlen_q * p.heads_q * p.HeadDimV(), p.heads_q * p.HeadDimV(), p.HeadDimV()};
+  py::object lse = py::none();
+  if (return_lse) {
+    py::array_t<float> lse_array({p.batch, p.heads_q, p.seqlen_q});
+    p.lse = lse_array.mutable_data();
+    lse = lse_array;
+  }
+  py::object keep = py::none();
+  {
+    py::gil_scoped_release release;
+    forward(p);
+  }
+  if (return_dropout_mask && p.dropout_p > 0.0f) {
+    py::array_t<bool> keep_array({p.batch, p.heads_q, p.seqlen_q, p.seqlen_k});
+    auto* data = reinterpret_cast<std::uint8_t*>(keep_array.mutable_data());
+    {
+      py::gil_scoped_release release;
+      MaterializeDropoutMask(p, data);
+    }
+    keep = keep_array;
+  }
+  return py::make_tuple(out, lse, keep);
+}
+
+}  // namespace
+
+void RegisterForward(py::module_& m) {
+  m.def("forward", &Forward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("modifiers"),
+        py::arg("return_lse"), py::arg("return_dropout_mask"), py::arg("bf16") = false,
+        "flash_attn_func's computation: returns (out, softmax_lse or None, dropout keep mask or None).");
+}
+
+}  // namespace flashattn::python

@@ -1,0 +1,47 @@
+#include "modifiers.h"
+
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "arrays.h"
+
+namespace flashattn::python {
+
+void ApplyModifiers(const Modifiers& m, AttentionParams* p) {
+  p->dropout_p = m.dropout_p;
+  p->dropout_seed = m.seed;
+  p->scale = m.softmax_scale;
+  p->causal = m.causal;
+  p->window_left = m.window_left;
+  p->window_right = m.window_right;
+  p->softcap = m.softcap;
+  if (m.alibi_slopes.is_none()) return;
+  const auto slopes = ExactArray<float>(m.alibi_slopes, "alibi_slopes", m.alibi_slopes.attr("ndim").cast<int>());
+  const bool per_batch = slopes.ndim() == 2;
+  const bool fits = (slopes.ndim() == 1 && slopes.shape(0) == p->heads_q) ||
+                    (per_batch && slopes.shape(0) == p->batch && slopes.shape(1) == p->heads_q);
+  if (!fits) {
+    std::vector<std::int64_t> shape(slopes.shape(), slopes.shape() + slopes.ndim());
+    throw py::value_error("alibi_slopes must have shape (heads_q,) = (" + std::to_string(p->heads_q) +
+                          ",) or (batch, heads_q) = (" + std::to_string(p->batch) + ", " +
+                          std::to_string(p->heads_q) + "), got " + ShapeString(shape));
+  }
+  p->alibi_slopes = slopes.data();
+  p->alibi_batch_stride = per_batch ? p->heads_q : 0;
+}
+
+void RegisterModifiers(py::module_& m) {
+  py::class_<Modifiers>(m, "Modifiers", "Keyword arguments shared by the forward and backward functions.")
+      .def(py::init<>())
+      .def_readwrite("dropout_p", &Modifiers::dropout_p)
+      .def_readwrite("softmax_scale", &Modifiers::softmax_scale)
+      .def_readwrite("causal", &Modifiers::causal)
+      .def_readwrite("window_left", &Modifiers::window_left)
+      .def_readwrite("window_right", &Modifiers::window_right)
+      .def_readwrite("softcap", &Modifiers::softcap)
+      .def_readwrite("alibi_slopes", &Modifiers::alibi_slopes)
+      .def_readwrite("seed", &Modifiers::seed);
+}
+
+}  // namespace flashattn::python

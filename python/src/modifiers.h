@@ -1,0 +1,36 @@
+// The keyword arguments that flash_attn_func, its varlen form and their backward passes share, applied to
+// AttentionParams. The Python layer fills a Modifiers object from its keywords (flashattn/__init__.py).
+#ifndef FLASHATTN_PYTHON_MODIFIERS_H_
+#define FLASHATTN_PYTHON_MODIFIERS_H_
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "flashattn/flashattn.h"
+
+namespace flashattn::python {
+
+namespace py = pybind11;
+
+struct Modifiers {
+  float dropout_p = 0.0f;
+  std::optional<float> softmax_scale;
+  bool causal = false;
+  std::int64_t window_left = -1;
+  std::int64_t window_right = -1;
+  float softcap = 0.0f;
+  py::object alibi_slopes = py::none();  // float32 (heads_q,) or (batch, heads_q), C-contiguous
+  std::uint64_t seed = 0;
+};
+
+// Copies the modifiers into `p` (whose batch and heads_q are set); checks the slopes' shape against them.
+// The slopes stay owned by `m`, which must outlive the call that uses `p`.
+void ApplyModifiers(const Modifiers& m, AttentionParams* p);
+
+void RegisterModifiers(py::module_& m);
+
+}  // namespace flashattn::python
+
+#endif  // FLASHATTN_PYTHON_MODIFIERS_H_

@@ -1,0 +1,24 @@
+// flashattn._core: the compiled half of the Python package. Each function takes NumPy arrays, checks them
+// (TypeError for element types, ValueError for shapes and values), fills the library's parameter struct and
+// runs the computation with the GIL released. flashattn/__init__.py gives them flash-attn's and PyTorch's
+// signatures.
+#include <pybind11/pybind11.h>
+
+#include "bindings.h"
+#include "flashattn/flashattn.h"
+#include "modifiers.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "flashattn's compiled bindings; use the functions of the flashattn package instead.";
+  // Every invalid call is a flashattn::Error whose message names the argument and its values.
+  py::register_exception<flashattn::Error>(m, "Error", PyExc_ValueError);
+  flashattn::python::RegisterModifiers(m);
+  flashattn::python::RegisterForward(m);
+  flashattn::python::RegisterBackward(m);
+  flashattn::python::RegisterVarlen(m);
+  flashattn::python::RegisterKvcache(m);
+  flashattn::python::RegisterMerge(m);
+  flashattn::python::RegisterSdpa(m);
+}
