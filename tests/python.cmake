@@ -1,0 +1,13 @@
+# The Python package's tests (issue 6): pytest over tests/python/ with the build tree's package on the path.
+# Two CTest tests, so that `ctest -j2` runs the NumPy and the PyTorch halves side by side; each uses one
+# thread per call, and the torch half skips itself where python3-torch is missing.
+if(TARGET flashattn_python)
+  foreach(part numpy torch)
+    add_test(NAME python_${part}_test
+             COMMAND ${FLASHATTN_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider -m ${part}
+                     ${CMAKE_CURRENT_SOURCE_DIR}/python)
+    set_tests_properties(python_${part}_test PROPERTIES
+      ENVIRONMENT "PYTHONPATH=${PROJECT_BINARY_DIR}/python;PYTHONDONTWRITEBYTECODE=1;OMP_NUM_THREADS=1"
+      LABELS python TIMEOUT 600)
+  endforeach()
+endif()

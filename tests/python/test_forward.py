@@ -1,0 +1,137 @@
+"""flash_attn_func and flash_attn_backward against the float64 NumPy reference, within twice the error of a
+same-precision standard implementation, over odd shapes, GQA, every mask and modifier, both dtypes."""
+
+import numpy as np
+import pytest
+
+import flashattn
+from reference import attention, compare, max_error
+
+# (batch, Nq, Nk, Hq, Hkv, d, dv): odd head dims and lengths that hit every tail, Nq != Nk both ways, GQA.
+SHAPES = [
+    (1, 1, 1, 1, 1, 40, 40),
+    (2, 97, 113, 4, 2, 59, 59),
+    (1, 113, 97, 3, 1, 111, 111),
+    (2, 33, 1, 2, 2, 40, 24),
+]
+MODIFIERS = {
+    "plain": {},
+    "causal": {"causal": True},
+    "window": {"window_size": (8, 3)},
+    "softcap": {"softcap": 3.0},
+    "alibi": {"alibi": True},
+    "all": {"causal": True, "window_size": (20, 0), "softcap": 5.0, "alibi": True, "softmax_scale": 0.3},
+}
+
+
+def make_inputs(rng, shape, dtype):
+    b, Nq, Nk, Hq, Hkv, d, dv = shape
+    q = rng.standard_normal((b, Nq, Hq, d)).astype(dtype)
+    k = rng.standard_normal((b, Nk, Hkv, d)).astype(dtype)
+    v = rng.standard_normal((b, Nk, Hkv, dv)).astype(dtype)
+    dout = rng.standard_normal((b, Nq, Hq, dv)).astype(dtype)
+    return q, k, v, dout
+
+
+def split_modifiers(rng, mods, b, Hq):
+    """The keyword arguments for flashattn and for the reference."""
+    kwargs = {key: value for key, value in mods.items() if key != "alibi"}
+    ref = {"causal": kwargs.get("causal", False), "window": kwargs.get("window_size", (-1, -1)),
+           "softcap": kwargs.get("softcap", 0.0), "scale": kwargs.get("softmax_scale")}
+    if mods.get("alibi"):
+        slopes = rng.uniform(0.05, 0.5, size=(b, Hq)).astype(np.float32)
+        kwargs["alibi_slopes"] = ref["alibi"] = slopes
+    return kwargs, ref
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("mods", MODIFIERS.values(), ids=MODIFIERS.keys())
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_forward_and_backward_match_reference(rng, shape, mods, dtype):
+    q, k, v, dout = make_inputs(rng, shape, dtype)
+    kwargs, ref_kwargs = split_modifiers(rng, mods, shape[0], shape[3])
+    out, lse, mask = flashattn.flash_attn_func(q, k, v, return_attn_probs=True, **kwargs)
+    assert mask is None
+    assert out.dtype == dtype and out.shape == shape[:2] + (shape[3], shape[6])
+    assert lse.dtype == np.float32 and lse.shape == (shape[0], shape[3], shape[1])
+    dq, dk, dv = flashattn.flash_attn_backward(dout, q, k, v, out, lse, **kwargs)
+    for grad, x in ((dq, q), (dk, k), (dv, v)):
+        assert grad.dtype == dtype and grad.shape == x.shape
+
+    ref = attention(q, k, v, dout, **ref_kwargs)
+    base = attention(q, k, v, dout, compute=np.float32, low=dtype, **ref_kwargs)
+    compare({"o": out, "lse": lse, "dq": dq, "dk": dk, "dv": dv}, ref, base, dtype, ["o", "dq", "dk", "dv"])
+    # LSE is float32 whatever the inputs: within the float32 baseline's error.
+    base32 = attention(q, k, v, compute=np.float32, **ref_kwargs)
+    assert max_error(lse, ref["lse"]) <= 2 * max_error(base32["lse"], ref["lse"]) + 1e-5
+
+
+def test_rows_that_see_no_key_give_zero_output_and_minus_inf_lse(rng):
+    # Bottom-right causal with Nq > Nk: query rows 0..Nq-Nk-1 see no key.
+    q, k, v, dout = make_inputs(rng, (1, 7, 3, 2, 1, 16, 16), np.float32)
+    out, lse, _ = flashattn.flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    assert np.all(out[:, :4] == 0) and np.all(lse[:, :, :4] == -np.inf)
+    assert np.all(np.isfinite(lse[:, :, 4:]))
+    dq, dk, dv = flashattn.flash_attn_backward(dout, q, k, v, out, lse, causal=True)
+    assert np.all(dq[:, :4] == 0)
+    ref = attention(q, k, v, dout, causal=True)
+    assert max_error(dk, ref["dk"]) < 1e-5
+
+
+def test_strided_views_are_used_in_place(rng):
+    # q, k, v as views into one packed (b, s, 3, h, d) array, and a (b, h, s, d) tensor seen transposed.
+    qkv = rng.standard_normal((2, 19, 3, 4, 32)).astype(np.float32)
+    q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+    out = flashattn.flash_attn_func(q, k, v, causal=True)
+    expected = flashattn.flash_attn_func(*(np.ascontiguousarray(x) for x in (q, k, v)), causal=True)
+    np.testing.assert_array_equal(out, expected)
+    head_major = np.ascontiguousarray(q.transpose(0, 2, 1, 3))
+    out_t = flashattn.flash_attn_func(head_major.transpose(0, 2, 1, 3), k, v, causal=True)
+    np.testing.assert_array_equal(out_t, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_dropout_mask_matches_output_and_gradients(rng, dtype):
+    shape = (2, 37, 41, 2, 1, 24, 24)
+    q, k, v, dout = make_inputs(rng, shape, dtype)
+    p = 0.3
+    out, lse, keep = flashattn.flash_attn_func(q, k, v, dropout_p=p, causal=True, return_attn_probs=True, seed=1234)
+    assert keep.dtype == np.bool_ and keep.shape == (2, 2, 37, 41)
+    # The same seed gives the same bits; the drop rate is p (binomial: within 5 standard deviations).
+    again, _, keep_again = flashattn.flash_attn_func(q, k, v, dropout_p=p, causal=True, return_attn_probs=True,
+                                                     seed=1234)
+    np.testing.assert_array_equal(out, again)
+    np.testing.assert_array_equal(keep, keep_again)
+    n = keep.size
+    assert abs((n - keep.sum()) - p * n) < 5 * np.sqrt(n * p * (1 - p))
+    dq, dk, dv = flashattn.flash_attn_backward(dout, q, k, v, out, lse, dropout_p=p, causal=True, seed=1234)
+    kw = {"causal": True, "keep": keep, "dropout_p": p}
+    ref = attention(q, k, v, dout, **kw)
+    base = attention(q, k, v, dout, compute=np.float32, low=dtype, **kw)
+    compare({"o": out, "dq": dq, "dk": dk, "dv": dv}, ref, base, dtype, ["o", "dq", "dk", "dv"])
+
+
+def test_dropout_without_seed_draws_one_and_returns_its_mask(rng):
+    q, k, v, _ = make_inputs(rng, (1, 16, 16, 1, 1, 16, 16), np.float32)
+    out1, _, keep1 = flashattn.flash_attn_func(q, k, v, dropout_p=0.5, return_attn_probs=True)
+    out2, _, keep2 = flashattn.flash_attn_func(q, k, v, dropout_p=0.5, return_attn_probs=True)
+    assert not np.array_equal(keep1, keep2)  # two fresh 64-bit seeds: equal masks have probability 2^-256
+    ref = attention(q, k, v, keep=keep1, dropout_p=0.5)
+    assert max_error(out1, ref["o"]) < 1e-5
+
+
+def test_backward_is_deterministic(rng):
+    q, k, v, dout = make_inputs(rng, (2, 65, 70, 4, 2, 40, 40), np.float32)
+    out, lse, _ = flashattn.flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    first = flashattn.flash_attn_backward(dout, q, k, v, out, lse, causal=True, deterministic=True)
+    second = flashattn.flash_attn_backward(dout, q, k, v, out, lse, causal=True, deterministic=True)
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_import_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, flashattn; assert 'torch' not in sys.modules, 'flashattn imported torch'"
+    subprocess.run([sys.executable, "-c", code], check=True)
