@@ -8,9 +8,8 @@ build_packages=(
   build-essential cmake g++ pkg-config
   libhwy-dev libgtest-dev libbenchmark-dev libcli11-dev libopenblas-dev
 )
-# Python bindings and their tests (issue 6) add theirs here, e.g.
-# python3-numpy python3-pybind11 pybind11-dev python3-pytest.
-python_packages=()
+# Python bindings (issue 6): the module's build, NumPy, pytest, and PyTorch for flashattn.torch and its tests.
+python_packages=(python3-numpy python3-pybind11 pybind11-dev python3-pytest python3-torch)
 
 missing=()
 for package in "${build_packages[@]}" "${python_packages[@]}"; do
