@@ -1,5 +1,7 @@
 // All validation of the public entry points lives here, so that the algorithms may assume valid input.
 // Every check runs before any output is touched: a call that throws has written nothing.
+#include "validate.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -14,7 +16,6 @@
 #include "flashattn/backward.h"
 #include "flashattn/decode.h"
 #include "flashattn/flashattn.h"
-#include "validate.h"
 
 namespace flashattn {
 namespace {
@@ -37,8 +38,8 @@ void CheckDropout(const AttentionParams& p) {
   if (p.dropout_p > 0.0f &&
       (!MulAdd(p.batch, p.heads_q, 0, &counters) || !MulAdd(counters, p.seqlen_q, 0, &counters) ||
        !MulAdd(counters, (p.seqlen_k + 3) / 4, 0, &counters))) {
-    Fail("dropout needs batch·heads_q·seqlen_q·⌈seqlen_k/4⌉ generator counters, more than 2^63 (batch=", p.batch,
-         " heads_q=", p.heads_q, " seqlen_q=", p.seqlen_q, " seqlen_k=", p.seqlen_k, ")");
+    Fail("dropout needs batch·heads_q·seqlen_q·⌈seqlen_k/4⌉ generator counters, more than 2^63 (batch=",
+         p.batch, " heads_q=", p.heads_q, " seqlen_q=", p.seqlen_q, " seqlen_k=", p.seqlen_k, ")");
   }
 }
 
@@ -62,19 +63,19 @@ ByteRange CheckTensor(const TensorView& tensor) {
     }
   }
   if (tensor.NumElements() == 0) return {};
-  if (tensor.data == nullptr) Fail(tensor.name, " is a null pointer but holds ", tensor.NumElements(),
-                                   " elements");
+  if (tensor.data == nullptr)
+    Fail(tensor.name, " is a null pointer but holds ", tensor.NumElements(), " elements");
   std::int64_t last = 0;  // offset of the furthest element, in elements
   for (const Dim& dim : tensor.dims) {
     if (!MulAdd(dim.size - 1, dim.stride, last, &last)) {
-      Fail(tensor.name, " is too large to index in 64 bits (dimension '", dim.name, "' of size ",
-           dim.size, " with stride ", dim.stride, ")");
+      Fail(tensor.name, " is too large to index in 64 bits (dimension '", dim.name, "' of size ", dim.size,
+           " with stride ", dim.stride, ")");
     }
   }
   std::int64_t end_bytes;
   if (!MulAdd(last + 1, tensor.element_bytes, 0, &end_bytes)) {
-    Fail(tensor.name, " is too large to index in 64 bits (", last + 1, " elements of ",
-         tensor.element_bytes, " bytes)");
+    Fail(tensor.name, " is too large to index in 64 bits (", last + 1, " elements of ", tensor.element_bytes,
+         " bytes)");
   }
   const auto begin = reinterpret_cast<std::uintptr_t>(tensor.data);
   if (begin > UINTPTR_MAX - static_cast<std::uintptr_t>(end_bytes)) {
@@ -125,11 +126,64 @@ void CheckOutputs(const std::vector<TensorView>& outputs, const std::vector<Tens
   }
 }
 
-void Validate(const AttentionParams& p) {
-  switch (p.dtype) {
-    case DType::kF32: case DType::kF16: case DType::kBF16: break;
-    default: Fail("dtype has an unknown value ", static_cast<int>(p.dtype));
+namespace {
+
+void CheckDType(const char* name, DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+      return;
   }
+  Fail(name, " has an unknown value ", static_cast<int>(dtype));
+}
+
+// The masks and score modifiers shared by AttentionParams and DecodeParams.
+void CheckModifiers(std::int64_t window_left, std::int64_t window_right, float softcap,
+                    const std::optional<float>& scale, std::int64_t alibi_batch_stride,
+                    std::int64_t heads_q) {
+  CheckSize("window_left", window_left, -1);
+  CheckSize("window_right", window_right, -1);
+  if (!(softcap >= 0.0f) || !std::isfinite(softcap)) {
+    Fail("softcap must be finite and >= 0 (0 disables it), got ", softcap);
+  }
+  if (scale && !std::isfinite(*scale)) Fail("scale must be finite, got ", *scale);
+  CheckSize("alibi_batch_stride", alibi_batch_stride, 0);
+  if (alibi_batch_stride != 0 && alibi_batch_stride < heads_q) {
+    Fail("alibi_batch_stride must be 0 (slopes per head) or >= heads_q=", heads_q, ", got ",
+         alibi_batch_stride);
+  }
+}
+
+TensorView AlibiView(const char* name, const float* slopes, std::int64_t batch_stride, std::int64_t batch,
+                     std::int64_t heads_q) {
+  return TensorView{
+      name, slopes, 4, {{"batch", batch_stride == 0 ? 1 : batch, batch_stride}, {"head", heads_q, 1}}};
+}
+
+// float32 (batch, heads, seqlen), contiguous.
+TensorView LseView(const char* name, const float* lse, std::int64_t batch, std::int64_t heads,
+                   std::int64_t seqlen) {
+  std::int64_t batch_stride;
+  if (!MulAdd(heads, seqlen, 0, &batch_stride)) {
+    Fail(name, " is too large to index in 64 bits (heads_q=", heads, " times seqlen_q=", seqlen, ")");
+  }
+  return TensorView{
+      name, lse, 4, {{"batch", batch, batch_stride}, {"head", heads, seqlen}, {"seq", seqlen, 1}}};
+}
+
+// The names a call's tensors go by in messages: forward's own fields, or backward's `attention.` ones.
+struct AttentionNames {
+  const char *q, *k, *v, *o, *lse, *alibi, *mask, *mask_data;
+};
+constexpr AttentionNames kForwardNames{"q", "k", "v", "o", "lse", "alibi_slopes", "mask", "mask.data"};
+constexpr AttentionNames kBackwardNames{"attention.q",    "attention.k",        "attention.v",
+                                        "attention.o",    "attention.lse",      "attention.alibi_slopes",
+                                        "attention.mask", "attention.mask.data"};
+
+// Everything about AttentionParams but its tensors.
+void CheckAttentionSizes(const AttentionParams& p) {
+  CheckDType("dtype", p.dtype);
   CheckSize("batch", p.batch, 0);
   CheckSize("seqlen_q", p.seqlen_q, 0);
   CheckSize("seqlen_k", p.seqlen_k, 0);
@@ -140,17 +194,7 @@ void Validate(const AttentionParams& p) {
   }
   CheckRange("head_dim", p.head_dim, 1, kMaxHeadDim);
   if (p.head_dim_v) CheckRange("head_dim_v", *p.head_dim_v, 1, kMaxHeadDim);
-  CheckSize("window_left", p.window_left, -1);
-  CheckSize("window_right", p.window_right, -1);
-  if (!(p.softcap >= 0.0f) || !std::isfinite(p.softcap)) {
-    Fail("softcap must be finite and >= 0 (0 disables it), got ", p.softcap);
-  }
-  if (p.scale && !std::isfinite(*p.scale)) Fail("scale must be finite, got ", *p.scale);
-  CheckSize("alibi_batch_stride", p.alibi_batch_stride, 0);
-  if (p.alibi_batch_stride != 0 && p.alibi_batch_stride < p.heads_q) {
-    Fail("alibi_batch_stride must be 0 (slopes per head) or >= heads_q=", p.heads_q, ", got ",
-         p.alibi_batch_stride);
-  }
+  CheckModifiers(p.window_left, p.window_right, p.softcap, p.scale, p.alibi_batch_stride, p.heads_q);
   CheckRange("num_threads", p.num_threads, 0, kMaxThreads);
   CheckDropout(p);
   CheckSize("tiling.fast_memory_bytes", p.tiling.fast_memory_bytes, 0);
@@ -160,47 +204,63 @@ void Validate(const AttentionParams& p) {
     Fail("tiling.fast_memory_bytes must hold at least one row of Q, K, V and O (", 4 * 4 * p.head_dim,
          " bytes at head_dim=", p.head_dim, "), got ", p.tiling.fast_memory_bytes);
   }
+}
 
+struct CallTensors {
+  std::vector<TensorView> inputs, outputs;
+};
+
+// q, k, v, the ALiBi slopes and the mask as inputs; o and lse as outputs.
+CallTensors AttentionTensors(const AttentionParams& p, const AttentionNames& names) {
   const std::int64_t elem = static_cast<std::int64_t>(SizeOf(p.dtype));
   const std::int64_t dv = p.HeadDimV();
   auto view = [&](const char* name, const void* data, const Strides& s, std::int64_t seqlen,
                   std::int64_t heads, std::int64_t dim) {
-    return TensorView{name, data, elem,
-                      {{"batch", p.batch, s.batch}, {"seq", seqlen, s.seq}, {"head", heads, s.head},
-                       {"dim", dim, 1}}};
+    return TensorView{
+        name,
+        data,
+        elem,
+        {{"batch", p.batch, s.batch}, {"seq", seqlen, s.seq}, {"head", heads, s.head}, {"dim", dim, 1}}};
   };
-  std::vector<TensorView> inputs = {view("q", p.q, p.q_strides, p.seqlen_q, p.heads_q, p.head_dim),
-                                    view("k", p.k, p.k_strides, p.seqlen_k, p.heads_kv, p.head_dim),
-                                    view("v", p.v, p.v_strides, p.seqlen_k, p.heads_kv, dv)};
+  CallTensors t;
+  t.inputs = {view(names.q, p.q, p.q_strides, p.seqlen_q, p.heads_q, p.head_dim),
+              view(names.k, p.k, p.k_strides, p.seqlen_k, p.heads_kv, p.head_dim),
+              view(names.v, p.v, p.v_strides, p.seqlen_k, p.heads_kv, dv)};
   if (p.alibi_slopes != nullptr) {
-    const std::int64_t rows = p.alibi_batch_stride == 0 ? 1 : p.batch;
-    inputs.push_back(TensorView{"alibi_slopes", p.alibi_slopes, 4,
-                                {{"batch", rows, p.alibi_batch_stride}, {"head", p.heads_q, 1}}});
+    t.inputs.push_back(AlibiView(names.alibi, p.alibi_slopes, p.alibi_batch_stride, p.batch, p.heads_q));
   }
   switch (p.mask.kind) {
-    case MaskKind::kNone: break;
-    case MaskKind::kBool: case MaskKind::kAdditive: {
-      const std::int64_t mask_elem = p.mask.kind == MaskKind::kBool ? 1 : 4;
-      TensorView mask{"mask", p.mask.data, mask_elem,
-                      {{"batch", p.batch, p.mask.stride_batch}, {"head", p.heads_q, p.mask.stride_head},
-                       {"row", p.seqlen_q, p.mask.stride_row}, {"col", p.seqlen_k, p.mask.stride_col}}};
-      if (mask.NumElements() > 0 && mask.data == nullptr) Fail("mask.data is a null pointer but mask.kind is set");
-      inputs.push_back(mask);
+    case MaskKind::kNone:
+      break;
+    case MaskKind::kBool:
+    case MaskKind::kAdditive: {
+      TensorView mask{names.mask,
+                      p.mask.data,
+                      p.mask.kind == MaskKind::kBool ? 1 : 4,
+                      {{"batch", p.batch, p.mask.stride_batch},
+                       {"head", p.heads_q, p.mask.stride_head},
+                       {"row", p.seqlen_q, p.mask.stride_row},
+                       {"col", p.seqlen_k, p.mask.stride_col}}};
+      if (mask.NumElements() > 0 && mask.data == nullptr) {
+        Fail(names.mask_data, " is a null pointer but mask.kind is set");
+      }
+      t.inputs.push_back(mask);
       break;
     }
-    default: Fail("mask.kind has an unknown value ", static_cast<int>(p.mask.kind));
+    default:
+      Fail(names.mask, ".kind has an unknown value ", static_cast<int>(p.mask.kind));
   }
-  std::vector<TensorView> outputs = {view("o", p.o, p.o_strides, p.seqlen_q, p.heads_q, dv)};
-  if (p.lse != nullptr) {
-    std::int64_t lse_batch_stride;
-    if (!MulAdd(p.heads_q, p.seqlen_q, 0, &lse_batch_stride)) {
-      Fail("lse is too large to index in 64 bits (heads_q=", p.heads_q, " times seqlen_q=", p.seqlen_q, ")");
-    }
-    outputs.push_back(TensorView{"lse", p.lse, 4,
-                                 {{"batch", p.batch, lse_batch_stride},
-                                  {"head", p.heads_q, p.seqlen_q}, {"seq", p.seqlen_q, 1}}});
-  }
-  CheckOutputs(outputs, inputs);
+  t.outputs = {view(names.o, p.o, p.o_strides, p.seqlen_q, p.heads_q, dv)};
+  if (p.lse != nullptr) t.outputs.push_back(LseView(names.lse, p.lse, p.batch, p.heads_q, p.seqlen_q));
+  return t;
+}
+
+}  // namespace
+
+void Validate(const AttentionParams& p) {
+  CheckAttentionSizes(p);
+  const CallTensors t = AttentionTensors(p, kForwardNames);
+  CheckOutputs(t.outputs, t.inputs);
 }
 
 }  // namespace flashattn
@@ -209,37 +269,6 @@ void Validate(const AttentionParams& p) {
 
 namespace flashattn {
 
-namespace {
-
-void CheckDType(const char* name, DType dtype) {
-  switch (dtype) {
-    case DType::kF32: case DType::kF16: case DType::kBF16: return;
-  }
-  Fail(name, " has an unknown value ", static_cast<int>(dtype));
-}
-
-// The masks and score modifiers shared with AttentionParams (same rules as Validate above).
-void CheckModifiers(std::int64_t window_left, std::int64_t window_right, float softcap,
-                    const std::optional<float>& scale, std::int64_t alibi_batch_stride, std::int64_t heads_q) {
-  CheckSize("window_left", window_left, -1);
-  CheckSize("window_right", window_right, -1);
-  if (!(softcap >= 0.0f) || !std::isfinite(softcap)) {
-    Fail("softcap must be finite and >= 0 (0 disables it), got ", softcap);
-  }
-  if (scale && !std::isfinite(*scale)) Fail("scale must be finite, got ", *scale);
-  CheckSize("alibi_batch_stride", alibi_batch_stride, 0);
-  if (alibi_batch_stride != 0 && alibi_batch_stride < heads_q) {
-    Fail("alibi_batch_stride must be 0 (slopes per head) or >= heads_q=", heads_q, ", got ", alibi_batch_stride);
-  }
-}
-
-TensorView AlibiView(const float* slopes, std::int64_t batch_stride, std::int64_t batch, std::int64_t heads_q) {
-  return TensorView{"alibi_slopes", slopes, 4,
-                    {{"batch", batch_stride == 0 ? 1 : batch, batch_stride}, {"head", heads_q, 1}}};
-}
-
-}  // namespace
-
 void Validate(const MergeParams& p) {
   CheckDType("dtype", p.dtype);
   CheckSize("num_partials", p.num_partials, 0);
@@ -247,21 +276,27 @@ void Validate(const MergeParams& p) {
   CheckSize("seqlen", p.seqlen, 0);
   CheckSize("heads", p.heads, 1);
   CheckRange("head_dim_v", p.head_dim_v, 1, kMaxHeadDim);
-  std::int64_t rows;
-  if (!MulAdd(p.batch, p.seqlen, 0, &rows) || !MulAdd(rows, p.heads, 0, &rows)) {
-    Fail("batch·seqlen·heads is too large to index in 64 bits (batch=", p.batch, " seqlen=", p.seqlen,
-         " heads=", p.heads, ")");
+  std::int64_t rows, partial_elements;  // rows per partial; elements of one partial's O
+  if (!MulAdd(p.batch, p.seqlen, 0, &rows) || !MulAdd(rows, p.heads, 0, &rows) ||
+      !MulAdd(rows, p.head_dim_v, 0, &partial_elements)) {
+    Fail("o_partials is too large to index in 64 bits (batch=", p.batch, " seqlen=", p.seqlen,
+         " heads=", p.heads, " head_dim_v=", p.head_dim_v, ")");
   }
-  const TensorView o_partials{"o_partials", p.o_partials, 4,
-                              {{"partial", p.num_partials, rows * p.head_dim_v}, {"row", rows, p.head_dim_v},
-                               {"dim", p.head_dim_v, 1}}};
-  const TensorView lse_partials{"lse_partials", p.lse_partials, 4,
-                                {{"partial", p.num_partials, rows}, {"row", rows, 1}}};
-  std::vector<TensorView> outputs = {
-      TensorView{"o", p.o, static_cast<std::int64_t>(SizeOf(p.dtype)),
-                 {{"batch", p.batch, p.o_strides.batch}, {"seq", p.seqlen, p.o_strides.seq},
-                  {"head", p.heads, p.o_strides.head}, {"dim", p.head_dim_v, 1}}}};
-  if (p.lse != nullptr) outputs.push_back(TensorView{"lse", p.lse, 4, {{"row", rows, 1}}});
+  const TensorView o_partials{
+      "o_partials",
+      p.o_partials,
+      4,
+      {{"partial", p.num_partials, partial_elements}, {"row", rows, p.head_dim_v}, {"dim", p.head_dim_v, 1}}};
+  const TensorView lse_partials{
+      "lse_partials", p.lse_partials, 4, {{"partial", p.num_partials, rows}, {"row", rows, 1}}};
+  std::vector<TensorView> outputs = {TensorView{"o",
+                                                p.o,
+                                                static_cast<std::int64_t>(SizeOf(p.dtype)),
+                                                {{"batch", p.batch, p.o_strides.batch},
+                                                 {"seq", p.seqlen, p.o_strides.seq},
+                                                 {"head", p.heads, p.o_strides.head},
+                                                 {"dim", p.head_dim_v, 1}}}};
+  if (p.lse != nullptr) outputs.push_back(LseView("lse", p.lse, p.batch, p.heads, p.seqlen));
   CheckOutputs(outputs, {o_partials, lse_partials});
   for (std::int64_t n = 0; n < p.num_partials * rows; ++n) {
     const float lse = p.lse_partials[n];
@@ -309,47 +344,46 @@ void Validate(const DecodeParams& p) {
   }
 
   const std::int64_t elem = static_cast<std::int64_t>(SizeOf(p.dtype));
-  auto view = [&](const char* name, const void* data, const Strides& s, std::int64_t outer, std::int64_t seqlen,
-                  std::int64_t heads) {
-    return TensorView{name, data, elem,
-                      {{"batch", outer, s.batch}, {"seq", seqlen, s.seq}, {"head", heads, s.head},
-                       {"dim", p.head_dim, 1}}};
+  auto view = [&](const char* name, const void* data, const Strides& s, std::int64_t outer,
+                  std::int64_t seqlen, std::int64_t heads) {
+    return TensorView{
+        name,
+        data,
+        elem,
+        {{"batch", outer, s.batch}, {"seq", seqlen, s.seq}, {"head", heads, s.head}, {"dim", p.head_dim, 1}}};
   };
-  std::vector<TensorView> inputs = {
-      view("q", p.q, p.q_strides, p.batch, p.seqlen_q, p.heads_q),
-      TensorView{"cache_seqlens", p.cache_seqlens, 4, {{"batch", p.batch, 1}}}};
+  std::vector<TensorView> inputs = {view("q", p.q, p.q_strides, p.batch, p.seqlen_q, p.heads_q),
+                                    TensorView{"cache_seqlens", p.cache_seqlens, 4, {{"batch", p.batch, 1}}}};
   if (p.seqlen_new > 0) {
     inputs.push_back(view("k_new", p.k_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv));
     inputs.push_back(view("v_new", p.v_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv));
   }
   if (p.Paged()) {
-    inputs.push_back(TensorView{"block_table", p.block_table, 4,
+    inputs.push_back(TensorView{"block_table",
+                                p.block_table,
+                                4,
                                 {{"batch", p.batch, p.block_table_stride}, {"page", p.max_pages, 1}}});
   }
   if (p.rotary_dim > 0) {
     CheckSize("rotary_max_pos", p.rotary_max_pos, 0);
-    for (const auto& [name, table] : {std::pair{"rotary_cos", p.rotary_cos}, std::pair{"rotary_sin", p.rotary_sin}}) {
-      inputs.push_back(TensorView{name, table, 4,
-                                  {{"pos", p.rotary_max_pos, p.rotary_dim / 2}, {"dim", p.rotary_dim / 2, 1}}});
-      if (p.rotary_max_pos > 0 && table == nullptr) Fail(name, " is a null pointer but rotary_dim=", p.rotary_dim);
+    for (const auto& [name, table] :
+         {std::pair{"rotary_cos", p.rotary_cos}, std::pair{"rotary_sin", p.rotary_sin}}) {
+      inputs.push_back(TensorView{
+          name, table, 4, {{"pos", p.rotary_max_pos, p.rotary_dim / 2}, {"dim", p.rotary_dim / 2, 1}}});
+      if (p.rotary_max_pos > 0 && table == nullptr)
+        Fail(name, " is a null pointer but rotary_dim=", p.rotary_dim);
     }
   }
-  if (p.alibi_slopes != nullptr) inputs.push_back(AlibiView(p.alibi_slopes, p.alibi_batch_stride, p.batch, p.heads_q));
+  if (p.alibi_slopes != nullptr) {
+    inputs.push_back(AlibiView("alibi_slopes", p.alibi_slopes, p.alibi_batch_stride, p.batch, p.heads_q));
+  }
 
   const std::int64_t cache_outer = p.Paged() ? p.num_pages : p.batch;
   const std::int64_t cache_seq = p.Paged() ? p.page_size : p.cache_seqlen_max;
   const TensorView k_cache = view("k_cache", p.k_cache, p.cache_strides, cache_outer, cache_seq, p.heads_kv);
   const TensorView v_cache = view("v_cache", p.v_cache, p.cache_strides, cache_outer, cache_seq, p.heads_kv);
   std::vector<TensorView> outputs = {view("o", p.o, p.o_strides, p.batch, p.seqlen_q, p.heads_q)};
-  if (p.lse != nullptr) {
-    std::int64_t lse_batch_stride;
-    if (!MulAdd(p.heads_q, p.seqlen_q, 0, &lse_batch_stride)) {
-      Fail("lse is too large to index in 64 bits (heads_q=", p.heads_q, " times seqlen_q=", p.seqlen_q, ")");
-    }
-    outputs.push_back(TensorView{"lse", p.lse, 4,
-                                 {{"batch", p.batch, lse_batch_stride}, {"head", p.heads_q, p.seqlen_q},
-                                  {"seq", p.seqlen_q, 1}}});
-  }
+  if (p.lse != nullptr) outputs.push_back(LseView("lse", p.lse, p.batch, p.heads_q, p.seqlen_q));
   // The caches are written when keys are appended; then they must not overlap anything else either.
   if (p.seqlen_new > 0) {
     outputs.push_back(k_cache);
@@ -365,9 +399,11 @@ void Validate(const DecodeParams& p) {
   for (std::int64_t b = 0; b < p.batch; ++b) {
     const std::int64_t cached = p.cache_seqlens[b];
     if (cached < 0) Fail("cache_seqlens[", b, "] must be >= 0, got ", cached);
-    const std::int64_t Nk = cached + p.seqlen_new;
-    if (Nk > capacity) {
-      Fail("cache_seqlens[", b, "] + seqlen_new = ", cached, " + ", p.seqlen_new, " = ", Nk,
+    std::int64_t Nk;
+    const bool fits = MulAdd(1, cached, p.seqlen_new, &Nk);
+    if (!fits || Nk > capacity) {
+      Fail("cache_seqlens[", b, "] + seqlen_new = ", cached, " + ", p.seqlen_new, " = ",
+           fits ? std::to_string(Nk) : std::string("more than int64 holds"),
            " exceeds the cache capacity of ", capacity, " keys",
            p.Paged() ? " (max_pages·page_size)" : " (cache_seqlen_max)");
     }
@@ -401,30 +437,49 @@ void Validate(const DecodeParams& p) {
 
 void Validate(const VarlenParams& p) {
   const AttentionParams& base = p.base;
-  CheckSize("batch", p.batch, 0);
+  CheckRange("batch", p.batch, 0, INT64_MAX - 1);  // cu_seqlens hold batch + 1 entries
   CheckSize("total_q", p.total_q, 0);
   CheckSize("total_k", p.total_k, 0);
   CheckSize("max_seqlen_q", p.max_seqlen_q, 0);
   CheckSize("max_seqlen_k", p.max_seqlen_k, 0);
   if (base.mask.kind != MaskKind::kNone) Fail("base.mask is not supported by forward_varlen");
   if (base.dropout_p != 0.0f) Fail("base.dropout_p is not supported by forward_varlen, got ", base.dropout_p);
-  // The packed tensors as one sequence of total_q queries and total_k keys: sizes, strides, overlaps.
-  Validate(decoding::PackedVarlenParams(p));
-  if (base.alibi_slopes != nullptr && base.alibi_batch_stride != 0) {
-    CheckTensor(AlibiView(base.alibi_slopes, base.alibi_batch_stride, p.batch, base.heads_q));
+  // The packed tensors are one sequence of total_q queries and total_k keys; the per-sequence ALiBi rows and
+  // cu_seqlens are inputs too. The scalars are checked before the packed strides are derived from them.
+  AttentionParams sizes = base;
+  sizes.batch = 1, sizes.seqlen_q = p.total_q, sizes.seqlen_k = p.total_k, sizes.alibi_batch_stride = 0;
+  CheckAttentionSizes(sizes);
+  std::int64_t row_elements;
+  if (!MulAdd(base.heads_q, std::max(base.head_dim, base.HeadDimV()), 0, &row_elements)) {
+    Fail("a packed row of heads_q=", base.heads_q,
+         " heads of head_dim=", std::max(base.head_dim, base.HeadDimV()),
+         " is too large to index in 64 bits");
+  }
+  CheckSize("base.alibi_batch_stride", base.alibi_batch_stride, 0);
+  if (base.alibi_batch_stride != 0 && base.alibi_batch_stride < base.heads_q) {
+    Fail("base.alibi_batch_stride must be 0 (slopes per head) or >= heads_q=", base.heads_q, ", got ",
+         base.alibi_batch_stride);
+  }
+  AttentionParams packed = decoding::PackedVarlenParams(p);
+  packed.alibi_slopes = nullptr;  // its rows are per sequence, added below
+  CallTensors t = AttentionTensors(packed, kForwardNames);
+  if (base.alibi_slopes != nullptr) {
+    t.inputs.push_back(
+        AlibiView("alibi_slopes", base.alibi_slopes, base.alibi_batch_stride, p.batch, base.heads_q));
   }
   const TensorView cu_q{"cu_seqlens_q", p.cu_seqlens_q, 4, {{"batch+1", p.batch + 1, 1}}};
   const TensorView cu_k{"cu_seqlens_k", p.cu_seqlens_k, 4, {{"batch+1", p.batch + 1, 1}}};
-  CheckTensor(cu_q);
-  CheckTensor(cu_k);
+  t.inputs.push_back(cu_q);
+  t.inputs.push_back(cu_k);
+  CheckOutputs(t.outputs, t.inputs);
   for (const auto& [name, cu, total, max_len] :
        {std::tuple{"cu_seqlens_q", p.cu_seqlens_q, p.total_q, p.max_seqlen_q},
         std::tuple{"cu_seqlens_k", p.cu_seqlens_k, p.total_k, p.max_seqlen_k}}) {
     if (cu[0] != 0) Fail(name, "[0] must be 0, got ", cu[0]);
     for (std::int64_t b = 0; b < p.batch; ++b) {
       if (cu[b + 1] < cu[b]) {
-        Fail(name, " must be non-decreasing, got ", name, "[", b, "]=", cu[b], " > ", name, "[", b + 1, "]=",
-             cu[b + 1]);
+        Fail(name, " must be non-decreasing, got ", name, "[", b, "]=", cu[b], " > ", name, "[", b + 1,
+             "]=", cu[b + 1]);
       }
     }
     for (std::int64_t b = 0; b < p.batch; ++b) {
@@ -441,41 +496,32 @@ void Validate(const VarlenParams& p) {
 
 }  // namespace flashattn
 
-// ---- backward.h: backward -----------------------------------------------------------------------------------
+// ---- backward.h: backward
+// -----------------------------------------------------------------------------------
 
 namespace flashattn {
 
 void Validate(const BackwardParams& p) {
   const AttentionParams& a = p.attention;
-  Validate(a);  // shapes, modifiers, dropout; q, k, v, o and lse as the forward pass saw them
+  CheckAttentionSizes(a);  // shapes, modifiers, dropout, as the forward pass saw them
   const std::int64_t Hq = a.heads_q, Nq = a.seqlen_q;
-  if (a.lse == nullptr && a.batch * Hq * Nq > 0) {
+  if (a.lse == nullptr && LseView("attention.lse", a.lse, a.batch, Hq, Nq).NumElements() > 0) {
     Fail("attention.lse is required by backward (the forward pass's LSE)");
   }
+  // The forward call's tensors, o and lse included, are all read; the gradients are written.
+  CallTensors forward = AttentionTensors(a, kBackwardNames);
+  std::vector<TensorView> inputs = forward.inputs;
+  inputs.insert(inputs.end(), forward.outputs.begin(), forward.outputs.end());
   const std::int64_t elem = static_cast<std::int64_t>(SizeOf(a.dtype));
-  auto view = [&](const char* name, const void* data, const Strides& s, std::int64_t seqlen, std::int64_t heads,
-                  std::int64_t dim) {
+  auto view = [&](const char* name, const void* data, const Strides& s, std::int64_t seqlen,
+                  std::int64_t heads, std::int64_t dim) {
     return TensorView{
-        name, data, elem,
+        name,
+        data,
+        elem,
         {{"batch", a.batch, s.batch}, {"seq", seqlen, s.seq}, {"head", heads, s.head}, {"dim", dim, 1}}};
   };
-  std::vector<TensorView> inputs = {
-      view("attention.q", a.q, a.q_strides, Nq, Hq, a.head_dim),
-      view("attention.k", a.k, a.k_strides, a.seqlen_k, a.heads_kv, a.head_dim),
-      view("attention.v", a.v, a.v_strides, a.seqlen_k, a.heads_kv, a.HeadDimV()),
-      view("attention.o", a.o, a.o_strides, Nq, Hq, a.HeadDimV()),
-      view("d_o", p.d_o, p.do_strides, Nq, Hq, a.HeadDimV()),
-      TensorView{"attention.lse", a.lse, 4, {{"batch", a.batch, Hq * Nq}, {"head", Hq, Nq}, {"seq", Nq, 1}}}};
-  if (a.alibi_slopes != nullptr) {
-    inputs.push_back(TensorView{"attention.alibi_slopes", a.alibi_slopes, 4,
-                                {{"batch", a.alibi_batch_stride == 0 ? 1 : a.batch, a.alibi_batch_stride},
-                                 {"head", Hq, 1}}});
-  }
-  if (a.mask.kind != MaskKind::kNone) {
-    inputs.push_back(TensorView{"attention.mask", a.mask.data, a.mask.kind == MaskKind::kBool ? 1 : 4,
-                                {{"batch", a.batch, a.mask.stride_batch}, {"head", Hq, a.mask.stride_head},
-                                 {"row", Nq, a.mask.stride_row}, {"col", a.seqlen_k, a.mask.stride_col}}});
-  }
+  inputs.push_back(view("d_o", p.d_o, p.do_strides, Nq, Hq, a.HeadDimV()));
   const std::vector<TensorView> outputs = {
       view("dq", p.dq, p.dq_strides, Nq, Hq, a.head_dim),
       view("dk", p.dk, p.dk_strides, a.seqlen_k, a.heads_kv, a.head_dim),
@@ -484,8 +530,8 @@ void Validate(const BackwardParams& p) {
   // The LSE is read as the softmax's normalizer: a finite value, or −∞ for a row that saw no key.
   for (std::int64_t n = 0; n < a.batch * Hq * Nq; ++n) {
     if (std::isnan(a.lse[n]) || a.lse[n] == std::numeric_limits<float>::infinity()) {
-      Fail("attention.lse must be finite or -inf, got ", a.lse[n], " at (batch, head, row) = (", n / (Hq * Nq),
-           ", ", n / Nq % Hq, ", ", n % Nq, ")");
+      Fail("attention.lse must be finite or -inf, got ", a.lse[n], " at (batch, head, row) = (",
+           n / (Hq * Nq), ", ", n / Nq % Hq, ", ", n % Nq, ")");
     }
   }
 }

@@ -1,5 +1,9 @@
-# The rejected-input table of flashattn::forward (issue 2's validation list), for every algorithm. Its ~300
-# cases take well under a second together, so it is one CTest test rather than one process per case.
-add_executable(validation_test validation_test.cc)
-target_link_libraries(validation_test PRIVATE flashattn_test_support)
-add_test(NAME validation_test COMMAND validation_test)
+# The validation matrix (issues 2 and 8): the rejected-input tables of every entry point. Each table takes
+# well under a second, so each file is one CTest test. Non-finite inputs and concurrent callers are tested here.
+flashattn_add_test(validation_test validation_test.cc)
+foreach(name validation_matrix_decode_test validation_matrix_merge_varlen_test validation_matrix_backward_test
+             nonfinite_test concurrency_test)
+  if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${name}.cc)
+    flashattn_add_test(${name} ${CMAKE_CURRENT_LIST_DIR}/${name}.cc)
+  endif()
+endforeach()

@@ -117,6 +117,16 @@ std::vector<RejectCase> RejectCases() {
        {"mask.kind has an unknown value 9"}},
       {"UnknownDType", [](P& p, const A&) { p.dtype = static_cast<DType>(7); },
        {"dtype has an unknown value 7"}},
+      // Dropout: p in [0, 1), and a generator counter for every element of P.
+      {"DropoutOne", [](P& p, const A&) { p.dropout_p = 1.0f; }, {"dropout_p must be in [0, 1), got 1"}},
+      {"DropoutNegative", [](P& p, const A&) { p.dropout_p = -0.5f; }, {"dropout_p must be in [0, 1), got -0.5"}},
+      {"DropoutNaN", [](P& p, const A&) { p.dropout_p = kNaN; }, {"dropout_p must be in [0, 1), got nan"}},
+      {"DropoutCountersOverflow",
+       [](P& p, const A&) {
+         p.dropout_p = 0.5f;
+         p.seqlen_q = p.seqlen_k = kBig * 256;
+       },
+       {"generator counters, more than 2^63", "batch=2 heads_q=4 seqlen_q=1099511627776"}},
       // Execution settings.
       {"NegativeThreads", [](P& p, const A&) { p.num_threads = -1; },
        {"num_threads must be in [0, 1024], got -1"}},
