@@ -35,7 +35,6 @@
 #include <new>
 #include <type_traits>
 
-#include "backward/backward_tiles-inl.h"
 #include "common/element.h"
 #include "flashattn/backward.h"
 #include "hwy/aligned_allocator.h"
@@ -43,6 +42,7 @@
 #include "hwy/highway.h"
 #include "kernels/mask_geometry.h"
 #include "kernels/score_mods-inl.h"
+#include "kernels/tile_ops-inl.h"
 #include "kernels/vec_exp-inl.h"
 #include "reference/dropout.h"
 
@@ -53,22 +53,14 @@ using kernels::ScoreModifiers;
 
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-HWY_INLINE float ToF32(float x) { return x; }
-HWY_INLINE float ToF32(hwy::float16_t x) { return F32FromF16(x.bits); }
-HWY_INLINE float ToF32(hwy::bfloat16_t x) { return F32FromBF16(x.bits); }
-template <typename T>
-HWY_INLINE T FromF32(float x) {
-  if constexpr (std::is_same_v<T, float>)
-    return x;
-  else if constexpr (std::is_same_v<T, hwy::float16_t>)
-    return T{F16FromF32(x)};
-  else
-    return T{BF16FromF32(x)};
-}
-
-inline std::int64_t RoundUp(std::int64_t x, std::int64_t multiple) {
-  return (x + multiple - 1) / multiple * multiple;
-}
+using kernels::HWY_NAMESPACE::AccumulateAB;
+using kernels::HWY_NAMESPACE::DF;
+using kernels::HWY_NAMESPACE::FromF32;
+using kernels::HWY_NAMESPACE::PackPanels;
+using kernels::HWY_NAMESPACE::ProductABt;
+using kernels::HWY_NAMESPACE::RoundUp;
+using kernels::HWY_NAMESPACE::ToF32;
+using kernels::HWY_NAMESPACE::VF;
 
 // Sizes shared by every work item of one call.
 struct Geometry {

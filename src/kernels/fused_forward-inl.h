@@ -5,11 +5,11 @@
 //     for each (query head of the GQA group, Q block i), largest work first:   [one thread each]
 //       Q_i ← s·Q rows (float32),  Õ = 0, l = 0, m = −∞
 //       for each K/V block j that the band of rows i reaches:
-//         S_ij = Q_i K_jᵀ                       (ScoreTile, from the packed panels)
+//         S_ij = Q_i K_jᵀ                       (ProductABt, from the packed panels)
 //         masks/modifiers, boundary tiles only    (ApplyScoreModifiers)
 //         m, l, α, P̃_ij = e^{S_ij − m}          (OnlineSoftmaxRow, on the strip while it is in L1)
 //         P̃_ij ∘= Z_ij                           (dropout multipliers, regenerated; l keeps the undropped sum)
-//         Õ = diag(α) Õ + P̃_ij V_j              (AccumulatePV, from a contiguous copy of V_j)
+//         Õ = diag(α) Õ + P̃_ij V_j              (AccumulateAB, from packed or copied V_j)
 //       O_i = Õ / l, LSE_i = m + log l          (NormalizeAndLse), written once
 #if defined(FLASHATTN_KERNELS_FUSED_FORWARD_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_KERNELS_FUSED_FORWARD_INL_H_
@@ -40,34 +40,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-HWY_INLINE float ToF32(float x) { return x; }
-HWY_INLINE float ToF32(hwy::float16_t x) { return F32FromF16(x.bits); }
-HWY_INLINE float ToF32(hwy::bfloat16_t x) { return F32FromBF16(x.bits); }
-template <typename T> HWY_INLINE T FromF32(float x) {
-  if constexpr (std::is_same_v<T, float>) return x;
-  else if constexpr (std::is_same_v<T, hwy::float16_t>) return T{F16FromF32(x)};
-  else return T{BF16FromF32(x)};
-}
-
-// Calls fn(std::integral_constant<int, mr>) for a row count 1 ≤ mr ≤ kMR, so every tail has its own
-// fully unrolled micro-kernel.
-template <class Fn>
-HWY_INLINE void WithRows(std::int64_t mr, const Fn& fn) {
-  switch (mr) {
-    case 6: return fn(std::integral_constant<int, 6>());
-    case 5: return fn(std::integral_constant<int, 5>());
-    case 4: return fn(std::integral_constant<int, 4>());
-    case 3: return fn(std::integral_constant<int, 3>());
-    case 2: return fn(std::integral_constant<int, 2>());
-    default: return fn(std::integral_constant<int, 1>());
-  }
-}
-static_assert(kMR == 6, "WithRows enumerates the row counts up to kMR");
-
-inline std::int64_t RoundUp(std::int64_t x, std::int64_t multiple) {
-  return (x + multiple - 1) / multiple * multiple;
-}
 
 // Sizes shared by every work item of one call.
 struct Geometry {
@@ -102,7 +74,7 @@ void PackKBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t 
   const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
   const T* K =
       static_cast<const T*>(p.k) + b * p.k_strides.batch + hkv * p.k_strides.head + j0 * p.k_strides.seq;
-  PackKBlock(K, p.k_strides.seq, cols, g.d, g.Bc_pad, packed + jt * g.Bc_pad * g.d);
+  PackPanels(K, p.k_strides.seq, cols, g.d, g.Bc_pad, packed + jt * g.Bc_pad * g.d);
 }
 
 // Asks for `rows` rows of `width` elements (row stride ld) to be brought into L2: the V rows that CopyVBlock
@@ -166,14 +138,14 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
     const T* panels = packed + jt * g.Bc_pad * d;
     const T* V =
         static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
-    for (std::int64_t p0 = 0; p0 < cols; p0 += NR) {  // S_ij = Q_i K_jᵀ, one panel of NR keys at a time
-      if (packed_v == nullptr) {
+    // S_ij = Q_i K_jᵀ. When V is not packed, its rows are prefetched into L2 meanwhile, a panel's worth at
+    // a time, for the copy below.
+    if (packed_v != nullptr) {
+      ProductABt(x.Q_i, d, rows, panels, RoundUp(cols, NR), d, x.S_ij, lds);
+    } else {
+      for (std::int64_t p0 = 0; p0 < cols; p0 += NR) {
         PrefetchRows(V + p0 * p.v_strides.seq, p.v_strides.seq, std::min(NR, cols - p0), dv);
-      }
-      for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
-        WithRows(std::min(kMR, rows - r0), [&](auto mr) {
-          ScoreTile<decltype(mr)::value>(x.Q_i + r0 * d, d, panels + p0 * d, d, x.S_ij + r0 * lds + p0, lds);
-        });
+        ProductABt(x.Q_i, d, rows, panels + p0 * d, NR, d, x.S_ij + p0, lds);
       }
     }
     if (mods.TileNeedsModifiers(i0, i0 + rows, j0, j0 + cols)) {
@@ -188,23 +160,10 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
         for (std::int64_t c = 0; c < cols; ++c) S_r[c] *= x.Z[c];
       }
     }
-    // Õ = diag(α) Õ + P̃_ij V_j in slices of 2 vectors of features (a slice of V_j stays in L1 across the
-    // row groups), then one vector.
+    // Õ = diag(α) Õ + P̃_ij V_j
     const T* V_j = packed_v != nullptr ? packed_v + jt * g.Bc * g.dv_pad : x.V_j;
     if (packed_v == nullptr) CopyVBlock(V, p.v_strides.seq, cols, dv, g.dv_pad, x.V_j);
-    std::int64_t e0 = 0;
-    for (; e0 < g.dv_pad; e0 += 2 * L) {
-      const bool two = e0 + 2 * L <= g.dv_pad;
-      for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
-        WithRows(std::min(kMR, rows - r0), [&](auto mr) {
-          constexpr int kRows = decltype(mr)::value;
-          const float* P = x.S_ij + r0 * lds;
-          float* O = x.O_i + r0 * g.dv_pad + e0;
-          if (two) AccumulatePV<kRows, 2>(P, lds, x.alpha + r0, V_j + e0, g.dv_pad, cols, O, g.dv_pad);
-          else AccumulatePV<kRows, 1>(P, lds, x.alpha + r0, V_j + e0, g.dv_pad, cols, O, g.dv_pad);
-        });
-      }
-    }
+    AccumulateAB(x.S_ij, lds, rows, cols, V_j, g.dv_pad, g.dv_pad, x.O_i, g.dv_pad, x.alpha);
   }
 
   T* O = static_cast<T*>(p.o) + b * p.o_strides.batch + h * p.o_strides.head + i0 * p.o_strides.seq;

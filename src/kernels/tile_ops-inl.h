@@ -1,9 +1,10 @@
-// The two matrix products of a tile, register-blocked (per Highway target; include after hwy/highway.h):
-//   S_ij = Q_i K_jᵀ   ScoreTile:  kRows query rows × 2 vectors of keys, K_j read from packed panels
-//   Õ_i += P̃_ij V_j  AccumulatePV: kRows rows × 2 vectors of output features, V_j row-major
-// On AVX2 a 6-row tile holds 12 vector accumulators, and each step loads two vectors and broadcasts one
-// value per row: 12 FMAs per 8 loads, within the two FMA and three load ports of one core.
-// float16/bfloat16 K and V stay in their element type and are widened to float32 as they are loaded.
+// The register-blocked matrix products of every tile, forward and backward (per Highway target; include
+// after hwy/highway.h):
+//   ProductABt:   C = A Bᵀ            S_ij = Q_i K_jᵀ, and backward dP = dO_i V_jᵀ; B packed into panels
+//   AccumulateAB: C = diag(α) C + A B  Õ_i = diag(α) Õ_i + P̃_ij V_j, and backward dV, dK, dQ (α = 1)
+// Each micro-tile holds kMR rows × 2 vectors: on AVX2 12 vector accumulators, and each step loads two vectors
+// and broadcasts one value per row, 12 FMAs per 8 loads, within the two FMA and three load ports of one core.
+// B may be float16/bfloat16 (the forward pass's K and V); it is widened to float32 as it is loaded.
 #if defined(FLASHATTN_KERNELS_TILE_OPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_KERNELS_TILE_OPS_INL_H_
 #undef FLASHATTN_KERNELS_TILE_OPS_INL_H_
@@ -11,9 +12,12 @@
 #define FLASHATTN_KERNELS_TILE_OPS_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
+#include "common/element.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -24,7 +28,39 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
 // Rows of the register tile: 6 × 2 vectors = 12 accumulators, leaving 4 of 16 registers for the operands.
+// (A 2-row remainder tile has 4 accumulators, too few to hide the FMA latency: block sizes prefer
+// multiples of 6.)
 inline constexpr std::int64_t kMR = 6;
+
+// Calls fn(std::integral_constant<int, mr>) for a row count 1 ≤ mr ≤ kMR, so every tail has its own
+// fully unrolled micro-kernel.
+template <class Fn>
+HWY_INLINE void WithRows(std::int64_t mr, const Fn& fn) {
+  switch (mr) {
+    case 6: return fn(std::integral_constant<int, 6>());
+    case 5: return fn(std::integral_constant<int, 5>());
+    case 4: return fn(std::integral_constant<int, 4>());
+    case 3: return fn(std::integral_constant<int, 3>());
+    case 2: return fn(std::integral_constant<int, 2>());
+    default: return fn(std::integral_constant<int, 1>());
+  }
+}
+static_assert(kMR == 6, "WithRows enumerates the row counts up to kMR");
+
+inline std::int64_t RoundUp(std::int64_t x, std::int64_t multiple) {
+  return (x + multiple - 1) / multiple * multiple;
+}
+
+// One element as float32, and back (rounded to nearest even).
+HWY_INLINE float ToF32(float x) { return x; }
+HWY_INLINE float ToF32(hwy::float16_t x) { return F32FromF16(x.bits); }
+HWY_INLINE float ToF32(hwy::bfloat16_t x) { return F32FromBF16(x.bits); }
+template <typename T>
+HWY_INLINE T FromF32(float x) {
+  if constexpr (std::is_same_v<T, float>) return x;
+  else if constexpr (std::is_same_v<T, hwy::float16_t>) return T{F16FromF32(x)};
+  else return T{BF16FromF32(x)};
+}
 
 // One vector of float32 from `Lanes(df)` consecutive elements of T.
 HWY_INLINE VF LoadF32(DF df, const float* p) { return hn::LoadU(df, p); }
@@ -35,74 +71,115 @@ HWY_INLINE VF LoadF32(DF df, const hwy::bfloat16_t* p) {
   return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
 }
 
-// Packs keys [0, cols) of a K block (rows k_rows[c·k_row_stride + e]) into panels of NR = 2·Lanes keys:
-// panel[p][e][n] = K[p·NR + n][e], zero beyond `cols`. The micro-kernel then reads one contiguous
-// NR-wide strip per feature e. Panels take Bc_pad = ⌈Bc / NR⌉·NR keys.
+// Rows [0, rows) of B (row stride ldb, `width` features) as panels of NR = 2·Lanes rows:
+// panels[p·NR·width + e·NR + n] = B[p·NR + n][e], zero for rows in [rows, rows_pad). The micro-kernel then
+// reads one contiguous NR-wide strip per feature e.
 template <typename T>
-void PackKBlock(const T* k_rows, std::int64_t k_row_stride, std::int64_t cols, std::int64_t d,
-                std::int64_t Bc_pad, T* panels) {
+void PackPanels(const T* B, std::int64_t ldb, std::int64_t rows, std::int64_t width, std::int64_t rows_pad,
+                T* panels) {
   const std::int64_t NR = 2 * static_cast<std::int64_t>(hn::Lanes(DF()));
-  for (std::int64_t p0 = 0; p0 < Bc_pad; p0 += NR) {
-    T* panel = panels + p0 * d;
+  for (std::int64_t p0 = 0; p0 < rows_pad; p0 += NR) {
+    T* panel = panels + p0 * width;
     for (std::int64_t n = 0; n < NR; ++n) {
-      const std::int64_t c = p0 + n;
-      if (c < cols) {
-        const T* k = k_rows + c * k_row_stride;
-        for (std::int64_t e = 0; e < d; ++e) panel[e * NR + n] = k[e];
+      const std::int64_t row = p0 + n;
+      if (row < rows) {
+        for (std::int64_t e = 0; e < width; ++e) panel[e * NR + n] = B[row * ldb + e];
       } else {
-        for (std::int64_t e = 0; e < d; ++e) panel[e * NR + n] = T{};
+        for (std::int64_t e = 0; e < width; ++e) panel[e * NR + n] = T{};
       }
     }
   }
 }
 
-// S[r][0, NR) = Σ_e Q[r][e] · panel[e][0, NR) for kRows rows (Q row-major with stride ldq, S with lds).
+// C[r][0, NR) = Σ_e A[r][e] · panel[e][0, NR) for kRows rows.
 template <int kRows, typename T>
-HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T* HWY_RESTRICT panel,
-                          std::int64_t d, float* HWY_RESTRICT S, std::int64_t lds) {
+HWY_INLINE void PanelTile(const float* HWY_RESTRICT A, std::int64_t lda, const T* HWY_RESTRICT panel,
+                          std::int64_t width, float* HWY_RESTRICT C, std::int64_t ldc) {
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   VF acc0[kRows], acc1[kRows];
   HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) acc0[r] = acc1[r] = hn::Zero(df);
-  for (std::int64_t e = 0; e < d; ++e) {
-    const VF k0 = LoadF32(df, panel + e * 2 * L);
-    const VF k1 = LoadF32(df, panel + e * 2 * L + L);
+  for (std::int64_t e = 0; e < width; ++e) {
+    const VF b0 = LoadF32(df, panel + e * 2 * L);
+    const VF b1 = LoadF32(df, panel + e * 2 * L + L);
     HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) {
-      const VF q = hn::Set(df, Q[r * ldq + e]);
-      acc0[r] = hn::MulAdd(q, k0, acc0[r]);
-      acc1[r] = hn::MulAdd(q, k1, acc1[r]);
+      const VF a = hn::Set(df, A[r * lda + e]);
+      acc0[r] = hn::MulAdd(a, b0, acc0[r]);
+      acc1[r] = hn::MulAdd(a, b1, acc1[r]);
     }
   }
   HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) {
-    hn::Store(acc0[r], df, S + r * lds);
-    hn::Store(acc1[r], df, S + r * lds + L);
+    hn::StoreU(acc0[r], df, C + r * ldc);
+    hn::StoreU(acc1[r], df, C + r * ldc + L);
   }
 }
 
-// Õ[r][slice] = α_r·Õ[r][slice] + Σ_{c<cols} P̃[r][c] · V[c][slice] for kRows rows and a slice of kVecs
-// vectors (1 or 2) starting at V's column 0: the rescale by α = e^{m_old − m_new} is applied as the
-// accumulators are loaded, so Õ is read and written once per tile.
+// C[r][slice] = α_r·C[r][slice] + Σ_{c < inner} A[r][c] · B[c][slice] for kRows rows and a slice of kVecs
+// vectors (1 or 2); α = 1 when `alpha` is null. The rescale is applied as the accumulators are loaded, so C
+// is read and written once per call.
 template <int kRows, int kVecs, typename T>
-HWY_INLINE void AccumulatePV(const float* HWY_RESTRICT P, std::int64_t ldp, const float* HWY_RESTRICT alpha,
-                             const T* HWY_RESTRICT V, std::int64_t ldv, std::int64_t cols,
-                             float* HWY_RESTRICT O, std::int64_t ldo) {
+HWY_INLINE void AccumulateTile(const float* HWY_RESTRICT A, std::int64_t lda, const float* HWY_RESTRICT alpha,
+                               const T* HWY_RESTRICT B, std::int64_t ldb, std::int64_t inner,
+                               float* HWY_RESTRICT C, std::int64_t ldc) {
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   VF acc[kRows][kVecs];
   HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) {
-    const VF a = hn::Set(df, alpha[r]);
-    HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::Mul(a, hn::Load(df, O + r * ldo + v * L));
+    HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::LoadU(df, C + r * ldc + v * L);
+    if (alpha != nullptr) {
+      const VF a = hn::Set(df, alpha[r]);
+      HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::Mul(a, acc[r][v]);
+    }
   }
-  for (std::int64_t c = 0; c < cols; ++c) {
-    VF v_c[kVecs];
-    HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) v_c[v] = LoadF32(df, V + c * ldv + v * L);
+  for (std::int64_t c = 0; c < inner; ++c) {
+    VF b[kVecs];
+    HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) b[v] = LoadF32(df, B + c * ldb + v * L);
     HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) {
-      const VF p = hn::Set(df, P[r * ldp + c]);
-      HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(p, v_c[v], acc[r][v]);
+      const VF a = hn::Set(df, A[r * lda + c]);
+      HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(a, b[v], acc[r][v]);
     }
   }
   HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) {
-    HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) hn::Store(acc[r][v], df, O + r * ldo + v * L);
+    HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) hn::StoreU(acc[r][v], df, C + r * ldc + v * L);
+  }
+}
+
+// C (rows × cols_pad, ldc) = A (rows × width, lda) · Bᵀ, B packed by PackPanels into cols_pad rows (a
+// multiple of NR). Panel by panel, so that one panel stays in L1 across the row groups.
+template <typename T>
+void ProductABt(const float* A, std::int64_t lda, std::int64_t rows, const T* panels, std::int64_t cols_pad,
+                std::int64_t width, float* C, std::int64_t ldc) {
+  const std::int64_t NR = 2 * static_cast<std::int64_t>(hn::Lanes(DF()));
+  for (std::int64_t p0 = 0; p0 < cols_pad; p0 += NR) {
+    for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
+      WithRows(std::min(kMR, rows - r0), [&](auto mr) {
+        PanelTile<decltype(mr)::value>(A + r0 * lda, lda, panels + p0 * width, width, C + r0 * ldc + p0, ldc);
+      });
+    }
+  }
+}
+
+// C (rows × width_pad, ldc) = diag(α) C + A (rows × inner, lda) · B (inner × width_pad, ldb), width_pad a
+// multiple of Lanes, α = 1 when `alpha` is null. In slices of two vectors of C's columns (B's slice stays in
+// L1 across the row groups), then one.
+template <typename T>
+void AccumulateAB(const float* A, std::int64_t lda, std::int64_t rows, std::int64_t inner, const T* B,
+                  std::int64_t ldb, std::int64_t width_pad, float* C, std::int64_t ldc,
+                  const float* alpha = nullptr) {
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(DF()));
+  for (std::int64_t e0 = 0; e0 < width_pad; e0 += 2 * L) {
+    const bool two = e0 + 2 * L <= width_pad;
+    for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
+      WithRows(std::min(kMR, rows - r0), [&](auto mr) {
+        constexpr int kRows = decltype(mr)::value;
+        const float* alpha_r = alpha == nullptr ? nullptr : alpha + r0;
+        if (two) {
+          AccumulateTile<kRows, 2>(A + r0 * lda, lda, alpha_r, B + e0, ldb, inner, C + r0 * ldc + e0, ldc);
+        } else {
+          AccumulateTile<kRows, 1>(A + r0 * lda, lda, alpha_r, B + e0, ldb, inner, C + r0 * ldc + e0, ldc);
+        }
+      });
+    }
   }
 }
 
