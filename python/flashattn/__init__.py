@@ -162,26 +162,31 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     cu_seqlens_k (batch + 1,) integer offsets (converted to int32 if needed): sequence b owns rows
     [cu_seqlens[b], cu_seqlens[b + 1]), starting at 0, non-decreasing, ending at total; each length at most
     max_seqlen_q / max_seqlen_k. Masks align per sequence. alibi_slopes may be (batch, heads_q).
-    dropout_p > 0 is not supported here (ValueError). Arrays with a zero stride (numpy.broadcast_to) are
-    rejected. Returns out (total_q, heads_q, dv), or (out, softmax_lse (heads_q, total_q), None) with
-    return_attn_probs=True.
+    Arrays with a zero stride (numpy.broadcast_to) are rejected. With dropout_p > 0 the sequences are
+    computed one by one (sequence b's dropout stream at offset b of the seed's). Returns out
+    (total_q, heads_q, dv), or with return_attn_probs=True (out, softmax_lse (heads_q, total_q), masks):
+    masks is a list of one bool (heads_q, seqlen_q_b, seqlen_k_b) keep mask per sequence, or None when
+    dropout_p is 0.
     """
     del deterministic
     seed = _seed(seed, dropout_p)
     m = _modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed)
-    out, lse = _core.varlen_forward(q, k, v, _int32(cu_seqlens_q, "cu_seqlens_q", 1),
-                                    _int32(cu_seqlens_k, "cu_seqlens_k", 1), operator.index(max_seqlen_q),
-                                    operator.index(max_seqlen_k), m)
-    return (out, lse, None) if return_attn_probs else out
+    out, lse, keep = _core.varlen_forward(q, k, v, _int32(cu_seqlens_q, "cu_seqlens_q", 1),
+                                          _int32(cu_seqlens_k, "cu_seqlens_k", 1), operator.index(max_seqlen_q),
+                                          operator.index(max_seqlen_k), m,
+                                          return_dropout_mask=bool(return_attn_probs))
+    return (out, lse, keep) if return_attn_probs else out
 
 
 def flash_attn_varlen_backward(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                max_seqlen_k, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-                               softcap=0.0, alibi_slopes=None, deterministic=False):
+                               softcap=0.0, alibi_slopes=None, deterministic=False, *, seed=None):
     """Gradients (dq, dk, dv) of flash_attn_varlen_func; out and softmax_lse (heads_q, total_q) as it returned
-    them (return_attn_probs=True). Computed sequence by sequence; deterministic."""
+    them (return_attn_probs=True), the forward call's seed when dropout_p > 0. Computed sequence by sequence;
+    deterministic."""
     del deterministic
-    m = _modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, 0)
+    seed = _seed(seed, dropout_p, required=True)
+    m = _modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed)
     return _core.varlen_backward(dout, q, k, v, out, softmax_lse, _int32(cu_seqlens_q, "cu_seqlens_q", 1),
                                  _int32(cu_seqlens_k, "cu_seqlens_k", 1), operator.index(max_seqlen_q),
                                  operator.index(max_seqlen_k), m)

@@ -107,8 +107,8 @@ class FlashAttnVarlenFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, modifiers):
         bf16 = _is_bf16(q)
-        out, lse = _core.varlen_forward(_array(q, "q"), _array(k, "k"), _array(v, "v"), cu_seqlens_q, cu_seqlens_k,
-                                        max_seqlen_q, max_seqlen_k, modifiers, bf16=bf16)
+        out, lse, _ = _core.varlen_forward(_array(q, "q"), _array(k, "k"), _array(v, "v"), cu_seqlens_q,
+                                           cu_seqlens_k, max_seqlen_q, max_seqlen_k, modifiers, bf16=bf16)
         out, lse = _tensor(out, bf16), torch.from_numpy(lse)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.rest = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, modifiers)
@@ -127,8 +127,9 @@ class FlashAttnVarlenFunc(torch.autograd.Function):
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                            deterministic=False, return_attn_probs=False, *, seed=None):
-    """flashattn.flash_attn_varlen_func for tensors, differentiable in q, k and v (dropout_p > 0 is not
-    supported)."""
+    """flashattn.flash_attn_varlen_func for tensors, differentiable in q, k and v. With return_attn_probs=True
+    it returns (out, softmax_lse, None): the per-sequence dropout masks are returned by the NumPy function
+    only."""
     del deterministic
     m = _modifiers(dropout_p, softmax_scale, causal, window_size, softcap, _side_array(alibi_slopes, "alibi_slopes"),
                    _seed(seed, dropout_p))

@@ -1,6 +1,7 @@
 // flash_attn_varlen_func: sequences packed along one token axis, q (total_q, Hq, d), k (total_k, Hkv, d),
 // v (total_k, Hkv, dv), sequence b owning rows [cu_seqlens[b], cu_seqlens[b+1]). The forward pass is the
-// library's forward_varlen; the backward pass runs backward() once per sequence with offset pointers.
+// library's forward_varlen; with dropout (which forward_varlen lacks) and for the backward pass, forward()
+// and backward() run once per sequence with offset pointers, sequence b's dropout stream at offset b.
 #include <pybind11/numpy.h>
 
 #include <algorithm>
@@ -72,19 +73,75 @@ VarlenParams MakeVarlenParams(const Packed& s, std::int64_t max_seqlen_q, std::i
   return p;
 }
 
+// Validates `p` as forward_varlen would, dropout aside: forward_varlen has none, this file adds it.
+void ValidateIgnoringDropout(const VarlenParams& p) {
+  VarlenParams check = p;
+  check.base.dropout_p = 0.0f;
+  Validate(check);
+}
+
+// Sequence b of a varlen call as a batch-1 problem over offset pointers (without o and lse). Its dropout
+// stream is told apart from the other sequences' by dropout_offset = b.
+AttentionParams SequenceParams(const VarlenParams& p, std::int64_t b) {
+  AttentionParams a = p.base;
+  const std::int64_t elem = static_cast<std::int64_t>(SizeOf(a.dtype));
+  const std::int64_t q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b];
+  a.batch = 1;
+  a.seqlen_q = p.cu_seqlens_q[b + 1] - q0, a.seqlen_k = p.cu_seqlens_k[b + 1] - k0;
+  a.alibi_batch_stride = 0;
+  if (p.base.alibi_slopes != nullptr) a.alibi_slopes = p.base.alibi_slopes + b * p.base.alibi_batch_stride;
+  a.q = static_cast<const char*>(p.q) + q0 * p.q_row_stride * elem;
+  a.k = static_cast<const char*>(p.k) + k0 * p.k_row_stride * elem;
+  a.v = static_cast<const char*>(p.v) + k0 * p.v_row_stride * elem;
+  a.q_strides = {0, p.q_row_stride, p.q_head_stride};
+  a.k_strides = {0, p.k_row_stride, p.k_head_stride};
+  a.v_strides = {0, p.v_row_stride, p.v_head_stride};
+  a.dropout_offset = static_cast<std::uint64_t>(b);
+  return a;
+}
+
 py::tuple VarlenForward(const py::handle& q, const py::handle& k, const py::handle& v, const py::handle& cu_q,
                         const py::handle& cu_k, std::int64_t max_seqlen_q, std::int64_t max_seqlen_k,
-                        const Modifiers& m, bool bf16) {
+                        const Modifiers& m, bool return_dropout_mask, bool bf16) {
   const Packed s = CheckPacked(q, k, v, cu_q, cu_k, bf16);
   VarlenParams p = MakeVarlenParams(s, max_seqlen_q, max_seqlen_k, m);
-  py::array out = NewArray(s.q.dtype, {p.total_q, p.base.heads_q, p.base.HeadDimV()});
-  py::array_t<float> lse({p.base.heads_q, p.total_q});
+  const std::int64_t Hq = p.base.heads_q, dv = p.base.HeadDimV();
+  py::array out = NewArray(s.q.dtype, {p.total_q, Hq, dv});
+  py::array_t<float> lse({Hq, p.total_q});
   p.o = out.mutable_data(), p.lse = lse.mutable_data();
-  {
-    py::gil_scoped_release release;
-    forward_varlen(p);
+  if (p.base.dropout_p == 0.0f) {
+    {
+      py::gil_scoped_release release;
+      forward_varlen(p);
+    }
+    return py::make_tuple(out, lse, py::none());
   }
-  return py::make_tuple(out, lse);
+  // With dropout: the sequences one by one, as forward_varlen does, each with its own dropout stream.
+  ValidateIgnoringDropout(p);
+  py::list keep;
+  std::vector<float> seq_lse;
+  const std::int64_t elem = static_cast<std::int64_t>(SizeOf(p.base.dtype));
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    AttentionParams a = SequenceParams(p, b);
+    const std::int64_t q0 = p.cu_seqlens_q[b];
+    a.o = static_cast<char*>(p.o) + q0 * Hq * dv * elem;
+    a.o_strides = {0, Hq * dv, dv};
+    seq_lse.assign(static_cast<std::size_t>(std::max<std::int64_t>(1, Hq * a.seqlen_q)), 0.0f);
+    a.lse = seq_lse.data();
+    py::object seq_keep = py::none();
+    {
+      py::gil_scoped_release release;
+      forward(a);
+    }
+    for (std::int64_t h = 0; h < Hq; ++h)  // (Hq, Nq_b) into the packed (Hq, total_q)
+      std::copy_n(seq_lse.data() + h * a.seqlen_q, a.seqlen_q, p.lse + h * p.total_q + q0);
+    if (return_dropout_mask) {
+      py::array_t<bool> mask({Hq, a.seqlen_q, a.seqlen_k});
+      MaterializeDropoutMask(a, reinterpret_cast<std::uint8_t*>(mask.mutable_data()));
+      keep.append(mask);
+    }
+  }
+  return py::make_tuple(out, lse, return_dropout_mask ? py::object(keep) : py::none());
 }
 
 py::tuple VarlenBackward(const py::handle& dout_in, const py::handle& q, const py::handle& k, const py::handle& v,
@@ -110,7 +167,7 @@ py::tuple VarlenBackward(const py::handle& dout_in, const py::handle& q, const p
   p.o = const_cast<void*>(out.data());
   p.o_row_stride = out.stride(0), p.o_head_stride = out.stride(1);
   // Sizes, strides and cu_seqlens as the forward pass checks them (o and lse are only read here).
-  Validate(p);
+  ValidateIgnoringDropout(p);
 
   py::array dq = NewZeros(s.q.dtype, s.q.shape), dk = NewZeros(s.q.dtype, s.k.shape);
   py::array dv = NewZeros(s.q.dtype, s.v.shape);
@@ -127,16 +184,8 @@ py::tuple VarlenBackward(const py::handle& dout_in, const py::handle& q, const p
       const std::int64_t q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b];
       BackwardParams bp;
       AttentionParams& a = bp.attention;
-      a = base;
-      a.batch = 1;
-      a.seqlen_q = p.cu_seqlens_q[b + 1] - q0, a.seqlen_k = p.cu_seqlens_k[b + 1] - k0;
-      a.alibi_batch_stride = 0;
-      if (base.alibi_slopes != nullptr) a.alibi_slopes = base.alibi_slopes + b * base.alibi_batch_stride;
-      a.q = at(p.q, q0 * s.q.stride(0)), a.k = at(p.k, k0 * s.k.stride(0)), a.v = at(p.v, k0 * s.v.stride(0));
+      a = SequenceParams(p, b);
       a.o = at(p.o, q0 * out.stride(0));
-      a.q_strides = {0, s.q.stride(0), s.q.stride(1)};
-      a.k_strides = {0, s.k.stride(0), s.k.stride(1)};
-      a.v_strides = {0, s.v.stride(0), s.v.stride(1)};
       a.o_strides = {0, out.stride(0), out.stride(1)};
       // The sequence's LSE rows, strided by total_q in the packed (Hq, total_q) layout, made contiguous.
       seq_lse.assign(static_cast<std::size_t>(std::max<std::int64_t>(1, Hq * a.seqlen_q)), 0.0f);
@@ -158,7 +207,9 @@ py::tuple VarlenBackward(const py::handle& dout_in, const py::handle& q, const p
 void RegisterVarlen(py::module_& m) {
   m.def("varlen_forward", &VarlenForward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"),
         py::arg("cu_seqlens_k"), py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("modifiers"),
-        py::arg("bf16") = false, "flash_attn_varlen_func's computation: returns (out, softmax_lse (Hq, total_q)).");
+        py::arg("return_dropout_mask") = false, py::arg("bf16") = false,
+        "flash_attn_varlen_func's computation: returns (out, softmax_lse (Hq, total_q), per-sequence dropout "
+        "keep masks (Hq, Nq_b, Nk_b) or None).");
   m.def("varlen_backward", &VarlenBackward, py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"),
         py::arg("out"), py::arg("softmax_lse"), py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"),
         py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("modifiers"), py::arg("bf16") = false,

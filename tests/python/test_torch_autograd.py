@@ -57,8 +57,8 @@ def run(fn, inputs, dout):
 def check(ours, ref, base, dtype):
     for name, a, r, b in zip(["o", "dq", "dk", "dv"], ours, ref, base):
         assert a.dtype == dtype, name
-        assert_within_baseline(name, a.double().numpy(), r.double().numpy(), b.double().numpy(),
-                               np.float32 if dtype == torch.float32 else np.float16)
+        np_dtype = {torch.float32: np.float32, torch.float16: np.float16, torch.bfloat16: "bfloat16"}[dtype]
+        assert_within_baseline(name, a.double().numpy(), r.double().numpy(), b.double().numpy(), np_dtype)
 
 
 SHAPES = [(2, 97, 113, 4, 2, 59), (1, 113, 1, 2, 1, 40)]

@@ -42,11 +42,28 @@ def test_varlen_matches_reference_per_sequence(rng, mods, dtype):
         np.testing.assert_array_equal(single[0], out[rq])
 
 
-def test_varlen_rejects_dropout(rng):
-    q = rng.standard_normal((4, 1, 8)).astype(np.float32)
-    cu = np.array([0, 4], dtype=np.int32)
-    with pytest.raises(ValueError, match="dropout_p"):
-        flashattn.flash_attn_varlen_func(q, q, q, cu, cu, 4, 4, dropout_p=0.1)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_varlen_dropout_per_sequence_masks(rng, dtype):
+    Hq, Hkv, d, p = 2, 1, 24, 0.3
+    cu_q, cu_k = np.cumsum([0] + LENGTHS_Q), np.cumsum([0] + LENGTHS_K)
+    q = rng.standard_normal((cu_q[-1], Hq, d)).astype(dtype)
+    k = rng.standard_normal((cu_k[-1], Hkv, d)).astype(dtype)
+    v = rng.standard_normal((cu_k[-1], Hkv, d)).astype(dtype)
+    dout = rng.standard_normal((cu_q[-1], Hq, d)).astype(dtype)
+    args = (cu_q, cu_k, max(LENGTHS_Q), max(LENGTHS_K))
+    out, lse, masks = flashattn.flash_attn_varlen_func(q, k, v, *args, dropout_p=p, causal=True,
+                                                       return_attn_probs=True, seed=5)
+    assert [m.shape for m in masks] == [(Hq, a, b) for a, b in zip(LENGTHS_Q, LENGTHS_K)]
+    dq, dk, dv = flashattn.flash_attn_varlen_backward(dout, q, k, v, out, lse, *args, dropout_p=p, causal=True,
+                                                      seed=5)
+    for b in range(len(LENGTHS_Q)):
+        rq, rk = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        seq = [x[None] for x in (q[rq], k[rk], v[rk], dout[rq])]
+        kw = {"causal": True, "keep": masks[b][None], "dropout_p": p}
+        ref = attention(*seq, **kw)
+        base = attention(*seq, compute=np.float32, low=dtype, **kw)
+        got = {"o": out[None, rq], "dq": dq[None, rq], "dk": dk[None, rk], "dv": dv[None, rk]}
+        compare(got, ref, base, dtype, ["o", "dq", "dk", "dv"])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
