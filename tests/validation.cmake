@@ -7,3 +7,7 @@ foreach(name validation_matrix_decode_test validation_matrix_merge_varlen_test v
     flashattn_add_test(${name} ${CMAKE_CURRENT_LIST_DIR}/${name}.cc)
   endif()
 endforeach()
+# The non-finite tests use decode's random cases (tests/decode.cmake).
+if(TARGET nonfinite_test)
+  target_link_libraries(nonfinite_test PRIVATE flashattn_decode_test_support)
+endif()
