@@ -57,7 +57,7 @@ struct Geometry {
 template <typename T>
 struct Scratch {
   T* V_j;        // Bc × dv_pad, the current V block, contiguous and zero-padded (when V is not packed)
-  float* Q_i;    // Br × d, pre-scaled by s
+  float* Q_i;    // Br × d (Br rounded up to kMR), pre-scaled by s, in row groups of kMR rows
   float* S_ij;   // Br × Bc_pad, scores then P̃
   float* O_i;    // Br × dv_pad, the unnormalized accumulator Õ
   float* m;      // Br running maxima
@@ -124,8 +124,11 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
   const ScoreModifiers mods(p, b, h);
 
   const T* Q = static_cast<const T*>(p.q) + b * p.q_strides.batch + h * p.q_strides.head + i0 * p.q_strides.seq;
-  for (std::int64_t r = 0; r < rows; ++r) {  // Q_i = s·Q rows, in float32
-    for (std::int64_t e = 0; e < d; ++e) x.Q_i[r * d + e] = g.scale * ToF32(Q[r * p.q_strides.seq + e]);
+  // Q_i = s·Q rows in float32, in row groups of kMR rows (ALayout::kRowGroups; zero rows pad the last).
+  std::fill(x.Q_i, x.Q_i + RoundUp(rows, kMR) * d, 0.0f);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* group = x.Q_i + (r / kMR) * kMR * d + r % kMR;
+    for (std::int64_t e = 0; e < d; ++e) group[e * kMR] = g.scale * ToF32(Q[r * p.q_strides.seq + e]);
     x.m[r] = kNegInf;
     x.l[r] = 0.0f;
   }
@@ -141,11 +144,11 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
     // S_ij = Q_i K_jᵀ. When V is not packed, its rows are prefetched into L2 meanwhile, a panel's worth at
     // a time, for the copy below.
     if (packed_v != nullptr) {
-      ProductABt(x.Q_i, d, rows, panels, RoundUp(cols, NR), d, x.S_ij, lds);
+      ProductABt<ALayout::kRowGroups>(x.Q_i, d, rows, panels, RoundUp(cols, NR), d, x.S_ij, lds);
     } else {
       for (std::int64_t p0 = 0; p0 < cols; p0 += NR) {
         PrefetchRows(V + p0 * p.v_strides.seq, p.v_strides.seq, std::min(NR, cols - p0), dv);
-        ProductABt(x.Q_i, d, rows, panels + p0 * d, NR, d, x.S_ij + p0, lds);
+        ProductABt<ALayout::kRowGroups>(x.Q_i, d, rows, panels + p0 * d, NR, d, x.S_ij + p0, lds);
       }
     }
     if (mods.TileNeedsModifiers(i0, i0 + rows, j0, j0 + cols)) {
@@ -219,7 +222,7 @@ void FusedForwardT(const AttentionParams& p) {
 
   // All memory before any output is written: a failed allocation leaves the caller's arrays untouched.
   const std::int64_t align = 16;  // floats: one AVX-512 vector, so every region starts aligned
-  const std::int64_t per_thread = RoundUp(g.Br * g.d, align) + RoundUp(g.Br * g.Bc_pad, align) +
+  const std::int64_t per_thread = RoundUp(RoundUp(g.Br, kMR) * g.d, align) + RoundUp(g.Br * g.Bc_pad, align) +
                                   RoundUp(g.Br * g.dv_pad, align) + 3 * RoundUp(g.Br, align) +
                                   RoundUp(g.Bc_pad, align);
   const std::int64_t per_thread_v = pack_v ? 0 : RoundUp(g.Bc * g.dv_pad, align);
@@ -237,7 +240,7 @@ void FusedForwardT(const AttentionParams& p) {
     float* base = scratch.get() + omp_get_thread_num() * per_thread;
     Scratch<T> x;
     x.V_j = scratch_v.get() + omp_get_thread_num() * per_thread_v;
-    x.Q_i = base, base += RoundUp(g.Br * g.d, align);
+    x.Q_i = base, base += RoundUp(RoundUp(g.Br, kMR) * g.d, align);
     x.S_ij = base, base += RoundUp(g.Br * g.Bc_pad, align);
     x.O_i = base, base += RoundUp(g.Br * g.dv_pad, align);
     x.m = base, base += RoundUp(g.Br, align);

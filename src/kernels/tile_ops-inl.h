@@ -91,8 +91,14 @@ void PackPanels(const T* B, std::int64_t ldb, std::int64_t rows, std::int64_t wi
   }
 }
 
-// C[r][0, NR) = Σ_e A[r][e] · panel[e][0, NR) for kRows rows.
-template <int kRows, typename T>
+// How ProductABt finds A[r][e]: row-major with stride lda, or in row groups of kMR rows, each group
+// feature-major (A[g·kMR·width + e·kMR + r mod kMR]; a partial last group is padded to kMR rows). In row
+// groups the micro-kernel's kMR broadcasts of one step come from 24 contiguous bytes, one sequential stream
+// instead of kMR.
+enum class ALayout { kRowMajor, kRowGroups };
+
+// C[r][0, NR) = Σ_e A[r][e] · panel[e][0, NR) for kRows rows (A of one row group when kRowGroups).
+template <int kRows, typename T, ALayout kLayout = ALayout::kRowMajor>
 HWY_INLINE void PanelTile(const float* HWY_RESTRICT A, std::int64_t lda, const T* HWY_RESTRICT panel,
                           std::int64_t width, float* HWY_RESTRICT C, std::int64_t ldc) {
   const DF df;
@@ -103,7 +109,7 @@ HWY_INLINE void PanelTile(const float* HWY_RESTRICT A, std::int64_t lda, const T
     const VF b0 = LoadF32(df, panel + e * 2 * L);
     const VF b1 = LoadF32(df, panel + e * 2 * L + L);
     HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) {
-      const VF a = hn::Set(df, A[r * lda + e]);
+      const VF a = hn::Set(df, kLayout == ALayout::kRowGroups ? A[e * kMR + r] : A[r * lda + e]);
       acc0[r] = hn::MulAdd(a, b0, acc0[r]);
       acc1[r] = hn::MulAdd(a, b1, acc1[r]);
     }
@@ -144,16 +150,20 @@ HWY_INLINE void AccumulateTile(const float* HWY_RESTRICT A, std::int64_t lda, co
   }
 }
 
-// C (rows × cols_pad, ldc) = A (rows × width, lda) · Bᵀ, B packed by PackPanels into cols_pad rows (a
-// multiple of NR). Panel by panel, so that one panel stays in L1 across the row groups.
-template <typename T>
+// C (rows × cols_pad, ldc) = A (rows × width) · Bᵀ, B packed by PackPanels into cols_pad rows (a multiple
+// of NR), A laid out as kLayout says (lda is its row stride when row-major). Panel by panel, so that one
+// panel stays in L1 across the row groups.
+template <ALayout kLayout = ALayout::kRowMajor, typename T>
 void ProductABt(const float* A, std::int64_t lda, std::int64_t rows, const T* panels, std::int64_t cols_pad,
                 std::int64_t width, float* C, std::int64_t ldc) {
   const std::int64_t NR = 2 * static_cast<std::int64_t>(hn::Lanes(DF()));
   for (std::int64_t p0 = 0; p0 < cols_pad; p0 += NR) {
     for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
+      // Both layouts start row group r0 / kMR at element r0·width when lda = width.
+      const float* A_group = A + r0 * (kLayout == ALayout::kRowGroups ? width : lda);
       WithRows(std::min(kMR, rows - r0), [&](auto mr) {
-        PanelTile<decltype(mr)::value>(A + r0 * lda, lda, panels + p0 * width, width, C + r0 * ldc + p0, ldc);
+        PanelTile<decltype(mr)::value, T, kLayout>(A_group, lda, panels + p0 * width, width, C + r0 * ldc + p0,
+                                                   ldc);
       });
     }
   }
