@@ -11,3 +11,8 @@ endforeach()
 if(TARGET nonfinite_test)
   target_link_libraries(nonfinite_test PRIVATE flashattn_decode_test_support)
 endif()
+# The concurrency test calls from std::threads and from inside its own OpenMP parallel region.
+if(TARGET concurrency_test)
+  target_link_libraries(concurrency_test PRIVATE flashattn_decode_test_support flashattn_backward_test_support
+                                                 OpenMP::OpenMP_CXX)
+endif()
