@@ -298,6 +298,16 @@ TEST_F(CliTest, RunRejectsBadInputWithOneLineAndNoOutputFile) {
     const std::string bytes = npy::Encode(RandomTensor(f32, {2, 7, 4, 8}, 1));
     std::ofstream(Path("q_truncated.npy"), std::ios::binary) << bytes.substr(0, bytes.size() - 3);
     std::ofstream(Path("q_text.npy")) << "not an array\n";
+    // One defect each in an otherwise valid file's header (same length, so the data offset is unchanged).
+    auto with_header = [&](const std::string& name, const std::string& from, const std::string& to) {
+      std::string text = npy::Encode(RandomTensor(f32, {2, 9, 2, 8}, 3));
+      text.replace(text.find(from), from.size(), to);
+      std::ofstream(Path(name), std::ios::binary) << text;
+    };
+    with_header("v_fortran.npy", "'fortran_order': False", " 'fortran_order': True");
+    with_header("v_int32.npy", "'<f4'", "'<i4'");
+    with_header("v_bad_key.npy", "'shape'", "'shapz'");
+    with_header("v_bad_shape.npy", "'shape': (", "'shape': [");
   }
   auto with = [&](std::string q, std::string k, std::string v, std::vector<std::string> extra) {
     std::vector<std::string> args = {"run",   "--q",   Path(q),       "--k",   Path(k),        "--v",
@@ -319,6 +329,16 @@ TEST_F(CliTest, RunRejectsBadInputWithOneLineAndNoOutputFile) {
       {with("q_truncated.npy", "k.npy", "v.npy", {}), "--q: " + Path("q_truncated.npy") + ": truncated"},
       {with("q_text.npy", "k.npy", "v.npy", {}), "--q: " + Path("q_text.npy") + ": bad magic"},
       {with("missing.npy", "k.npy", "v.npy", {}), "--q: " + Path("missing.npy") + ": cannot open"},
+      {with("q.npy", "k.npy", "v_fortran.npy", {}),
+       "--v: " + Path("v_fortran.npy") + ": Fortran-order arrays"},
+      {with("q.npy", "k.npy", "v_int32.npy", {}),
+       "--v: " + Path("v_int32.npy") + ": unsupported dtype '<i4'"},
+      {with("q.npy", "k.npy", "v_bad_key.npy", {}),
+       "--v: " + Path("v_bad_key.npy") + ": bad header: unexpected key 'shapz'"},
+      {with("q.npy", "k.npy", "v_bad_shape.npy", {}),
+       "--v: " + Path("v_bad_shape.npy") + ": bad header: expected '(' at offset 50, found '['"},
+      {with("q.npy", "k.npy", "v.npy", {"--alibi", Path("v_fortran.npy")}),
+       "--alibi: " + Path("v_fortran.npy") + ": Fortran-order arrays"},
       {with("q.npy", "missing.npy", "v.npy", {}), "--k: "},
       {with("q.npy", "k.npy", "missing.npy", {}), "--v: "},
       {with("q.npy", "k.npy", "v.npy", {"--window", "-2", "0"}), "--window"},
