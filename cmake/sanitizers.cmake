@@ -1,0 +1,39 @@
+# Sanitizer and fuzzing builds (issue 8; docs/robustness.md). Included by the top-level CMakeLists.txt before
+# any target is created, so the flags reach the library, the command line and the tests alike.
+#
+#   FLASHATTN_SANITIZE  ""                  plain build (default)
+#                       "address;undefined" AddressSanitizer + UndefinedBehaviorSanitizer, every report fatal
+#                       "thread"            ThreadSanitizer (use clang: libomp + Archer make TSan understand
+#                                           OpenMP; GCC's libgomp is not instrumented)
+#   FLASHATTN_FUZZ      ON: everything gets libFuzzer's coverage instrumentation and fuzz/ builds libFuzzer
+#                       executables (clang only); OFF: fuzz/ targets are built with a replay main and their
+#                       corpora run as a regression test.
+set(FLASHATTN_SANITIZE "" CACHE STRING "Sanitizers for every target: '', 'address;undefined' or 'thread'")
+option(FLASHATTN_FUZZ "Build the libFuzzer targets in fuzz/ (clang)" OFF)
+
+if(FLASHATTN_SANITIZE)
+  set(flashattn_known_sanitizers address undefined thread)
+  foreach(sanitizer IN LISTS FLASHATTN_SANITIZE)
+    if(NOT sanitizer IN_LIST flashattn_known_sanitizers)
+      message(FATAL_ERROR "FLASHATTN_SANITIZE: unknown sanitizer '${sanitizer}' (address, undefined, thread)")
+    endif()
+  endforeach()
+  if("thread" IN_LIST FLASHATTN_SANITIZE AND "address" IN_LIST FLASHATTN_SANITIZE)
+    message(FATAL_ERROR "FLASHATTN_SANITIZE: 'thread' cannot be combined with 'address'")
+  endif()
+  list(JOIN FLASHATTN_SANITIZE "," flashattn_sanitizers)
+  # Every report is an error: no recovery, so the process stops at the first one with a non-zero status.
+  add_compile_options(-fsanitize=${flashattn_sanitizers} -fno-sanitize-recover=all -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=${flashattn_sanitizers})
+  if("address" IN_LIST FLASHATTN_SANITIZE)
+    # libstdc++'s own bounds checks (operator[], front(), back()) on top of ASan's redzones.
+    add_compile_definitions(_GLIBCXX_ASSERTIONS)
+  endif()
+endif()
+
+if(FLASHATTN_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "FLASHATTN_FUZZ needs clang (libFuzzer): configure with CMAKE_CXX_COMPILER=clang++")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()
