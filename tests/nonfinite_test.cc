@@ -246,20 +246,19 @@ TEST(NonFiniteFused, Float16QInjectionsReachExactlyTheirRow) {
   RunInjections(DType::kF16, {"nan_in_q", "every_score_minus_inf"}, kAllModifiers);
 }
 
-// KNOWN KERNEL DEFECT (reported to the lead, enable when fixed): P·V over a tile that holds a masked key
-// multiplies its P_ij = 0 by v_j, and 0·NaN = NaN, 0·inf = NaN, so a NaN or inf in v_j reaches rows that
-// cannot see key j (every target, f32 and f16; e.g. f32 causal: 26 rows, first (1, 2, 0), column 5).
-TEST(NonFiniteFused, DISABLED_VInjectionsDoNotReachRowsThatCannotSeeTheKey) {
+// A tile that holds a key some rows cannot see used to multiply their P_ij = 0 by v_j (0·NaN = NaN), so a
+// NaN or inf in v_j reached rows that cannot see key j; such tiles now leave the hidden keys out when V_j is
+// not all finite (AccumulateSeenKeys).
+TEST(NonFiniteFused, VInjectionsDoNotReachRowsThatCannotSeeTheKey) {
   for (DType dtype : {DType::kF32, DType::kF16}) {
     RunInjections(dtype, {"nan_in_v", "plus_inf_in_v"},
                   {{.causal = true}, {.window_left = 8, .window_right = 2}});
   }
 }
 
-// KNOWN KERNEL DEFECT (reported to the lead, enable when fixed): on targets without F16C (SSE4, SSSE3,
-// SCALAR) float16 K and V are widened without the exponent-31 case, so inf and NaN become finite values
-// of 65536..131008 (e.g. O column 5 = 1779 where NaN is expected); AVX2 is correct.
-TEST(NonFiniteFused, DISABLED_Float16KAndVInjectionsOnEveryTarget) {
+// On targets without F16C (SSE4, SSSE3, SCALAR) Highway's emulated float16 widening turned inf and NaN into
+// finite values of 65536..131008; LoadF32 now corrects the exponent-31 lanes there.
+TEST(NonFiniteFused, Float16KAndVInjectionsOnEveryTarget) {
   RunInjections(DType::kF16, {"nan_in_k", "plus_inf_in_k"}, kAllModifiers);
   RunInjections(DType::kF16, {"nan_in_v", "plus_inf_in_v"}, kUnmasked);
 }

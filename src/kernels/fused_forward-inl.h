@@ -112,6 +112,34 @@ void PackVBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t 
   CopyVBlock(V, p.v_strides.seq, cols, g.dv, g.dv_pad, packed_v + jt * g.Bc * g.dv_pad);
 }
 
+// Whether `cols` rows of V_j (row stride ld, a multiple of Lanes, zero-padded) hold an inf or a NaN.
+template <typename T>
+bool HasNonFinite(const T* V_j, std::int64_t cols, std::int64_t ld) {
+  const DF df;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
+  auto finite = hn::IsFinite(hn::Zero(df));
+  for (std::int64_t n = 0; n < cols * ld; n += L) finite = hn::And(finite, hn::IsFinite(LoadF32(df, V_j + n)));
+  return !hn::AllTrue(df, finite);
+}
+
+// Õ_r = α_r·Õ_r + Σ_{keys j0 + c that row i0 + r sees} P̃_rc v_c, scalar: the path of a tile with hidden keys
+// and a non-finite value in V_j. A hidden key's P̃ is 0, but it is left out instead of multiplied by 0, so
+// that its inf or NaN (0·NaN = NaN) does not reach rows that do not see it; the visible keys' products
+// follow IEEE arithmetic as in the vector path.
+template <typename T>
+void AccumulateSeenKeys(const ScoreModifiers& mods, std::int64_t i0, std::int64_t rows, std::int64_t j0,
+                        std::int64_t cols, const float* P, std::int64_t ldp, const float* alpha, const T* V_j,
+                        std::int64_t ldv, std::int64_t dv, float* O, std::int64_t ldo) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* O_r = O + r * ldo;
+    for (std::int64_t e = 0; e < dv; ++e) O_r[e] *= alpha[r];
+    for (std::int64_t c = 0; c < cols; ++c) {
+      if (!mods.Sees(i0 + r, j0 + c)) continue;
+      for (std::int64_t e = 0; e < dv; ++e) O_r[e] += P[r * ldp + c] * ToF32(V_j[c * ldv + e]);
+    }
+  }
+}
+
 // Rows [i0, i0 + rows) of query head h: the whole inner loop over K/V blocks, then the one write of O, LSE.
 template <typename T>
 void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::Dropout& dropout,
@@ -163,10 +191,14 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
         for (std::int64_t c = 0; c < cols; ++c) S_r[c] *= x.Z[c];
       }
     }
-    // Õ = diag(α) Õ + P̃_ij V_j
+    // Õ = diag(α) Õ + P̃_ij V_j, leaving out the keys a row does not see when V_j is not all finite
     const T* V_j = packed_v != nullptr ? packed_v + jt * g.Bc * g.dv_pad : x.V_j;
     if (packed_v == nullptr) CopyVBlock(V, p.v_strides.seq, cols, dv, g.dv_pad, x.V_j);
-    AccumulateAB(x.S_ij, lds, rows, cols, V_j, g.dv_pad, g.dv_pad, x.O_i, g.dv_pad, x.alpha);
+    if (mods.TileMayHideKeys(i0, i0 + rows, j0, j0 + cols) && HasNonFinite(V_j, cols, g.dv_pad)) {
+      AccumulateSeenKeys(mods, i0, rows, j0, cols, x.S_ij, lds, x.alpha, V_j, g.dv_pad, dv, x.O_i, g.dv_pad);
+    } else {
+      AccumulateAB(x.S_ij, lds, rows, cols, V_j, g.dv_pad, g.dv_pad, x.O_i, g.dv_pad, x.alpha);
+    }
   }
 
   T* O = static_cast<T*>(p.o) + b * p.o_strides.batch + h * p.o_strides.head + i0 * p.o_strides.seq;

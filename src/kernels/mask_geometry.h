@@ -55,6 +55,19 @@ struct ScoreModifiers {
     return KeysOf(i1 - 1).first <= j0 && KeysOf(i0).last >= j1 - 1;
   }
 
+  // Whether row i sees key j: inside the band and kept by the boolean mask, if any.
+  bool Sees(std::int64_t i, std::int64_t j) const {
+    const VisibleKeys keys = KeysOf(i);
+    if (j < keys.first || j > keys.last) return false;
+    return mask_kind != MaskKind::kBool ||
+           static_cast<const std::uint8_t*>(mask)[i * mask_stride_row + j * mask_stride_col] != 0;
+  }
+
+  // Whether some row of [i0, i1) may not see some key of [j0, j1): a band boundary or a boolean mask.
+  bool TileMayHideKeys(std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const {
+    return mask_kind == MaskKind::kBool || !BandCovers(i0, i1, j0, j1);
+  }
+
   // Whether the tile's scores need anything beyond s·q·k: a band boundary or a per-element modifier.
   bool TileNeedsModifiers(std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const {
     return softcap > 0.0f || alibi_slope != 0.0f || mask_kind != MaskKind::kNone || !BandCovers(i0, i1, j0, j1);

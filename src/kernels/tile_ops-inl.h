@@ -62,10 +62,34 @@ HWY_INLINE T FromF32(float x) {
   else return T{BF16FromF32(x)};
 }
 
+// Highway 1.0.3 widens float16 by integer emulation where the CPU has no conversion instruction (x86 below
+// AVX2, EMU128, SCALAR, 32-bit Arm), and that emulation turns inf and NaN (exponent 31) into finite values.
+// Those targets correct the exponent-31 lanes after widening.
+#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)) || \
+    (HWY_ARCH_ARM_A64 && HWY_TARGET != HWY_EMU128 && HWY_TARGET != HWY_SCALAR)
+inline constexpr bool kNativeF16Widening = true;
+#else
+inline constexpr bool kNativeF16Widening = false;
+#endif
+
 // One vector of float32 from `Lanes(df)` consecutive elements of T.
 HWY_INLINE VF LoadF32(DF df, const float* p) { return hn::LoadU(df, p); }
 HWY_INLINE VF LoadF32(DF df, const hwy::float16_t* p) {
-  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  const auto half = hn::LoadU(df16, p);
+  const VF wide = hn::PromoteTo(df, half);
+  if constexpr (kNativeF16Widening) {
+    return wide;
+  } else {  // exponent 31: sign, all-ones exponent, mantissa << 13 (inf or NaN, payload kept)
+    const hn::RebindToUnsigned<DF> du;
+    const auto bits = hn::PromoteTo(du, hn::BitCast(hn::Rebind<std::uint16_t, DF>(), half));
+    const auto exponent_mask = hn::Set(du, 0x7C00u);
+    const auto special = hn::Eq(hn::And(bits, exponent_mask), exponent_mask);
+    const auto inf_or_nan = hn::Or(hn::Or(hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000u))),
+                                          hn::Set(du, 0x7F800000u)),
+                                   hn::ShiftLeft<13>(hn::And(bits, hn::Set(du, 0x3FFu))));
+    return hn::IfThenElse(hn::RebindMask(df, special), hn::BitCast(df, inf_or_nan), wide);
+  }
 }
 HWY_INLINE VF LoadF32(DF df, const hwy::bfloat16_t* p) {
   return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
