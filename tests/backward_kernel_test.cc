@@ -40,39 +40,6 @@ void ExpectFusedWithinStandard(const Case& c, const std::string& label, std::int
   EXPECT_LE(fused.dv, bound(standard.dv)) << label << " standard dv " << standard.dv;
 }
 
-std::vector<Shape> Shapes() {
-  std::vector<Shape> shapes;
-  for (std::int64_t d : {40, 59, 111, 256}) {
-    for (auto [Nq, Nk] :
-         std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {97, 113}, {113, 97}, {1, 97}}) {
-      shapes.push_back({.Nq = Nq, .Nk = Nk, .d = d, .dv = d});
-    }
-  }
-  shapes.push_back({.Nq = 1025, .Nk = 113, .d = 40, .dv = 40});
-  shapes.push_back({.Nq = 97, .Nk = 1025, .d = 64, .dv = 64});
-  shapes.push_back({.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40});   // GQA
-  shapes.push_back({.batch = 1, .Nq = 113, .Nk = 257, .Hq = 6, .Hkv = 1, .d = 59, .dv = 59});  // MQA
-  shapes.push_back({.batch = 1, .Nq = 97, .Nk = 97, .Hq = 2, .Hkv = 1, .d = 111, .dv = 40});   // d ≠ dv
-  shapes.push_back(
-      {.batch = 2, .Nq = 113, .Nk = 97, .Hq = 3, .Hkv = 3, .d = 40, .dv = 72, .head_major = true});
-  return shapes;
-}
-
-std::vector<Modifiers> ModifierList() {
-  return {
-      {},
-      {.causal = true},
-      {.window_left = 16, .window_right = 8},
-      {.window_left = 0, .window_right = -1},
-      {.causal = true, .window_left = 32},
-      {.softcap = 5.0f},
-      {.alibi = true},
-      {.mask = MaskKind::kBool},
-      {.mask = MaskKind::kAdditive},
-      {.causal = true, .softcap = 3.0f, .alibi = true, .mask = MaskKind::kAdditive},
-  };
-}
-
 class FusedBackwardMatrixTest : public ::testing::TestWithParam<std::tuple<Shape, Modifiers>> {};
 
 TEST_P(FusedBackwardMatrixTest, Float32WithinTwiceStandardPlus1e6) {
@@ -81,8 +48,8 @@ TEST_P(FusedBackwardMatrixTest, Float32WithinTwiceStandardPlus1e6) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, FusedBackwardMatrixTest,
-                         ::testing::Combine(::testing::ValuesIn(Shapes()),
-                                            ::testing::ValuesIn(ModifierList())),
+                         ::testing::Combine(::testing::ValuesIn(BackwardShapeMatrix()),
+                                            ::testing::ValuesIn(ModifierMatrix())),
                          [](const auto& info) {
                            return std::get<0>(info.param).ToString() + "_" +
                                   std::get<1>(info.param).ToString();
@@ -103,14 +70,14 @@ TEST_P(FusedBackwardHalfTest, WithinThreeTimesSamePrecisionStandard) {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, FusedBackwardHalfTest,
                          ::testing::Combine(::testing::Values(DType::kF16, DType::kBF16),
-                                            ::testing::ValuesIn(ModifierList())),
+                                            ::testing::ValuesIn(ModifierMatrix())),
                          [](const auto& info) {
                            return std::string(ToString(std::get<0>(info.param))) + "_" +
                                   std::get<1>(info.param).ToString();
                          });
 
 TEST(FusedBackwardTest, DropoutWithEveryModifierWithinTwiceStandard) {
-  for (const Modifiers& m : ModifierList()) {
+  for (const Modifiers& m : ModifierMatrix()) {
     ExpectFusedWithinStandard({{.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40},
                                m,
                                {.p = 0.2f, .seed = 17, .offset = 5}},

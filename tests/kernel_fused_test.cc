@@ -17,41 +17,17 @@
 namespace flashattn::testing {
 namespace {
 
+// The forward matrix (test_problem.h) plus the largest head dims, d ≠ dv both ways, and the head-major
+// layout with GQA.
 std::vector<Shape> ShapeMatrix() {
-  std::vector<Shape> shapes;
-  for (std::int64_t d : {1, 40, 59, 64, 111, 128, 256}) {
-    for (auto [Nq, Nk] :
-         std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {97, 113}, {113, 97}, {1, 1025}}) {
-      shapes.push_back({.Nq = Nq, .Nk = Nk, .d = d, .dv = d});
-    }
-  }
-  shapes.push_back({.batch = 1, .Nq = 1025, .Nk = 1025, .Hq = 1, .Hkv = 1, .d = 64, .dv = 64});
-  shapes.push_back({.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40});
-  shapes.push_back({.batch = 1, .Nq = 113, .Nk = 1025, .Hq = 6, .Hkv = 1, .d = 59, .dv = 59});
-  shapes.push_back({.batch = 1, .Nq = 97, .Nk = 97, .Hq = 2, .Hkv = 1, .d = 111, .dv = 40});
-  shapes.push_back(
-      {.batch = 2, .Nq = 113, .Nk = 97, .Hq = 3, .Hkv = 3, .d = 40, .dv = 256, .head_major = true});
-  // The largest head dims, d ≠ dv both ways, and the head-major layout with GQA.
+  std::vector<Shape> shapes = ForwardShapeMatrix();
   shapes.push_back({.batch = 1, .Nq = 97, .Nk = 113, .Hq = 1, .Hkv = 1, .d = 512, .dv = 512});
   shapes.push_back({.batch = 1, .Nq = 40, .Nk = 77, .Hq = 2, .Hkv = 1, .d = 64, .dv = 512});
-  shapes.push_back({.batch = 1, .Nq = 77, .Nk = 40, .Hq = 2, .Hkv = 2, .d = 512, .dv = 7, .head_major = true});
-  shapes.push_back({.batch = 2, .Nq = 97, .Nk = 200, .Hq = 4, .Hkv = 1, .d = 59, .dv = 59, .head_major = true});
+  shapes.push_back(
+      {.batch = 1, .Nq = 77, .Nk = 40, .Hq = 2, .Hkv = 2, .d = 512, .dv = 7, .head_major = true});
+  shapes.push_back(
+      {.batch = 2, .Nq = 97, .Nk = 200, .Hq = 4, .Hkv = 1, .d = 59, .dv = 59, .head_major = true});
   return shapes;
-}
-
-std::vector<Modifiers> ModifierMatrix() {
-  return {
-      {},
-      {.causal = true},
-      {.window_left = 16, .window_right = 8},
-      {.window_left = 0, .window_right = -1},
-      {.causal = true, .window_left = 32},
-      {.softcap = 5.0f},
-      {.alibi = true},
-      {.mask = MaskKind::kBool},
-      {.mask = MaskKind::kAdditive},
-      {.causal = true, .softcap = 3.0f, .alibi = true, .mask = MaskKind::kAdditive},
-  };
 }
 
 // Runs the fused kernel on `problem` once per SIMD target and checks each against `standard`'s error.

@@ -15,39 +15,6 @@ namespace {
 
 constexpr double kTolerance = 1e-5;
 
-std::vector<Shape> ShapeMatrix() {
-  std::vector<Shape> shapes;
-  for (std::int64_t d : {1, 40, 59, 64, 111, 128, 256}) {
-    for (auto [Nq, Nk] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {97, 113}, {113, 97}, {1, 1025}}) {
-      Shape s;
-      s.Nq = Nq, s.Nk = Nk, s.d = d, s.dv = d;
-      shapes.push_back(s);
-    }
-  }
-  // Long on both sides, GQA and MQA, d ≠ dv, batches, the head-major layout.
-  shapes.push_back({.batch = 1, .Nq = 1025, .Nk = 1025, .Hq = 1, .Hkv = 1, .d = 64, .dv = 64});
-  shapes.push_back({.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40});
-  shapes.push_back({.batch = 1, .Nq = 113, .Nk = 1025, .Hq = 6, .Hkv = 1, .d = 59, .dv = 59});
-  shapes.push_back({.batch = 1, .Nq = 97, .Nk = 97, .Hq = 2, .Hkv = 1, .d = 111, .dv = 40});
-  shapes.push_back({.batch = 2, .Nq = 113, .Nk = 97, .Hq = 3, .Hkv = 3, .d = 40, .dv = 256, .head_major = true});
-  return shapes;
-}
-
-std::vector<Modifiers> ModifierMatrix() {
-  return {
-      {},
-      {.causal = true},
-      {.window_left = 16, .window_right = 8},
-      {.window_left = 0, .window_right = -1},
-      {.causal = true, .window_left = 32},
-      {.softcap = 5.0f},
-      {.alibi = true},
-      {.mask = MaskKind::kBool},
-      {.mask = MaskKind::kAdditive},
-      {.causal = true, .softcap = 3.0f, .alibi = true, .mask = MaskKind::kAdditive},
-  };
-}
-
 using Case = std::tuple<Algorithm, Shape, Modifiers>;
 
 class ReferenceAttentionTest : public ::testing::TestWithParam<Case> {};
@@ -64,7 +31,7 @@ TEST_P(ReferenceAttentionTest, MatchesFloat64OracleWithin1e5) {
 INSTANTIATE_TEST_SUITE_P(
     Matrix, ReferenceAttentionTest,
     ::testing::Combine(::testing::Values(Algorithm::kStandard, Algorithm::kFlash1, Algorithm::kFlash2),
-                       ::testing::ValuesIn(ShapeMatrix()), ::testing::ValuesIn(ModifierMatrix())),
+                       ::testing::ValuesIn(ForwardShapeMatrix()), ::testing::ValuesIn(ModifierMatrix())),
     [](const ::testing::TestParamInfo<Case>& info) {
       return std::string(ToString(std::get<0>(info.param))) + "_" + std::get<1>(info.param).ToString() + "_" +
              std::get<2>(info.param).ToString();

@@ -30,6 +30,53 @@ std::string Modifiers::ToString() const {
   return s.str();
 }
 
+std::vector<Modifiers> ModifierMatrix() {
+  return {
+      {},
+      {.causal = true},
+      {.window_left = 16, .window_right = 8},
+      {.window_left = 0, .window_right = -1},
+      {.causal = true, .window_left = 32},
+      {.softcap = 5.0f},
+      {.alibi = true},
+      {.mask = MaskKind::kBool},
+      {.mask = MaskKind::kAdditive},
+      {.causal = true, .softcap = 3.0f, .alibi = true, .mask = MaskKind::kAdditive},
+  };
+}
+
+std::vector<Shape> ShapeGrid(const std::vector<std::int64_t>& head_dims,
+                             const std::vector<std::pair<std::int64_t, std::int64_t>>& lengths) {
+  std::vector<Shape> shapes;
+  for (std::int64_t d : head_dims)
+    for (auto [Nq, Nk] : lengths) shapes.push_back({.Nq = Nq, .Nk = Nk, .d = d, .dv = d});
+  return shapes;
+}
+
+std::vector<Shape> ForwardShapeMatrix() {
+  std::vector<Shape> shapes =
+      ShapeGrid({1, 40, 59, 64, 111, 128, 256}, {{1, 1}, {97, 113}, {113, 97}, {1, 1025}});
+  shapes.push_back({.batch = 1, .Nq = 1025, .Nk = 1025, .Hq = 1, .Hkv = 1, .d = 64, .dv = 64});
+  shapes.push_back({.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40});
+  shapes.push_back({.batch = 1, .Nq = 113, .Nk = 1025, .Hq = 6, .Hkv = 1, .d = 59, .dv = 59});
+  shapes.push_back({.batch = 1, .Nq = 97, .Nk = 97, .Hq = 2, .Hkv = 1, .d = 111, .dv = 40});
+  shapes.push_back(
+      {.batch = 2, .Nq = 113, .Nk = 97, .Hq = 3, .Hkv = 3, .d = 40, .dv = 256, .head_major = true});
+  return shapes;
+}
+
+std::vector<Shape> BackwardShapeMatrix() {
+  std::vector<Shape> shapes = ShapeGrid({40, 59, 111, 256}, {{1, 1}, {97, 113}, {113, 97}, {1, 97}});
+  shapes.push_back({.Nq = 1025, .Nk = 113, .d = 40, .dv = 40});
+  shapes.push_back({.Nq = 97, .Nk = 1025, .d = 64, .dv = 64});
+  shapes.push_back({.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40});   // GQA
+  shapes.push_back({.batch = 1, .Nq = 113, .Nk = 257, .Hq = 6, .Hkv = 1, .d = 59, .dv = 59});  // MQA
+  shapes.push_back({.batch = 1, .Nq = 97, .Nk = 97, .Hq = 2, .Hkv = 1, .d = 111, .dv = 40});   // d ≠ dv
+  shapes.push_back(
+      {.batch = 2, .Nq = 113, .Nk = 97, .Hq = 3, .Hkv = 3, .d = 40, .dv = 72, .head_major = true});
+  return shapes;
+}
+
 namespace {
 std::int64_t Slots(DType dtype) { return dtype == DType::kF32 ? 2 : 1; }
 }  // namespace

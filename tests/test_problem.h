@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flashattn/flashattn.h"
@@ -26,6 +27,18 @@ struct Modifiers {
   MaskKind mask = MaskKind::kNone;
   std::string ToString() const;
 };
+
+// The test matrices shared by every algorithm's tests (reference, fused forward, fused backward).
+// SPEC §5's masks and modifiers: none, each alone, and all at once.
+std::vector<Modifiers> ModifierMatrix();
+// Every head dim × every (Nq, Nk), with one batch and one head and d = dv.
+std::vector<Shape> ShapeGrid(const std::vector<std::int64_t>& head_dims,
+                             const std::vector<std::pair<std::int64_t, std::int64_t>>& lengths);
+// The forward matrix: odd and power-of-two head dims × square, ragged and one-row lengths, then long on both
+// sides, GQA and MQA, d ≠ dv, batches and the head-major layout.
+std::vector<Shape> ForwardShapeMatrix();
+// The backward matrix: the same kinds with fewer head dims and shorter one-row lengths (backward is slower).
+std::vector<Shape> BackwardShapeMatrix();
 
 // A problem with inputs drawn from N(0, 1) (times `input_scale`), outputs pre-filled with a NaN pattern
 // so a test sees any element the algorithm forgot to write.
