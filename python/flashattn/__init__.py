@@ -1,9 +1,9 @@
 """flashattn: exact, IO-aware attention on the CPU, with flash-attn's and PyTorch's Python conventions.
 
 NumPy arrays in, NumPy arrays out. The functions follow the flash-attn package (``flash_attn_func``,
-``flash_attn_varlen_func``, ``flash_attn_with_kvcache``) and ``torch.nn.functional.scaled_dot_product_attention``;
-``flashattn.torch`` offers the same functions for ``torch.Tensor`` with autograd. Importing ``flashattn`` does
-not import torch.
+``flash_attn_varlen_func``, ``flash_attn_with_kvcache``) and
+``torch.nn.functional.scaled_dot_product_attention``; ``flashattn.torch`` offers the same functions for
+``torch.Tensor`` with autograd. Importing ``flashattn`` does not import torch.
 
 Arrays and copies
     Q, K, V (and dout, out) are float32 or float16 and are used in place, without copies, whatever their
@@ -104,14 +104,29 @@ def _modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slo
     if alibi_slopes is not None:
         slopes = _float32(alibi_slopes, "alibi_slopes")
         if slopes.ndim not in (1, 2):
-            raise ValueError(f"alibi_slopes must have shape (heads_q,) or (batch, heads_q), got {slopes.shape}")
+            raise ValueError(
+                f"alibi_slopes must have shape (heads_q,) or (batch, heads_q), got {slopes.shape}"
+            )
         m.alibi_slopes = slopes
     m.seed = seed
     return m
 
 
-def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                    alibi_slopes=None, deterministic=False, return_attn_probs=False, *, seed=None):
+def flash_attn_func(
+    q,
+    k,
+    v,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+    *,
+    seed=None,
+):
     """Attention of q over k, v in flash-attn's (batch, seqlen, heads, dim) layout.
 
     q (batch, seqlen_q, heads_q, d), k (batch, seqlen_k, heads_kv, d), v (batch, seqlen_k, heads_kv, dv),
@@ -127,19 +142,37 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
 
     Returns out (batch, seqlen_q, heads_q, dv) of q's dtype, or with return_attn_probs=True the tuple
     (out, softmax_lse, dropout_mask): softmax_lse float32 (batch, heads_q, seqlen_q), natural log;
-    dropout_mask bool (batch, heads_q, seqlen_q, seqlen_k), True where P was kept, or None when dropout_p is 0.
+    dropout_mask bool (batch, heads_q, seqlen_q, seqlen_k), True where P was kept, or None when dropout_p
+    is 0.
     """
     del deterministic
     seed = _seed(seed, dropout_p)
     m = _modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed)
-    out, lse, keep = _core.forward(q, k, v, m, return_lse=bool(return_attn_probs),
-                                   return_dropout_mask=bool(return_attn_probs))
+    out, lse, keep = _core.forward(
+        q, k, v, m, return_lse=bool(return_attn_probs), return_dropout_mask=bool(return_attn_probs)
+    )
     return (out, lse, keep) if return_attn_probs else out
 
 
-def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_scale=None, causal=False,
-                        window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False, *, seed=None):
-    """Gradients (dq, dk, dv) of flash_attn_func for the incoming gradient dout (batch, seqlen_q, heads_q, dv).
+def flash_attn_backward(
+    dout,
+    q,
+    k,
+    v,
+    out,
+    softmax_lse,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    *,
+    seed=None,
+):
+    """Gradients (dq, dk, dv) of flash_attn_func for the incoming gradient dout (batch, seqlen_q, heads_q,
+    dv).
 
     q, k, v and every keyword as given to the forward call; out and softmax_lse as it returned them (run it
     with return_attn_probs=True). With dropout_p > 0 the forward call's seed is required. The gradients are
@@ -153,9 +186,25 @@ def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_
     return dq, dk, dv
 
 
-def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
-                           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                           deterministic=False, return_attn_probs=False, *, seed=None):
+def flash_attn_varlen_func(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+    *,
+    seed=None,
+):
     """flash_attn_func over sequences of different lengths packed along one token axis.
 
     q (total_q, heads_q, d), k (total_k, heads_kv, d), v (total_k, heads_kv, dv); cu_seqlens_q and
@@ -171,36 +220,90 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     del deterministic
     seed = _seed(seed, dropout_p)
     m = _modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed)
-    out, lse, keep = _core.varlen_forward(q, k, v, _int32(cu_seqlens_q, "cu_seqlens_q", 1),
-                                          _int32(cu_seqlens_k, "cu_seqlens_k", 1), operator.index(max_seqlen_q),
-                                          operator.index(max_seqlen_k), m,
-                                          return_dropout_mask=bool(return_attn_probs))
+    out, lse, keep = _core.varlen_forward(
+        q,
+        k,
+        v,
+        _int32(cu_seqlens_q, "cu_seqlens_q", 1),
+        _int32(cu_seqlens_k, "cu_seqlens_k", 1),
+        operator.index(max_seqlen_q),
+        operator.index(max_seqlen_k),
+        m,
+        return_dropout_mask=bool(return_attn_probs),
+    )
     return (out, lse, keep) if return_attn_probs else out
 
 
-def flash_attn_varlen_backward(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                               max_seqlen_k, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-                               softcap=0.0, alibi_slopes=None, deterministic=False, *, seed=None):
+def flash_attn_varlen_backward(
+    dout,
+    q,
+    k,
+    v,
+    out,
+    softmax_lse,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    *,
+    seed=None,
+):
     """Gradients (dq, dk, dv) of flash_attn_varlen_func; out and softmax_lse (heads_q, total_q) as it returned
     them (return_attn_probs=True), the forward call's seed when dropout_p > 0. Computed sequence by sequence;
     deterministic."""
     del deterministic
     seed = _seed(seed, dropout_p, required=True)
     m = _modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed)
-    return _core.varlen_backward(dout, q, k, v, out, softmax_lse, _int32(cu_seqlens_q, "cu_seqlens_q", 1),
-                                 _int32(cu_seqlens_k, "cu_seqlens_k", 1), operator.index(max_seqlen_q),
-                                 operator.index(max_seqlen_k), m)
+    return _core.varlen_backward(
+        dout,
+        q,
+        k,
+        v,
+        out,
+        softmax_lse,
+        _int32(cu_seqlens_q, "cu_seqlens_q", 1),
+        _int32(cu_seqlens_k, "cu_seqlens_k", 1),
+        operator.index(max_seqlen_q),
+        operator.index(max_seqlen_k),
+        m,
+    )
 
 
-def _kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table, softmax_scale,
-             causal, window_size, softcap, rotary_interleaved, alibi_slopes, num_splits, bf16=False):
+def _kvcache(
+    q,
+    k_cache,
+    v_cache,
+    k,
+    v,
+    rotary_cos,
+    rotary_sin,
+    cache_seqlens,
+    block_table,
+    softmax_scale,
+    causal,
+    window_size,
+    softcap,
+    rotary_interleaved,
+    alibi_slopes,
+    num_splits,
+    bf16=False,
+):
     """flash_attn_with_kvcache on arrays (bfloat16 as int16 when bf16): converts the side arrays, returns
     (out, softmax_lse)."""
     paged = block_table is not None
     q_batch = q.shape[0] if isinstance(q, np.ndarray) and q.ndim == 4 else 0
     if cache_seqlens is None:
         if isinstance(k_cache, np.ndarray) and k_cache.ndim == 4:
-            capacity = k_cache.shape[1] * (np.shape(block_table)[1] if paged and np.ndim(block_table) == 2 else 1)
+            capacity = k_cache.shape[1] * (
+                np.shape(block_table)[1] if paged and np.ndim(block_table) == 2 else 1
+            )
         else:
             capacity = 0
         cache_seqlens = np.full(q_batch, capacity, dtype=np.int32)
@@ -216,17 +319,49 @@ def _kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, b
     if alibi_slopes is not None:
         alibi_slopes = _float32(alibi_slopes, "alibi_slopes")
     left, right = _window(window_size)
-    out, lse = _core.kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table,
-                             alibi_slopes, None if softmax_scale is None else float(softmax_scale), bool(causal),
-                             left, right, float(softcap), bool(rotary_interleaved), operator.index(num_splits),
-                             True, bf16)
+    out, lse = _core.kvcache(
+        q,
+        k_cache,
+        v_cache,
+        k,
+        v,
+        rotary_cos,
+        rotary_sin,
+        cache_seqlens,
+        block_table,
+        alibi_slopes,
+        None if softmax_scale is None else float(softmax_scale),
+        bool(causal),
+        left,
+        right,
+        float(softcap),
+        bool(rotary_interleaved),
+        operator.index(num_splits),
+        True,
+        bf16,
+    )
     return out, lse
 
 
-def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
-                            cache_seqlens=None, block_table=None, softmax_scale=None, causal=False,
-                            window_size=(-1, -1), softcap=0.0, rotary_interleaved=True, alibi_slopes=None,
-                            num_splits=0, return_softmax_lse=False):
+def flash_attn_with_kvcache(
+    q,
+    k_cache,
+    v_cache,
+    k=None,
+    v=None,
+    rotary_cos=None,
+    rotary_sin=None,
+    cache_seqlens=None,
+    block_table=None,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    rotary_interleaved=True,
+    alibi_slopes=None,
+    num_splits=0,
+    return_softmax_lse=False,
+):
     """Attention of a few new queries over a key/value cache, appending k and v to the cache in place.
 
     q (batch, seqlen_q, heads_q, d). Contiguous cache: k_cache, v_cache (batch, seqlen_cache, heads_kv, d).
@@ -245,8 +380,24 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     return_softmax_lse=True. Everything is checked before the caches are written: a call that raises leaves
     them unchanged.
     """
-    out, lse = _kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table,
-                        softmax_scale, causal, window_size, softcap, rotary_interleaved, alibi_slopes, num_splits)
+    out, lse = _kvcache(
+        q,
+        k_cache,
+        v_cache,
+        k,
+        v,
+        rotary_cos,
+        rotary_sin,
+        cache_seqlens,
+        block_table,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        rotary_interleaved,
+        alibi_slopes,
+        num_splits,
+    )
     return (out, lse) if return_softmax_lse else out
 
 
@@ -269,7 +420,9 @@ def merge_attention_states(outs, lses):
         if o.dtype != outs[0].dtype:
             raise TypeError(f"outs[{i}] has dtype {o.dtype} but outs[0] has {outs[0].dtype}; they must agree")
         if o.shape != outs[0].shape:
-            raise ValueError(f"outs[{i}] has shape {o.shape} but outs[0] has {outs[0].shape}; they must agree")
+            raise ValueError(
+                f"outs[{i}] has shape {o.shape} but outs[0] has {outs[0].shape}; they must agree"
+            )
     for i, lse in enumerate(lses):
         if np.shape(lse) != np.shape(lses[0]):
             raise ValueError(f"lses[{i}] has shape {np.shape(lse)} but lses[0] has {np.shape(lses[0])}")
@@ -294,26 +447,42 @@ def _sdpa_mask(attn_mask, shape):
             raise ValueError
         return np.broadcast_to(mask, shape)
     except ValueError:
-        raise ValueError(f"attn_mask of shape {mask.shape} is not broadcastable to (batch, heads, L, S) = "
-                         f"{tuple(shape)}") from None
+        raise ValueError(
+            f"attn_mask of shape {mask.shape} is not broadcastable to (batch, heads, L, S) = "
+            f"{tuple(shape)}"
+        ) from None
 
 
 def _sdpa_arguments(query, key, value, attn_mask, dropout_p, is_causal, scale):
     """The mask broadcast to (batch, heads, L, S) and the checked scalars shared by both APIs."""
     if attn_mask is not None and is_causal:
-        raise ValueError("attn_mask and is_causal cannot both be set (PyTorch's rule); fold the causal mask "
-                         "into attn_mask")
+        raise ValueError(
+            "attn_mask and is_causal cannot both be set (PyTorch's rule); fold the causal mask "
+            "into attn_mask"
+        )
     for name, x in (("query", query), ("key", key)):
         if not isinstance(x, np.ndarray) or x.ndim != 4:
-            raise ValueError(f"{name} must be a 4-dimensional array (batch, heads, seqlen, dim), got "
-                             f"{getattr(x, 'ndim', type(x).__name__)}")
+            raise ValueError(
+                f"{name} must be a 4-dimensional array (batch, heads, seqlen, dim), got "
+                f"{getattr(x, 'ndim', type(x).__name__)}"
+            )
     if attn_mask is not None:
         attn_mask = _sdpa_mask(attn_mask, (query.shape[0], query.shape[1], query.shape[2], key.shape[2]))
     return attn_mask, float(dropout_p), bool(is_causal), None if scale is None else float(scale)
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                                 enable_gqa=False, *, seed=None):
+def scaled_dot_product_attention(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    *,
+    seed=None,
+):
     """torch.nn.functional.scaled_dot_product_attention's semantics on NumPy arrays.
 
     query (batch, heads, L, E), key (batch, heads_kv, S, E), value (batch, heads_kv, S, Ev), float32 or
@@ -325,8 +494,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     h // (heads // heads_kv), as repeat_interleave does); otherwise the head counts must agree.
     dropout_p with seed (None: fresh) as in flash_attn_func. Returns (batch, heads, L, Ev) of query's dtype.
     """
-    attn_mask, dropout_p, is_causal, scale = _sdpa_arguments(query, key, value, attn_mask, dropout_p, is_causal,
-                                                             scale)
-    out, _ = _core.sdpa_forward(query, key, value, attn_mask, dropout_p, is_causal, scale, bool(enable_gqa),
-                                _seed(seed, dropout_p))
+    attn_mask, dropout_p, is_causal, scale = _sdpa_arguments(
+        query, key, value, attn_mask, dropout_p, is_causal, scale
+    )
+    out, _ = _core.sdpa_forward(
+        query, key, value, attn_mask, dropout_p, is_causal, scale, bool(enable_gqa), _seed(seed, dropout_p)
+    )
     return out

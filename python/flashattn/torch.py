@@ -73,8 +73,15 @@ class FlashAttnFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, modifiers, return_dropout_mask):
         bf16 = _is_bf16(q)
-        out, lse, keep = _core.forward(_array(q, "q"), _array(k, "k"), _array(v, "v"), modifiers, return_lse=True,
-                                       return_dropout_mask=return_dropout_mask, bf16=bf16)
+        out, lse, keep = _core.forward(
+            _array(q, "q"),
+            _array(k, "k"),
+            _array(v, "v"),
+            modifiers,
+            return_lse=True,
+            return_dropout_mask=return_dropout_mask,
+            bf16=bf16,
+        )
         out, lse = _tensor(out, bf16), torch.from_numpy(lse)
         keep = torch.from_numpy(keep) if keep is not None else torch.empty(0, dtype=torch.bool)
         ctx.save_for_backward(q, k, v, out, lse)
@@ -85,18 +92,46 @@ class FlashAttnFunc(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout, _dlse, _dkeep):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = _core.backward(_grad_array(dout, "dout"), _array(q, "q"), _array(k, "k"), _array(v, "v"),
-                                    _array(out, "out"), _array(lse, "softmax_lse"), ctx.modifiers, bf16=ctx.bf16)
+        dq, dk, dv = _core.backward(
+            _grad_array(dout, "dout"),
+            _array(q, "q"),
+            _array(k, "k"),
+            _array(v, "v"),
+            _array(out, "out"),
+            _array(lse, "softmax_lse"),
+            ctx.modifiers,
+            bf16=ctx.bf16,
+        )
         return _tensor(dq, ctx.bf16), _tensor(dk, ctx.bf16), _tensor(dv, ctx.bf16), None, None
 
 
-def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                    alibi_slopes=None, deterministic=False, return_attn_probs=False, *, seed=None):
+def flash_attn_func(
+    q,
+    k,
+    v,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+    *,
+    seed=None,
+):
     """flashattn.flash_attn_func for tensors, differentiable in q, k and v (see its docstring). The dropout
     seed (drawn when None) is kept for the backward pass."""
     del deterministic
-    m = _modifiers(dropout_p, softmax_scale, causal, window_size, softcap, _side_array(alibi_slopes, "alibi_slopes"),
-                   _seed(seed, dropout_p))
+    m = _modifiers(
+        dropout_p,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        _side_array(alibi_slopes, "alibi_slopes"),
+        _seed(seed, dropout_p),
+    )
     out, lse, keep = FlashAttnFunc.apply(q, k, v, m, bool(return_attn_probs))
     if not return_attn_probs:
         return out
@@ -107,8 +142,17 @@ class FlashAttnVarlenFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, modifiers):
         bf16 = _is_bf16(q)
-        out, lse, _ = _core.varlen_forward(_array(q, "q"), _array(k, "k"), _array(v, "v"), cu_seqlens_q,
-                                           cu_seqlens_k, max_seqlen_q, max_seqlen_k, modifiers, bf16=bf16)
+        out, lse, _ = _core.varlen_forward(
+            _array(q, "q"),
+            _array(k, "k"),
+            _array(v, "v"),
+            cu_seqlens_q,
+            cu_seqlens_k,
+            max_seqlen_q,
+            max_seqlen_k,
+            modifiers,
+            bf16=bf16,
+        )
         out, lse = _tensor(out, bf16), torch.from_numpy(lse)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.rest = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, modifiers)
@@ -119,39 +163,108 @@ class FlashAttnVarlenFunc(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout, _dlse):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = _core.varlen_backward(_grad_array(dout, "dout"), _array(q, "q"), _array(k, "k"), _array(v, "v"),
-                                           _array(out, "out"), _array(lse, "softmax_lse"), *ctx.rest, bf16=ctx.bf16)
+        dq, dk, dv = _core.varlen_backward(
+            _grad_array(dout, "dout"),
+            _array(q, "q"),
+            _array(k, "k"),
+            _array(v, "v"),
+            _array(out, "out"),
+            _array(lse, "softmax_lse"),
+            *ctx.rest,
+            bf16=ctx.bf16,
+        )
         return (_tensor(dq, ctx.bf16), _tensor(dk, ctx.bf16), _tensor(dv, ctx.bf16)) + (None,) * 5
 
 
-def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
-                           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                           deterministic=False, return_attn_probs=False, *, seed=None):
+def flash_attn_varlen_func(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+    *,
+    seed=None,
+):
     """flashattn.flash_attn_varlen_func for tensors, differentiable in q, k and v. With return_attn_probs=True
     it returns (out, softmax_lse, None): the per-sequence dropout masks are returned by the NumPy function
     only."""
     del deterministic
-    m = _modifiers(dropout_p, softmax_scale, causal, window_size, softcap, _side_array(alibi_slopes, "alibi_slopes"),
-                   _seed(seed, dropout_p))
-    out, lse = FlashAttnVarlenFunc.apply(q, k, v, _int32(_side_array(cu_seqlens_q, "cu_seqlens_q"), "cu_seqlens_q", 1),
-                                         _int32(_side_array(cu_seqlens_k, "cu_seqlens_k"), "cu_seqlens_k", 1),
-                                         int(max_seqlen_q), int(max_seqlen_k), m)
+    m = _modifiers(
+        dropout_p,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        _side_array(alibi_slopes, "alibi_slopes"),
+        _seed(seed, dropout_p),
+    )
+    out, lse = FlashAttnVarlenFunc.apply(
+        q,
+        k,
+        v,
+        _int32(_side_array(cu_seqlens_q, "cu_seqlens_q"), "cu_seqlens_q", 1),
+        _int32(_side_array(cu_seqlens_k, "cu_seqlens_k"), "cu_seqlens_k", 1),
+        int(max_seqlen_q),
+        int(max_seqlen_k),
+        m,
+    )
     return (out, lse, None) if return_attn_probs else out
 
 
-def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
-                            cache_seqlens=None, block_table=None, softmax_scale=None, causal=False,
-                            window_size=(-1, -1), softcap=0.0, rotary_interleaved=True, alibi_slopes=None,
-                            num_splits=0, return_softmax_lse=False):
-    """flashattn.flash_attn_with_kvcache for tensors: k_cache and v_cache are updated in place; no gradient."""
+def flash_attn_with_kvcache(
+    q,
+    k_cache,
+    v_cache,
+    k=None,
+    v=None,
+    rotary_cos=None,
+    rotary_sin=None,
+    cache_seqlens=None,
+    block_table=None,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    rotary_interleaved=True,
+    alibi_slopes=None,
+    num_splits=0,
+    return_softmax_lse=False,
+):
+    """flashattn.flash_attn_with_kvcache for tensors: k_cache and v_cache are updated in place; no
+    gradient."""
     bf16 = _is_bf16(q)
     if isinstance(cache_seqlens, torch.Tensor):
         cache_seqlens = _side_array(cache_seqlens, "cache_seqlens")
     with torch.no_grad():
-        result = _kvcache(_array(q, "q"), _array(k_cache, "k_cache"), _array(v_cache, "v_cache"), _array(k, "k"),
-                          _array(v, "v"), _side_array(rotary_cos, "rotary_cos"), _side_array(rotary_sin, "rotary_sin"),
-                          cache_seqlens, _side_array(block_table, "block_table"), softmax_scale, causal, window_size,
-                          softcap, rotary_interleaved, _side_array(alibi_slopes, "alibi_slopes"), num_splits, bf16)
+        result = _kvcache(
+            _array(q, "q"),
+            _array(k_cache, "k_cache"),
+            _array(v_cache, "v_cache"),
+            _array(k, "k"),
+            _array(v, "v"),
+            _side_array(rotary_cos, "rotary_cos"),
+            _side_array(rotary_sin, "rotary_sin"),
+            cache_seqlens,
+            _side_array(block_table, "block_table"),
+            softmax_scale,
+            causal,
+            window_size,
+            softcap,
+            rotary_interleaved,
+            _side_array(alibi_slopes, "alibi_slopes"),
+            num_splits,
+            bf16,
+        )
     out, lse = _tensor(result[0], bf16), result[1]
     return (out, torch.from_numpy(lse)) if return_softmax_lse else out
 
@@ -160,7 +273,9 @@ def merge_attention_states(outs, lses):
     """flashattn.merge_attention_states for tensors (no gradient): returns (out, lse)."""
     outs, lses = list(outs), list(lses)
     if not outs or len(outs) != len(lses):
-        raise ValueError(f"outs and lses must be non-empty lists of the same length, got {len(outs)} and {len(lses)}")
+        raise ValueError(
+            f"outs and lses must be non-empty lists of the same length, got {len(outs)} and {len(lses)}"
+        )
     for i, o in enumerate(outs):
         if not isinstance(o, torch.Tensor) or o.dtype != outs[0].dtype:
             raise TypeError(f"outs[{i}] must be a tensor of outs[0]'s dtype {outs[0].dtype}")
@@ -176,8 +291,18 @@ class ScaledDotProductAttentionFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, query, key, value, mask, dropout_p, is_causal, scale, enable_gqa, seed):
         bf16 = _is_bf16(query)
-        out, lse = _core.sdpa_forward(_array(query, "query"), _array(key, "key"), _array(value, "value"), mask,
-                                      dropout_p, is_causal, scale, enable_gqa, seed, bf16=bf16)
+        out, lse = _core.sdpa_forward(
+            _array(query, "query"),
+            _array(key, "key"),
+            _array(value, "value"),
+            mask,
+            dropout_p,
+            is_causal,
+            scale,
+            enable_gqa,
+            seed,
+            bf16=bf16,
+        )
         out, lse = _tensor(out, bf16), torch.from_numpy(lse)
         ctx.save_for_backward(query, key, value, out, lse)
         ctx.rest = (mask, dropout_p, is_causal, scale, enable_gqa, seed)
@@ -187,19 +312,38 @@ class ScaledDotProductAttentionFunc(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout):
         query, key, value, out, lse = ctx.saved_tensors
-        dq, dk, dv = _core.sdpa_backward(_grad_array(dout, "dout"), _array(query, "query"), _array(key, "key"),
-                                         _array(value, "value"), _array(out, "out"), _array(lse, "lse"), *ctx.rest,
-                                         bf16=ctx.bf16)
+        dq, dk, dv = _core.sdpa_backward(
+            _grad_array(dout, "dout"),
+            _array(query, "query"),
+            _array(key, "key"),
+            _array(value, "value"),
+            _array(out, "out"),
+            _array(lse, "lse"),
+            *ctx.rest,
+            bf16=ctx.bf16,
+        )
         return (_tensor(dq, ctx.bf16), _tensor(dk, ctx.bf16), _tensor(dv, ctx.bf16)) + (None,) * 6
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                                 enable_gqa=False, *, seed=None):
+def scaled_dot_product_attention(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    *,
+    seed=None,
+):
     """flashattn.scaled_dot_product_attention (PyTorch's semantics) for tensors, differentiable in query, key
     and value; attn_mask is a bool or float tensor broadcastable to (batch, heads, L, S)."""
     if attn_mask is not None and is_causal:
-        raise ValueError("attn_mask and is_causal cannot both be set (PyTorch's rule); fold the causal mask "
-                         "into attn_mask")
+        raise ValueError(
+            "attn_mask and is_causal cannot both be set (PyTorch's rule); fold the causal mask "
+            "into attn_mask"
+        )
     for name, x in (("query", query), ("key", key)):
         if not isinstance(x, torch.Tensor) or x.dim() != 4:
             raise ValueError(f"{name} must be a 4-dimensional tensor (batch, heads, seqlen, dim)")
@@ -211,6 +355,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if attn_mask.dtype != torch.bool:
             attn_mask = attn_mask.float()
         mask = _sdpa_mask(attn_mask.numpy(), (query.shape[0], query.shape[1], query.shape[2], key.shape[2]))
-    return ScaledDotProductAttentionFunc.apply(query, key, value, mask, float(dropout_p), bool(is_causal),
-                                               None if scale is None else float(scale), bool(enable_gqa),
-                                               _seed(seed, dropout_p))
+    return ScaledDotProductAttentionFunc.apply(
+        query,
+        key,
+        value,
+        mask,
+        float(dropout_p),
+        bool(is_causal),
+        None if scale is None else float(scale),
+        bool(enable_gqa),
+        _seed(seed, dropout_p),
+    )

@@ -1,5 +1,6 @@
 #include "arrays.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace flashattn::python {
@@ -18,7 +19,8 @@ namespace {
 
 py::array AsArray(const py::handle& object, const std::string& name) {
   if (!py::isinstance<py::array>(object)) {
-    throw py::type_error(name + " must be a numpy.ndarray, got " + std::string(py::str(object.get_type().attr("__name__"))));
+    throw py::type_error(name + " must be a numpy.ndarray, got " +
+                         std::string(py::str(object.get_type().attr("__name__"))));
   }
   return py::reinterpret_borrow<py::array>(object);
 }
@@ -33,11 +35,12 @@ DType ElementType(const py::handle& object, const std::string& name, bool bf16) 
   if (bf16 && (IsDType(array, "int16") || IsDType(array, "uint16"))) return DType::kBF16;
   if (IsDType(array, "float32")) return DType::kF32;
   if (IsDType(array, "float16")) return DType::kF16;
-  throw py::type_error(name + " must have dtype float32 or float16" + (bf16 ? " (or bfloat16)" : "") + ", got " +
-                       std::string(py::str(array.dtype())));
+  throw py::type_error(name + " must have dtype float32 or float16" + (bf16 ? " (or bfloat16)" : "") +
+                       ", got " + std::string(py::str(array.dtype())));
 }
 
-Tensor AttentionTensor(const py::handle& object, const std::string& name, int ndim, const char* layout, bool bf16) {
+Tensor AttentionTensor(const py::handle& object, const std::string& name, int ndim, const char* layout,
+                       bool bf16) {
   Tensor t;
   t.name = name;
   t.array = AsArray(object, name);
@@ -51,14 +54,16 @@ Tensor AttentionTensor(const py::handle& object, const std::string& name, int nd
     t.shape.push_back(t.array.shape(i));
     const std::int64_t bytes = t.array.strides(i);
     if (bytes % itemsize != 0) {
-      throw py::value_error(name + " stride of dimension " + std::to_string(i) + " is " + std::to_string(bytes) +
-                            " bytes, not a multiple of the element size " + std::to_string(itemsize));
+      throw py::value_error(name + " stride of dimension " + std::to_string(i) + " is " +
+                            std::to_string(bytes) + " bytes, not a multiple of the element size " +
+                            std::to_string(itemsize));
     }
     t.strides.push_back(bytes / itemsize);
   }
   if (t.shape.back() > 1 && t.strides.back() != 1) {
     throw py::value_error(name + " must have a contiguous last dimension (stride 1), got stride " +
-                          std::to_string(t.strides.back()) + " elements; pass numpy.ascontiguousarray(" + name + ")");
+                          std::to_string(t.strides.back()) + " elements; pass numpy.ascontiguousarray(" +
+                          name + ")");
   }
   return t;
 }
@@ -73,9 +78,9 @@ void CheckSameDType(const Tensor& first, const Tensor& other) {
 
 void CheckDim(const Tensor& t, int i, const char* what, std::int64_t expected, const Tensor& source) {
   if (t.dim(i) != expected) {
-    throw py::value_error(t.name + " has " + what + " " + std::to_string(t.dim(i)) + " (shape " + t.ShapeString() +
-                          ") but " + source.name + " has " + std::to_string(expected) + " (shape " +
-                          source.ShapeString() + ")");
+    throw py::value_error(t.name + " has " + what + " " + std::to_string(t.dim(i)) + " (shape " +
+                          t.ShapeString() + ") but " + source.name + " has " + std::to_string(expected) +
+                          " (shape " + source.ShapeString() + ")");
   }
 }
 
@@ -87,8 +92,8 @@ py::array_t<T> ExactArray(const py::handle& object, const std::string& name, int
                          std::string(py::str(array.dtype())));
   }
   if (array.ndim() != ndim) {
-    throw py::value_error(name + " must have " + std::to_string(ndim) + " dimension" + (ndim == 1 ? "" : "s") +
-                          ", got " + std::to_string(array.ndim()));
+    throw py::value_error(name + " must have " + std::to_string(ndim) + " dimension" +
+                          (ndim == 1 ? "" : "s") + ", got " + std::to_string(array.ndim()));
   }
   if (!(array.flags() & py::array::c_style)) throw py::value_error(name + " must be C-contiguous");
   return py::reinterpret_borrow<py::array_t<T>>(array);
@@ -102,9 +107,12 @@ namespace {
 
 py::dtype NumpyType(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return py::dtype("float32");
-    case DType::kF16: return py::dtype("float16");
-    case DType::kBF16: return py::dtype("int16");  // torch.from_numpy has no uint16
+    case DType::kF32:
+      return py::dtype("float32");
+    case DType::kF16:
+      return py::dtype("float16");
+    case DType::kBF16:
+      return py::dtype("int16");  // torch.from_numpy has no uint16
   }
   throw py::type_error("unknown element type");
 }
@@ -122,7 +130,8 @@ py::array NewZeros(DType dtype, const std::vector<std::int64_t>& shape) {
 }
 
 Strides BatchStrides(const Tensor& t, bool head_major) {
-  return head_major ? Strides{t.stride(0), t.stride(2), t.stride(1)} : Strides{t.stride(0), t.stride(1), t.stride(2)};
+  return head_major ? Strides{t.stride(0), t.stride(2), t.stride(1)}
+                    : Strides{t.stride(0), t.stride(1), t.stride(2)};
 }
 
 }  // namespace flashattn::python

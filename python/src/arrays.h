@@ -1,6 +1,7 @@
 // NumPy arrays as the library sees them: element type, shape and strides in elements, checked once with
-// errors that name the Python argument. Nothing here copies an array; the Python layer (flashattn/__init__.py)
-// makes the few documented conversions (integer index arrays to int32, slopes and tables to float32).
+// errors that name the Python argument. Nothing here copies an array; the Python layer
+// (flashattn/__init__.py) makes the few documented conversions (integer index arrays to int32, slopes and
+// tables to float32).
 #ifndef FLASHATTN_PYTHON_ARRAYS_H_
 #define FLASHATTN_PYTHON_ARRAYS_H_
 
@@ -27,7 +28,9 @@ struct Tensor {
 
   const void* data() const { return array.data(); }
   std::int64_t dim(int i) const { return shape[static_cast<std::size_t>(i < 0 ? i + shape.size() : i)]; }
-  std::int64_t stride(int i) const { return strides[static_cast<std::size_t>(i < 0 ? i + strides.size() : i)]; }
+  std::int64_t stride(int i) const {
+    return strides[static_cast<std::size_t>(i < 0 ? i + strides.size() : i)];
+  }
   std::string ShapeString() const;
 };
 
@@ -37,7 +40,8 @@ DType ElementType(const py::handle& object, const std::string& name, bool bf16);
 
 // Checks that `object` is an ndarray of `ndim` dimensions (`layout` names them for the message), of an
 // attention element type, whose byte strides are whole elements and whose last dimension is contiguous.
-Tensor AttentionTensor(const py::handle& object, const std::string& name, int ndim, const char* layout, bool bf16);
+Tensor AttentionTensor(const py::handle& object, const std::string& name, int ndim, const char* layout,
+                       bool bf16);
 
 // TypeError unless `other` has the element type of `first`.
 void CheckSameDType(const Tensor& first, const Tensor& other);

@@ -1,18 +1,19 @@
 // flash_attn_backward: the gradients (dq, dk, dv) of flash_attn_func from its inputs, its output and its
 // softmax_lse, for the incoming gradient dout. The gradients are new arrays in the inputs' layout.
+#include "flashattn/backward.h"
+
 #include <pybind11/numpy.h>
 
 #include "arrays.h"
 #include "bindings.h"
-#include "flashattn/backward.h"
 #include "modifiers.h"
 
 namespace flashattn::python {
 namespace {
 
 py::tuple Backward(const py::handle& dout_in, const py::handle& q_in, const py::handle& k_in,
-                   const py::handle& v_in, const py::handle& out_in, const py::handle& lse_in, const Modifiers& m,
-                   bool bf16) {
+                   const py::handle& v_in, const py::handle& out_in, const py::handle& lse_in,
+                   const Modifiers& m, bool bf16) {
   const Tensor q = AttentionTensor(q_in, "q", 4, "(batch, seqlen_q, heads_q, head_dim)", bf16);
   const Tensor k = AttentionTensor(k_in, "k", 4, "(batch, seqlen_k, heads_kv, head_dim)", bf16);
   const Tensor v = AttentionTensor(v_in, "v", 4, "(batch, seqlen_k, heads_kv, head_dim_v)", bf16);
@@ -25,7 +26,8 @@ py::tuple Backward(const py::handle& dout_in, const py::handle& q_in, const py::
   CheckDim(v, 1, "seqlen_k", k.dim(1), k);
   CheckDim(v, 2, "heads_kv", k.dim(2), k);
   for (const Tensor* t : {&out, &dout}) {
-    for (int i = 0; i < 3; ++i) CheckDim(*t, i, i == 0 ? "batch" : i == 1 ? "seqlen_q" : "heads_q", q.dim(i), q);
+    for (int i = 0; i < 3; ++i)
+      CheckDim(*t, i, i == 0 ? "batch" : i == 1 ? "seqlen_q" : "heads_q", q.dim(i), q);
     CheckDim(*t, 3, "head_dim_v", v.dim(3), v);
   }
   const auto lse = ExactArray<float>(lse_in, "softmax_lse", 3);

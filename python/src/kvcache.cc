@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <optional>
+#include <string>
 
 #include "arrays.h"
 #include "bindings.h"
@@ -17,9 +18,10 @@ namespace {
 py::tuple Kvcache(const py::handle& q_in, const py::handle& k_cache_in, const py::handle& v_cache_in,
                   const py::handle& k_in, const py::handle& v_in, const py::handle& rotary_cos_in,
                   const py::handle& rotary_sin_in, const py::handle& cache_seqlens_in,
-                  const py::handle& block_table_in, const py::handle& alibi_slopes, std::optional<float> softmax_scale,
-                  bool causal, std::int64_t window_left, std::int64_t window_right, float softcap,
-                  bool rotary_interleaved, std::int64_t num_splits, bool return_lse, bool bf16) {
+                  const py::handle& block_table_in, const py::handle& alibi_slopes,
+                  std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
+                  std::int64_t window_right, float softcap, bool rotary_interleaved, std::int64_t num_splits,
+                  bool return_lse, bool bf16) {
   const bool paged = !block_table_in.is_none();
   const char* cache_layout = paged ? "(num_blocks, page_block_size, heads_kv, head_dim)"
                                    : "(batch, seqlen_cache, heads_kv, head_dim)";
@@ -31,8 +33,9 @@ py::tuple Kvcache(const py::handle& q_in, const py::handle& k_cache_in, const py
   CheckDim(k_cache, 3, "head_dim", q.dim(3), q);
   for (int i = 0; i < 4; ++i) CheckDim(v_cache, i, i == 3 ? "head_dim" : "size", k_cache.dim(i), k_cache);
   if (v_cache.strides != k_cache.strides) {
-    throw py::value_error("v_cache must have the strides of k_cache (the library addresses both with one set), got "
-                          + ShapeString(v_cache.strides) + " and " + ShapeString(k_cache.strides) + " elements");
+    throw py::value_error(
+        "v_cache must have the strides of k_cache (the library addresses both with one set), got " +
+        ShapeString(v_cache.strides) + " and " + ShapeString(k_cache.strides) + " elements");
   }
   if (!paged) CheckDim(k_cache, 0, "batch", q.dim(0), q);
 
@@ -45,7 +48,8 @@ py::tuple Kvcache(const py::handle& q_in, const py::handle& k_cache_in, const py
   p.cache_strides = BatchStrides(k_cache);
 
   std::optional<Tensor> k, v;
-  if (k_in.is_none() != v_in.is_none()) throw py::value_error("k and v must be given together (or both be None)");
+  if (k_in.is_none() != v_in.is_none())
+    throw py::value_error("k and v must be given together (or both be None)");
   if (!k_in.is_none()) {
     k = AttentionTensor(k_in, "k", 4, "(batch, seqlen_new, heads_kv, head_dim)", bf16);
     v = AttentionTensor(v_in, "v", 4, "(batch, seqlen_new, heads_kv, head_dim)", bf16);
@@ -60,7 +64,8 @@ py::tuple Kvcache(const py::handle& q_in, const py::handle& k_cache_in, const py
                             ShapeString(k->strides) + " elements; pass contiguous arrays");
     }
     for (const Tensor* cache : {&k_cache, &v_cache}) {
-      if (!cache->array.writeable()) throw py::value_error(cache->name + " is read-only but k and v are appended to it");
+      if (!cache->array.writeable())
+        throw py::value_error(cache->name + " is read-only but k and v are appended to it");
     }
     p.seqlen_new = k->dim(1);
     p.k_new = k->data(), p.v_new = v->data(), p.new_strides = BatchStrides(*k);
@@ -68,8 +73,8 @@ py::tuple Kvcache(const py::handle& q_in, const py::handle& k_cache_in, const py
 
   const auto cache_seqlens = ExactArray<std::int32_t>(cache_seqlens_in, "cache_seqlens", 1);
   if (cache_seqlens.shape(0) != p.batch) {
-    throw py::value_error("cache_seqlens must have shape (batch,) = (" + std::to_string(p.batch) + ",), got (" +
-                          std::to_string(cache_seqlens.shape(0)) + ",)");
+    throw py::value_error("cache_seqlens must have shape (batch,) = (" + std::to_string(p.batch) +
+                          ",), got (" + std::to_string(cache_seqlens.shape(0)) + ",)");
   }
   p.cache_seqlens = cache_seqlens.data();
   std::optional<py::array_t<std::int32_t>> block_table;

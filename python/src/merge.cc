@@ -22,8 +22,10 @@ py::tuple Merge(const py::handle& o_partials_in, const py::handle& lse_partials_
   const std::vector<std::int64_t> expected = {p.num_partials, p.batch, p.heads, p.seqlen};
   const std::vector<std::int64_t> got(lse_partials.shape(), lse_partials.shape() + 4);
   if (got != expected) {
-    throw py::value_error("lses must be num_partials softmax_lse arrays of shape (batch, heads, seqlen) matching "
-                          "outs: expected " + ShapeString(expected) + " stacked, got " + ShapeString(got));
+    throw py::value_error(
+        "lses must be num_partials softmax_lse arrays of shape (batch, heads, seqlen) matching "
+        "outs: expected " +
+        ShapeString(expected) + " stacked, got " + ShapeString(got));
   }
   p.o_partials = o_partials.data(), p.lse_partials = lse_partials.data();
   py::array out = NewArray(p.dtype, {p.batch, p.seqlen, p.heads, p.head_dim_v});
@@ -40,8 +42,8 @@ py::tuple Merge(const py::handle& o_partials_in, const py::handle& lse_partials_
 }  // namespace
 
 void RegisterMerge(py::module_& m) {
-  m.def("merge", &Merge, py::arg("o_partials"), py::arg("lse_partials"), py::arg("like"), py::arg("bf16") = false,
-        "merge_attention_states' computation: returns (out of like's dtype, lse).");
+  m.def("merge", &Merge, py::arg("o_partials"), py::arg("lse_partials"), py::arg("like"),
+        py::arg("bf16") = false, "merge_attention_states' computation: returns (out of like's dtype, lse).");
 }
 
 }  // namespace flashattn::python

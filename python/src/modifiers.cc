@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <string>
+#include <vector>
 
 #include "arrays.h"
 
@@ -17,7 +18,8 @@ void ApplyModifiers(const Modifiers& m, AttentionParams* p) {
   p->window_right = m.window_right;
   p->softcap = m.softcap;
   if (m.alibi_slopes.is_none()) return;
-  const auto slopes = ExactArray<float>(m.alibi_slopes, "alibi_slopes", m.alibi_slopes.attr("ndim").cast<int>());
+  const auto slopes =
+      ExactArray<float>(m.alibi_slopes, "alibi_slopes", m.alibi_slopes.attr("ndim").cast<int>());
   const bool per_batch = slopes.ndim() == 2;
   const bool fits = (slopes.ndim() == 1 && slopes.shape(0) == p->heads_q) ||
                     (per_batch && slopes.shape(0) == p->batch && slopes.shape(1) == p->heads_q);

@@ -31,7 +31,9 @@ Sdpa Prepare(const py::handle& query_in, const py::handle& key_in, const py::han
              bool enable_gqa, std::uint64_t seed, bool bf16) {
   Sdpa s{AttentionTensor(query_in, "query", 4, "(batch, heads, L, E)", bf16),
          AttentionTensor(key_in, "key", 4, "(batch, heads_kv, S, E)", bf16),
-         AttentionTensor(value_in, "value", 4, "(batch, heads_kv, S, Ev)", bf16), std::nullopt, {}};
+         AttentionTensor(value_in, "value", 4, "(batch, heads_kv, S, Ev)", bf16),
+         std::nullopt,
+         {}};
   const Tensor &q = s.query, &k = s.key, &v = s.value;
   CheckSameDType(q, k);
   CheckSameDType(q, v);
@@ -41,15 +43,16 @@ Sdpa Prepare(const py::handle& query_in, const py::handle& key_in, const py::han
   CheckDim(v, 1, "heads", k.dim(1), k);
   CheckDim(v, 2, "S", k.dim(2), k);
   if (!enable_gqa && k.dim(1) != q.dim(1)) {
-    throw py::value_error("key has " + std::to_string(k.dim(1)) + " heads but query has " + std::to_string(q.dim(1)) +
-                          "; they must agree unless enable_gqa=True");
+    throw py::value_error("key has " + std::to_string(k.dim(1)) + " heads but query has " +
+                          std::to_string(q.dim(1)) + "; they must agree unless enable_gqa=True");
   }
   AttentionParams& p = s.params;
   p.dtype = q.dtype;
   p.batch = q.dim(0), p.heads_q = q.dim(1), p.seqlen_q = q.dim(2), p.head_dim = q.dim(3);
   p.heads_kv = k.dim(1), p.seqlen_k = k.dim(2), p.head_dim_v = v.dim(3);
   p.q = q.data(), p.k = k.data(), p.v = v.data();
-  p.q_strides = BatchStrides(q, true), p.k_strides = BatchStrides(k, true), p.v_strides = BatchStrides(v, true);
+  p.q_strides = BatchStrides(q, true), p.k_strides = BatchStrides(k, true),
+  p.v_strides = BatchStrides(v, true);
   p.scale = scale;
   p.dropout_p = dropout_p, p.dropout_seed = seed;
   if (is_causal) {
@@ -60,7 +63,8 @@ Sdpa Prepare(const py::handle& query_in, const py::handle& key_in, const py::han
     const py::array mask = py::reinterpret_borrow<py::array>(mask_in);
     const bool is_bool = py::isinstance<py::array_t<bool>>(mask);
     if (!is_bool && !py::isinstance<py::array_t<float>>(mask)) {
-      throw py::type_error("attn_mask must have dtype bool or float32, got " + std::string(py::str(mask.dtype())));
+      throw py::type_error("attn_mask must have dtype bool or float32, got " +
+                           std::string(py::str(mask.dtype())));
     }
     const std::vector<std::int64_t> expected = {p.batch, p.heads_q, p.seqlen_q, k.dim(2)};
     const std::vector<std::int64_t> got(mask.shape(), mask.shape() + mask.ndim());
@@ -71,11 +75,16 @@ Sdpa Prepare(const py::handle& query_in, const py::handle& key_in, const py::han
     std::int64_t strides[4];
     for (int i = 0; i < 4; ++i) {
       if (mask.strides(i) % mask.itemsize() != 0) {
-        throw py::value_error("attn_mask stride of dimension " + std::to_string(i) + " is not a whole element");
+        throw py::value_error("attn_mask stride of dimension " + std::to_string(i) +
+                              " is not a whole element");
       }
       strides[i] = mask.strides(i) / mask.itemsize();
     }
-    p.mask = {is_bool ? MaskKind::kBool : MaskKind::kAdditive, mask.data(), strides[0], strides[1], strides[2],
+    p.mask = {is_bool ? MaskKind::kBool : MaskKind::kAdditive,
+              mask.data(),
+              strides[0],
+              strides[1],
+              strides[2],
               strides[3]};
     s.mask = mask;
   }
@@ -83,8 +92,8 @@ Sdpa Prepare(const py::handle& query_in, const py::handle& key_in, const py::han
 }
 
 py::tuple SdpaForward(const py::handle& query, const py::handle& key, const py::handle& value,
-                      const py::handle& attn_mask, float dropout_p, bool is_causal, std::optional<float> scale,
-                      bool enable_gqa, std::uint64_t seed, bool bf16) {
+                      const py::handle& attn_mask, float dropout_p, bool is_causal,
+                      std::optional<float> scale, bool enable_gqa, std::uint64_t seed, bool bf16) {
   Sdpa s = Prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, seed, bf16);
   AttentionParams& p = s.params;
   const std::int64_t B = p.batch, H = p.heads_q, L = p.seqlen_q, Ev = p.HeadDimV();
@@ -101,8 +110,8 @@ py::tuple SdpaForward(const py::handle& query, const py::handle& key, const py::
 
 py::tuple SdpaBackward(const py::handle& dout_in, const py::handle& query, const py::handle& key,
                        const py::handle& value, const py::handle& out_in, const py::handle& lse_in,
-                       const py::handle& attn_mask, float dropout_p, bool is_causal, std::optional<float> scale,
-                       bool enable_gqa, std::uint64_t seed, bool bf16) {
+                       const py::handle& attn_mask, float dropout_p, bool is_causal,
+                       std::optional<float> scale, bool enable_gqa, std::uint64_t seed, bool bf16) {
   Sdpa s = Prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, seed, bf16);
   const Tensor out = AttentionTensor(out_in, "out", 4, "(batch, heads, L, Ev)", bf16);
   const Tensor dout = AttentionTensor(dout_in, "dout", 4, "(batch, heads, L, Ev)", bf16);
@@ -116,9 +125,9 @@ py::tuple SdpaBackward(const py::handle& dout_in, const py::handle& query, const
   AttentionParams& p = b.attention;
   p = s.params;
   if (lse.shape(0) != p.batch || lse.shape(1) != p.heads_q || lse.shape(2) != p.seqlen_q) {
-    throw py::value_error("lse must have shape (batch, heads, L) = " +
-                          ShapeString({p.batch, p.heads_q, p.seqlen_q}) + ", got " +
-                          ShapeString({lse.shape(0), lse.shape(1), lse.shape(2)}));
+    throw py::value_error(
+        "lse must have shape (batch, heads, L) = " + ShapeString({p.batch, p.heads_q, p.seqlen_q}) +
+        ", got " + ShapeString({lse.shape(0), lse.shape(1), lse.shape(2)}));
   }
   p.o = const_cast<void*>(out.data()), p.o_strides = BatchStrides(out, true);
   p.lse = const_cast<float*>(lse.data());  // read only
@@ -129,7 +138,8 @@ py::tuple SdpaBackward(const py::handle& dout_in, const py::handle& query, const
   const std::int64_t H = p.heads_q, Hkv = p.heads_kv, L = p.seqlen_q, S = s.key.dim(2), E = p.head_dim;
   const std::int64_t Ev = p.HeadDimV();
   b.dq = dq.mutable_data(), b.dk = dk.mutable_data(), b.dv = dv.mutable_data();
-  b.dq_strides = {H * L * E, E, L * E}, b.dk_strides = {Hkv * S * E, E, S * E}, b.dv_strides = {Hkv * S * Ev, Ev, S * Ev};
+  b.dq_strides = {H * L * E, E, L * E}, b.dk_strides = {Hkv * S * E, E, S * E},
+  b.dv_strides = {Hkv * S * Ev, Ev, S * Ev};
   {
     py::gil_scoped_release release;
     backward(b);
@@ -140,9 +150,10 @@ py::tuple SdpaBackward(const py::handle& dout_in, const py::handle& query, const
 }  // namespace
 
 void RegisterSdpa(py::module_& m) {
-  m.def("sdpa_forward", &SdpaForward, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask"),
-        py::arg("dropout_p"), py::arg("is_causal"), py::arg("scale"), py::arg("enable_gqa"), py::arg("seed"),
-        py::arg("bf16") = false, "scaled_dot_product_attention's computation: returns (out, lse).");
+  m.def("sdpa_forward", &SdpaForward, py::arg("query"), py::arg("key"), py::arg("value"),
+        py::arg("attn_mask"), py::arg("dropout_p"), py::arg("is_causal"), py::arg("scale"),
+        py::arg("enable_gqa"), py::arg("seed"), py::arg("bf16") = false,
+        "scaled_dot_product_attention's computation: returns (out, lse).");
   m.def("sdpa_backward", &SdpaBackward, py::arg("dout"), py::arg("query"), py::arg("key"), py::arg("value"),
         py::arg("out"), py::arg("lse"), py::arg("attn_mask"), py::arg("dropout_p"), py::arg("is_causal"),
         py::arg("scale"), py::arg("enable_gqa"), py::arg("seed"), py::arg("bf16") = false,

@@ -27,9 +27,9 @@ struct Packed {
 void CheckNoBroadcast(const Tensor& t) {
   for (int i = 0; i < 2; ++i) {
     if (t.dim(i) > 1 && t.stride(i) == 0) {
-      throw py::value_error(t.name + " has stride 0 in dimension " + std::to_string(i) +
-                            " (a broadcast array), which varlen cannot address; pass numpy.ascontiguousarray(" +
-                            t.name + ")");
+      throw py::value_error(
+          t.name + " has stride 0 in dimension " + std::to_string(i) +
+          " (a broadcast array), which varlen cannot address; pass numpy.ascontiguousarray(" + t.name + ")");
     }
   }
 }
@@ -39,7 +39,8 @@ Packed CheckPacked(const py::handle& q_in, const py::handle& k_in, const py::han
   Packed s{AttentionTensor(q_in, "q", 3, "(total_q, heads_q, head_dim)", bf16),
            AttentionTensor(k_in, "k", 3, "(total_k, heads_kv, head_dim)", bf16),
            AttentionTensor(v_in, "v", 3, "(total_k, heads_kv, head_dim_v)", bf16),
-           ExactArray<std::int32_t>(cu_q_in, "cu_seqlens_q", 1), ExactArray<std::int32_t>(cu_k_in, "cu_seqlens_k", 1)};
+           ExactArray<std::int32_t>(cu_q_in, "cu_seqlens_q", 1),
+           ExactArray<std::int32_t>(cu_k_in, "cu_seqlens_k", 1)};
   CheckSameDType(s.q, s.k);
   CheckSameDType(s.q, s.v);
   CheckDim(s.k, 2, "head_dim", s.q.dim(2), s.q);
@@ -48,8 +49,9 @@ Packed CheckPacked(const py::handle& q_in, const py::handle& k_in, const py::han
   for (const Tensor* t : {&s.q, &s.k, &s.v}) CheckNoBroadcast(*t);
   if (s.cu_q.shape(0) < 1) throw py::value_error("cu_seqlens_q must have batch + 1 >= 1 entries, got 0");
   if (s.cu_k.shape(0) != s.cu_q.shape(0)) {
-    throw py::value_error("cu_seqlens_k has " + std::to_string(s.cu_k.shape(0)) + " entries but cu_seqlens_q has " +
-                          std::to_string(s.cu_q.shape(0)) + "; both must have batch + 1");
+    throw py::value_error("cu_seqlens_k has " + std::to_string(s.cu_k.shape(0)) +
+                          " entries but cu_seqlens_q has " + std::to_string(s.cu_q.shape(0)) +
+                          "; both must have batch + 1");
   }
   s.batch = s.cu_q.shape(0) - 1;
   return s;
@@ -61,7 +63,8 @@ VarlenParams MakeVarlenParams(const Packed& s, std::int64_t max_seqlen_q, std::i
   AttentionParams& base = p.base;
   base.dtype = s.q.dtype;
   base.batch = s.batch;
-  base.heads_q = s.q.dim(1), base.heads_kv = s.k.dim(1), base.head_dim = s.q.dim(2), base.head_dim_v = s.v.dim(2);
+  base.heads_q = s.q.dim(1), base.heads_kv = s.k.dim(1), base.head_dim = s.q.dim(2),
+  base.head_dim_v = s.v.dim(2);
   ApplyModifiers(m, &base);
   p.total_q = s.q.dim(0), p.total_k = s.k.dim(0), p.batch = s.batch;
   p.q = s.q.data(), p.k = s.k.data(), p.v = s.v.data();
@@ -144,10 +147,10 @@ py::tuple VarlenForward(const py::handle& q, const py::handle& k, const py::hand
   return py::make_tuple(out, lse, return_dropout_mask ? py::object(keep) : py::none());
 }
 
-py::tuple VarlenBackward(const py::handle& dout_in, const py::handle& q, const py::handle& k, const py::handle& v,
-                         const py::handle& out_in, const py::handle& lse_in, const py::handle& cu_q,
-                         const py::handle& cu_k, std::int64_t max_seqlen_q, std::int64_t max_seqlen_k,
-                         const Modifiers& m, bool bf16) {
+py::tuple VarlenBackward(const py::handle& dout_in, const py::handle& q, const py::handle& k,
+                         const py::handle& v, const py::handle& out_in, const py::handle& lse_in,
+                         const py::handle& cu_q, const py::handle& cu_k, std::int64_t max_seqlen_q,
+                         std::int64_t max_seqlen_k, const Modifiers& m, bool bf16) {
   const Packed s = CheckPacked(q, k, v, cu_q, cu_k, bf16);
   const Tensor out = AttentionTensor(out_in, "out", 3, "(total_q, heads_q, head_dim_v)", bf16);
   const Tensor dout = AttentionTensor(dout_in, "dout", 3, "(total_q, heads_q, head_dim_v)", bf16);
@@ -160,8 +163,9 @@ py::tuple VarlenBackward(const py::handle& dout_in, const py::handle& q, const p
   }
   const auto lse = ExactArray<float>(lse_in, "softmax_lse", 2);
   if (lse.shape(0) != s.q.dim(1) || lse.shape(1) != s.q.dim(0)) {
-    throw py::value_error("softmax_lse must have shape (heads_q, total_q) = " + ShapeString({s.q.dim(1), s.q.dim(0)}) +
-                          ", got " + ShapeString({lse.shape(0), lse.shape(1)}));
+    throw py::value_error(
+        "softmax_lse must have shape (heads_q, total_q) = " + ShapeString({s.q.dim(1), s.q.dim(0)}) +
+        ", got " + ShapeString({lse.shape(0), lse.shape(1)}));
   }
   VarlenParams p = MakeVarlenParams(s, max_seqlen_q, max_seqlen_k, m);
   p.o = const_cast<void*>(out.data());
@@ -194,8 +198,10 @@ py::tuple VarlenBackward(const py::handle& dout_in, const py::handle& q, const p
       a.lse = seq_lse.data();
       bp.d_o = at(dout.data(), q0 * dout.stride(0));
       bp.do_strides = {0, dout.stride(0), dout.stride(1)};
-      bp.dq = at(dq.data(), q0 * Hq * d), bp.dk = at(dk.data(), k0 * Hkv * d), bp.dv = at(dv.data(), k0 * Hkv * dv_dim);
-      bp.dq_strides = {0, Hq * d, d}, bp.dk_strides = {0, Hkv * d, d}, bp.dv_strides = {0, Hkv * dv_dim, dv_dim};
+      bp.dq = at(dq.data(), q0 * Hq * d), bp.dk = at(dk.data(), k0 * Hkv * d),
+      bp.dv = at(dv.data(), k0 * Hkv * dv_dim);
+      bp.dq_strides = {0, Hq * d, d}, bp.dk_strides = {0, Hkv * d, d},
+      bp.dv_strides = {0, Hkv * dv_dim, dv_dim};
       backward(bp);
     }
   }

@@ -5,8 +5,9 @@ gradients, materializing S and P. With compute=np.float64 it is the reference. W
 `low` set to the inputs' dtype it is the "standard implementation in the same precision": products
 accumulated in float32 and every intermediate (S, P, O, dP, dS, gradients) rounded to `low`, as a
 float16 GEMM with float32 accumulation does; its backward pass is the one of SPEC §4 (P recomputed from the
-float32 LSE, D = rowsum(dO ∘ O)), materialized. Tolerances are then relative to that baseline's own error
-(flash-attn's rule): |ours − ref| ≤ 2·|baseline − ref| (+ the result's own rounding, see assert_within_baseline).
+float32 LSE, D = rowsum(dO ∘ O)), materialized. Tolerances are then relative to that baseline's own
+error (flash-attn's rule): |ours − ref| ≤ 2·|baseline − ref| (+ the result's own rounding, see
+assert_within_baseline).
 """
 
 import numpy as np
@@ -33,9 +34,25 @@ def visible(Nq, Nk, causal=False, window=(-1, -1)):
     return keep
 
 
-def attention(q, k, v, dout=None, *, scale=None, causal=False, window=(-1, -1), softcap=0.0, alibi=None,
-              bool_mask=None, add_mask=None, keep=None, dropout_p=0.0, compute=np.float64, low=None,
-              head_major=False):
+def attention(
+    q,
+    k,
+    v,
+    dout=None,
+    *,
+    scale=None,
+    causal=False,
+    window=(-1, -1),
+    softcap=0.0,
+    alibi=None,
+    bool_mask=None,
+    add_mask=None,
+    keep=None,
+    dropout_p=0.0,
+    compute=np.float64,
+    low=None,
+    head_major=False,
+):
     """q (b, Nq, Hq, d), k (b, Nk, Hkv, d), v (b, Nk, Hkv, dv) (or (b, H, N, d) when head_major).
 
     bool_mask / add_mask broadcast to (b, Hq, Nq, Nk) (bool: True = take part); keep: dropout keep mask
@@ -57,7 +74,9 @@ def attention(q, k, v, dout=None, *, scale=None, causal=False, window=(-1, -1), 
     S = softcap * np.tanh(S_raw / softcap) if softcap > 0 else S_raw
     mask = np.broadcast_to(visible(Nq, Nk, causal, window), (b, Hq, Nq, Nk)).copy()
     if alibi is not None:
-        slopes = np.broadcast_to(np.asarray(alibi, dtype=compute).reshape(-1 if np.ndim(alibi) == 1 else b, Hq), (b, Hq))
+        slopes = np.broadcast_to(
+            np.asarray(alibi, dtype=compute).reshape(-1 if np.ndim(alibi) == 1 else b, Hq), (b, Hq)
+        )
         dist = np.abs(np.arange(Nq)[:, None] + (Nk - Nq) - np.arange(Nk)[None, :])
         S = S - slopes[:, :, None, None] * dist
     if add_mask is not None:
@@ -80,13 +99,17 @@ def attention(q, k, v, dout=None, *, scale=None, causal=False, window=(-1, -1), 
         # The backward pass of SPEC §4 materialized: P recomputed from the stored float32 LSE, D from O.
         with np.errstate(invalid="ignore", over="ignore"):
             lse32 = lse.astype(np.float32).astype(compute)
-            P = rnd(np.where(mask & np.isfinite(lse32), np.exp(S - np.where(np.isfinite(lse32), lse32, 0.0)), 0.0))
+            P = rnd(
+                np.where(mask & np.isfinite(lse32), np.exp(S - np.where(np.isfinite(lse32), lse32, 0.0)), 0.0)
+            )
         Pd = rnd(P * Z)
         dO = np.asarray(dout, dtype=compute)
         dV = rnd((Pd.transpose(0, 1, 3, 2) @ dO).reshape(b, Hkv, group, Nk, -1).sum(axis=2))
         dPd = rnd(dO @ vr.transpose(0, 1, 3, 2))
         dP = dPd * Z
-        D = (dO * O).sum(axis=-1, keepdims=True)  # = rowsum(dP ∘ P), as the FlashAttention backward computes it
+        D = (dO * O).sum(
+            axis=-1, keepdims=True
+        )  # = rowsum(dP ∘ P), as the FlashAttention backward computes it
         dS = P * (dP - D)
         if softcap > 0:
             dS = dS * (1.0 - np.tanh(S_raw / softcap) ** 2)
@@ -131,7 +154,9 @@ def assert_within_baseline(name, got, ref, base, dtype):
     result_rounding = unit_roundoff(dtype) * 2.0 ** np.floor(np.log2(magnitude)) if magnitude > 0 else 0.0
     slack = (1e-5 if name.startswith("d") else 1e-6) if dtype == np.float32 else 0.0
     bound = 2 * base_err + max(slack, result_rounding)
-    assert err <= bound, f"{name}: error {err:.3g} > 2 x baseline error {base_err:.3g} + {bound - 2 * base_err:.3g}"
+    assert (
+        err <= bound
+    ), f"{name}: error {err:.3g} > 2 x baseline error {base_err:.3g} + {bound - 2 * base_err:.3g}"
 
 
 def compare(results, ref, base, dtype, names):

@@ -36,8 +36,12 @@ def make_inputs(rng, shape, dtype):
 def split_modifiers(rng, mods, b, Hq):
     """The keyword arguments for flashattn and for the reference."""
     kwargs = {key: value for key, value in mods.items() if key != "alibi"}
-    ref = {"causal": kwargs.get("causal", False), "window": kwargs.get("window_size", (-1, -1)),
-           "softcap": kwargs.get("softcap", 0.0), "scale": kwargs.get("softmax_scale")}
+    ref = {
+        "causal": kwargs.get("causal", False),
+        "window": kwargs.get("window_size", (-1, -1)),
+        "softcap": kwargs.get("softcap", 0.0),
+        "scale": kwargs.get("softmax_scale"),
+    }
     if mods.get("alibi"):
         slopes = rng.uniform(0.05, 0.5, size=(b, Hq)).astype(np.float32)
         kwargs["alibi_slopes"] = ref["alibi"] = slopes
@@ -95,11 +99,14 @@ def test_dropout_mask_matches_output_and_gradients(rng, dtype):
     shape = (2, 37, 41, 2, 1, 24, 24)
     q, k, v, dout = make_inputs(rng, shape, dtype)
     p = 0.3
-    out, lse, keep = flashattn.flash_attn_func(q, k, v, dropout_p=p, causal=True, return_attn_probs=True, seed=1234)
+    out, lse, keep = flashattn.flash_attn_func(
+        q, k, v, dropout_p=p, causal=True, return_attn_probs=True, seed=1234
+    )
     assert keep.dtype == np.bool_ and keep.shape == (2, 2, 37, 41)
     # The same seed gives the same bits; the drop rate is p (binomial: within 5 standard deviations).
-    again, _, keep_again = flashattn.flash_attn_func(q, k, v, dropout_p=p, causal=True, return_attn_probs=True,
-                                                     seed=1234)
+    again, _, keep_again = flashattn.flash_attn_func(
+        q, k, v, dropout_p=p, causal=True, return_attn_probs=True, seed=1234
+    )
     np.testing.assert_array_equal(out, again)
     np.testing.assert_array_equal(keep, keep_again)
     n = keep.size

@@ -14,11 +14,11 @@ def rotate(x, cos, sin, positions, interleaved):
     half = cos.shape[1]
     c, s = cos[positions][:, None, :], sin[positions][:, None, :]
     if interleaved:
-        x0, x1 = x[..., 0:2 * half:2].copy(), x[..., 1:2 * half:2].copy()
-        x[..., 0:2 * half:2], x[..., 1:2 * half:2] = x0 * c - x1 * s, x0 * s + x1 * c
+        x0, x1 = x[..., 0 : 2 * half : 2].copy(), x[..., 1 : 2 * half : 2].copy()
+        x[..., 0 : 2 * half : 2], x[..., 1 : 2 * half : 2] = x0 * c - x1 * s, x0 * s + x1 * c
     else:
-        x0, x1 = x[..., :half].copy(), x[..., half:2 * half].copy()
-        x[..., :half], x[..., half:2 * half] = x0 * c - x1 * s, x0 * s + x1 * c
+        x0, x1 = x[..., :half].copy(), x[..., half : 2 * half].copy()
+        x[..., :half], x[..., half : 2 * half] = x0 * c - x1 * s, x0 * s + x1 * c
     return x
 
 
@@ -45,11 +45,24 @@ def test_append_then_attend(rng, paged, rotary, dtype):
     kwargs = {}
     if rotary:
         angles = np.arange(40)[:, None] * (1e-2 ** (np.arange(12) / 12))[None, :]
-        kwargs = {"rotary_cos": np.cos(angles), "rotary_sin": np.sin(angles),
-                  "rotary_interleaved": rotary == "interleaved"}
-    out, lse = flashattn.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=seqlens,
-                                                 block_table=block_table if paged else None, causal=True,
-                                                 num_splits=3, return_softmax_lse=True, **kwargs)
+        kwargs = {
+            "rotary_cos": np.cos(angles),
+            "rotary_sin": np.sin(angles),
+            "rotary_interleaved": rotary == "interleaved",
+        }
+    out, lse = flashattn.flash_attn_with_kvcache(
+        q,
+        k_cache,
+        v_cache,
+        k,
+        v,
+        cache_seqlens=seqlens,
+        block_table=block_table if paged else None,
+        causal=True,
+        num_splits=3,
+        return_softmax_lse=True,
+        **kwargs
+    )
 
     def sequence(cache, s):  # the first `capacity` key slots of sequence s, in order
         return np.concatenate([cache[page] for page in block_table[s]])[:capacity] if paged else cache[s]
@@ -59,13 +72,21 @@ def test_append_then_attend(rng, paged, rotary, dtype):
         positions = seqlens[s] + np.arange(Nnew)
         k_new, q_s = k[s], q[s]
         if rotary:
-            k_new = rotate(k[s], kwargs["rotary_cos"], kwargs["rotary_sin"], positions, rotary == "interleaved")
-            q_s = rotate(q[s], kwargs["rotary_cos"], kwargs["rotary_sin"], seqlens[s] + Nnew - Nq + np.arange(Nq),
-                         rotary == "interleaved")
+            k_new = rotate(
+                k[s], kwargs["rotary_cos"], kwargs["rotary_sin"], positions, rotary == "interleaved"
+            )
+            q_s = rotate(
+                q[s],
+                kwargs["rotary_cos"],
+                kwargs["rotary_sin"],
+                seqlens[s] + Nnew - Nq + np.arange(Nq),
+                rotary == "interleaved",
+            )
         keys, values = sequence(k_cache, s), sequence(v_cache, s)
         # The appended keys, rotated and rounded once to the cache's dtype; every other slot unchanged.
-        np.testing.assert_allclose(keys[positions], k_new.astype(dtype), rtol=2e-3 if dtype == np.float16 else 1e-6,
-                                   atol=1e-6)
+        np.testing.assert_allclose(
+            keys[positions], k_new.astype(dtype), rtol=2e-3 if dtype == np.float16 else 1e-6, atol=1e-6
+        )
         np.testing.assert_array_equal(values[positions], v[s])
         for j in positions:
             page, slot = (block_table[s][j // page_size], j % page_size) if paged else (s, j)
@@ -74,7 +95,7 @@ def test_append_then_attend(rng, paged, rotary, dtype):
         args = (q_s.astype(dtype)[None], keys[None, :Nk], values[None, :Nk])
         ref = attention(*args, causal=True)
         base = attention(*args, causal=True, compute=np.float32, low=dtype)
-        compare({"o": out[s:s + 1]}, ref, base, dtype, ["o"])
+        compare({"o": out[s : s + 1]}, ref, base, dtype, ["o"])
     np.testing.assert_array_equal(k_cache[~touched], k_before[~touched])
     np.testing.assert_array_equal(v_cache[~touched], v_before[~touched])
 
@@ -87,7 +108,10 @@ def test_attend_without_append_over_full_cache(rng):
     out = flashattn.flash_attn_with_kvcache(q, k_cache, v_cache)  # cache_seqlens=None: the whole cache
     # The decode kernel sums in another order than the forward kernel: equal up to float32 rounding.
     np.testing.assert_allclose(out, flashattn.flash_attn_func(q, k_cache, v_cache), rtol=1e-5, atol=1e-6)
-    out5 = flashattn.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=5)  # an int for every sequence
-    np.testing.assert_allclose(out5, flashattn.flash_attn_func(q, k_cache[:, :5], v_cache[:, :5]), rtol=1e-5,
-                               atol=1e-6)
+    out5 = flashattn.flash_attn_with_kvcache(
+        q, k_cache, v_cache, cache_seqlens=5
+    )  # an int for every sequence
+    np.testing.assert_allclose(
+        out5, flashattn.flash_attn_func(q, k_cache[:, :5], v_cache[:, :5]), rtol=1e-5, atol=1e-6
+    )
     np.testing.assert_array_equal(k_cache, before)

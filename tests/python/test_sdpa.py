@@ -18,7 +18,9 @@ def torch_semantics(query, key, value, attn_mask=None, is_causal=False, scale=No
         bool_mask = attn_mask
     elif attn_mask is not None:
         add_mask = attn_mask
-    return attention(query, key, value, scale=scale, bool_mask=bool_mask, add_mask=add_mask, head_major=True, **kw)
+    return attention(
+        query, key, value, scale=scale, bool_mask=bool_mask, add_mask=add_mask, head_major=True, **kw
+    )
 
 
 def inputs(rng, B, H, Hkv, L, S, E, Ev, dtype):
@@ -39,7 +41,9 @@ def test_causal_is_top_left(rng, L, S, dtype):
     base = torch_semantics(query, key, value, is_causal=True, compute=np.float32, low=dtype)
     compare({"o": out}, ref, base, dtype, ["o"])
     if L != S:  # differs from flash-attn's bottom-right causal
-        bottom_right = flashattn.flash_attn_func(*(x.transpose(0, 2, 1, 3) for x in (query, key, value)), causal=True)
+        bottom_right = flashattn.flash_attn_func(
+            *(x.transpose(0, 2, 1, 3) for x in (query, key, value)), causal=True
+        )
         assert not np.allclose(out, bottom_right.transpose(0, 2, 1, 3), equal_nan=True)
 
 
@@ -54,7 +58,9 @@ def test_masks_broadcast(rng, mask_shape, kind, dtype):
     if kind == "bool":
         mask = rng.random(mask_shape) < 0.7
     else:
-        mask = np.where(rng.random(mask_shape) < 0.2, -np.inf, rng.standard_normal(mask_shape)).astype(np.float64)
+        mask = np.where(rng.random(mask_shape) < 0.2, -np.inf, rng.standard_normal(mask_shape)).astype(
+            np.float64
+        )
     out = flashattn.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=0.2)
     ref = torch_semantics(query, key, value, attn_mask=mask, scale=0.2)
     base = torch_semantics(query, key, value, attn_mask=mask, scale=0.2, compute=np.float32, low=dtype)
@@ -93,4 +99,6 @@ def test_dropout_uses_seed(rng):
 def test_mask_with_is_causal_is_rejected_as_in_pytorch(rng):
     query, key, value = inputs(rng, 1, 1, 1, 4, 4, 8, 8, np.float32)
     with pytest.raises(ValueError, match="attn_mask"):
-        flashattn.scaled_dot_product_attention(query, key, value, attn_mask=np.ones((4, 4), bool), is_causal=True)
+        flashattn.scaled_dot_product_attention(
+            query, key, value, attn_mask=np.ones((4, 4), bool), is_causal=True
+        )

@@ -1,7 +1,8 @@
 """flashattn.torch: forward and loss.backward() against PyTorch's own softmax(q kᵀ·scale) v with autograd in
 float64 (the reference), within twice the error of the same computation in the tensors' precision (float32,
-or float16/bfloat16 products accumulated in float32 with every intermediate rounded), for float32, float16
-and bfloat16 tensors; varlen, scaled_dot_product_attention (top-left causal, masks, GQA), kv-cache and merge."""
+or float16/bfloat16 products accumulated in float32 with every intermediate rounded), for float32,
+float16 and bfloat16 tensors; varlen, scaled_dot_product_attention (top-left causal, masks, GQA), kv-cache
+and merge."""
 
 import numpy as np
 import pytest
@@ -13,8 +14,21 @@ from reference import assert_within_baseline, max_error, visible  # noqa: E402
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-def torch_attention(q, k, v, compute, low=None, scale=None, causal=False, window=(-1, -1), softcap=0.0, alibi=None,
-                    bool_mask=None, add_mask=None, head_major=False):
+def torch_attention(
+    q,
+    k,
+    v,
+    compute,
+    low=None,
+    scale=None,
+    causal=False,
+    window=(-1, -1),
+    softcap=0.0,
+    alibi=None,
+    bool_mask=None,
+    add_mask=None,
+    head_major=False,
+):
     """softmax(q kᵀ·scale + bias, masked) v with autograd; (b, s, h, d) unless head_major. `low`: round every
     intermediate to that dtype (the same-precision baseline)."""
     rnd = (lambda x: x) if low is None or low == compute else (lambda x: x.to(low).to(compute))
@@ -25,7 +39,7 @@ def torch_attention(q, k, v, compute, low=None, scale=None, causal=False, window
     Nk = k.shape[2]
     group = Hq // k.shape[1]
     k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    scale = d ** -0.5 if scale is None else scale
+    scale = d**-0.5 if scale is None else scale
     S = rnd(scale * q @ k.transpose(-1, -2))
     if softcap > 0:
         S = softcap * torch.tanh(S / softcap)
@@ -62,8 +76,11 @@ def check(ours, ref, base, dtype):
 
 
 SHAPES = [(2, 97, 113, 4, 2, 59), (1, 113, 1, 2, 1, 40)]
-MODS = {"plain": {}, "causal": {"causal": True},
-        "all": {"causal": True, "window_size": (30, 2), "softcap": 4.0, "alibi": True, "softmax_scale": 0.2}}
+MODS = {
+    "plain": {},
+    "causal": {"causal": True},
+    "all": {"causal": True, "window_size": (30, 2), "softcap": 4.0, "alibi": True, "softmax_scale": 0.2},
+}
 
 
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
@@ -75,14 +92,20 @@ def test_flash_attn_func_autograd(shape, mods, dtype):
     q, k, v = torch.randn(b, Nq, Hq, d), torch.randn(b, Nk, Hkv, d), torch.randn(b, Nk, Hkv, d)
     dout = torch.randn(b, Nq, Hq, d)
     kwargs = {key: val for key, val in mods.items() if key != "alibi"}
-    ref_kw = {"causal": kwargs.get("causal", False), "window": kwargs.get("window_size", (-1, -1)),
-              "softcap": kwargs.get("softcap", 0.0), "scale": kwargs.get("softmax_scale")}
+    ref_kw = {
+        "causal": kwargs.get("causal", False),
+        "window": kwargs.get("window_size", (-1, -1)),
+        "softcap": kwargs.get("softcap", 0.0),
+        "scale": kwargs.get("softmax_scale"),
+    }
     if mods.get("alibi"):
         kwargs["alibi_slopes"] = ref_kw["alibi"] = torch.rand(b, Hq) * 0.3
     low = [x.to(dtype) for x in (q, k, v)]
     ours = run(lambda q, k, v: fat.flash_attn_func(q, k, v, **kwargs), low, dout.to(dtype))
     ref = run(lambda q, k, v: torch_attention(q, k, v, torch.float64, **ref_kw), low, dout.double())
-    base = run(lambda q, k, v: torch_attention(q, k, v, torch.float32, low=dtype, **ref_kw), low, dout.float())
+    base = run(
+        lambda q, k, v: torch_attention(q, k, v, torch.float32, low=dtype, **ref_kw), low, dout.float()
+    )
     check(ours, ref, base, dtype)
 
 
@@ -113,14 +136,24 @@ def test_varlen_autograd_matches_per_sequence_calls(dtype):
     q, k, v = torch.randn(13, 4, 24), torch.randn(17, 2, 24), torch.randn(17, 2, 24)
     dout = torch.randn(13, 4, 24)
     low = [x.to(dtype) for x in (q, k, v)]
-    ours = run(lambda q, k, v: fat.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 9, 9, causal=True), low,
-               dout.to(dtype))
+    ours = run(
+        lambda q, k, v: fat.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 9, 9, causal=True),
+        low,
+        dout.to(dtype),
+    )
     for s in range(3):
         rq, rk = slice(cu_q[s], cu_q[s + 1]), slice(cu_k[s], cu_k[s + 1])
         args = [low[0][rq][None], low[1][rk][None], low[2][rk][None]]
-        ref = run(lambda q, k, v: torch_attention(q, k, v, torch.float64, causal=True), args, dout[rq][None].double())
-        base = run(lambda q, k, v: torch_attention(q, k, v, torch.float32, low=dtype, causal=True), args,
-                   dout[rq][None].float())
+        ref = run(
+            lambda q, k, v: torch_attention(q, k, v, torch.float64, causal=True),
+            args,
+            dout[rq][None].double(),
+        )
+        base = run(
+            lambda q, k, v: torch_attention(q, k, v, torch.float32, low=dtype, causal=True),
+            args,
+            dout[rq][None].float(),
+        )
         check([ours[0][rq][None], ours[1][rq][None], ours[2][rk][None], ours[3][rk][None]], ref, base, dtype)
 
 
@@ -141,9 +174,14 @@ def test_sdpa_autograd_pytorch_semantics(L, S, mask, dtype):
         ref_kw["bool_mask"] = torch.ones(L, S, dtype=torch.bool).tril()
     low = [x.to(dtype) for x in (query, key, value)]
     ours = run(lambda q, k, v: fat.scaled_dot_product_attention(q, k, v, **kwargs), low, dout.to(dtype))
-    ref = run(lambda q, k, v: torch_attention(q, k, v, torch.float64, head_major=True, **ref_kw), low, dout.double())
-    base = run(lambda q, k, v: torch_attention(q, k, v, torch.float32, low=dtype, head_major=True, **ref_kw), low,
-               dout.float())
+    ref = run(
+        lambda q, k, v: torch_attention(q, k, v, torch.float64, head_major=True, **ref_kw), low, dout.double()
+    )
+    base = run(
+        lambda q, k, v: torch_attention(q, k, v, torch.float32, low=dtype, head_major=True, **ref_kw),
+        low,
+        dout.float(),
+    )
     check(ours, ref, base, dtype)
 
 
@@ -152,9 +190,15 @@ def test_kvcache_appends_into_the_tensor_in_place(dtype):
     torch.manual_seed(2)
     k_cache, v_cache = torch.randn(2, 10, 1, 16).to(dtype), torch.randn(2, 10, 1, 16).to(dtype)
     before = k_cache.clone()
-    q, k, v = torch.randn(2, 1, 2, 16).to(dtype), torch.randn(2, 1, 1, 16).to(dtype), torch.randn(2, 1, 1, 16).to(dtype)
+    q, k, v = (
+        torch.randn(2, 1, 2, 16).to(dtype),
+        torch.randn(2, 1, 1, 16).to(dtype),
+        torch.randn(2, 1, 1, 16).to(dtype),
+    )
     seqlens = torch.tensor([3, 9], dtype=torch.int32)
-    out, lse = fat.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=seqlens, return_softmax_lse=True)
+    out, lse = fat.flash_attn_with_kvcache(
+        q, k_cache, v_cache, k, v, cache_seqlens=seqlens, return_softmax_lse=True
+    )
     assert out.dtype == dtype and lse.shape == (2, 2, 1)
     assert torch.equal(k_cache[0, 3], k[0, 0]) and torch.equal(k_cache[1, 9], k[1, 0])
     assert torch.equal(v_cache[0, 3], v[0, 0])
@@ -168,7 +212,9 @@ def test_kvcache_appends_into_the_tensor_in_place(dtype):
 def test_merge_attention_states_bfloat16():
     torch.manual_seed(3)
     q, k, v = (torch.randn(1, 6, 2, 16).to(torch.bfloat16) for _ in range(3))
-    parts = [fat.flash_attn_func(q, k[:, a:b], v[:, a:b], return_attn_probs=True)[:2] for a, b in ((0, 2), (2, 6))]
+    parts = [
+        fat.flash_attn_func(q, k[:, a:b], v[:, a:b], return_attn_probs=True)[:2] for a, b in ((0, 2), (2, 6))
+    ]
     out, lse = fat.merge_attention_states([p[0] for p in parts], [p[1] for p in parts])
     full, full_lse, _ = fat.flash_attn_func(q, k, v, return_attn_probs=True)
     assert out.dtype == torch.bfloat16

@@ -16,8 +16,9 @@ EXAMPLE = os.path.join(ROOT, "python", "examples", "train_attention_layer.py")
 
 def test_readme_shows_the_example_verbatim():
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-    block = re.search(r"<!-- python-example:begin -->\n```python\n(.*?)```\n<!-- python-example:end -->", readme,
-                      re.DOTALL)
+    block = re.search(
+        r"<!-- python-example:begin -->\n```python\n(.*?)```\n<!-- python-example:end -->", readme, re.DOTALL
+    )
     assert block, "README.md has no python-example block"
     assert block.group(1) == open(EXAMPLE, encoding="utf-8").read()
 

@@ -45,8 +45,9 @@ def varlen_case(cu_q=(0, 3, 5), cu_k=(0, 4, 7), max_q=3, max_k=4, **kwargs):
     return lambda: flashattn.flash_attn_varlen_func(*args, max_q, max_k, **kwargs), args
 
 
-def kvcache_case(seqlens=(3, 5), new=2, block_table=None, cache_shape=(2, 8, 2, 16), q_dtype=F32, writeable=True,
-                 **kwargs):
+def kvcache_case(
+    seqlens=(3, 5), new=2, block_table=None, cache_shape=(2, 8, 2, 16), q_dtype=F32, writeable=True, **kwargs
+):
     q = arr(2, 1, 4, 16, dtype=q_dtype)
     k_cache, v_cache = arr(*cache_shape, seed=1), arr(*cache_shape, seed=2)
     k_cache.flags.writeable = writeable
@@ -80,14 +81,26 @@ CASES = [
     ("k_batch", forward_case(k=arr(3, 7, 2, 16)), ValueError, ["k", "batch"]),
     ("v_seqlen", forward_case(v=arr(2, 6, 2, 16)), ValueError, ["v", "seqlen_k"]),
     ("q_last_dim_strided", forward_case(q=arr(2, 5, 4, 32)[..., ::2]), ValueError, ["q", "contiguous"]),
-    ("q_byte_stride", forward_case(q=np.zeros((2, 5, 4, 16 * 4 + 1), np.uint8)[..., 1:].view(F32)), ValueError,
-     ["q", "stride"]),
+    (
+        "q_byte_stride",
+        forward_case(q=np.zeros((2, 5, 4, 16 * 4 + 1), np.uint8)[..., 1:].view(F32)),
+        ValueError,
+        ["q", "stride"],
+    ),
     # `huge` spans more than 2^63 bytes over q0's memory: q0 is what must stay unchanged.
-    ("q_too_large_to_index", (forward_case(q=huge, k=k0[:1, :, :1], v=v0[:1, :, :1])[0], [q0, k0, v0]), ValueError,
-     ["q", "64 bits"]),
+    (
+        "q_too_large_to_index",
+        (forward_case(q=huge, k=k0[:1, :, :1], v=v0[:1, :, :1])[0], [q0, k0, v0]),
+        ValueError,
+        ["q", "64 bits"],
+    ),
     ("heads_not_multiple", forward_case(q=arr(2, 5, 3, 16)), ValueError, ["heads_q", "heads_kv"]),
-    ("head_dim_too_large", forward_case(q=arr(1, 1, 1, 513), k=arr(1, 1, 1, 513), v=arr(1, 1, 1, 513)),
-     ValueError, ["head_dim", "513"]),
+    (
+        "head_dim_too_large",
+        forward_case(q=arr(1, 1, 1, 513), k=arr(1, 1, 1, 513), v=arr(1, 1, 1, 513)),
+        ValueError,
+        ["head_dim", "513"],
+    ),
     ("window_left_below_minus_1", forward_case(window_size=(-2, 0)), ValueError, ["window_left", "-2"]),
     ("window_right_below_minus_1", forward_case(window_size=(0, -5)), ValueError, ["window_right", "-5"]),
     ("window_not_pair", forward_case(window_size=3), TypeError, ["window_size"]),
@@ -99,12 +112,27 @@ CASES = [
     ("dropout_one", forward_case(dropout_p=1.0), ValueError, ["dropout_p", "1"]),
     ("seed_negative", forward_case(dropout_p=0.1, seed=-1), ValueError, ["seed"]),
     ("alibi_wrong_length", forward_case(alibi_slopes=np.ones(3, F32)), ValueError, ["alibi_slopes", "(3,)"]),
-    ("alibi_wrong_batch", forward_case(alibi_slopes=np.ones((3, 4), F32)), ValueError, ["alibi_slopes", "(3, 4)"]),
-    ("backward_lse_shape", backward_case(lse=np.zeros((2, 5, 4), F32)), ValueError, ["softmax_lse", "(2, 4, 5)"]),
+    (
+        "alibi_wrong_batch",
+        forward_case(alibi_slopes=np.ones((3, 4), F32)),
+        ValueError,
+        ["alibi_slopes", "(3, 4)"],
+    ),
+    (
+        "backward_lse_shape",
+        backward_case(lse=np.zeros((2, 5, 4), F32)),
+        ValueError,
+        ["softmax_lse", "(2, 4, 5)"],
+    ),
     ("backward_lse_nan", backward_case(lse=np.full((2, 4, 5), np.nan, F32)), ValueError, ["lse", "nan"]),
     ("backward_dout_shape", backward_case(dout=arr(2, 5, 4, 8)), ValueError, ["dout", "head_dim_v"]),
     ("backward_dropout_without_seed", backward_case(dropout_p=0.2), ValueError, ["seed"]),
-    ("sdpa_mask_not_broadcastable", sdpa_case(attn_mask=np.ones((5, 6), bool)), ValueError, ["attn_mask", "(5, 6)"]),
+    (
+        "sdpa_mask_not_broadcastable",
+        sdpa_case(attn_mask=np.ones((5, 6), bool)),
+        ValueError,
+        ["attn_mask", "(5, 6)"],
+    ),
     ("sdpa_mask_int", sdpa_case(attn_mask=np.ones((5, 7), np.int32)), TypeError, ["attn_mask", "int32"]),
     ("sdpa_heads_without_gqa", sdpa_case(key=arr(2, 2, 7, 16)), ValueError, ["key", "enable_gqa"]),
     ("sdpa_gqa_not_multiple", sdpa_case(key=arr(2, 3, 7, 16), enable_gqa=True), ValueError, ["heads_q"]),
@@ -117,23 +145,41 @@ CASES = [
     ("varlen_lengths_differ", varlen_case(cu_k=(0, 7)), ValueError, ["cu_seqlens_k", "entries"]),
     ("kvcache_beyond_capacity", kvcache_case(seqlens=(3, 7)), ValueError, ["cache_seqlens[1]", "7 + 2"]),
     ("kvcache_negative_seqlen", kvcache_case(seqlens=(-1, 0)), ValueError, ["cache_seqlens[0]", "-1"]),
-    ("kvcache_block_table_out_of_range",
-     kvcache_case(cache_shape=(4, 3, 2, 16), block_table=[[0, 1, 4], [2, 3, 0]], seqlens=(5, 1)), ValueError,
-     ["block_table[0][2] = 4", "out of range"]),
-    ("kvcache_pages_shared",
-     kvcache_case(cache_shape=(4, 3, 2, 16), block_table=[[0, 1], [2, 1]], seqlens=(3, 3)), ValueError,
-     ["block_table", "same cache slot"]),
+    (
+        "kvcache_block_table_out_of_range",
+        kvcache_case(cache_shape=(4, 3, 2, 16), block_table=[[0, 1, 4], [2, 3, 0]], seqlens=(5, 1)),
+        ValueError,
+        ["block_table[0][2] = 4", "out of range"],
+    ),
+    (
+        "kvcache_pages_shared",
+        kvcache_case(cache_shape=(4, 3, 2, 16), block_table=[[0, 1], [2, 1]], seqlens=(3, 3)),
+        ValueError,
+        ["block_table", "same cache slot"],
+    ),
     ("kvcache_read_only", kvcache_case(writeable=False), ValueError, ["k_cache", "read-only"]),
     ("kvcache_q_dtype", kvcache_case(q_dtype=np.float16), TypeError, ["k_cache", "q"]),
-    ("kvcache_rotary_beyond_table",
-     kvcache_case(rotary_cos=np.ones((4, 4)), rotary_sin=np.zeros((4, 4))), ValueError, ["rotary", "rotary_max_pos"]),
+    (
+        "kvcache_rotary_beyond_table",
+        kvcache_case(rotary_cos=np.ones((4, 4)), rotary_sin=np.zeros((4, 4))),
+        ValueError,
+        ["rotary", "rotary_max_pos"],
+    ),
     ("kvcache_softcap_nan", kvcache_case(softcap=float("nan")), ValueError, ["softcap"]),
     ("merge_shapes_differ", merge_case(outs=[arr(1, 3, 2, 8), arr(1, 4, 2, 8)]), ValueError, ["outs[1]"]),
     ("merge_lse_shape", merge_case(lses=[arr(1, 2, 3), arr(1, 3, 2)]), ValueError, ["lses[1]"]),
-    ("merge_lse_nan", merge_case(lses=[arr(1, 2, 3), np.full((1, 2, 3), np.nan, F32)]), ValueError,
-     ["lse_partials", "nan"]),
-    ("merge_dtypes_differ", merge_case(outs=[arr(1, 3, 2, 8), arr(1, 3, 2, 8, dtype=np.float16)]), TypeError,
-     ["outs[1]", "float16"]),
+    (
+        "merge_lse_nan",
+        merge_case(lses=[arr(1, 2, 3), np.full((1, 2, 3), np.nan, F32)]),
+        ValueError,
+        ["lse_partials", "nan"],
+    ),
+    (
+        "merge_dtypes_differ",
+        merge_case(outs=[arr(1, 3, 2, 8), arr(1, 3, 2, 8, dtype=np.float16)]),
+        TypeError,
+        ["outs[1]", "float16"],
+    ),
 ]
 
 

@@ -12,8 +12,11 @@ LENGTHS_K = [7, 3, 13, 9]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-@pytest.mark.parametrize("mods", [{}, {"causal": True}, {"window_size": (4, 2), "softcap": 4.0}],
-                         ids=["plain", "causal", "window_softcap"])
+@pytest.mark.parametrize(
+    "mods",
+    [{}, {"causal": True}, {"window_size": (4, 2), "softcap": 4.0}],
+    ids=["plain", "causal", "window_softcap"],
+)
 def test_varlen_matches_reference_per_sequence(rng, mods, dtype):
     Hq, Hkv, d, dv = 4, 2, 40, 24
     cu_q, cu_k = np.cumsum([0] + LENGTHS_Q), np.cumsum([0] + LENGTHS_K)  # int64: converted to int32
@@ -22,13 +25,27 @@ def test_varlen_matches_reference_per_sequence(rng, mods, dtype):
     v = rng.standard_normal((cu_k[-1], Hkv, dv)).astype(dtype)
     dout = rng.standard_normal((cu_q[-1], Hq, dv)).astype(dtype)
     slopes = rng.uniform(0.1, 0.4, size=(len(LENGTHS_Q), Hq)).astype(np.float32)
-    out, lse, none = flashattn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(LENGTHS_Q), max(LENGTHS_K),
-                                                      alibi_slopes=slopes, return_attn_probs=True, **mods)
+    out, lse, none = flashattn.flash_attn_varlen_func(
+        q,
+        k,
+        v,
+        cu_q,
+        cu_k,
+        max(LENGTHS_Q),
+        max(LENGTHS_K),
+        alibi_slopes=slopes,
+        return_attn_probs=True,
+        **mods
+    )
     assert none is None and out.shape == (cu_q[-1], Hq, dv) and lse.shape == (Hq, cu_q[-1])
-    dq, dk, dv_ = flashattn.flash_attn_varlen_backward(dout, q, k, v, out, lse, cu_q, cu_k, max(LENGTHS_Q),
-                                                       max(LENGTHS_K), alibi_slopes=slopes, **mods)
-    ref_kw = {"causal": mods.get("causal", False), "window": mods.get("window_size", (-1, -1)),
-              "softcap": mods.get("softcap", 0.0)}
+    dq, dk, dv_ = flashattn.flash_attn_varlen_backward(
+        dout, q, k, v, out, lse, cu_q, cu_k, max(LENGTHS_Q), max(LENGTHS_K), alibi_slopes=slopes, **mods
+    )
+    ref_kw = {
+        "causal": mods.get("causal", False),
+        "window": mods.get("window_size", (-1, -1)),
+        "softcap": mods.get("softcap", 0.0),
+    }
     for b in range(len(LENGTHS_Q)):
         rq, rk = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
         args = [x[None] for x in (q[rq], k[rk], v[rk], dout[rq])]
@@ -51,11 +68,13 @@ def test_varlen_dropout_per_sequence_masks(rng, dtype):
     v = rng.standard_normal((cu_k[-1], Hkv, d)).astype(dtype)
     dout = rng.standard_normal((cu_q[-1], Hq, d)).astype(dtype)
     args = (cu_q, cu_k, max(LENGTHS_Q), max(LENGTHS_K))
-    out, lse, masks = flashattn.flash_attn_varlen_func(q, k, v, *args, dropout_p=p, causal=True,
-                                                       return_attn_probs=True, seed=5)
+    out, lse, masks = flashattn.flash_attn_varlen_func(
+        q, k, v, *args, dropout_p=p, causal=True, return_attn_probs=True, seed=5
+    )
     assert [m.shape for m in masks] == [(Hq, a, b) for a, b in zip(LENGTHS_Q, LENGTHS_K)]
-    dq, dk, dv = flashattn.flash_attn_varlen_backward(dout, q, k, v, out, lse, *args, dropout_p=p, causal=True,
-                                                      seed=5)
+    dq, dk, dv = flashattn.flash_attn_varlen_backward(
+        dout, q, k, v, out, lse, *args, dropout_p=p, causal=True, seed=5
+    )
     for b in range(len(LENGTHS_Q)):
         rq, rk = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
         seq = [x[None] for x in (q[rq], k[rk], v[rk], dout[rq])]
@@ -81,7 +100,7 @@ def test_merge_of_key_halves_equals_attention_over_all_keys(rng, dtype):
     out, lse = flashattn.merge_attention_states(outs, lses)
     assert out.dtype == np.float32 and lse.shape == (b, H, Nq)
     ref = attention(q, k, v)
-    # Within twice the error of one call over all keys (whose output is rounded to dtype once, like each partial).
+    # Within twice the error of one call over all keys (its output rounded to dtype once, like each partial).
     full, full_lse, _ = flashattn.flash_attn_func(q, k, v, return_attn_probs=True)
     assert max_error(out, ref["o"]) <= 2 * max_error(full, ref["o"]) + 1e-6
     assert max_error(lse, ref["lse"]) <= 2 * max_error(full_lse, ref["lse"]) + 1e-6
