@@ -70,6 +70,18 @@ void CheckOptions(IoOptions& o) {
     Fail("--heads must be a multiple of --heads-kv, got --heads ", o.heads, " --heads-kv ", o.heads_kv);
   }
   CheckAtLeast("--threads", o.threads, 0);
+  // The library's bound on num_threads.
+  if (o.threads > 1024) Fail("--threads must be <= 1024, got ", o.threads);
+  if (!(o.max_counted_work >= 0.0)) Fail("--max-counted-work must be >= 0, got ", o.max_counted_work);
+  // The closed forms count elements and bytes in int64; every count is a small multiple of this product.
+  const double work = static_cast<double>(o.batch) * static_cast<double>(o.heads) *
+                      static_cast<double>(o.seqlen) * static_cast<double>(o.seqlen_k) *
+                      static_cast<double>(o.headdim + o.headdim_v);
+  if (work > 0x1p57) {
+    Fail("--batch ", o.batch, " --heads ", o.heads, " --seqlen ", o.seqlen, " --seqlen-k ", o.seqlen_k,
+         " --headdim ", o.headdim, " --headdim-v ", o.headdim_v,
+         ": batch*heads*Nq*Nk*(d+dv) exceeds 2^57, beyond the 64-bit counts of the IO models");
+  }
   if (o.splits_given) CheckAtLeast("--splits", o.splits, 1);
   if (o.fast_memory_given) {
     CheckAtLeast("--fast-memory", o.fast_memory, 1);
@@ -147,8 +159,9 @@ void RunIo(IoOptions o) {
   std::printf("%-9s %-9s %-8s %15s %15s %15s %15s %11s %9s\n", "algorithm", "Br x Bc", "source", "elems read",
               "elems written", "bytes read", "bytes written", "FLOPs", "FLOP/byte");
 
-  const double work = static_cast<double>(o.batch * o.heads) * static_cast<double>(o.seqlen) *
-                      static_cast<double>(o.seqlen_k) * static_cast<double>(o.headdim + o.headdim_v);
+  const double work = static_cast<double>(o.batch) * static_cast<double>(o.heads) *
+                      static_cast<double>(o.seqlen) * static_cast<double>(o.seqlen_k) *
+                      static_cast<double>(o.headdim + o.headdim_v);
   const bool count = work <= o.max_counted_work;
   bool all_equal = true;
   Buffers buffers;

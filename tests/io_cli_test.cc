@@ -90,6 +90,11 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_pair("--seqlen 8 --headdim 64 --fast-memory 1035", "1x1 tile"),
                       std::make_pair("--seqlen 8 --headdim 64 --splits 0", "--splits"),
                       std::make_pair("--seqlen 8 --headdim 64 --dtype f64", "--dtype"),
-                      std::make_pair("--seqlen 8", "--headdim")));
+                      std::make_pair("--seqlen 8", "--headdim"),
+                      std::make_pair("--seqlen 8 --headdim 64 --threads 5000", "--threads must be <= 1024"),
+                      std::make_pair("--seqlen 8 --headdim 64 --max-counted-work -1", "--max-counted-work"),
+                      std::make_pair("--seqlen 8 --headdim 64 --max-counted-work nan", "--max-counted-work"),
+                      std::make_pair("--seqlen 8 --headdim 64 --batch 9223372036854775807", "exceeds 2^57"),
+                      std::make_pair("--seqlen 3037000500 --headdim 64", "--seqlen 3037000500")));
 
 }  // namespace
