@@ -84,7 +84,9 @@ void CheckScalars(const RunOptions& o) {
   if (o.has_scale && !std::isfinite(static_cast<float>(o.scale))) {
     Fail("--scale: must be finite as a float32, got ", o.scale);
   }
-  if (o.threads < 0) Fail("--threads: must be >= 0 (0 = all cores), got ", o.threads);
+  if (o.threads < 0 || o.threads > 1024) {
+    Fail("--threads: must be in [0, 1024] (0 = all cores), got ", o.threads);
+  }
 }
 
 std::vector<float> ReadAlibi(const std::string& path, std::int64_t batch, std::int64_t heads_q,

@@ -352,7 +352,9 @@ TEST_F(CliTest, RunRejectsBadInputWithOneLineAndNoOutputFile) {
       {with("q.npy", "k.npy", "v.npy", {"--scale", "1e39"}), "--scale"},  // finite double, infinite float
       {with("q.npy", "k.npy", "v.npy", {"--scale", "abc"}), "--scale"},
       {with("q.npy", "k.npy", "v.npy", {"--algorithm", "bogus"}), "--algorithm"},
-      {with("q.npy", "k.npy", "v.npy", {"--threads", "-1"}), "--threads"},
+      {with("q.npy", "k.npy", "v.npy", {"--threads", "-1"}), "--threads: must be in [0, 1024]"},
+      {with("q.npy", "k.npy", "v.npy", {"--threads", "5000"}),
+       "--threads: must be in [0, 1024] (0 = all cores), got 5000"},
       {with("q.npy", "k.npy", "v.npy", {"--alibi", Path("slopes3.npy")}), "--alibi"},
       {with("q.npy", "k.npy", "v.npy", {"--alibi", Path("missing.npy")}), "--alibi"},
       {with("q.npy", "k.npy", "v.npy", {"--frobnicate"}), "--frobnicate"},
