@@ -246,6 +246,12 @@ TEST(NonFiniteFused, Float16QInjectionsReachExactlyTheirRow) {
   RunInjections(DType::kF16, {"nan_in_q", "every_score_minus_inf"}, kAllModifiers);
 }
 
+TEST(NonFiniteFused, BFloat16InjectionsReachExactlyTheRowsThatSeeThem) {
+  RunInjections(DType::kBF16, {"nan_in_q", "nan_in_k", "plus_inf_in_k", "every_score_minus_inf"},
+                kAllModifiers);
+  RunInjections(DType::kBF16, {"nan_in_v", "plus_inf_in_v"}, kAllModifiers);
+}
+
 // A tile that holds a key some rows cannot see used to multiply their P_ij = 0 by v_j (0·NaN = NaN), so a
 // NaN or inf in v_j reached rows that cannot see key j; such tiles now leave the hidden keys out when V_j is
 // not all finite (AccumulateSeenKeys).
