@@ -230,3 +230,13 @@ def test_errors_name_the_argument():
         fat.flash_attn_func(q.float(), q.float(), q.float(), dropout_p=2.0)
     with pytest.raises(TypeError, match="k"):
         fat.flash_attn_func(q.float(), [1.0], q.float())
+
+
+def test_failed_kvcache_call_leaves_the_cache_tensors_unchanged():
+    k_cache, v_cache = torch.randn(2, 6, 1, 8), torch.randn(2, 6, 1, 8)
+    before = k_cache.clone(), v_cache.clone()
+    q, k, v = torch.randn(2, 1, 1, 8), torch.randn(2, 2, 1, 8), torch.randn(2, 2, 1, 8)
+    # Sequence 0 fits, sequence 1 (5 + 2 > 6) does not: nothing is written, not even sequence 0's keys.
+    with pytest.raises(ValueError, match=r"cache_seqlens\[1\]"):
+        fat.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=torch.tensor([0, 5]))
+    assert torch.equal(k_cache, before[0]) and torch.equal(v_cache, before[1])
