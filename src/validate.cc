@@ -263,6 +263,23 @@ void Validate(const AttentionParams& p) {
   CheckOutputs(t.outputs, t.inputs);
 }
 
+void ValidateDropoutMask(const AttentionParams& p, const std::uint8_t* keep) {
+  Validate(p);
+  std::int64_t row = p.seqlen_k, head, batch;  // strides of the contiguous (batch, Hq, Nq, Nk) mask
+  if (!MulAdd(p.seqlen_q, row, 0, &head) || !MulAdd(p.heads_q, head, 0, &batch)) {
+    Fail("keep is too large to index in 64 bits (heads_q=", p.heads_q, " seqlen_q=", p.seqlen_q,
+         " seqlen_k=", p.seqlen_k, ")");
+  }
+  const TensorView mask{
+      "keep",
+      keep,
+      1,
+      {{"batch", p.batch, batch}, {"head", p.heads_q, head}, {"row", p.seqlen_q, row}, {"col", p.seqlen_k, 1}}};
+  CallTensors t = AttentionTensors(p, kForwardNames);
+  t.inputs.insert(t.inputs.end(), t.outputs.begin(), t.outputs.end());  // o and lse are not written here
+  CheckOutputs({mask}, t.inputs);
+}
+
 }  // namespace flashattn
 
 // ---- decode.h: merge_attention_states, decode, forward_varlen --------------------------------------------

@@ -35,6 +35,10 @@ void CheckNoSelfOverlap(const TensorView& tensor);
 // Checks every tensor, that no output overlaps itself, an input, or another output.
 void CheckOutputs(const std::vector<TensorView>& outputs, const std::vector<TensorView>& inputs);
 
+struct AttentionParams;
+// Validate(params), and `keep` as MaterializeDropoutMask's output of (batch, Hq, Nq, Nk) bytes.
+void ValidateDropoutMask(const AttentionParams& params, const std::uint8_t* keep);
+
 }  // namespace flashattn
 
 #endif  // FLASHATTN_VALIDATE_H_

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "flashattn/backward.h"
+#include "validate.h"
 #include "validation_matrix.h"
 
 namespace flashattn::testing {
@@ -27,6 +28,7 @@ struct BackwardFixture {
   BackwardParams params;
   float *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *lse = nullptr, *alibi = nullptr,
         *mask = nullptr, *d_o = nullptr, *dq = nullptr, *dk = nullptr, *dv_ = nullptr;
+  std::uint8_t* keep = nullptr;  // MaterializeDropoutMask's output
 
   void Make() {
     // Gradients first: a row pointing one at an input then overlaps that input before any other gradient.
@@ -34,6 +36,8 @@ struct BackwardFixture {
     q = arena.Take<float>(kQ), k = arena.Take<float>(kK), v = arena.Take<float>(kV);
     alibi = arena.Take<float>(B * Hq), mask = arena.Take<float>(kMask);
     o = arena.Take<float>(kO), lse = arena.Take<float>(kLse), d_o = arena.Take<float>(kO);
+    keep = arena.Take<std::uint8_t>(kMask);
+    Arena::FillPattern(keep, kMask);
     Arena::FillNormal(q, kQ, 1), Arena::FillNormal(k, kK, 2), Arena::FillNormal(v, kV, 3);
     Arena::FillNormal(d_o, kO, 4);
     for (std::int64_t n = 0; n < B * Hq; ++n) alibi[n] = 0.2f / static_cast<float>(n + 1);
@@ -166,6 +170,36 @@ TEST(BackwardValidationMatrix, EveryRowIsRejectedWithoutWriting) {
         Rows(), [](F& f) { f.Make(); }, [algorithm](F& f) { backward(f.params, algorithm); },
         [](F& f) { Validate(f.params); });
   }
+}
+
+// MaterializeDropoutMask writes (batch, Hq, Nq, Nk) bytes: the forward checks, then its own output's.
+std::vector<Row> DropoutMaskRows() {
+  return {
+      {"null_keep", [](F& f) { f.keep = nullptr; }, {"keep is a null pointer but holds 120 elements"}},
+      {"keep_on_q", [](F& f) { f.keep = reinterpret_cast<std::uint8_t*>(f.q) + 3; }, {"keep overlaps q"}},
+      {"keep_on_lse", [](F& f) { f.keep = reinterpret_cast<std::uint8_t*>(f.lse); }, {"keep overlaps lse"}},
+      {"keep_on_mask",
+       [](F& f) { f.keep = reinterpret_cast<std::uint8_t*>(f.mask) + 1; },
+       {"keep overlaps mask"}},
+      {"keep_index_overflows",
+       [](F& f) {
+         AttentionParams& a = f.params.attention;
+         a.seqlen_k = std::int64_t{1} << 62;  // keys broadcast from one stored row
+         a.k_strides = a.v_strides = {0, 0, 0};
+         a.mask.kind = MaskKind::kNone, a.dropout_p = 0.0f;
+       },
+       {"keep is too large to index in 64 bits (heads_q=4 seqlen_q=3 seqlen_k=4611686018427387904)"}},
+      {"dropout_p_above_one",
+       [](F& f) { f.params.attention.dropout_p = 1.5f; },
+       {"dropout_p must be in [0, 1), got 1.5"}},
+  };
+}
+
+TEST(BackwardValidationMatrix, MaterializeDropoutMaskRowsAreRejectedWithoutWriting) {
+  CheckRejections<F>(
+      DropoutMaskRows(), [](F& f) { f.Make(); },
+      [](F& f) { MaterializeDropoutMask(f.params.attention, f.keep); },
+      [](F& f) { ValidateDropoutMask(f.params.attention, f.keep); });
 }
 
 TEST(BackwardValidationMatrix, FixtureCallIsAcceptedAndWritesEveryGradient) {

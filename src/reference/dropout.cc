@@ -4,6 +4,7 @@
 
 #include "flashattn/backward.h"
 #include "reference/problem.h"
+#include "validate.h"
 
 namespace flashattn::reference {
 
@@ -39,7 +40,7 @@ void Dropout::RowMultipliers(std::int64_t b, std::int64_t h, std::int64_t i, std
 namespace flashattn {
 
 void MaterializeDropoutMask(const AttentionParams& params, std::uint8_t* keep) {
-  Validate(params);
+  ValidateDropoutMask(params, keep);
   const reference::Dropout dropout(params);
   const std::int64_t Hq = params.heads_q, Nq = params.seqlen_q, Nk = params.seqlen_k;
   for (std::int64_t b = 0; b < params.batch; ++b)
