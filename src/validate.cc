@@ -270,11 +270,11 @@ void ValidateDropoutMask(const AttentionParams& p, const std::uint8_t* keep) {
     Fail("keep is too large to index in 64 bits (heads_q=", p.heads_q, " seqlen_q=", p.seqlen_q,
          " seqlen_k=", p.seqlen_k, ")");
   }
-  const TensorView mask{
-      "keep",
-      keep,
-      1,
-      {{"batch", p.batch, batch}, {"head", p.heads_q, head}, {"row", p.seqlen_q, row}, {"col", p.seqlen_k, 1}}};
+  const TensorView mask{"keep", keep, 1,
+                        {{"batch", p.batch, batch},
+                         {"head", p.heads_q, head},
+                         {"row", p.seqlen_q, row},
+                         {"col", p.seqlen_k, 1}}};
   CallTensors t = AttentionTensors(p, kForwardNames);
   t.inputs.insert(t.inputs.end(), t.outputs.begin(), t.outputs.end());  // o and lse are not written here
   CheckOutputs({mask}, t.inputs);
