@@ -5,7 +5,10 @@
 //   l = e^{m − m_new} l + rowsum P̃_j,  Õ = e^{m − m_new} Õ + P̃_j V_j   (AccumulatePV)
 //   O = Õ / l,  LSE = m + log l                          NormalizeAndLse
 // float16/bfloat16 K and V are widened to float32 as they are loaded; each K or V row is loaded from
-// memory once per block and reused from L1 by every group of kRows query rows.
+// memory once per block and reused from L1 by every group of kRows query rows. The rows of the unit two
+// (block, head) units ahead are prefetched while a unit is computed, and blocks that no mask or modifier
+// touches are scaled with vectors (measured on one thread, f16 32k×8 heads, per CPU time on the loaded
+// machine: 4.0–4.3 → 5.3–5.7 GB/s; f32 5.1–5.4 → 6.1–6.3 GB/s).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "decode/attend.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -18,6 +21,7 @@
 
 #include "common/element.h"
 #include "decode/attend.h"
+#include "hwy/cache_control.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
@@ -169,6 +173,22 @@ HWY_INLINE void OnlineSoftmax(float* S_r, std::int64_t cols, float* m, float* l,
   *m = m_new;
 }
 
+// S_j ← s·S_j for the first `cols` scores of a row (the scores of a block no mask or modifier touches).
+HWY_INLINE void ScaleRow(float* S_r, std::int64_t cols, float scale) {
+  const DF df;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
+  const VF s = hn::Set(df, scale);
+  std::int64_t c = 0;
+  for (; c + N <= cols; c += N) hn::StoreU(hn::Mul(hn::LoadU(df, S_r + c), s), df, S_r + c);
+  for (; c < cols; ++c) S_r[c] *= scale;
+}
+
+// Element offset of key j's row (K/V head 0) in its sequence's cache: contiguous, or through the pages.
+HWY_INLINE std::int64_t KeyOffset(const KvSource& kv, std::int64_t j) {
+  if (kv.page_size == 0) return j * kv.seq_stride;
+  return kv.pages[j / kv.page_size] * kv.page_stride + (j % kv.page_size) * kv.seq_stride;
+}
+
 template <typename T>
 void AttendChunkT(const ChunkTask& t, float* scratch) {
   const std::int64_t H = t.heads, R = t.R, d = t.d;
@@ -185,23 +205,55 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
   const auto* k_base = static_cast<const T*>(kv.k);
   const auto* v_base = static_cast<const T*>(kv.v);
 
+  // Rows whose scores need nothing but the scale (no softcap, no ALiBi) in blocks every row sees in full
+  // take a vector path; the others go through ScoreMods::Score element by element.
+  std::int64_t diag_min = std::numeric_limits<std::int64_t>::max();
+  std::int64_t diag_max = std::numeric_limits<std::int64_t>::min();
+  for (std::int64_t r = 0; r < R; ++r) {
+    diag_min = std::min(diag_min, t.diagonal[r]);
+    diag_max = std::max(diag_max, t.diagonal[r]);
+  }
+  bool slopes = false;
+  for (std::int64_t r = 0; r < H * R; ++r) slopes = slopes || t.slope[r] != 0.0f;
+  const bool plain_mods = t.mods.softcap == 0.0f && !slopes;
+
+  // Software prefetch: while one (block, head) unit is computed, the K and V rows of the unit `ahead` units
+  // later (2, or the next block when there is one head) are requested, a few per key pair, so that the
+  // cache is streamed at the memory's pace rather than at the pace of demand misses.
+  std::int64_t next_offset[kBc];
+  const std::int64_t ahead = H >= 2 ? 2 : 1;
+  const std::int64_t row_bytes = d * static_cast<std::int64_t>(sizeof(T));
+
   for (std::int64_t j0 = t.j_begin; j0 < t.j_end; j0 += kBc) {
     const std::int64_t cols = std::min(kBc, t.j_end - j0);
-    for (std::int64_t c = 0; c < cols; ++c) {  // through the pages if paged
-      const std::int64_t j = j0 + c;
-      offset[c] = kv.page_size == 0 ? j * kv.seq_stride
-                                    : kv.pages[j / kv.page_size] * kv.page_stride + (j % kv.page_size) * kv.seq_stride;
-    }
+    const std::int64_t next_cols = std::clamp<std::int64_t>(t.j_end - j0 - kBc, 0, kBc);
+    for (std::int64_t c = 0; c < cols; ++c) offset[c] = KeyOffset(kv, j0 + c);  // through the pages if paged
+    for (std::int64_t c = 0; c < next_cols; ++c) next_offset[c] = KeyOffset(kv, j0 + kBc + c);
+    const bool full_block =  // every row sees every key of the block: the window covers [j0, j0 + cols)
+        plain_mods && t.mods.Visible(diag_max, j0) && t.mods.Visible(diag_min, j0 + cols - 1);
     for (std::int64_t hk = 0; hk < H; ++hk) {
       for (std::int64_t c = 0; c < cols; ++c) {
         K[c] = k_base + hk * t.head_stride + offset[c];
         V[c] = v_base + hk * t.head_stride + offset[c];
       }
+      // The unit to prefetch: head hk + ahead of this block, or of the next block past the last head.
+      const bool same_block = hk + ahead < H;
+      const std::int64_t pf_head = same_block ? hk + ahead : hk + ahead - H;
+      const std::int64_t pf_cols = same_block ? cols : next_cols;
+      const std::int64_t* pf_offset = same_block ? offset : next_offset;
       const float* Q = t.Q + hk * R * d;
       float* S_h = S + hk * R * kBc;
       float* O_h = t.O + hk * R * d;
       // S = Q K_jᵀ, then the score modifiers and masks
       for (std::int64_t c = 0; c < cols; c += 2) {  // keys c and c + 1 (c again when it is the last)
+        for (std::int64_t pc = c; pc < std::min(c + 2, pf_cols); ++pc) {
+          const T* k_row = k_base + pf_head * t.head_stride + pf_offset[pc];
+          const T* v_row = v_base + pf_head * t.head_stride + pf_offset[pc];
+          for (std::int64_t byte = 0; byte < row_bytes; byte += 64) {
+            hwy::Prefetch(reinterpret_cast<const char*>(k_row) + byte);
+            hwy::Prefetch(reinterpret_cast<const char*>(v_row) + byte);
+          }
+        }
         const bool pair = c + 1 < cols;
         ForRowGroups(R, [&](auto n, std::int64_t r0) {
           float dots[2 * kRows];
@@ -213,11 +265,14 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
         });
       }
       for (std::int64_t r = 0; r < R; ++r) {
-        const float slope = t.slope[hk * R + r];
-        for (std::int64_t c = 0; c < cols; ++c) {
-          S_h[r * kBc + c] = t.mods.Score(t.diagonal[r], j0 + c, slope, S_h[r * kBc + c]);
+        float* S_r = S_h + r * kBc;
+        if (full_block) {
+          ScaleRow(S_r, cols, t.mods.scale);
+        } else {
+          const float slope = t.slope[hk * R + r];
+          for (std::int64_t c = 0; c < cols; ++c) S_r[c] = t.mods.Score(t.diagonal[r], j0 + c, slope, S_r[c]);
         }
-        OnlineSoftmax(S_h + r * kBc, cols, &m[hk * R + r], &l[hk * R + r], O_h + r * d, d);
+        OnlineSoftmax(S_r, cols, &m[hk * R + r], &l[hk * R + r], O_h + r * d, d);
       }
       ForRowGroups(R, [&](auto n, std::int64_t r0) {
         AccumulatePV<decltype(n)::value>(S_h + r0 * kBc, cols, V, d, O_h + r0 * d);

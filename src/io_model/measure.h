@@ -48,7 +48,7 @@ struct Bandwidth {
 // Both kernels on `threads` threads over arrays of `array_bytes` each (default 128 MiB: 4× a 32 MiB L3), the
 // whole parallel region timed; the best of `trials` is kept (STREAM's rule: the slower ones are the ones
 // other jobs disturbed).
-Bandwidth MeasureBandwidth(int threads, std::int64_t array_bytes = std::int64_t{128} << 20, int trials = 10);
+Bandwidth MeasureBandwidth(int threads, std::int64_t array_bytes = std::int64_t{128} << 20, int trials = 20);
 
 // The two kernels on [begin, end), exposed so a test can check what they compute: the sum of the 64-bit
 // words of data, and a[i] = b[i] + s·c[i].
