@@ -23,8 +23,8 @@ Conventions
     ``softmax_lse`` is float32 (batch, heads_q, seqlen_q), natural log, −inf for a row that sees no key (its
     output is 0). ``causal`` is aligned bottom-right as in flash-attn (query i sees key j ≤ i + Nk − Nq);
     ``scaled_dot_product_attention`` aligns it top-left as PyTorch does. Dropout is Philox-based and keyed by
-    ``seed``; the same seed gives the same mask in the forward and the backward pass. The forward pass with
-    ``dropout_p > 0`` runs the library's reference FlashAttention-2 (exact, slower than the fused kernel).
+    ``seed``; the same seed gives the same mask in the forward and the backward pass, where the fused kernels
+    regenerate it instead of storing it.
     ``deterministic`` is accepted for compatibility: the backward pass is deterministic by construction.
 """
 
@@ -137,7 +137,7 @@ def flash_attn_func(
     keys i + Nk − Nq − left ≤ j ≤ i + Nk − Nq + right, −1 = unbounded. softcap > 0: S ← softcap·tanh(S /
     softcap). alibi_slopes: float32 (heads_q,) or (batch, heads_q), S += −slope·|i + Nk − Nq − j|.
     dropout_p: probability of dropping an element of P (kept ones scaled by 1/(1 − p)), keyed by seed
-    (None: a fresh random seed); computed by the reference FlashAttention-2, slower than the fused kernel.
+    (None: a fresh random seed); regenerated inside the fused kernel, never stored.
     deterministic: accepted; every pass is deterministic.
 
     Returns out (batch, seqlen_q, heads_q, dv) of q's dtype, or with return_attn_probs=True the tuple
