@@ -202,6 +202,13 @@ TEST(BackwardValidationMatrix, MaterializeDropoutMaskRowsAreRejectedWithoutWriti
       [](F& f) { ValidateDropoutMask(f.params.attention, f.keep); });
 }
 
+TEST(BackwardValidationMatrix, UnknownAlgorithmIsRejectedWithoutWriting) {
+  CheckRejections<F>(
+      {{"unknown_algorithm", [](F&) {}, {"algorithm has an unknown value 9"}}}, [](F& f) { f.Make(); },
+      [](F& f) { backward(f.params, static_cast<BackwardAlgorithm>(9)); },
+      [](F& f) { backward(f.params, static_cast<BackwardAlgorithm>(9)); });
+}
+
 TEST(BackwardValidationMatrix, FixtureCallIsAcceptedAndWritesEveryGradient) {
   F f;
   f.Make();

@@ -248,6 +248,13 @@ TEST(VarlenValidationMatrix, EveryRowIsRejectedWithoutWriting) {
   }
 }
 
+TEST(VarlenValidationMatrix, UnknownAlgorithmIsRejectedWithoutWriting) {
+  auto run = [](VarlenFixture& f) { forward_varlen(f.params, static_cast<Algorithm>(77)); };
+  CheckRejections<VarlenFixture>(
+      {{"unknown_algorithm", [](VarlenFixture&) {}, {"algorithm has an unknown value 77"}}},
+      [](VarlenFixture& f) { f.Make(); }, run, run);
+}
+
 TEST(VarlenValidationMatrix, FixtureCallIsAccepted) {
   VarlenFixture f;
   f.Make();
