@@ -86,13 +86,16 @@ BlasBackwardBaseline::BlasBackwardBaseline(const BackwardParams& params, Baselin
 
 int BlasBackwardBaseline::Workers() const {
   if (arrangement_ == BaselineArrangement::kThreadedBlas) return 1;
-  return static_cast<int>(std::min<std::int64_t>(threads_, params_.attention.batch * params_.attention.heads_kv));
+  return static_cast<int>(
+      std::min<std::int64_t>(threads_, params_.attention.batch * params_.attention.heads_kv));
 }
 
-std::int64_t BlasBackwardBaseline::ScratchBytes(const BackwardParams& params, BaselineArrangement arrangement) {
+std::int64_t BlasBackwardBaseline::ScratchBytes(const BackwardParams& params,
+                                                BaselineArrangement arrangement) {
   const AttentionParams& p = params.attention;
   const std::int64_t workers = arrangement == BaselineArrangement::kThreadedBlas
-                                   ? 1 : std::min<std::int64_t>(std::max(p.num_threads, 1), p.batch * p.heads_kv);
+                                   ? 1
+                                   : std::min<std::int64_t>(std::max(p.num_threads, 1), p.batch * p.heads_kv);
   std::int64_t per_worker = 2 * p.seqlen_q * p.seqlen_k + p.seqlen_q;
   if (p.dtype != DType::kF32)
     per_worker += p.seqlen_q * 2 * (p.head_dim + p.HeadDimV()) + p.seqlen_k * 2 * (p.head_dim + p.HeadDimV());
@@ -120,15 +123,17 @@ void BlasBackwardBaseline::Group(std::int64_t b, std::int64_t hk, Scratch& s, in
   const DType t = p.dtype;
   const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.HeadDimV();
   const std::int64_t G = p.heads_q / p.heads_kv;
-  const F32Block K = Load(At(p.k, t, b * p.k_strides.batch + hk * p.k_strides.head), t, p.k_strides.seq, Nk, d,
-                          s.k, T);
-  const F32Block V = Load(At(p.v, t, b * p.v_strides.batch + hk * p.v_strides.head), t, p.v_strides.seq, Nk, dv,
-                          s.v, T);
+  const F32Block K =
+      Load(At(p.k, t, b * p.k_strides.batch + hk * p.k_strides.head), t, p.k_strides.seq, Nk, d, s.k, T);
+  const F32Block V =
+      Load(At(p.v, t, b * p.v_strides.batch + hk * p.v_strides.head), t, p.v_strides.seq, Nk, dv, s.v, T);
   void* dk_base = At(bp.dk, t, b * bp.dk_strides.batch + hk * bp.dk_strides.head);
   void* dv_base = At(bp.dv, t, b * bp.dv_strides.batch + hk * bp.dv_strides.head);
   const bool f32 = t == DType::kF32;
-  const F32Block dK = f32 ? F32Block{static_cast<float*>(dk_base), bp.dk_strides.seq} : F32Block{s.dk.data(), d};
-  const F32Block dV = f32 ? F32Block{static_cast<float*>(dv_base), bp.dv_strides.seq} : F32Block{s.dv.data(), dv};
+  const F32Block dK =
+      f32 ? F32Block{static_cast<float*>(dk_base), bp.dk_strides.seq} : F32Block{s.dk.data(), d};
+  const F32Block dV =
+      f32 ? F32Block{static_cast<float*>(dv_base), bp.dv_strides.seq} : F32Block{s.dv.data(), dv};
   ForRows(Nk, T, [&](std::int64_t j) {  // dK = dV = 0, then summed over the group's heads
     std::fill(dK.data + j * dK.ld, dK.data + j * dK.ld + d, 0.0f);
     std::fill(dV.data + j * dV.ld, dV.data + j * dV.ld + dv, 0.0f);
@@ -136,14 +141,15 @@ void BlasBackwardBaseline::Group(std::int64_t b, std::int64_t hk, Scratch& s, in
   float* P = s.P.data();
   float* dS = s.dS.data();
   for (std::int64_t h = hk * G; h < (hk + 1) * G; ++h) {
-    const F32Block Q = Load(At(p.q, t, b * p.q_strides.batch + h * p.q_strides.head), t, p.q_strides.seq, Nq, d,
-                            s.q, T);
-    const F32Block O = Load(At(p.o, t, b * p.o_strides.batch + h * p.o_strides.head), t, p.o_strides.seq, Nq, dv,
-                            s.o, T);
+    const F32Block Q =
+        Load(At(p.q, t, b * p.q_strides.batch + h * p.q_strides.head), t, p.q_strides.seq, Nq, d, s.q, T);
+    const F32Block O =
+        Load(At(p.o, t, b * p.o_strides.batch + h * p.o_strides.head), t, p.o_strides.seq, Nq, dv, s.o, T);
     const F32Block dO = Load(At(bp.d_o, t, b * bp.do_strides.batch + h * bp.do_strides.head), t,
                              bp.do_strides.seq, Nq, dv, s.d_o, T);
     void* dq_base = At(bp.dq, t, b * bp.dq_strides.batch + h * bp.dq_strides.head);
-    const F32Block dQ = f32 ? F32Block{static_cast<float*>(dq_base), bp.dq_strides.seq} : F32Block{s.dq.data(), d};
+    const F32Block dQ =
+        f32 ? F32Block{static_cast<float*>(dq_base), bp.dq_strides.seq} : F32Block{s.dq.data(), d};
     const float* lse = p.lse + (b * p.heads_q + h) * Nq;
 
     // S = s·Q Kᵀ into P, then P = exp(S − LSE) on each row's visible prefix; D = rowsum(dO ∘ O).
@@ -168,10 +174,10 @@ void BlasBackwardBaseline::Group(std::int64_t b, std::int64_t hk, Scratch& s, in
       for (std::int64_t j = 0; j < Nk; ++j) dS_i[j] = P_i[j] * (dS_i[j] - D);
     });
     // dQ = s·dS K;  dK += s·dSᵀ Q.
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int(Nq), Int(d), Int(Nk), scale_, dS, Int(Nk), K.data,
-                Int(K.ld), 0.0f, dQ.data, Int(dQ.ld));
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Int(Nk), Int(d), Int(Nq), scale_, dS, Int(Nk), Q.data,
-                Int(Q.ld), 1.0f, dK.data, Int(dK.ld));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int(Nq), Int(d), Int(Nk), scale_, dS, Int(Nk),
+                K.data, Int(K.ld), 0.0f, dQ.data, Int(dQ.ld));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Int(Nk), Int(d), Int(Nq), scale_, dS, Int(Nk),
+                Q.data, Int(Q.ld), 1.0f, dK.data, Int(dK.ld));
     Store(dQ, Nq, d, t, dq_base, bp.dq_strides.seq, T);
   }
   Store(dK, Nk, d, t, dk_base, bp.dk_strides.seq, T);

@@ -93,8 +93,10 @@ Row RunBackward(const BenchCase& c, const RunOptions& options, const Limits& lim
       const DType t = c.dtype;
       const std::int64_t per_slot = t == DType::kF32 ? 2 : 1;
       double diff = 0;
-      for (const auto& [mine, theirs] : {std::pair{&tensors.dq, &dq}, {&tensors.dk, &dk}, {&tensors.dv, &dv}}) {
-        const double d = MaxAbsDiff(mine->data(), t, theirs->data(), t, static_cast<std::int64_t>(mine->size()) / per_slot);
+      for (const auto& [mine, theirs] :
+           {std::pair{&tensors.dq, &dq}, {&tensors.dk, &dk}, {&tensors.dv, &dv}}) {
+        const double d = MaxAbsDiff(mine->data(), t, theirs->data(), t,
+                                    static_cast<std::int64_t>(mine->size()) / per_slot);
         diff = std::isnan(d) ? d : std::max(diff, d);
         if (std::isnan(diff)) break;
       }

@@ -57,7 +57,8 @@ BlasBaseline::BlasBaseline(const AttentionParams& params, BaselineArrangement ar
          params.window_right, "), softcap ", params.softcap, ", alibi ", params.alibi_slopes != nullptr,
          ", mask tensor ", params.mask.kind != MaskKind::kNone);
   }
-  if (params.num_threads < 1) Fail("num_threads must be resolved (>= 1) for the baseline, got ", params.num_threads);
+  if (params.num_threads < 1)
+    Fail("num_threads must be resolved (>= 1) for the baseline, got ", params.num_threads);
   scale_ = params.scale.value_or(1.0f / std::sqrt(static_cast<float>(params.head_dim)));
 
   const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim, dv = params.HeadDimV();
@@ -84,7 +85,8 @@ std::int64_t BlasBaseline::ScratchBytes(const AttentionParams& p, BaselineArrang
           ? 1 : std::min<std::int64_t>(std::max(p.num_threads, 1), p.batch * p.heads_q);
   std::int64_t per_worker = p.seqlen_q * p.seqlen_k;
   if (p.dtype != DType::kF32)
-    per_worker += p.seqlen_q * p.head_dim + p.seqlen_k * (p.head_dim + p.HeadDimV()) + p.seqlen_q * p.HeadDimV();
+    per_worker +=
+        p.seqlen_q * p.head_dim + p.seqlen_k * (p.head_dim + p.HeadDimV()) + p.seqlen_q * p.HeadDimV();
   return workers * per_worker * static_cast<std::int64_t>(sizeof(float));
 }
 

@@ -70,8 +70,9 @@ double CountFlops(const BenchCase& c) {
 
 double CountBytesRead(const BenchCase& c) {
   if (c.mode != Mode::kDecode) return 0;
-  return 2.0 * static_cast<double>(c.batch) * static_cast<double>(c.seqlen_k) * static_cast<double>(c.heads_kv) *
-         static_cast<double>(c.headdim) * static_cast<double>(SizeOf(c.dtype));
+  return 2.0 * static_cast<double>(c.batch) * static_cast<double>(c.seqlen_k) *
+         static_cast<double>(c.heads_kv) * static_cast<double>(c.headdim) *
+         static_cast<double>(SizeOf(c.dtype));
 }
 
 }  // namespace flashattn::bench

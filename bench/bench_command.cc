@@ -84,7 +84,8 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
     if (value < 1) Fail(option, " must be >= 1, got ", value);
   };
   const auto only_for = [&](const char* option, bool given, Mode mode) {
-    if (given && c.mode != mode) Fail(option, " applies to --mode ", ToString(mode), " only, got --mode ", o.mode);
+    if (given && c.mode != mode)
+      Fail(option, " applies to --mode ", ToString(mode), " only, got --mode ", o.mode);
   };
   only_for("--algorithm", algorithm.has_value(), Mode::kForward);
   only_for("--cache-len", o.cache_len.has_value(), Mode::kDecode);
@@ -115,11 +116,12 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
     Fail("--heads-kv must divide --heads, got --heads ", c.heads, " and --heads-kv ", c.heads_kv);
   if (c.headdim > kMaxHeadDim) Fail("--headdim must be <= ", kMaxHeadDim, ", got ", c.headdim);
   // Each tensor is allocated in full: refuse sizes that cannot be (the library validates the rest).
-  const double largest = static_cast<double>(c.batch) * static_cast<double>(std::max(c.seqlen_q, c.seqlen_k)) *
+  const double largest = static_cast<double>(c.batch) *
+                         static_cast<double>(std::max(c.seqlen_q, c.seqlen_k)) *
                          static_cast<double>(c.heads) * static_cast<double>(c.headdim) * SizeOf(c.dtype);
   if (largest > 0x1p40)
-    Fail("--batch, --seqlen, --seqlen-k, --cache-len, --heads, --headdim: a tensor would need ", largest / 0x1p30,
-         " GiB");
+    Fail("--batch, --seqlen, --seqlen-k, --cache-len, --heads, --headdim: a tensor would need ",
+         largest / 0x1p30, " GiB");
   return {c};
 }
 
@@ -163,8 +165,9 @@ namespace flashattn::cli {
 void AddBenchCommand(CLI::App& app) {
   auto options = std::make_shared<bench::BenchOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "bench", "Time flashattn::forward, decode or backward against an OpenBLAS baseline, the measured FMA peak "
-               "and (decode) the measured memory bandwidth. Without shape options it runs a default sweep.");
+      "bench",
+      "Time flashattn::forward, decode or backward against an OpenBLAS baseline, the measured FMA peak "
+      "and (decode) the measured memory bandwidth. Without shape options it runs a default sweep.");
   bench::BenchOptions& o = *options;
   // Shape options.
   cmd->add_option("--mode", o.mode, "What to time: forward, decode, backward")->capture_default_str();
@@ -191,10 +194,12 @@ void AddBenchCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--report-memory", o.run.report_memory,
                 "Report the peak resident memory growth of the first call (Linux VmHWM)");
-  cmd->add_flag("--no-baseline", [&o](std::int64_t) { o.run.baseline = false; }, "Skip the OpenBLAS baseline");
+  cmd->add_flag(
+      "--no-baseline", [&o](std::int64_t) { o.run.baseline = false; }, "Skip the OpenBLAS baseline");
   cmd->callback([cmd, options] {
-    for (const char* shape_option : {"--mode", "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k",
-                                     "--cache-len", "--num-splits", "--paged", "--headdim", "--causal", "--dtype"})
+    for (const char* shape_option :
+         {"--mode", "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--cache-len",
+          "--num-splits", "--paged", "--headdim", "--causal", "--dtype"})
       if (cmd->count(shape_option) > 0) options->single = true;
     bench::RunBench(*options, std::cout);
   });

@@ -20,10 +20,12 @@ BlasDecodeBaseline::BlasDecodeBaseline(const DecodeBaselineProblem& problem, Bas
   if (p.num_threads < 1) Fail("decode baseline: num_threads must be >= 1, got ", p.num_threads);
   for (std::int64_t b = 0; b < p.batch; ++b)
     if (p.cache_seqlens[b] < 0 || p.cache_seqlens[b] > p.cache_seqlen_max)
-      Fail("decode baseline: cache_seqlens[", b, "] = ", p.cache_seqlens[b], " outside [0, ", p.cache_seqlen_max, "]");
+      Fail("decode baseline: cache_seqlens[", b, "] = ", p.cache_seqlens[b], " outside [0, ",
+           p.cache_seqlen_max, "]");
   scale_ = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   const std::int64_t G = p.heads_q / p.heads_kv;
-  scratch_.assign(static_cast<std::size_t>(Workers()), std::vector<float>(static_cast<std::size_t>(G * p.cache_seqlen_max)));
+  scratch_.assign(static_cast<std::size_t>(Workers()),
+                  std::vector<float>(static_cast<std::size_t>(G * p.cache_seqlen_max)));
 }
 
 int BlasDecodeBaseline::Workers() const {
@@ -31,9 +33,11 @@ int BlasDecodeBaseline::Workers() const {
   return static_cast<int>(std::min<std::int64_t>(p_.num_threads, p_.batch * p_.heads_kv));
 }
 
-std::int64_t BlasDecodeBaseline::ScratchBytes(const DecodeBaselineProblem& p, BaselineArrangement arrangement) {
+std::int64_t BlasDecodeBaseline::ScratchBytes(const DecodeBaselineProblem& p,
+                                              BaselineArrangement arrangement) {
   const std::int64_t workers = arrangement == BaselineArrangement::kThreadedBlas
-                                   ? 1 : std::min<std::int64_t>(std::max(p.num_threads, 1), p.batch * p.heads_kv);
+                                   ? 1
+                                   : std::min<std::int64_t>(std::max(p.num_threads, 1), p.batch * p.heads_kv);
   return workers * (p.heads_q / std::max<std::int64_t>(p.heads_kv, 1)) * p.cache_seqlen_max *
          static_cast<std::int64_t>(sizeof(float));
 }
@@ -52,7 +56,8 @@ void BlasDecodeBaseline::Run() {
     Group(index / p_.heads_kv, index % p_.heads_kv, scratch_[omp_get_thread_num()], 1);
 }
 
-void BlasDecodeBaseline::Group(std::int64_t b, std::int64_t hk, std::vector<float>& scores, int row_threads) const {
+void BlasDecodeBaseline::Group(std::int64_t b, std::int64_t hk, std::vector<float>& scores,
+                               int row_threads) const {
   const DecodeBaselineProblem& p = p_;
   const std::int64_t G = p.heads_q / p.heads_kv, d = p.head_dim, N = p.cache_seqlens[b];
   const std::int64_t ld_q = p.heads_q * d, ld_kv = p.heads_kv * d;  // row strides of q/o and of the cache

@@ -91,7 +91,8 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   std::vector<std::int32_t> cache_seqlens, block_table;
   DecodeParams p = DecodeParamsOf(c, &cache_seqlens, &block_table);
   const std::int64_t q_elems = c.batch * c.seqlen_q * c.heads * c.headdim;
-  const std::int64_t cache_elems = (p.Paged() ? p.num_pages * p.page_size : c.batch * c.seqlen_k) * c.heads_kv * c.headdim;
+  const std::int64_t cache_elems =
+      (p.Paged() ? p.num_pages * p.page_size : c.batch * c.seqlen_k) * c.heads_kv * c.headdim;
   std::vector<std::uint16_t> q = RandomElements(q_elems, c.dtype, 0x5eed);
   std::vector<std::uint16_t> k = RandomElements(cache_elems, c.dtype, 0x5eed + 1);
   std::vector<std::uint16_t> v = RandomElements(cache_elems, c.dtype, 0x5eed + 2);
@@ -103,7 +104,8 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   p.o = o.data();
   p.lse = lse.data();
   Validate(p);
-  row.tensor_bytes = static_cast<std::int64_t>((q.size() + k.size() + v.size() + o.size()) * 2 + lse.size() * 4);
+  row.tensor_bytes =
+      static_cast<std::int64_t>((q.size() + k.size() + v.size() + o.size()) * 2 + lse.size() * 4);
 
   Traffic traffic;
   traffic.bytes_read = CountBytesRead(c);
@@ -154,7 +156,8 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
       return std::function<void()>([baseline] { baseline->Run(); });
     };
     row.baseline = TimeArrangements(c.threads, options.timing, prepare, &row.note);
-    if (row.baseline) row.max_abs_diff_vs_baseline = MaxAbsDiff(o.data(), c.dtype, o32.data(), DType::kF32, q_elems);
+    if (row.baseline)
+      row.max_abs_diff_vs_baseline = MaxAbsDiff(o.data(), c.dtype, o32.data(), DType::kF32, q_elems);
   }
   row.traffic = traffic;
   return row;

@@ -82,7 +82,8 @@ Row RunForward(const BenchCase& c, const RunOptions& options, const Limits& limi
     };
     row.baseline = TimeArrangements(c.threads, options.timing, prepare, &row.note);
     const std::int64_t outputs = params.batch * params.seqlen_q * params.heads_q * params.HeadDimV();
-    if (row.baseline) row.max_abs_diff_vs_baseline = MaxAbsDiff(params.o, params.dtype, o.data(), params.dtype, outputs);
+    if (row.baseline)
+      row.max_abs_diff_vs_baseline = MaxAbsDiff(params.o, params.dtype, o.data(), params.dtype, outputs);
   }
   return row;
 }

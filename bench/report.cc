@@ -35,7 +35,9 @@ double Row::Gbps() const {
   return traffic && timing.median_ms > 0 ? traffic->bytes_read / (timing.median_ms * 1e-3) * 1e-9 : 0;
 }
 
-double Row::BandwidthFraction() const { return traffic && traffic->read_gbs > 0 ? Gbps() / traffic->read_gbs : 0; }
+double Row::BandwidthFraction() const {
+  return traffic && traffic->read_gbs > 0 ? Gbps() / traffic->read_gbs : 0;
+}
 
 std::optional<double> Row::BaselineGbps() const {
   if (!traffic || !baseline || baseline->timing.median_ms <= 0) return std::nullopt;
@@ -165,9 +167,9 @@ std::string ToJson(const Row& row) {
 void PrintTableHeader(std::ostream& out) {
   char line[256];
   std::snprintf(line, sizeof(line),
-                "%-8s %-9s %-4s %3s %4s %4s %6s %6s %4s %-6s %2s %10s %8s %6s %10s %-14s %7s | %8s %6s %7s", "mode",
-                "algorithm", "type", "b", "h", "hkv", "Nq", "Nk", "d", "mask", "T", "median_ms", "GFLOP/s", "%peak",
-                "base_ms", "base_threading", "speedup", "cpuGF/s", "cpu%pk", "cpu_spd");
+                "%-8s %-9s %-4s %3s %4s %4s %6s %6s %4s %-6s %2s %10s %8s %6s %10s %-14s %7s | %8s %6s %7s",
+                "mode", "algorithm", "type", "b", "h", "hkv", "Nq", "Nk", "d", "mask", "T", "median_ms",
+                "GFLOP/s", "%peak", "base_ms", "base_threading", "speedup", "cpuGF/s", "cpu%pk", "cpu_spd");
   out << line << "\n";
 }
 
@@ -180,22 +182,23 @@ void PrintTableRow(std::ostream& out, const Row& row) {
     std::snprintf(cpu_speedup, sizeof(cpu_speedup), "%.2fx", *row.CpuSpeedupVsBaseline());
   }
   char line[512];
-  std::snprintf(line, sizeof(line),
-                "%-8s %-9s %-4s %3lld %4lld %4lld %6lld %6lld %4lld %-6s %2d %10.2f %8.1f %5.1f%% %10s %-14s %7s | "
-                "%8.1f %5.1f%% %7s",
-                std::string(ToString(c.mode)).c_str(), c.AlgorithmName().c_str(),
-                std::string(ToString(c.dtype)).c_str(), static_cast<long long>(c.batch),
-                static_cast<long long>(c.heads), static_cast<long long>(c.heads_kv),
-                static_cast<long long>(c.seqlen_q), static_cast<long long>(c.seqlen_k),
-                static_cast<long long>(c.headdim), c.causal ? "causal" : "full", c.threads, row.timing.median_ms,
-                row.Gflops(), 100 * row.PeakFraction(), base_ms,
-                row.baseline ? row.baseline->arrangement.c_str() : "-", speedup, row.CpuGflops(),
-                100 * row.CpuPeakFraction(), cpu_speedup);
+  std::snprintf(
+      line, sizeof(line),
+      "%-8s %-9s %-4s %3lld %4lld %4lld %6lld %6lld %4lld %-6s %2d %10.2f %8.1f %5.1f%% %10s %-14s %7s | "
+      "%8.1f %5.1f%% %7s",
+      std::string(ToString(c.mode)).c_str(), c.AlgorithmName().c_str(),
+      std::string(ToString(c.dtype)).c_str(), static_cast<long long>(c.batch),
+      static_cast<long long>(c.heads), static_cast<long long>(c.heads_kv), static_cast<long long>(c.seqlen_q),
+      static_cast<long long>(c.seqlen_k), static_cast<long long>(c.headdim), c.causal ? "causal" : "full",
+      c.threads, row.timing.median_ms, row.Gflops(), 100 * row.PeakFraction(), base_ms,
+      row.baseline ? row.baseline->arrangement.c_str() : "-", speedup, row.CpuGflops(),
+      100 * row.CpuPeakFraction(), cpu_speedup);
   out << line;
   if (row.traffic) {
     char traffic[160];
-    std::snprintf(traffic, sizeof(traffic), "  %.1f GB/s = %.0f%% of read %.1f GB/s (triad %.1f), splits %lld",
-                  row.Gbps(), 100 * row.BandwidthFraction(), row.traffic->read_gbs, row.traffic->triad_gbs,
+    std::snprintf(traffic, sizeof(traffic),
+                  "  %.1f GB/s = %.0f%% of read %.1f GB/s (triad %.1f), splits %lld", row.Gbps(),
+                  100 * row.BandwidthFraction(), row.traffic->read_gbs, row.traffic->triad_gbs,
                   static_cast<long long>(row.traffic->num_splits));
     out << traffic;
   }

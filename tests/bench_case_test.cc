@@ -135,7 +135,8 @@ TEST(PlanCases, WithoutShapeOptionsRunsTheSweepIncludingTheTargetShape) {
     EXPECT_FALSE(c.algorithm.has_value());
     decode_rows += c.mode == Mode::kDecode;
     backward_rows += c.mode == Mode::kBackward;
-    if (c.mode == Mode::kForward && c.batch == 1 && c.heads == 8 && c.heads_kv == 8 && c.seqlen_q == 4096 && c.headdim == 128) {
+    if (c.mode == Mode::kForward && c.batch == 1 && c.heads == 8 && c.heads_kv == 8 && c.seqlen_q == 4096 &&
+        c.headdim == 128) {
       if (c.dtype == DType::kF32) (c.causal ? target_causal : target) = true;
       if (c.dtype == DType::kF16 && !c.causal) target_f16 = true;
     }
@@ -229,7 +230,8 @@ TEST(PlanCases, RejectsBadValuesNamingTheOption) {
       {"--mode", "sideways", [](BenchOptions& o) { o.mode = "sideways"; }},
       {"--seqlen", "1099511627776", [](BenchOptions& o) { o.seqlen = std::int64_t{1} << 40; }},
       {"--cache-len", "0", [](BenchOptions& o) { o.mode = "decode"; o.cache_len = 0; }},
-      {"--cache-len", "4294967296", [](BenchOptions& o) { o.mode = "decode"; o.cache_len = std::int64_t{1} << 32; }},
+      {"--cache-len", "4294967296",
+       [](BenchOptions& o) { o.mode = "decode"; o.cache_len = std::int64_t{1} << 32; }},
       {"--num-splits", "-1", [](BenchOptions& o) { o.mode = "decode"; o.num_splits = -1; }},
       {"--paged", "0", [](BenchOptions& o) { o.mode = "decode"; o.paged = 0; }},
       {"--cache-len", "forward", [](BenchOptions& o) { o.cache_len = 100; }},

@@ -81,8 +81,8 @@ TEST(DecodeBaseline, EqualsFlashattnDecodeOnAFloat32Cache) {
       std::fill(lse_base.begin(), lse_base.end(), std::numeric_limits<float>::quiet_NaN());
       BlasDecodeBaseline baseline(problem, arrangement);
       baseline.Run();
-      const std::string what = "batch " + std::to_string(s.batch) + " Nq " + std::to_string(s.seqlen_q) + " " +
-                               std::string(ToString(arrangement));
+      const std::string what = "batch " + std::to_string(s.batch) + " Nq " + std::to_string(s.seqlen_q) +
+                               " " + std::string(ToString(arrangement));
       EXPECT_LE(MaxAbsDiff(o_lib.data(), DType::kF32, o_base.data(), DType::kF32, q_elems), 2e-6) << what;
       for (std::size_t r = 0; r < lse_lib.size(); ++r) {
         if (std::isinf(lse_lib[r])) EXPECT_EQ(lse_base[r], lse_lib[r]) << what << " row " << r;

@@ -45,18 +45,20 @@ TEST(BenchReport, DerivedRatesFollowFromTheMedians) {
 }
 
 TEST(BenchReport, JsonLineHasEveryRequiredFieldInOrder) {
-  EXPECT_EQ(ToJson(ExampleRow()),
-            "{\"name\": \"forward_default_f32_b1_h8_hkv8_nq4096_nk4096_d128\", \"mode\": \"forward\", "
-            "\"algorithm\": \"default\", \"batch\": 1, \"heads\": 8, \"heads_kv\": 8, \"seqlen_q\": 4096, "
-            "\"seqlen_k\": 4096, \"headdim\": 128, \"causal\": false, \"dtype\": \"f32\", \"threads\": 2, "
-            "\"runs\": 5, \"median_ms\": 500, \"min_ms\": 490, \"max_ms\": 520, \"gflops\": 137.439, "
-            "\"peak_gflops\": 200, \"peak_target\": \"AVX2\", \"peak_fraction\": 0.687195, "
-            "\"median_cpu_ms\": 1200, \"cpu_gflops\": 114.532, \"peak_cpu_gflops\": 196, "
-            "\"cpu_peak_fraction\": 0.584349, "
-            "\"baseline_median_ms\": 650, \"baseline_gflops\": 105.722, \"baseline_arrangement\": \"heads-parallel\", "
-            "\"baseline_heads-parallel_median_ms\": 650, \"baseline_threaded-blas_median_ms\": 700, "
-            "\"speedup_vs_baseline\": 1.3, \"baseline_median_cpu_ms\": 1500, \"cpu_speedup_vs_baseline\": 1.25, "
-            "\"max_abs_diff_vs_baseline\": 1.5e-06, \"tensor_bytes\": 67239936}");
+  EXPECT_EQ(
+      ToJson(ExampleRow()),
+      "{\"name\": \"forward_default_f32_b1_h8_hkv8_nq4096_nk4096_d128\", \"mode\": \"forward\", "
+      "\"algorithm\": \"default\", \"batch\": 1, \"heads\": 8, \"heads_kv\": 8, \"seqlen_q\": 4096, "
+      "\"seqlen_k\": 4096, \"headdim\": 128, \"causal\": false, \"dtype\": \"f32\", \"threads\": 2, "
+      "\"runs\": 5, \"median_ms\": 500, \"min_ms\": 490, \"max_ms\": 520, \"gflops\": 137.439, "
+      "\"peak_gflops\": 200, \"peak_target\": \"AVX2\", \"peak_fraction\": 0.687195, "
+      "\"median_cpu_ms\": 1200, \"cpu_gflops\": 114.532, \"peak_cpu_gflops\": 196, "
+      "\"cpu_peak_fraction\": 0.584349, "
+      "\"baseline_median_ms\": 650, \"baseline_gflops\": 105.722, \"baseline_arrangement\": "
+      "\"heads-parallel\", "
+      "\"baseline_heads-parallel_median_ms\": 650, \"baseline_threaded-blas_median_ms\": 700, "
+      "\"speedup_vs_baseline\": 1.3, \"baseline_median_cpu_ms\": 1500, \"cpu_speedup_vs_baseline\": 1.25, "
+      "\"max_abs_diff_vs_baseline\": 1.5e-06, \"tensor_bytes\": 67239936}");
 }
 
 TEST(BenchReport, JsonLineWithoutBaselineHasNullsAndTheReason) {
@@ -69,7 +71,8 @@ TEST(BenchReport, JsonLineWithoutBaselineHasNullsAndTheReason) {
   EXPECT_NE(json.find("\"baseline_median_ms\": null"), std::string::npos) << json;
   EXPECT_NE(json.find("\"speedup_vs_baseline\": null"), std::string::npos) << json;
   EXPECT_NE(json.find("\"peak_rss_growth_bytes\": 3145728"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"note\": \"threaded-blas baseline skipped: needs \\\"16384\\\" MiB\"}"), std::string::npos)
+  EXPECT_NE(json.find("\"note\": \"threaded-blas baseline skipped: needs \\\"16384\\\" MiB\"}"),
+            std::string::npos)
       << json;
   EXPECT_EQ(json.find('\n'), std::string::npos);
 }
@@ -128,7 +131,11 @@ TEST(BenchReport, DecodeJsonHasTheTrafficFields) {
 TEST(BenchReport, JsonEscapesStringsAndWritesNonFiniteAsNull) {
   EXPECT_EQ(JsonString("a\"b\\c\nd\x01"), "\"a\\\"b\\\\c\\nd\\u0001\"");
   JsonLine json;
-  json.Add("nan", std::nan("")).Add("inf", 1.0 / 0.0).Add("x", 0.25).Add("n", std::int64_t{-3}).Add("t", true);
+  json.Add("nan", std::nan(""))
+      .Add("inf", 1.0 / 0.0)
+      .Add("x", 0.25)
+      .Add("n", std::int64_t{-3})
+      .Add("t", true);
   EXPECT_EQ(json.str(), "{\"nan\": null, \"inf\": null, \"x\": 0.25, \"n\": -3, \"t\": true}");
   EXPECT_EQ(JsonLine().str(), "{}");
 }
@@ -137,9 +144,10 @@ TEST(BenchReport, TableRowAlignsUnderTheHeader) {
   std::ostringstream header, line;
   PrintTableHeader(header);
   PrintTableRow(line, ExampleRow());
-  EXPECT_EQ(line.str(),
-            "forward  default   f32    1    8    8   4096   4096  128 full    2     500.00    137.4  68.7%     "
-            "650.00 heads-parallel   1.30x |    114.5  58.4%   1.25x\n");
+  EXPECT_EQ(
+      line.str(),
+      "forward  default   f32    1    8    8   4096   4096  128 full    2     500.00    137.4  68.7%     "
+      "650.00 heads-parallel   1.30x |    114.5  58.4%   1.25x\n");
   EXPECT_EQ(header.str().size(), line.str().size()) << header.str() << line.str();
 }
 

@@ -62,7 +62,8 @@ HWY_INLINE void DotRows(const float* Q, std::int64_t d, const T* k, const T* k1,
     a0 = hn::MulAdd(q0, k_e, a0);
     b0 = hn::MulAdd(q0, k1_e, b0);
     if constexpr (n == kRows) {
-      const VF q1 = hn::LoadU(df, Q + d + e), q2 = hn::LoadU(df, Q + 2 * d + e), q3 = hn::LoadU(df, Q + 3 * d + e);
+      const VF q1 = hn::LoadU(df, Q + d + e), q2 = hn::LoadU(df, Q + 2 * d + e),
+               q3 = hn::LoadU(df, Q + 3 * d + e);
       a1 = hn::MulAdd(q1, k_e, a1);
       b1 = hn::MulAdd(q1, k1_e, b1);
       a2 = hn::MulAdd(q2, k_e, a2);
@@ -302,9 +303,13 @@ namespace flashattn::decoding {
 
 HWY_EXPORT(AttendChunkImpl);
 
-std::int64_t AttendScratchFloats(std::int64_t heads, std::int64_t R) { return heads * (R * kDecodeBc + 2 * R); }
+std::int64_t AttendScratchFloats(std::int64_t heads, std::int64_t R) {
+  return heads * (R * kDecodeBc + 2 * R);
+}
 
-void AttendChunk(const ChunkTask& task, float* scratch) { HWY_DYNAMIC_DISPATCH(AttendChunkImpl)(task, scratch); }
+void AttendChunk(const ChunkTask& task, float* scratch) {
+  HWY_DYNAMIC_DISPATCH(AttendChunkImpl)(task, scratch);
+}
 
 }  // namespace flashattn::decoding
 #endif  // HWY_ONCE

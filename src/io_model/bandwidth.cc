@@ -72,7 +72,8 @@ Bandwidth MeasureBandwidth(int threads, std::int64_t array_bytes, int trials) {
   const int T = result.threads;
   const std::int64_t n = array_bytes / 8;
   // First touch by the thread that later streams each share (its pages on that thread's memory node).
-  std::vector<double> a(static_cast<std::size_t>(n)), b(static_cast<std::size_t>(n)), c(static_cast<std::size_t>(n));
+  std::vector<double> a(static_cast<std::size_t>(n)), b(static_cast<std::size_t>(n)),
+      c(static_cast<std::size_t>(n));
 #pragma omp parallel num_threads(T)
   {
     const auto [begin, end] = Share(n, T, omp_get_thread_num());
