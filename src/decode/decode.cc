@@ -165,9 +165,10 @@ void decode(const DecodeParams& p) {
       task.kv = {static_cast<const char*>(p.k_cache) + seq, static_cast<const char*>(p.v_cache) + seq,
                  p.cache_strides.seq, 0, 0, nullptr};
     }
-    task.O = &O_partial[item * rows_per_item * d];
-    task.lse = &lse_partial[item * rows_per_item];
-    decoding::AttendChunk(task, &scratch[omp_get_thread_num() * scratch_floats]);
+    // data() + offset: with no query rows the vectors are empty and operator[] would be out of range.
+    task.O = O_partial.data() + item * rows_per_item * d;
+    task.lse = lse_partial.data() + item * rows_per_item;
+    decoding::AttendChunk(task, scratch.data() + omp_get_thread_num() * scratch_floats);
   }
 
   // Partials of row (hk, r) of sequence b sit splits apart: O at (b·splits + s)·Hkv·R + hk·R + r rows of d.

@@ -28,7 +28,9 @@ HeadProblem::HeadProblem(const AttentionParams& p, std::int64_t b_index, std::in
       mask_(p.mask) {
   const std::int64_t elem = static_cast<std::int64_t>(SizeOf(p.dtype));
   const std::int64_t h_kv = h / (p.heads_q / p.heads_kv);
-  auto at = [elem](const void* base, const Strides& s, std::int64_t bb, std::int64_t hh) {
+  // An empty tensor may be null, and an offset from null is undefined behaviour: it stays null.
+  auto at = [elem](const void* base, const Strides& s, std::int64_t bb, std::int64_t hh) -> const char* {
+    if (base == nullptr) return nullptr;
     return static_cast<const char*>(base) + (bb * s.batch + hh * s.head) * elem;
   };
   q_ = at(p.q, p.q_strides, b, h);
@@ -38,7 +40,7 @@ HeadProblem::HeadProblem(const AttentionParams& p, std::int64_t b_index, std::in
   const WindowReach reach = WindowReachOf(p.causal, p.window_left, p.window_right);
   left_ = reach.left;
   right_ = reach.right;
-  if (mask_.kind != MaskKind::kNone) {
+  if (mask_.kind != MaskKind::kNone && mask_.data != nullptr) {
     const std::int64_t mask_elem = mask_.kind == MaskKind::kBool ? 1 : 4;
     mask_.data = static_cast<const char*>(mask_.data) +
                  (b * mask_.stride_batch + h * mask_.stride_head) * mask_elem;

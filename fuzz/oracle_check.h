@@ -1,0 +1,39 @@
+// The numerical check of the fuzz targets: a computed O and LSE against the float64 oracle
+// (reference::OracleHeadRows), element by element, within an a-priori rounding-error bound of each row.
+//
+// Why not the kernel tests' "at most twice the error of `standard`": on fuzzed shapes `standard` is often
+// exact (one key, V rows equal), so twice its error is zero and any rounding fails. Instead, per query row i
+// with visible keys j (u = 2⁻²⁴, the float32 unit roundoff):
+//   A_i  = max_j |s|·Σ_c |q_ic k_jc|     the size of the dot products before rounding
+//   M_i  = max_j |S_ij|                   the size of the scores
+//   δS_i = u·((d + 4)·A_i + 16·(M_i + 1) + 4·softcap) + q_error·max_j |s|·Σ_c q_bound_ic·|k_jc|
+//          (worst-case dot-product rounding, scale, softcap's tanh, bias terms, the max subtraction, the
+//          vector exp's 2 ulp; the last term is for queries the kernel computes itself, e.g. rotary q:
+//          each element within q_error·q_bound_ic of the exact query given to the oracle)
+//   |O_ic − O*_ic| ≤ 2·(2·δS_i + (Nk + 16)·u + 2·u_out)·V_i / (1 − p_drop)   with V_i = max |v_jc|
+//   |LSE_i − LSE*_i| ≤ 2·(δS_i + (Nk + 16)·u) + 4·u·|LSE*_i|
+// (first order in δS; the factor 2 covers the second-order terms while δS_i ≤ 1/4, beyond which the row is
+// only required to be finite). u_out is the unit roundoff of the output type (2⁻¹¹ float16, 2⁻⁸ bfloat16).
+// A row that sees no key must be exactly 0 with LSE = −inf. Any wrong key, mask, scale or missing rescale
+// gives errors of order V_i, far above the bound.
+#ifndef FLASHATTN_FUZZ_ORACLE_CHECK_H_
+#define FLASHATTN_FUZZ_ORACLE_CHECK_H_
+
+#include <string>
+
+#include "flashattn/flashattn.h"
+
+namespace flashattn::fuzz {
+
+// Compares params.o (and params.lse, if set) with the oracle over params' own inputs. Returns an empty
+// string if every element is within the bound, otherwise a description of the first one that is not.
+// q_bound, if given, is float32 laid out like params.q (params.dtype must then be float32).
+std::string CheckAgainstOracle(const AttentionParams& params, DType output_dtype, double q_error = 0.0,
+                               const float* q_bound = nullptr);
+
+// Prints `what` and the failure and aborts: libFuzzer records the input as a crash.
+[[noreturn]] void Fail(const std::string& what);
+
+}  // namespace flashattn::fuzz
+
+#endif  // FLASHATTN_FUZZ_ORACLE_CHECK_H_

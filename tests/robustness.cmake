@@ -1,0 +1,77 @@
+# Robustness (issue 8; docs/robustness.md).
+#
+# 1. The fuzz targets (fuzz/): in every build a CTest test replays each one's seed corpus and crash
+#    reproducers; with FLASHATTN_FUZZ they are libFuzzer programs for scripts/fuzz.sh.
+include(${PROJECT_SOURCE_DIR}/fuzz/fuzz.cmake)
+
+# 2. In a sanitizer build (FLASHATTN_SANITIZE, cmake/sanitizers.cmake), a subset of the tests labelled
+#    `sanitize`, run by `ctest --preset asan-ubsan` / `--preset tsan` (scripts/sanitize.sh), built by the target
+#    flashattn_sanitize_tests. Every report stops the test with a non-zero status.
+if(NOT FLASHATTN_SANITIZE)
+  return()
+endif()
+
+add_custom_target(flashattn_sanitize_tests)
+if("thread" IN_LIST FLASHATTN_SANITIZE)
+  # libomp's Archer tool tells TSan about OpenMP's barriers, tasks and reductions (libomp itself is not
+  # instrumented); without it every parallel region's hand-off would be reported.
+  get_filename_component(flashattn_llvm_lib ${CMAKE_CXX_COMPILER} REALPATH)
+  get_filename_component(flashattn_llvm_lib ${flashattn_llvm_lib} DIRECTORY)
+  find_library(FLASHATTN_ARCHER archer HINTS ${flashattn_llvm_lib}/../lib NO_DEFAULT_PATH)
+  find_library(FLASHATTN_ARCHER archer)
+  if(NOT FLASHATTN_ARCHER OR NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "FLASHATTN_SANITIZE=thread needs clang with libomp's Archer tool (libarcher.so, Debian "
+                        "package libomp-14-dev); found compiler ${CMAKE_CXX_COMPILER_ID}, archer '${FLASHATTN_ARCHER}'")
+  endif()
+  set(flashattn_sanitize_env "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:history_size=4"
+                             "OMP_TOOL_LIBRARIES=${FLASHATTN_ARCHER}" "ARCHER_OPTIONS=verbose=0")
+  set(flashattn_sanitize_label tsan)
+else()
+  set(flashattn_sanitize_env
+      "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1"
+      "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
+  set(flashattn_sanitize_label asan)
+endif()
+
+# flashattn_sanitized_test(<test executable> <gtest filter>): the executable's cases that match, if it exists.
+function(flashattn_sanitized_test name filter)
+  if(NOT TARGET ${name})
+    return()
+  endif()
+  add_test(NAME sanitize.${name} COMMAND ${name} --gtest_brief=1 --gtest_filter=${filter})
+  set_tests_properties(sanitize.${name} PROPERTIES LABELS "sanitize;${flashattn_sanitize_label}"
+                                                   ENVIRONMENT "${flashattn_sanitize_env}" TIMEOUT 900)
+  add_dependencies(flashattn_sanitize_tests ${name})
+endfunction()
+
+if(flashattn_sanitize_label STREQUAL "asan")
+  # Every entry point, every kernel on every compiled SIMD target, the reference layer, the .npy reader and
+  # the command line; the big parameterized matrices cut to a few shapes each.
+  flashattn_sanitized_test(validation_test "*")
+  flashattn_sanitized_test(decode_validation_test "*")
+  flashattn_sanitized_test(backward_validation_test "*")
+  flashattn_sanitized_test(reference_attention_test "*")
+  flashattn_sanitized_test(softmax_test "*")
+  flashattn_sanitized_test(kernel_exp_test "*")
+  flashattn_sanitized_test(kernel_fused_test
+    "*/*b2_nq97_nk113_hq4_hkv2_d40_dv40*:*/*b1_nq77_nk40_hq2_hkv2_d512_dv7*:*/*b1_nq1_nk1025_hq1_hkv1_d59_*:FusedKernelTest.EveryForcedBlockSize*:FusedKernelTest.MaskTensor*:FusedKernelTest.RowsWithout*:FusedKernelTest.Empty*:FusedKernelTest.Dropout*")
+  flashattn_sanitized_test(kernel_threads_test "*")
+  flashattn_sanitized_test(merge_test "*")
+  flashattn_sanitized_test(decode_test "*")
+  flashattn_sanitized_test(decode_varlen_test "*")
+  flashattn_sanitized_test(backward_kernel_test
+    "FusedBackwardTest.*:*FusedBackwardHalfTest*/0:*FusedBackwardMatrixTest*/0:*FusedBackwardMatrixTest*/7")
+  flashattn_sanitized_test(backward_reference_test "StandardBackwardTest.*:BackwardEdgeTest.*")
+  flashattn_sanitized_test(backward_dropout_test "PhiloxTest.*:DropoutForwardTest.*")
+  flashattn_sanitized_test(backward_varlen_test "*")
+  flashattn_sanitized_test(npy_test "*")
+  flashattn_sanitized_test(cli_test "*")
+else()
+  # The threaded paths: the fused forward on 1, 2 and 4 threads and from concurrent callers, decode's
+  # splits merged across threads, the backward pass's threads, varlen, and the concurrency suite.
+  flashattn_sanitized_test(kernel_threads_test "*")
+  flashattn_sanitized_test(decode_test "Decode.AnySplitCount*:Decode.PagedEquals*:Decode.AgreesWithTheReference*")
+  flashattn_sanitized_test(decode_varlen_test "*")
+  flashattn_sanitized_test(backward_kernel_test "FusedBackwardTest.AnyThreadCount*:FusedBackwardTest.TwentyRepeated*")
+  flashattn_sanitized_test(concurrency_test "*")
+endif()
