@@ -36,6 +36,10 @@ double Row::Gbps() const {
 }
 
 double Row::BandwidthFraction() const {
+  return traffic && traffic->triad_gbs > 0 ? Gbps() / traffic->triad_gbs : 0;
+}
+
+double Row::ReadBandwidthFraction() const {
   return traffic && traffic->read_gbs > 0 ? Gbps() / traffic->read_gbs : 0;
 }
 
@@ -151,9 +155,10 @@ std::string ToJson(const Row& row) {
         .Add("page_size", c.page_size)
         .Add("bytes_read", static_cast<std::int64_t>(t.bytes_read))
         .Add("gbps", row.Gbps())
-        .Add("bandwidth_gbps", t.read_gbs)
-        .Add("triad_gbps", t.triad_gbs)
-        .Add("bandwidth_fraction", row.BandwidthFraction());
+        .Add("bandwidth_gbps", t.triad_gbs)
+        .Add("bandwidth_fraction", row.BandwidthFraction())
+        .Add("read_bandwidth_gbps", t.read_gbs)
+        .Add("read_bandwidth_fraction", row.ReadBandwidthFraction());
     if (row.baseline) json.Add("baseline_gbps", *row.BaselineGbps()).Add("baseline_cache", t.baseline_cache);
   }
   if (row.max_abs_diff_vs_baseline) json.Add("max_abs_diff_vs_baseline", *row.max_abs_diff_vs_baseline);
@@ -197,9 +202,9 @@ void PrintTableRow(std::ostream& out, const Row& row) {
   if (row.traffic) {
     char traffic[160];
     std::snprintf(traffic, sizeof(traffic),
-                  "  %.1f GB/s = %.0f%% of read %.1f GB/s (triad %.1f), splits %lld", row.Gbps(),
-                  100 * row.BandwidthFraction(), row.traffic->read_gbs, row.traffic->triad_gbs,
-                  static_cast<long long>(row.traffic->num_splits));
+                  "  %.1f GB/s = %.0f%% of triad %.1f GB/s, %.0f%% of read %.1f, splits %lld", row.Gbps(),
+                  100 * row.BandwidthFraction(), row.traffic->triad_gbs, 100 * row.ReadBandwidthFraction(),
+                  row.traffic->read_gbs, static_cast<long long>(row.traffic->num_splits));
     out << traffic;
   }
   if (row.peak_rss_growth_bytes) {

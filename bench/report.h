@@ -24,8 +24,8 @@ struct BaselineResult {
 // Decode rows: the bytes the call must read, against the bandwidth measured in the same run.
 struct Traffic {
   double bytes_read = 0;       // CountBytesRead
-  double read_gbs = 0;         // io_model::Bandwidth::read_gbs, the denominator of bandwidth_fraction
-  double triad_gbs = 0;        // io_model::Bandwidth::triad_gbs, reported for reference
+  double triad_gbs = 0;  // io_model::Bandwidth::triad_gbs: the denominator of bandwidth_fraction (issue 4's)
+  double read_gbs = 0;   // io_model::Bandwidth::read_gbs: of read_bandwidth_fraction (four read streams)
   std::int64_t num_splits = 0;  // the split count the call used (ChooseNumSplits when the case says 0)
   std::string baseline_cache;  // what the baseline reads, e.g. "f32 contiguous copy"
 };
@@ -54,10 +54,11 @@ struct Row {
   double CpuGflops() const;
   double CpuPeakFraction() const;
   std::optional<double> CpuSpeedupVsBaseline() const;
-  // Decode rows (0 / nullopt otherwise): bytes_read / median time, its fraction of the read bandwidth, and
+  // Decode rows (0 / nullopt otherwise): bytes_read / median time, its fractions of the bandwidths, and
   // the baseline's rate over the same bytes.
   double Gbps() const;
-  double BandwidthFraction() const;
+  double BandwidthFraction() const;      // gbps / triad bandwidth
+  double ReadBandwidthFraction() const;  // gbps / read bandwidth
   std::optional<double> BaselineGbps() const;
 };
 
