@@ -359,7 +359,8 @@ void CheckOutputs(const DecodeCall& call, const std::string& what) {
     // The kernel rotates q itself (maybe rounding it to the element type): each rotated element is within
     // (2·u_out + 4u)·(|x0| + |x1|) of the exact rotation.
     const double q_error = p.rotary_dim > 0 ? 2 * UnitRoundoff(p.dtype) + 4 * 0x1p-24 : 0.0;
-    const std::string error = CheckAgainstOracle(f, p.dtype, q_error, q_bound.data());
+    const std::string error =
+        CheckAgainstOracle(f, {.output = p.dtype, .q_error = q_error, .q_bound = q_bound.data()});
     if (!error.empty()) Fail(what + ": sequence " + std::to_string(b) + " (" + std::to_string(Nk) + " keys): " + error);
   }
 }

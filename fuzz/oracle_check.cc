@@ -31,10 +31,12 @@ double UnitRoundoff(DType dtype) {
 
 }  // namespace
 
-std::string CheckAgainstOracle(const AttentionParams& p, DType output_dtype, double q_error, const float* q_bound) {
+std::string CheckAgainstOracle(const AttentionParams& p, const Rounding& rounding) {
   constexpr double u = 0x1p-24;
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-  const double u_out = UnitRoundoff(output_dtype);
+  const double u_out = UnitRoundoff(rounding.output), u_S = rounding.stored_scores;
+  const double q_error = rounding.q_error;
+  const float* q_bound = rounding.q_bound;
   const double keep = 1.0 - p.dropout_p;
   const Strides& os = p.o_strides;
   for (std::int64_t b = 0; b < p.batch; ++b) {
@@ -82,9 +84,9 @@ std::string CheckAgainstOracle(const AttentionParams& p, DType output_dtype, dou
           if (p.lse && lse != kNegInf) return "row " + where.str() + " sees no key but LSE = " + std::to_string(lse);
           continue;
         }
-        const double dS = u * ((d + 4) * A + 16 * (M + 1) + 4 * p.softcap) + q_error * A_q;
+        const double dS = u * ((d + 4) * A + 16 * (M + 1) + 4 * p.softcap) + u_S * (M + 1) + q_error * A_q;
         const bool bounded = dS <= 0.25;
-        const double o_tolerance = 2 * (2 * dS + (Nk + 16) * u + 2 * u_out) * V_max / keep;
+        const double o_tolerance = 2 * (2 * dS + (Nk + 16) * u + 2 * rounding.output_roundings * u_out) * V_max / keep;
         const double lse_tolerance = 2 * (dS + (Nk + 16) * u) + 4 * u * std::fabs(ref.lse[i]);
         for (std::int64_t c = 0; c < dv; ++c) {
           const double error = std::fabs(O(c) - ref.o[i * dv + c]);

@@ -6,11 +6,13 @@
 // with visible keys j (u = 2⁻²⁴, the float32 unit roundoff):
 //   A_i  = max_j |s|·Σ_c |q_ic k_jc|     the size of the dot products before rounding
 //   M_i  = max_j |S_ij|                   the size of the scores
-//   δS_i = u·((d + 4)·A_i + 16·(M_i + 1) + 4·softcap) + q_error·max_j |s|·Σ_c q_bound_ic·|k_jc|
+//   δS_i = u·((d + 4)·A_i + 16·(M_i + 1) + 4·softcap) + u_S·(M_i + 1) + q_error·max_j |s|·Σ_c q_bound_ic·|k_jc|
 //          (worst-case dot-product rounding, scale, softcap's tanh, bias terms, the max subtraction, the
-//          vector exp's 2 ulp; the last term is for queries the kernel computes itself, e.g. rotary q:
-//          each element within q_error·q_bound_ic of the exact query given to the oracle)
-//   |O_ic − O*_ic| ≤ 2·(2·δS_i + (Nk + 16)·u + 2·u_out)·V_i / (1 − p_drop)   with V_i = max |v_jc|
+//          vector exp's 2 ulp; u_S where S is stored in the element type (`standard`); the last term is for
+//          queries the kernel computes itself, e.g. rotary q: each element within q_error·q_bound_ic of the
+//          exact query given to the oracle)
+//   |O_ic − O*_ic| ≤ 2·(2·δS_i + (Nk + 16)·u + 2·n_O·u_out)·V_i / (1 − p_drop)   with V_i = max |v_jc|
+//          (n_O: how often O is rounded to its type, once per K/V block in `flash1`)
 //   |LSE_i − LSE*_i| ≤ 2·(δS_i + (Nk + 16)·u) + 4·u·|LSE*_i|
 // (first order in δS; the factor 2 covers the second-order terms while δS_i ≤ 1/4, beyond which the row is
 // only required to be finite). u_out is the unit roundoff of the output type (2⁻¹¹ float16, 2⁻⁸ bfloat16).
@@ -25,11 +27,18 @@
 
 namespace flashattn::fuzz {
 
+// What the computation rounds besides float32 arithmetic.
+struct Rounding {
+  DType output = DType::kF32;         // O's element type
+  double stored_scores = 0.0;         // unit roundoff of S and P where the algorithm stores them (standard)
+  std::int64_t output_roundings = 1;  // times O is rounded to its type (flash1: once per K/V block)
+  double q_error = 0.0;               // queries computed by the kernel (rotary): see q_bound
+  const float* q_bound = nullptr;     // float32 laid out like params.q (params.dtype must then be float32)
+};
+
 // Compares params.o (and params.lse, if set) with the oracle over params' own inputs. Returns an empty
 // string if every element is within the bound, otherwise a description of the first one that is not.
-// q_bound, if given, is float32 laid out like params.q (params.dtype must then be float32).
-std::string CheckAgainstOracle(const AttentionParams& params, DType output_dtype, double q_error = 0.0,
-                               const float* q_bound = nullptr);
+std::string CheckAgainstOracle(const AttentionParams& params, const Rounding& rounding);
 
 // Prints `what` and the failure and aborts: libFuzzer records the input as a crash.
 [[noreturn]] void Fail(const std::string& what);

@@ -23,7 +23,7 @@ if("thread" IN_LIST FLASHATTN_SANITIZE)
     message(FATAL_ERROR "FLASHATTN_SANITIZE=thread needs clang with libomp's Archer tool (libarcher.so, Debian "
                         "package libomp-14-dev); found compiler ${CMAKE_CXX_COMPILER_ID}, archer '${FLASHATTN_ARCHER}'")
   endif()
-  set(flashattn_sanitize_env "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:history_size=4"
+  set(flashattn_sanitize_env "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:history_size=4:ignore_noninstrumented_modules=1"
                              "OMP_TOOL_LIBRARIES=${FLASHATTN_ARCHER}" "ARCHER_OPTIONS=verbose=0")
   set(flashattn_sanitize_label tsan)
 else()

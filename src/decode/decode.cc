@@ -137,6 +137,7 @@ void decode(const DecodeParams& p) {
   std::vector<float> o_row(static_cast<std::size_t>(d));
 
   AppendNewKeys(p);
+  if (rows_per_item == 0) return;  // no query rows (seqlen_q = 0): the append was the whole call
   for (std::int64_t b = 0; b < p.batch; ++b) groups[b] = GatherRows(p, mods, b);
 
   const std::int64_t elem = ElementBytes(p);
