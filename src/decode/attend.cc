@@ -216,7 +216,7 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
   }
   bool slopes = false;
   for (std::int64_t r = 0; r < H * R; ++r) slopes = slopes || t.slope[r] != 0.0f;
-  const bool plain_mods = t.mods.softcap == 0.0f && !slopes;
+  const bool plain_mods = R > 0 && t.mods.softcap == 0.0f && !slopes;  // R = 0: no diagonals to test
 
   // Software prefetch: while one (block, head) unit is computed, the K and V rows of the unit `ahead` units
   // later (2, or the next block when there is one head) are requested, a few per key pair, so that the
