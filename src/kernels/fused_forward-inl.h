@@ -64,7 +64,18 @@ struct Scratch {
   float* l;      // Br running sums
   float* alpha;  // Br rescale factors of the current tile
   float* Z;      // Bc_pad dropout multipliers of one row
+  float* K_wide;  // Bc_pad × d, the tile's K panels widened to float32 (float16/bfloat16 only)
+  float* V_wide;  // Bc × dv_pad, the tile's V_j widened to float32 (float16/bfloat16 only)
 };
+
+// float16/bfloat16 K_j and V_j are widened to float32 once per tile when the Q block has more than one
+// register tile of rows: the conversion then costs 1/rows of the products instead of competing with every
+// FMA (AVX-512 converts on the FMA ports), while K and V are still read from memory in their own type. A
+// block of at most kMR rows converts as the micro-kernel loads.
+template <typename T>
+bool WidensTiles(std::int64_t rows) {
+  return !std::is_same_v<T, float> && rows > kMR;
+}
 
 // Packs K block jt of one (batch, K/V head) into panels; done once and shared by all query blocks and
 // query heads of the group.
@@ -169,15 +180,24 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
     const T* panels = packed + jt * g.Bc_pad * d;
     const T* V =
         static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
+    const bool widen = WidensTiles<T>(rows);
     // S_ij = Q_i K_jᵀ. When V is not packed, its rows are prefetched into L2 meanwhile, a panel's worth at
     // a time, for the copy below.
-    if (packed_v != nullptr) {
-      ProductABt<ALayout::kRowGroups>(x.Q_i, d, rows, panels, RoundUp(cols, NR), d, x.S_ij, lds);
-    } else {
+    const auto scores = [&](const auto* K_panels) {
+      if (packed_v != nullptr) {
+        ProductABt<ALayout::kRowGroups>(x.Q_i, d, rows, K_panels, RoundUp(cols, NR), d, x.S_ij, lds);
+        return;
+      }
       for (std::int64_t p0 = 0; p0 < cols; p0 += NR) {
         PrefetchRows(V + p0 * p.v_strides.seq, p.v_strides.seq, std::min(NR, cols - p0), dv);
-        ProductABt<ALayout::kRowGroups>(x.Q_i, d, rows, panels + p0 * d, NR, d, x.S_ij + p0, lds);
+        ProductABt<ALayout::kRowGroups>(x.Q_i, d, rows, K_panels + p0 * d, NR, d, x.S_ij + p0, lds);
       }
+    };
+    if (widen) {
+      WidenToF32(panels, RoundUp(cols, NR) * d, x.K_wide);
+      scores(x.K_wide);
+    } else {
+      scores(panels);
     }
     if (mods.TileNeedsModifiers(i0, i0 + rows, j0, j0 + cols)) {
       ApplyScoreModifiers(mods, i0, rows, j0, cols, x.S_ij, lds);
@@ -194,10 +214,19 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
     // Õ = diag(α) Õ + P̃_ij V_j, leaving out the keys a row does not see when V_j is not all finite
     const T* V_j = packed_v != nullptr ? packed_v + jt * g.Bc * g.dv_pad : x.V_j;
     if (packed_v == nullptr) CopyVBlock(V, p.v_strides.seq, cols, dv, g.dv_pad, x.V_j);
-    if (mods.TileMayHideKeys(i0, i0 + rows, j0, j0 + cols) && HasNonFinite(V_j, cols, g.dv_pad)) {
-      AccumulateSeenKeys(mods, i0, rows, j0, cols, x.S_ij, lds, x.alpha, V_j, g.dv_pad, dv, x.O_i, g.dv_pad);
+    const auto accumulate = [&](const auto* V_block) {
+      if (mods.TileMayHideKeys(i0, i0 + rows, j0, j0 + cols) && HasNonFinite(V_block, cols, g.dv_pad)) {
+        AccumulateSeenKeys(mods, i0, rows, j0, cols, x.S_ij, lds, x.alpha, V_block, g.dv_pad, dv, x.O_i,
+                           g.dv_pad);
+      } else {
+        AccumulateAB(x.S_ij, lds, rows, cols, V_block, g.dv_pad, g.dv_pad, x.O_i, g.dv_pad, x.alpha);
+      }
+    };
+    if (widen) {
+      WidenToF32(V_j, cols * g.dv_pad, x.V_wide);
+      accumulate(x.V_wide);
     } else {
-      AccumulateAB(x.S_ij, lds, rows, cols, V_j, g.dv_pad, g.dv_pad, x.O_i, g.dv_pad, x.alpha);
+      accumulate(V_j);
     }
   }
 
@@ -254,9 +283,10 @@ void FusedForwardT(const AttentionParams& p) {
 
   // All memory before any output is written: a failed allocation leaves the caller's arrays untouched.
   const std::int64_t align = 16;  // floats: one AVX-512 vector, so every region starts aligned
+  const std::int64_t wide_floats = RoundUp(g.Bc_pad * g.d, align) + RoundUp(g.Bc * g.dv_pad, align);
   const std::int64_t per_thread = RoundUp(RoundUp(g.Br, kMR) * g.d, align) + RoundUp(g.Br * g.Bc_pad, align) +
                                   RoundUp(g.Br * g.dv_pad, align) + 3 * RoundUp(g.Br, align) +
-                                  RoundUp(g.Bc_pad, align);
+                                  RoundUp(g.Bc_pad, align) + (std::is_same_v<T, float> ? 0 : wide_floats);
   const std::int64_t per_thread_v = pack_v ? 0 : RoundUp(g.Bc * g.dv_pad, align);
   auto packed =
       hwy::AllocateAligned<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.packed_head)));
@@ -278,7 +308,9 @@ void FusedForwardT(const AttentionParams& p) {
     x.m = base, base += RoundUp(g.Br, align);
     x.l = base, base += RoundUp(g.Br, align);
     x.alpha = base, base += RoundUp(g.Br, align);
-    x.Z = base;
+    x.Z = base, base += RoundUp(g.Bc_pad, align);
+    x.K_wide = x.V_wide = nullptr;
+    if constexpr (!std::is_same_v<T, float>) x.K_wide = base, x.V_wide = base + RoundUp(g.Bc_pad * g.d, align);
     for (std::int64_t first = 0; first < heads; first += chunk) {
       const std::int64_t count = std::min(chunk, heads - first);
 #pragma omp for schedule(static)

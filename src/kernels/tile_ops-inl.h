@@ -95,6 +95,15 @@ HWY_INLINE VF LoadF32(DF df, const hwy::bfloat16_t* p) {
   return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
 }
 
+// dst[0, n) = float32(src[0, n)), n a multiple of Lanes: a float16/bfloat16 block widened once, so that
+// the micro-kernels that read it many times spend no conversion on it.
+template <typename T>
+void WidenToF32(const T* HWY_RESTRICT src, std::int64_t n, float* HWY_RESTRICT dst) {
+  const DF df;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
+  for (std::int64_t i = 0; i < n; i += L) hn::Store(LoadF32(df, src + i), df, dst + i);
+}
+
 // Rows [0, rows) of B (row stride ldb, `width` features) as panels of NR = 2·Lanes rows:
 // panels[p·NR·width + e·NR + n] = B[p·NR + n][e], zero for rows in [rows, rows_pad). The micro-kernel then
 // reads one contiguous NR-wide strip per feature e.
