@@ -12,6 +12,7 @@
 #include "common/element.h"
 #include "decode_test_case.h"
 #include "flashattn/decode.h"
+#include "kernels/fused_forward.h"
 #include "reference/reference.h"
 
 namespace flashattn::testing {
@@ -195,6 +196,41 @@ TEST(Decode, AgreesWithTheReferenceDecode) {
           else EXPECT_NEAR(fast.Lse(b, h, i), slow.Lse(b, h, i), 1e-4);
         }
     EXPECT_LE(max_diff, 2 * 0.0078125);  // two bfloat16 roundings of values below 2
+  }
+}
+
+// The decode kernel on every SIMD target compiled in, for each of its paths: rows read straight from the
+// cache (d a multiple of every target's vector, R rows within one register tile) and widened into float32
+// blocks (d = 37, or more rows than a tile), every row-tile size (R = 1, 2, 3, 4, 6, 8, 9, 16), contiguous
+// and paged caches, a full and a partial last block of keys, against the float64 oracle.
+TEST(Decode, EveryTargetEveryRowTileAgainstTheOracle) {
+  const std::vector<std::int64_t> targets = kernels::FusedTargets();
+  ASSERT_FALSE(targets.empty());
+  struct Rows {
+    std::int64_t Hq, Hkv, Nq;
+  };
+  const Rows row_counts[] = {{2, 2, 1}, {4, 2, 1}, {3, 1, 1}, {8, 2, 1}, {3, 1, 2}, {8, 1, 1}, {9, 3, 3}, {8, 2, 4}};
+  for (const DType dtype : {DType::kF32, DType::kF16}) {
+    for (const std::int64_t d : {64, 37, 128}) {
+      for (const Rows& rows : row_counts) {
+        for (const std::int64_t page_size : {0, 5}) {
+          for (const bool causal : {false, true}) {
+            const DecodeShape shape{.Nq = rows.Nq, .Hq = rows.Hq, .Hkv = rows.Hkv, .d = d, .Nmax = 100,
+                                    .cached = {100, 45}, .dtype = dtype, .page_size = page_size};
+            DecodeCase c(shape, DecodeMods{.causal = causal}, 31);
+            for (const std::int64_t target : targets) {
+              kernels::RestrictFusedTargetForTest(target);
+              decode(c.params());
+              const DecodeErrors errors = CompareWithForward(c, Algorithm::kOracle);
+              EXPECT_LE(errors.o, Tolerance(dtype)) << shape.ToString() << " causal " << causal << " on "
+                                                    << kernels::FusedTargetName(target);
+              EXPECT_LE(errors.lse, 1e-5) << shape.ToString() << " on " << kernels::FusedTargetName(target);
+            }
+            kernels::RestrictFusedTargetForTest(0);
+          }
+        }
+      }
+    }
   }
 }
 

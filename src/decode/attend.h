@@ -47,12 +47,27 @@ struct ChunkTask {
   float* lse = nullptr;
 };
 
-// Keys per block of the kernel: a 32-key block of f16 K and V rows at d = 128 is 16 KiB, half of L1.
+// Keys per block of the kernel: a 32-key block of K and V rows widened to float32 at d = 128 is 32 KiB.
 inline constexpr std::int64_t kDecodeBc = 32;
 
-// Floats of scratch AttendChunk needs for R rows of `heads` heads.
-std::int64_t AttendScratchFloats(std::int64_t heads, std::int64_t R);
-// Runs one chunk with the best SIMD target of this CPU (Highway dynamic dispatch).
+// The float32 scratch of one AttendChunk call for `heads` K/V heads of R rows at head dim d: Q (copied, rows
+// zero-padded to a whole number of vectors), the widened K and V blocks, scores, Õ, m, l and α. Regions
+// start 64-byte aligned and leave room for rows padded to up to 64 floats (any target's vector).
+struct AttendScratch {
+  float* Q;      // heads·R rows
+  float* K;      // kDecodeBc rows
+  float* V;      // kDecodeBc rows
+  float* S;      // heads·R × kDecodeBc scores, then P̃
+  float* O;      // heads·R rows, the unnormalized Õ
+  float* m;      // heads·R running maxima
+  float* l;      // heads·R running sums
+  float* alpha;  // R rescale factors of the current block
+  static std::int64_t Floats(std::int64_t heads, std::int64_t R, std::int64_t d);
+  static AttendScratch Carve(float* base, std::int64_t heads, std::int64_t R, std::int64_t d);
+};
+
+// Runs one chunk with the best SIMD target of this CPU (Highway dynamic dispatch); `scratch` holds
+// AttendScratch::Floats(task.heads, task.R, task.d) floats.
 void AttendChunk(const ChunkTask& task, float* scratch);
 
 }  // namespace flashattn::decoding

@@ -132,7 +132,7 @@ void decode(const DecodeParams& p) {
   const std::int64_t items = p.batch * splits, rows_per_item = Hkv * R;
   std::vector<float> O_partial(static_cast<std::size_t>(items * rows_per_item * d));
   std::vector<float> lse_partial(static_cast<std::size_t>(items * rows_per_item));
-  const std::int64_t scratch_floats = decoding::AttendScratchFloats(Hkv, R);
+  const std::int64_t scratch_floats = decoding::AttendScratch::Floats(Hkv, R, d);
   std::vector<float> scratch(static_cast<std::size_t>(threads * scratch_floats));
   std::vector<float> o_row(static_cast<std::size_t>(d));
 
