@@ -111,6 +111,31 @@ HWY_INLINE VF ReduceTransposed(const VF* acc) {
 }
 #endif  // HWY_TARGET == HWY_SCALAR
 
+// Requests the K and V rows of one key (row_bytes each) into the cache.
+template <typename T>
+HWY_INLINE void PrefetchKey(const T* k_row, const T* v_row, std::int64_t row_bytes) {
+  for (std::int64_t byte = 0; byte < row_bytes; byte += 64) {
+    hwy::Prefetch(reinterpret_cast<const char*>(k_row) + byte);
+    hwy::Prefetch(reinterpret_cast<const char*>(v_row) + byte);
+  }
+}
+
+// The keys whose K and V rows are requested while a block's scores are computed, a few before each tile
+// so that the requests keep pace with the loads (a burst of them stalls on the miss buffers): key c's rows
+// are at k + offset[c] and v + offset[c], for c < count.
+template <typename T>
+struct PrefetchPlan {
+  const T* k = nullptr;
+  const T* v = nullptr;
+  const std::int64_t* offset = nullptr;
+  std::int64_t count = 0;
+  std::int64_t row_bytes = 0;
+
+  HWY_INLINE void Keys(std::int64_t begin, std::int64_t end) const {
+    for (std::int64_t c = begin; c < std::min(end, count); ++c) PrefetchKey(k + offset[c], v + offset[c], row_bytes);
+  }
+};
+
 // S[r][c0 + c] = Q_r · K_{c0 + c} for a tile of kR rows × kC keys (kR·kC = kLanes) over `width` features
 // (a multiple of kLanes): Q rows ldq apart (float32), K rows wherever K[c] points (float32 or the cache's
 // type, widened as loaded). Keys past `cols` (their pointers repeat a real row) are computed, not stored.
@@ -136,24 +161,30 @@ HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T
     for (std::int64_t c = 0; c < stored; ++c) S[r * kBc + c0 + c] = dots[r * kC + c];
 }
 
-// S = Q K_jᵀ for `rows` rows (Q rows ldq apart, S rows kBc apart) over `cols` keys.
-template <int kR, typename T>
+// S = Q K_jᵀ for `rows` rows (Q rows ldq apart, S rows kBc apart) over `cols` keys, each tile of keys
+// after the prefetches of as many keys of `prefetch`.
+template <int kR, typename T, typename U>
 HWY_INLINE void ScoreRows(const float* Q, std::int64_t ldq, const T* const* K, std::int64_t width,
-                          std::int64_t cols, float* S) {
+                          std::int64_t cols, float* S, const PrefetchPlan<U>& prefetch) {
   constexpr int kC = kLanes / kR;
-  for (std::int64_t c0 = 0; c0 < cols; c0 += kC) ScoreTile<kR, kC>(Q, ldq, K, width, c0, cols, S);
+  for (std::int64_t c0 = 0; c0 < cols; c0 += kC) {
+    prefetch.Keys(c0, c0 + kC);
+    ScoreTile<kR, kC>(Q, ldq, K, width, c0, cols, S);
+  }
 }
 
 // The largest row tile ScoreBlock uses: 8 rows where a vector has 16 lanes, 4 where it has 8, 2 where 4.
 inline constexpr std::int64_t kMaxScoreRows = kLanes >= 16 ? 8 : kLanes >= 4 ? kLanes / 2 : 1;
 
-// All R rows in tiles of kMaxScoreRows rows, then 4, 2 and 1, over `cols` keys (S rows kBc apart).
-template <typename T>
+// All R rows in tiles of kMaxScoreRows rows, then 4, 2 and 1, over `cols` keys (S rows kBc apart); the
+// first pass over the keys carries `prefetch`.
+template <typename T, typename U>
 HWY_INLINE void ScoreBlock(const float* Q, std::int64_t R, std::int64_t ldq, const T* const* K,
-                           std::int64_t width, std::int64_t cols, float* S) {
+                           std::int64_t width, std::int64_t cols, float* S, PrefetchPlan<U> prefetch) {
   if constexpr (kLanes == 0) {  // scalable vectors: one horizontal sum per dot product
     const DF df;
     const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
+    prefetch.Keys(0, cols);
     for (std::int64_t r = 0; r < R; ++r)
       for (std::int64_t c = 0; c < cols; ++c) {
         VF acc = hn::Zero(df);
@@ -163,16 +194,17 @@ HWY_INLINE void ScoreBlock(const float* Q, std::int64_t R, std::int64_t ldq, con
       }
   } else {
     std::int64_t r = 0;
-    if constexpr (kLanes >= 16) {
-      for (; r + 8 <= R; r += 8) ScoreRows<8>(Q + r * ldq, ldq, K, width, cols, S + r * kBc);
-    }
-    if constexpr (kLanes >= 8) {
-      for (; r + 4 <= R; r += 4) ScoreRows<4>(Q + r * ldq, ldq, K, width, cols, S + r * kBc);
-    }
-    if constexpr (kLanes >= 4) {
-      for (; r + 2 <= R; r += 2) ScoreRows<2>(Q + r * ldq, ldq, K, width, cols, S + r * kBc);
-    }
-    for (; r < R; ++r) ScoreRows<1>(Q + r * ldq, ldq, K, width, cols, S + r * kBc);
+    const auto rows_of = [&](auto kR) {  // every tile of kR rows, the first of them with the prefetches
+      constexpr int kRows = decltype(kR)::value;
+      for (; r + kRows <= R; r += kRows) {
+        ScoreRows<kRows>(Q + r * ldq, ldq, K, width, cols, S + r * kBc, prefetch);
+        prefetch.count = 0;
+      }
+    };
+    if constexpr (kLanes >= 16) rows_of(std::integral_constant<int, 8>());
+    if constexpr (kLanes >= 8) rows_of(std::integral_constant<int, 4>());
+    if constexpr (kLanes >= 4) rows_of(std::integral_constant<int, 2>());
+    rows_of(std::integral_constant<int, 1>());
   }
 }
 
@@ -277,15 +309,6 @@ HWY_INLINE std::int64_t KeyOffset(const KvSource& kv, std::int64_t j) {
   return kv.pages[j / kv.page_size] * kv.page_stride + (j % kv.page_size) * kv.seq_stride;
 }
 
-// Requests the K and V rows of one key (row_bytes each) into the cache.
-template <typename T>
-HWY_INLINE void PrefetchKey(const T* k_row, const T* v_row, std::int64_t row_bytes) {
-  for (std::int64_t byte = 0; byte < row_bytes; byte += 64) {
-    hwy::Prefetch(reinterpret_cast<const char*>(k_row) + byte);
-    hwy::Prefetch(reinterpret_cast<const char*>(v_row) + byte);
-  }
-}
-
 template <typename T>
 void AttendChunkT(const ChunkTask& t, float* scratch) {
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(DF()));
@@ -362,19 +385,13 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
           WidenRow(k_base + hk * t.head_stride + offset[c], d, d_pad, x.K + c * d_pad);
           WidenRow(v_base + hk * t.head_stride + offset[c], d, d_pad, x.V + c * d_pad);
         }
-        ScoreBlock(Q_h, R, d_pad, K_wide, d_pad, cols, S_h);
+        ScoreBlock(Q_h, R, d_pad, K_wide, d_pad, cols, S_h, PrefetchPlan<T>());
       } else {  // straight from the cache
         for (std::int64_t c = 0; c < kBc; ++c) {
           K[c] = k_base + hk * t.head_stride + offset[c < cols ? c : 0];
           V[c] = v_base + hk * t.head_stride + offset[c < cols ? c : 0];
         }
-        // in two halves, each after the prefetches of the matching half of the unit ahead
-        for (std::int64_t c0 = 0; c0 < cols; c0 += kBc / 2) {
-          for (std::int64_t c = c0; c < std::min(c0 + kBc / 2, pf_cols); ++c) {
-            PrefetchKey(pf_k + pf_offset[c], pf_v + pf_offset[c], row_bytes);
-          }
-          ScoreBlock(Q_h, R, d_pad, K + c0, d, std::min(kBc / 2, cols - c0), S_h + c0);
-        }
+        ScoreBlock(Q_h, R, d_pad, K, d, cols, S_h, PrefetchPlan<T>{pf_k, pf_v, pf_offset, pf_cols, row_bytes});
       }
       for (std::int64_t r = 0; r < R; ++r) {
         float* S_r = S_h + r * kBc;
