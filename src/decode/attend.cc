@@ -23,8 +23,8 @@
 #include "common/element.h"
 #include "decode/attend.h"
 #include "hwy/cache_control.h"
-#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "kernels/vec_exp-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::decoding::HWY_NAMESPACE {
@@ -156,9 +156,14 @@ HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T
   }
   alignas(64) float dots[kN];
   hn::Store(ReduceTransposed<kN>(acc), df, dots);
-  const std::int64_t stored = std::min<std::int64_t>(kC, cols - c0);
-  for (int r = 0; r < kR; ++r)
-    for (std::int64_t c = 0; c < stored; ++c) S[r * kBc + c0 + c] = dots[r * kC + c];
+  if (c0 + kC <= cols) {  // a whole tile: fixed-size copies
+    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
+      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) S[r * kBc + c0 + c] = dots[r * kC + c];
+    }
+  } else {
+    for (int r = 0; r < kR; ++r)
+      for (std::int64_t c = 0; c < cols - c0; ++c) S[r * kBc + c0 + c] = dots[r * kC + c];
+  }
 }
 
 // S = Q K_jᵀ for `rows` rows (Q rows ldq apart, S rows kBc apart) over `cols` keys, each tile of keys
@@ -283,24 +288,21 @@ HWY_INLINE float OnlineSoftmax(float* S_r, std::int64_t cols, float* m, float* l
   const VF m_new_v = hn::Set(df, m_new);
   VF row_sum = hn::Zero(df);
   for (std::int64_t c = 0; c < kBc; c += N) {
-    const VF P = hn::Exp(df, hn::Sub(hn::LoadU(df, S_r + c), m_new_v));  // e^{−∞} = 0
+    const VF P = kernels::HWY_NAMESPACE::Exp(df, hn::Sub(hn::LoadU(df, S_r + c), m_new_v));  // e^{−∞} = 0
     hn::StoreU(P, df, S_r + c);
     row_sum = hn::Add(row_sum, P);
   }
-  const float alpha = *m == kNegInf ? 0.0f : std::exp(*m - m_new);
+  // α = e^{m − m_new}: exactly 1 while the maximum stands (most blocks), else through the vector exp
+  // (a libm call per row and block cost more than the block's exponentials)
+  float alpha = 1.0f;
+  if (*m == kNegInf) {
+    alpha = 0.0f;
+  } else if (*m != m_new) {
+    alpha = hn::GetLane(kernels::HWY_NAMESPACE::Exp(df, hn::Set(df, *m - m_new)));
+  }
   *l = alpha * *l + hn::GetLane(hn::SumOfLanes(df, row_sum));
   *m = m_new;
   return alpha;
-}
-
-// S_j ← s·S_j for the first `cols` scores of a row (the scores of a block no mask or modifier touches).
-HWY_INLINE void ScaleRow(float* S_r, std::int64_t cols, float scale) {
-  const DF df;
-  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
-  const VF s = hn::Set(df, scale);
-  std::int64_t c = 0;
-  for (; c + N <= cols; c += N) hn::StoreU(hn::Mul(hn::LoadU(df, S_r + c), s), df, S_r + c);
-  for (; c < cols; ++c) S_r[c] *= scale;
 }
 
 // Element offset of key j's row (K/V head 0) in its sequence's cache: contiguous, or through the pages.
@@ -319,10 +321,14 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
   std::fill(x.O, x.O + H * R * d_pad, 0.0f);
   std::fill(x.K, x.K + kBc * d_pad, 0.0f);  // widened K and V blocks: rows past a short block stay finite
   std::fill(x.V, x.V + kBc * d_pad, 0.0f);
+  // Q_r pre-scaled by s, so that a block no mask or modifier touches needs nothing more than Q K_jᵀ; the
+  // other blocks apply the rest of ScoreMods with scale 1.
   for (std::int64_t row = 0; row < H * R; ++row) {
-    std::copy(t.Q + row * d, t.Q + (row + 1) * d, x.Q + row * d_pad);
+    for (std::int64_t e = 0; e < d; ++e) x.Q[row * d_pad + e] = t.mods.scale * t.Q[row * d + e];
     std::fill(x.Q + row * d_pad + d, x.Q + (row + 1) * d_pad, 0.0f);
   }
+  ScoreMods mods = t.mods;
+  mods.scale = 1.0f;
   std::int64_t offset[kBc], next_offset[kBc];  // element offsets of the block's key rows (K/V head 0)
   // K and V rows are read straight from the cache when every feature is in a whole vector and one register
   // tile holds all R rows, so that each element is loaded and widened once anyway. Otherwise they are
@@ -395,11 +401,9 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
       }
       for (std::int64_t r = 0; r < R; ++r) {
         float* S_r = S_h + r * kBc;
-        if (full_block) {
-          ScaleRow(S_r, cols, t.mods.scale);
-        } else {
+        if (!full_block) {
           const float slope = t.slope[hk * R + r];
-          for (std::int64_t c = 0; c < cols; ++c) S_r[c] = t.mods.Score(t.diagonal[r], j0 + c, slope, S_r[c]);
+          for (std::int64_t c = 0; c < cols; ++c) S_r[c] = mods.Score(t.diagonal[r], j0 + c, slope, S_r[c]);
         }
         x.alpha[r] = OnlineSoftmax(S_r, cols, &x.m[hk * R + r], &x.l[hk * R + r]);
       }
