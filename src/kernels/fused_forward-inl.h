@@ -64,6 +64,7 @@ struct Scratch {
   float* l;      // Br running sums
   float* alpha;  // Br rescale factors of the current tile
   float* Z;      // Bc_pad dropout multipliers of one row
+  ColumnSpan* spans;  // ⌈Br / kMR⌉ per-row-group key spans of a band boundary tile
   float* K_wide;  // Bc_pad × d, the tile's K panels widened to float32 (float16/bfloat16 only)
   float* V_wide;  // Bc × dv_pad, the tile's V_j widened to float32 (float16/bfloat16 only)
 };
@@ -181,16 +182,29 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
     const T* V =
         static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
     const bool widen = WidensTiles<T>(rows);
+    // A tile on the causal/window band's boundary: each row group computes and sums over only the keys
+    // its rows may see (the diagonal tiles of a causal mask do half the work); the scores it skips are
+    // masked to −∞ below.
+    const ColumnSpan* spans = nullptr;
+    if (!mods.BandCovers(i0, i0 + rows, j0, j0 + cols)) {
+      for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
+        const std::int64_t first = mods.KeysOf(i0 + r0).first - j0;
+        const std::int64_t last = mods.KeysOf(i0 + std::min(rows, r0 + kMR) - 1).last - j0;
+        const std::int64_t begin = std::clamp<std::int64_t>(first, 0, cols);
+        x.spans[r0 / kMR] = {begin, std::clamp<std::int64_t>(last + 1, begin, cols)};
+      }
+      spans = x.spans;
+    }
     // S_ij = Q_i K_jᵀ. When V is not packed, its rows are prefetched into L2 meanwhile, a panel's worth at
     // a time, for the copy below.
     const auto scores = [&](const auto* K_panels) {
       if (packed_v != nullptr) {
-        ProductABt<ALayout::kRowGroups>(x.Q_i, d, rows, K_panels, RoundUp(cols, NR), d, x.S_ij, lds);
+        ProductABt<ALayout::kRowGroups>(x.Q_i, d, rows, K_panels, RoundUp(cols, NR), d, x.S_ij, lds, spans);
         return;
       }
       for (std::int64_t p0 = 0; p0 < cols; p0 += NR) {
         PrefetchRows(V + p0 * p.v_strides.seq, p.v_strides.seq, std::min(NR, cols - p0), dv);
-        ProductABt<ALayout::kRowGroups>(x.Q_i, d, rows, K_panels + p0 * d, NR, d, x.S_ij + p0, lds);
+        ProductABt<ALayout::kRowGroups>(x.Q_i, d, rows, K_panels, p0 + NR, d, x.S_ij, lds, spans, p0);
       }
     };
     if (widen) {
@@ -219,7 +233,7 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
         AccumulateSeenKeys(mods, i0, rows, j0, cols, x.S_ij, lds, x.alpha, V_block, g.dv_pad, dv, x.O_i,
                            g.dv_pad);
       } else {
-        AccumulateAB(x.S_ij, lds, rows, cols, V_block, g.dv_pad, g.dv_pad, x.O_i, g.dv_pad, x.alpha);
+        AccumulateAB(x.S_ij, lds, rows, cols, V_block, g.dv_pad, g.dv_pad, x.O_i, g.dv_pad, x.alpha, spans);
       }
     };
     if (widen) {
@@ -295,13 +309,16 @@ void FusedForwardT(const AttentionParams& p) {
   auto scratch = hwy::AllocateAligned<float>(static_cast<std::size_t>(threads * per_thread));
   auto scratch_v =
       hwy::AllocateAligned<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, threads * per_thread_v)));
-  if (!packed || !packed_v || !scratch || !scratch_v) throw std::bad_alloc();
+  const std::int64_t groups_per_block = (g.Br + kMR - 1) / kMR;
+  auto spans = hwy::AllocateAligned<ColumnSpan>(static_cast<std::size_t>(threads * groups_per_block));
+  if (!packed || !packed_v || !scratch || !scratch_v || !spans) throw std::bad_alloc();
 
 #pragma omp parallel num_threads(threads)
   {
     float* base = scratch.get() + omp_get_thread_num() * per_thread;
     Scratch<T> x;
     x.V_j = scratch_v.get() + omp_get_thread_num() * per_thread_v;
+    x.spans = spans.get() + omp_get_thread_num() * groups_per_block;
     x.Q_i = base, base += RoundUp(RoundUp(g.Br, kMR) * g.d, align);
     x.S_ij = base, base += RoundUp(g.Br * g.Bc_pad, align);
     x.O_i = base, base += RoundUp(g.Br * g.dv_pad, align);

@@ -124,6 +124,13 @@ void PackPanels(const T* B, std::int64_t ldb, std::int64_t rows, std::int64_t wi
   }
 }
 
+// The columns [begin, end) of a tile that one row group of kMR rows needs (a causal or window band's
+// boundary tile): ProductABt computes only the panels that meet them and AccumulateAB sums only over them;
+// the caller masks the rest of the group's strip.
+struct ColumnSpan {
+  std::int64_t begin, end;
+};
+
 // How ProductABt finds A[r][e]: row-major with stride lda, or in row groups of kMR rows, each group
 // feature-major (A[g·kMR·width + e·kMR + r mod kMR]; a partial last group is padded to kMR rows). In row
 // groups the micro-kernel's kMR broadcasts of one step come from 24 contiguous bytes, one sequential stream
@@ -153,12 +160,12 @@ HWY_INLINE void PanelTile(const float* HWY_RESTRICT A, std::int64_t lda, const T
   }
 }
 
-// C[r][slice] = α_r·C[r][slice] + Σ_{c < inner} A[r][c] · B[c][slice] for kRows rows and a slice of kVecs
-// vectors (1 or 2); α = 1 when `alpha` is null. The rescale is applied as the accumulators are loaded, so C
-// is read and written once per call.
+// C[r][slice] = α_r·C[r][slice] + Σ_{begin ≤ c < end} A[r][c] · B[c][slice] for kRows rows and a slice of
+// kVecs vectors (1 or 2); α = 1 when `alpha` is null. The rescale is applied as the accumulators are
+// loaded, so C is read and written once per call.
 template <int kRows, int kVecs, typename T>
 HWY_INLINE void AccumulateTile(const float* HWY_RESTRICT A, std::int64_t lda, const float* HWY_RESTRICT alpha,
-                               const T* HWY_RESTRICT B, std::int64_t ldb, std::int64_t inner,
+                               const T* HWY_RESTRICT B, std::int64_t ldb, std::int64_t begin, std::int64_t end,
                                float* HWY_RESTRICT C, std::int64_t ldc) {
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
@@ -170,7 +177,7 @@ HWY_INLINE void AccumulateTile(const float* HWY_RESTRICT A, std::int64_t lda, co
       HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::Mul(a, acc[r][v]);
     }
   }
-  for (std::int64_t c = 0; c < inner; ++c) {
+  for (std::int64_t c = begin; c < end; ++c) {
     VF b[kVecs];
     HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) b[v] = LoadF32(df, B + c * ldb + v * L);
     HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) {
@@ -185,13 +192,16 @@ HWY_INLINE void AccumulateTile(const float* HWY_RESTRICT A, std::int64_t lda, co
 
 // C (rows × cols_pad, ldc) = A (rows × width) · Bᵀ, B packed by PackPanels into cols_pad rows (a multiple
 // of NR), A laid out as kLayout says (lda is its row stride when row-major). Panel by panel, so that one
-// panel stays in L1 across the row groups.
+// panel stays in L1 across the row groups; columns from `first_col` (a multiple of NR) on. With `spans`
+// (one per row group), a group's panels outside its span are not computed.
 template <ALayout kLayout = ALayout::kRowMajor, typename T>
 void ProductABt(const float* A, std::int64_t lda, std::int64_t rows, const T* panels, std::int64_t cols_pad,
-                std::int64_t width, float* C, std::int64_t ldc) {
+                std::int64_t width, float* C, std::int64_t ldc, const ColumnSpan* spans = nullptr,
+                std::int64_t first_col = 0) {
   const std::int64_t NR = 2 * static_cast<std::int64_t>(hn::Lanes(DF()));
-  for (std::int64_t p0 = 0; p0 < cols_pad; p0 += NR) {
+  for (std::int64_t p0 = first_col; p0 < cols_pad; p0 += NR) {
     for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
+      if (spans != nullptr && (p0 >= spans[r0 / kMR].end || p0 + NR <= spans[r0 / kMR].begin)) continue;
       // Both layouts start row group r0 / kMR at element r0·width when lda = width.
       const float* A_group = A + r0 * (kLayout == ALayout::kRowGroups ? width : lda);
       WithRows(std::min(kMR, rows - r0), [&](auto mr) {
@@ -204,11 +214,12 @@ void ProductABt(const float* A, std::int64_t lda, std::int64_t rows, const T* pa
 
 // C (rows × width_pad, ldc) = diag(α) C + A (rows × inner, lda) · B (inner × width_pad, ldb), width_pad a
 // multiple of Lanes, α = 1 when `alpha` is null. In slices of two vectors of C's columns (B's slice stays in
-// L1 across the row groups), then one.
+// L1 across the row groups), then one. With `spans` (one per row group), a group sums over its span of the
+// inner dimension only (its A is zero elsewhere).
 template <typename T>
 void AccumulateAB(const float* A, std::int64_t lda, std::int64_t rows, std::int64_t inner, const T* B,
                   std::int64_t ldb, std::int64_t width_pad, float* C, std::int64_t ldc,
-                  const float* alpha = nullptr) {
+                  const float* alpha = nullptr, const ColumnSpan* spans = nullptr) {
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(DF()));
   for (std::int64_t e0 = 0; e0 < width_pad; e0 += 2 * L) {
     const bool two = e0 + 2 * L <= width_pad;
@@ -216,10 +227,13 @@ void AccumulateAB(const float* A, std::int64_t lda, std::int64_t rows, std::int6
       WithRows(std::min(kMR, rows - r0), [&](auto mr) {
         constexpr int kRows = decltype(mr)::value;
         const float* alpha_r = alpha == nullptr ? nullptr : alpha + r0;
+        const ColumnSpan span = spans == nullptr ? ColumnSpan{0, inner} : spans[r0 / kMR];
         if (two) {
-          AccumulateTile<kRows, 2>(A + r0 * lda, lda, alpha_r, B + e0, ldb, inner, C + r0 * ldc + e0, ldc);
+          AccumulateTile<kRows, 2>(A + r0 * lda, lda, alpha_r, B + e0, ldb, span.begin, span.end,
+                                   C + r0 * ldc + e0, ldc);
         } else {
-          AccumulateTile<kRows, 1>(A + r0 * lda, lda, alpha_r, B + e0, ldb, inner, C + r0 * ldc + e0, ldc);
+          AccumulateTile<kRows, 1>(A + r0 * lda, lda, alpha_r, B + e0, ldb, span.begin, span.end,
+                                   C + r0 * ldc + e0, ldc);
         }
       });
     }
