@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "bench/backward_mode.h"
+#include "bench/blas_core.h"
 #include "bench/decode_mode.h"
 #include "bench/forward_mode.h"
 #include "bench/report.h"
@@ -141,6 +142,7 @@ void RunBench(const BenchOptions& options, std::ostream& out) {
     if (limits.bandwidth)
       out << "; memory bandwidth: read " << limits.bandwidth->read_gbs << " GB/s, triad "
           << limits.bandwidth->triad_gbs << " GB/s";
+    if (options.run.baseline) out << "; OpenBLAS kernels: " << BlasCore();
     out << "; times are medians of >= " << options.run.timing.repeats
         << " calls; cpu* columns rate each call by its process CPU time / threads\n";
     PrintTableHeader(out);
@@ -201,6 +203,7 @@ void AddBenchCommand(CLI::App& app) {
          {"--mode", "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--cache-len",
           "--num-splits", "--paged", "--headdim", "--causal", "--dtype"})
       if (cmd->count(shape_option) > 0) options->single = true;
+    if (options->run.baseline) bench::RunOnBestBlasCore();  // may re-execute the program (blas_core.h)
     bench::RunBench(*options, std::cout);
   });
 }

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "bench/blas_core.h"
+
 namespace flashattn::bench {
 
 double Row::Gflops() const { return timing.median_ms > 0 ? flops / (timing.median_ms * 1e-3) * 1e-9 : 0; }
@@ -138,7 +140,8 @@ std::string ToJson(const Row& row) {
   if (row.baseline) {
     json.Add("baseline_median_ms", row.baseline->timing.median_ms)
         .Add("baseline_gflops", *row.BaselineGflops())
-        .Add("baseline_arrangement", row.baseline->arrangement);
+        .Add("baseline_arrangement", row.baseline->arrangement)
+        .Add("baseline_blas_core", BlasCore());
     for (const auto& [arrangement, median_ms] : row.baseline->medians_ms)
       json.Add("baseline_" + arrangement + "_median_ms", median_ms);
     json.Add("speedup_vs_baseline", *row.SpeedupVsBaseline())
@@ -146,6 +149,7 @@ std::string ToJson(const Row& row) {
         .Add("cpu_speedup_vs_baseline", *row.CpuSpeedupVsBaseline());
   } else {
     json.AddNull("baseline_median_ms").AddNull("baseline_gflops").AddNull("baseline_arrangement")
+        .AddNull("baseline_blas_core")
         .AddNull("speedup_vs_baseline").AddNull("baseline_median_cpu_ms").AddNull("cpu_speedup_vs_baseline");
   }
   if (row.traffic) {

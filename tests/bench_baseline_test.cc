@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/baseline.h"
+#include "bench/blas_core.h"
 #include "test_problem.h"
 
 namespace flashattn::bench {
@@ -92,6 +93,17 @@ TEST(BlasBaseline, ScratchIsTheScoresPerWorker) {
   EXPECT_EQ(BlasBaseline::ScratchBytes(p, BaselineArrangement::kHeadsParallel), 2 * scores);
   p.heads_q = p.heads_kv = 1;  // one head: one worker whatever the thread count
   EXPECT_EQ(BlasBaseline::ScratchBytes(p, BaselineArrangement::kHeadsParallel), scores);
+}
+
+TEST(BlasCore, AGenericFamilyIsReplacedByTheBestOneTheCpuRuns) {
+  EXPECT_EQ(BetterBlasCore("Prescott", true, true), "SkylakeX");
+  EXPECT_EQ(BetterBlasCore("Prescott", false, true), "Haswell");
+  EXPECT_EQ(BetterBlasCore("Sandybridge", false, true), "Haswell");
+  EXPECT_EQ(BetterBlasCore("Prescott", false, false), std::nullopt);  // no AVX2: nothing better exists
+  EXPECT_EQ(BetterBlasCore("SkylakeX", true, true), std::nullopt);    // OpenBLAS's own choice stands
+  EXPECT_EQ(BetterBlasCore("Haswell", true, true), std::nullopt);
+  EXPECT_EQ(BetterBlasCore("Zen", false, true), std::nullopt);
+  EXPECT_FALSE(BlasCore().empty());
 }
 
 }  // namespace
