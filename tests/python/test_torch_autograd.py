@@ -2,14 +2,17 @@
 float64 (the reference), within twice the error of the same computation in the tensors' precision (float32,
 or float16/bfloat16 products accumulated in float32 with every intermediate rounded), for float32,
 float16 and bfloat16 tensors; flash_attn_backward and flash_attn_varlen_backward called directly; varlen,
-scaled_dot_product_attention (top-left causal, masks, GQA), kv-cache and merge."""
+scaled_dot_product_attention (top-left causal, masks, GQA), kv-cache and merge.
+
+torch is imported unconditionally: scripts/install-deps.sh installs python3-torch, so a machine without it
+is a broken set-up and these tests fail (a collection error) instead of being skipped."""
 
 import numpy as np
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-import flashattn.torch as fat  # noqa: E402
-from reference import assert_within_baseline, max_error, visible  # noqa: E402
+import flashattn.torch as fat
+from reference import assert_within_baseline, max_error, visible
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -334,13 +337,18 @@ def test_merge_attention_states_bfloat16():
 
 
 def test_errors_name_the_argument():
+    """Each message names the argument and the value it got, from its start (re.search with ^)."""
     q = torch.randn(1, 4, 2, 8, dtype=torch.float64)
-    with pytest.raises(TypeError, match="q"):
+    with pytest.raises(TypeError, match=r"^q must have dtype float32 or float16.*, got float64$"):
         fat.flash_attn_func(q, q, q)
-    with pytest.raises(ValueError, match="dropout_p"):
+    with pytest.raises(ValueError, match=r"^dropout_p must be in \[0, 1\), got 2$"):
         fat.flash_attn_func(q.float(), q.float(), q.float(), dropout_p=2.0)
-    with pytest.raises(TypeError, match="k"):
+    with pytest.raises(TypeError, match=r"^k must be a torch\.Tensor, got list$"):
         fat.flash_attn_func(q.float(), [1.0], q.float())
+    with pytest.raises(TypeError, match=r"^v has dtype float16 but q has dtype float32; they must agree$"):
+        fat.flash_attn_func(q.float(), q.float(), q.half())
+    with pytest.raises(ValueError, match=r"^window_left must be >= -1, got -3$"):
+        fat.flash_attn_func(q.float(), q.float(), q.float(), window_size=(-3, 0))
 
 
 def test_failed_kvcache_call_leaves_the_cache_tensors_unchanged():
