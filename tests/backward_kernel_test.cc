@@ -1,10 +1,14 @@
 // The fused backward kernel against the float64 oracle's gradients, with the tolerance relative to the
 // standard backward of the same precision (flash-attn's convention): float32 error ≤ 2× the float32 standard
 // backward's error + 1e-6, float16/bfloat16 ≤ 3× the same-precision standard backward's. Every mask and
-// modifier, dropout, GQA, odd shapes, tiny tiles, every compiled SIMD target, and bitwise determinism.
+// modifier, dropout, GQA, odd shapes, tiny tiles, every compiled SIMD target, rows that see no key, and
+// bitwise determinism.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -22,9 +26,9 @@ struct Case {
 };
 
 // Runs the standard and the fused backward on the same problem and checks the fused errors.
-void ExpectFusedWithinStandard(const Case& c, const std::string& label, std::int64_t block_rows = 0,
+void ExpectFusedWithinStandard(BackwardProblem& x, const std::string& label, std::int64_t block_rows = 0,
                                std::int64_t block_cols = 0, int threads = 0) {
-  BackwardProblem x(c.shape, c.modifiers, c.shape.Nq * 131 + c.shape.Nk * 7 + c.shape.d, c.dropout);
+  x.ResetGradients();
   backward(x.params(), BackwardAlgorithm::kStandard);
   const GradientErrors standard = CompareGradientsWithOracle(x);
   x.ResetGradients();
@@ -33,11 +37,17 @@ void ExpectFusedWithinStandard(const Case& c, const std::string& label, std::int
   x.params().attention.num_threads = threads;
   backward(x.params(), BackwardAlgorithm::kFused);
   const GradientErrors fused = CompareGradientsWithOracle(x);
-  const bool f32 = c.shape.dtype == DType::kF32;
+  const bool f32 = x.shape().dtype == DType::kF32;
   auto bound = [&](double standard_error) { return f32 ? 2 * standard_error + 1e-6 : 3 * standard_error; };
   EXPECT_LE(fused.dq, bound(standard.dq)) << label << " standard dq " << standard.dq;
   EXPECT_LE(fused.dk, bound(standard.dk)) << label << " standard dk " << standard.dk;
   EXPECT_LE(fused.dv, bound(standard.dv)) << label << " standard dv " << standard.dv;
+}
+
+void ExpectFusedWithinStandard(const Case& c, const std::string& label, std::int64_t block_rows = 0,
+                               std::int64_t block_cols = 0, int threads = 0) {
+  BackwardProblem x(c.shape, c.modifiers, c.shape.Nq * 131 + c.shape.Nk * 7 + c.shape.d, c.dropout);
+  ExpectFusedWithinStandard(x, label, block_rows, block_cols, threads);
 }
 
 class FusedBackwardMatrixTest : public ::testing::TestWithParam<std::tuple<Shape, Modifiers>> {};
@@ -118,6 +128,84 @@ TEST(FusedBackwardTest, EveryCompiledTargetWithinTolerance) {
            {.causal = true, .softcap = 4.0f, .alibi = true, .mask = MaskKind::kBool},
            {.p = 0.1f, .seed = 3}},
           kernels::FusedTargetName(target) + " " + std::string(ToString(dtype)));
+    }
+  }
+  kernels::RestrictFusedTargetForTest(0);
+}
+
+// Rows that see no key (LSE = −inf) contribute zero gradients, never NaN: dQ of such a row is exactly 0,
+// and a K/V head that no row sees gets dK = dV = 0. Two causes: the boolean mask tensor (rows all false, and
+// every row of one head) and a window that leaves the first rows of a Nq > Nk problem with no key. The fused
+// backward runs on every compiled target, in every element type, after the rows are checked to have
+// LSE = −inf (so the test cannot pass vacuously), and is also held to the usual bound against the oracle.
+void ExpectRowsWithoutKeysGiveZeroGradients(BackwardProblem& x, const std::vector<std::int64_t>& empty_rows,
+                                            std::int64_t empty_head, const std::string& label) {
+  const Shape& s = x.shape();
+  for (std::int64_t h = 0; h < s.Hq; ++h)
+    for (std::int64_t i = 0; i < s.Nq; ++i) {
+      const bool empty = h == empty_head || std::count(empty_rows.begin(), empty_rows.end(), i) > 0;
+      ASSERT_EQ(std::isinf(x.forward().Lse(0, h, i)), empty) << label << " head " << h << " row " << i;
+    }
+  ExpectFusedWithinStandard(x, label);  // leaves the fused gradients in x
+  const std::int64_t group = s.Hq / s.Hkv;
+  for (std::int64_t h = 0; h < s.Hq; ++h)
+    for (std::int64_t i = 0; i < s.Nq; ++i) {
+      const bool empty = h == empty_head || std::count(empty_rows.begin(), empty_rows.end(), i) > 0;
+      for (std::int64_t c = 0; c < s.d; ++c) {
+        const float g = x.dQ(0, i, h, c);
+        ASSERT_TRUE(std::isfinite(g)) << label << " dQ head " << h << " row " << i;
+        if (empty) ASSERT_EQ(g, 0.0f) << label << " dQ head " << h << " row " << i;
+      }
+    }
+  for (std::int64_t hkv = 0; hkv < s.Hkv; ++hkv) {
+    const bool unseen = group == 1 && hkv == empty_head;
+    for (std::int64_t j = 0; j < s.Nk; ++j) {
+      for (std::int64_t c = 0; c < s.d; ++c) {
+        ASSERT_TRUE(std::isfinite(x.dK(0, j, hkv, c))) << label << " dK head " << hkv << " key " << j;
+        if (unseen) ASSERT_EQ(x.dK(0, j, hkv, c), 0.0f) << label << " dK head " << hkv << " key " << j;
+      }
+      for (std::int64_t c = 0; c < s.dv; ++c) {
+        ASSERT_TRUE(std::isfinite(x.dV(0, j, hkv, c))) << label << " dV head " << hkv << " key " << j;
+        if (unseen) ASSERT_EQ(x.dV(0, j, hkv, c), 0.0f) << label << " dV head " << hkv << " key " << j;
+      }
+    }
+  }
+}
+
+TEST(FusedBackwardTest, RowsWithoutVisibleKeysGiveZeroGradientsOnEveryTarget) {
+  const std::vector<std::int64_t> targets = kernels::FusedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (std::int64_t target : targets) {
+    kernels::RestrictFusedTargetForTest(target);
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+      const std::string name = kernels::FusedTargetName(target) + " " + std::string(ToString(dtype));
+      {
+        // The mask tensor (1, Hq, Nq, Nk), broadcast over the batch: random keeps, then rows 0, 1, 40 and
+        // 96 all false in head 0 (the first and last rows of Q blocks of every size), and all of head 1.
+        const Shape shape{.Nq = 97, .Nk = 113, .Hq = 2, .Hkv = 2, .d = 40, .dv = 24, .dtype = dtype};
+        BackwardProblem x(shape, {.mask = MaskKind::kBool}, 31, {.p = 0.1f, .seed = 8});
+        const std::vector<std::int64_t> empty_rows = {0, 1, 40, 96};
+        std::vector<std::uint8_t> keep(static_cast<std::size_t>(2 * 97 * 113));
+        std::mt19937 rng(5);
+        for (std::size_t n = 0; n < keep.size(); ++n) keep[n] = n < 97 * 113 && rng() % 5 != 0;
+        for (std::int64_t i : empty_rows) std::fill_n(keep.begin() + i * 113, 113, std::uint8_t{0});
+        x.forward().params().mask.data = keep.data();
+        x.RecomputeForward();
+        ExpectRowsWithoutKeysGiveZeroGradients(x, empty_rows, 1, name + " bool mask");
+      }
+      {
+        // Nq > Nk with a window: query i sees keys i − 16 − 2 ≤ j ≤ i − 16 + 3, so rows 0..12 see none;
+        // with causal too (j ≤ i − 16), rows 0..15.
+        const Shape shape{.Nq = 113, .Nk = 97, .Hq = 2, .Hkv = 1, .d = 59, .dv = 40, .dtype = dtype};
+        for (bool causal : {false, true}) {
+          std::vector<std::int64_t> empty_rows(causal ? 16 : 13);
+          std::iota(empty_rows.begin(), empty_rows.end(), 0);
+          BackwardProblem x(shape, {.causal = causal, .window_left = 2, .window_right = 3, .alibi = true}, 32,
+                            {.p = 0.1f, .seed = 9});
+          ExpectRowsWithoutKeysGiveZeroGradients(x, empty_rows, -1,
+                                                 name + (causal ? " causal" : "") + " window (2, 3)");
+        }
+      }
     }
   }
   kernels::RestrictFusedTargetForTest(0);

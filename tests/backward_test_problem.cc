@@ -44,6 +44,11 @@ BackwardProblem::BackwardProblem(const Shape& shape, const Modifiers& modifiers,
   ResetGradients();
 }
 
+void BackwardProblem::RecomputeForward(Algorithm algorithm) {
+  flashattn::forward(forward_.params(), algorithm);
+  params_.attention = forward_.params();
+}
+
 void BackwardProblem::SetDO(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t c, float value) {
   const Strides& s = params_.do_strides;
   StoreFromFloat(do_.data(), shape().dtype, b * s.batch + i * s.seq + h * s.head + c, value);

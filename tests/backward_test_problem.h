@@ -26,6 +26,9 @@ class BackwardProblem {
 
   Problem& forward() { return forward_; }
   const Problem& forward() const { return forward_; }
+  // Runs forward(`algorithm`) again on forward().params() (after a test changed them, e.g. the mask) and
+  // gives params().attention the changed parameters, O and LSE.
+  void RecomputeForward(Algorithm algorithm = Algorithm::kFused);
   BackwardParams& params() { return params_; }
   const BackwardParams& params() const { return params_; }
   const Shape& shape() const { return forward_.shape(); }

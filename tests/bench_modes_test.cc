@@ -2,20 +2,27 @@
 // OpenBLAS decode against flashattn::decode (float32 cache, GQA, several query rows under the causal mask,
 // sequences of different lengths, an empty one), and the OpenBLAS standard backward against the float64
 // oracle's gradients (shapes with tails, Nq ≠ Nk under the causal mask, GQA, d ≠ dv, three element types), in
-// both threading arrangements. Also the decode parameters the benchmark builds (contiguous and paged).
+// both threading arrangements. Also the decode parameters the benchmark builds (contiguous and paged), and
+// `--mode backward`'s row end to end (RunBackward on a tiny shape): the JSON fields issue 5 asks for, and
+// FLOPs counted as 2.5× the forward's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "backward_test_problem.h"
 #include "bench/backward_baseline.h"
+#include "bench/backward_mode.h"
 #include "bench/decode_baseline.h"
 #include "bench/decode_mode.h"
 #include "bench/mode_common.h"
+#include "bench/report.h"
 
 namespace flashattn::bench {
 namespace {
@@ -201,6 +208,107 @@ TEST(BackwardBaseline, ScratchIsPAndDsPerWorker) {
   const std::int64_t per_worker = (2 * std::int64_t{2048} * 2048 + 2048) * 4;  // P, dS and D
   EXPECT_EQ(BlasBackwardBaseline::ScratchBytes(p, BaselineArrangement::kThreadedBlas), per_worker);
   EXPECT_EQ(BlasBackwardBaseline::ScratchBytes(p, BaselineArrangement::kHeadsParallel), 2 * per_worker);
+}
+
+// The number after "key": in a JSON line of ToJson, or nullopt when the key is absent or its value is null.
+std::optional<double> JsonNumber(const std::string& json, const std::string& key) {
+  const std::string quoted = "\"" + key + "\": ";
+  const std::size_t at = json.find(quoted);
+  if (at == std::string::npos) return std::nullopt;
+  const char* begin = json.c_str() + at + quoted.size();
+  char* end = nullptr;
+  const double value = std::strtod(begin, &end);
+  if (end == begin) return std::nullopt;
+  return value;
+}
+
+// A relative comparison for values that went through the JSON line's 6 significant digits.
+void ExpectJsonNear(const std::string& json, const std::string& key, double expected) {
+  const std::optional<double> value = JsonNumber(json, key);
+  ASSERT_TRUE(value.has_value()) << key << " missing or null in " << json;
+  EXPECT_NEAR(*value, expected, 1e-5 * std::abs(expected)) << key << " in " << json;
+}
+
+TEST(BackwardMode, RowHasTheIssueFieldsAndCountsTwoAndAHalfForwardFlops) {
+  Limits limits;  // a made-up peak: the row's fractions are checked against it, nothing is timed against it
+  limits.peak.gflops = 40.0;
+  limits.peak.cpu_gflops = 50.0;
+  limits.peak.target = "TEST";
+  RunOptions options;
+  options.timing = {.repeats = 3, .min_time_s = 0.0, .max_repeats = 3, .warmup = true};
+  for (bool causal : {false, true}) {
+    BenchCase c;
+    c.mode = Mode::kBackward;
+    c.batch = 2;
+    c.heads = 4;
+    c.heads_kv = 2;
+    c.seqlen_q = 37;
+    c.seqlen_k = 53;
+    c.headdim = 24;
+    c.causal = causal;
+    c.threads = 2;
+    const Row row = RunBackward(c, options, limits);
+    const std::string json = ToJson(row);
+    SCOPED_TRACE(json);
+
+    // 2.5 × the forward's 4·b·h·Nq·Nk·d, halved for causal; the same as the forward mode's count × 2.5.
+    const double forward_flops = 4.0 * 2 * 4 * 37 * 53 * 24 / (causal ? 2 : 1);
+    BenchCase forward_case = c;
+    forward_case.mode = Mode::kForward;
+    EXPECT_EQ(CountFlops(forward_case), forward_flops);
+    EXPECT_EQ(row.flops, 2.5 * forward_flops);
+
+    EXPECT_NE(json.find("\"mode\": \"backward\""), std::string::npos);
+    EXPECT_NE(json.find(std::string("\"causal\": ") + (causal ? "true" : "false")), std::string::npos);
+    EXPECT_EQ(row.timing.runs, 3);
+    ASSERT_GT(row.timing.median_ms, 0.0);
+    ExpectJsonNear(json, "median_ms", row.timing.median_ms);
+    ExpectJsonNear(json, "gflops", 2.5 * forward_flops / (row.timing.median_ms * 1e6));
+    ExpectJsonNear(json, "peak_gflops", 40.0);
+    ExpectJsonNear(json, "peak_fraction", 2.5 * forward_flops / (row.timing.median_ms * 1e6) / 40.0);
+    ExpectJsonNear(json, "cpu_peak_fraction", row.CpuGflops() / 50.0);
+
+    // The OpenBLAS standard backward ran in the same row, on the same inputs, and agrees with the library.
+    ASSERT_TRUE(row.baseline.has_value()) << row.note;
+    ASSERT_GT(row.baseline->timing.median_ms, 0.0);
+    ExpectJsonNear(json, "baseline_median_ms", row.baseline->timing.median_ms);
+    ExpectJsonNear(json, "baseline_gflops", 2.5 * forward_flops / (row.baseline->timing.median_ms * 1e6));
+    ExpectJsonNear(json, "speedup_vs_baseline", row.baseline->timing.median_ms / row.timing.median_ms);
+    EXPECT_TRUE(JsonNumber(json, "cpu_speedup_vs_baseline").has_value());
+    const std::optional<double> diff = JsonNumber(json, "max_abs_diff_vs_baseline");
+    ASSERT_TRUE(diff.has_value());
+    EXPECT_LE(*diff, 1e-4);  // float32 gradients of O(1) inputs; NaN would have been written as null
+
+    // The caller's tensors: Q, K, V, O, dO, dQ, dK, dV in float32 and the LSE.
+    const double q = 2 * 37 * 4 * 24, kv = 2 * 53 * 2 * 24;
+    EXPECT_EQ(JsonNumber(json, "tensor_bytes"), 4 * (4 * q + 4 * kv + 2 * 4 * 37));
+  }
+}
+
+TEST(BackwardMode, WithoutBaselineAndWithMemoryTheRowSaysSo) {
+  Limits limits;
+  limits.peak.gflops = 40.0;
+  RunOptions options;
+  options.timing = {.repeats = 1, .min_time_s = 0.0, .max_repeats = 1, .warmup = true};
+  options.baseline = false;
+  options.report_memory = true;
+  BenchCase c;
+  c.mode = Mode::kBackward;
+  c.heads = c.heads_kv = 1;
+  c.seqlen_q = c.seqlen_k = 16;
+  c.headdim = 8;
+  c.dtype = DType::kBF16;
+  c.threads = 1;
+  const Row row = RunBackward(c, options, limits);
+  const std::string json = ToJson(row);
+  EXPECT_NE(json.find("\"baseline_median_ms\": null"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"speedup_vs_baseline\": null"), std::string::npos) << json;
+  EXPECT_EQ(json.find("max_abs_diff_vs_baseline"), std::string::npos) << json;
+  // Either the growth was measured, or the note says why not.
+  EXPECT_TRUE(JsonNumber(json, "peak_rss_growth_bytes").has_value() ||
+              json.find("peak RSS unavailable") != std::string::npos)
+      << json;
+  EXPECT_EQ(row.flops, 2.5 * 4 * 16 * 16 * 8);
 }
 
 }  // namespace

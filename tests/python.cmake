@@ -1,6 +1,6 @@
 # The Python package's tests (issue 6): pytest over tests/python/ with the build tree's package on the path.
 # Two CTest tests, so that `ctest -j2` runs the NumPy and the PyTorch halves side by side; each uses one
-# thread per call, and the torch half skips itself where python3-torch is missing.
+# thread per call. The torch half fails where python3-torch is missing (scripts/install-deps.sh installs it).
 if(TARGET flashattn_python)
   foreach(part numpy torch)
     add_test(NAME python_${part}_test
@@ -10,4 +10,15 @@ if(TARGET flashattn_python)
       ENVIRONMENT "PYTHONPATH=${PROJECT_BINARY_DIR}/python;PYTHONDONTWRITEBYTECODE=1;OMP_NUM_THREADS=1"
       LABELS python TIMEOUT 600)
   endforeach()
+
+  # The install docs/python.md describes (`cmake --install --component python`), staged under DESTDIR in
+  # the build tree and imported from there by an isolated /usr/bin/python3: tests/python/run_install.cmake.
+  add_test(NAME python_install_test
+           COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${PROJECT_BINARY_DIR}
+                   -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/python_install
+                   -DPYTHON=${FLASHATTN_PYTHON_EXECUTABLE} -DINSTALL_DIR=${FLASHATTN_PYTHON_INSTALL_DIR}
+                   -DPREFIX=${CMAKE_INSTALL_PREFIX}
+                   -DCHECK=${CMAKE_CURRENT_SOURCE_DIR}/python/check_install.py
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/python/run_install.cmake)
+  set_tests_properties(python_install_test PROPERTIES LABELS python TIMEOUT 300)
 endif()

@@ -66,7 +66,9 @@ std::vector<Shape> ForwardShapeMatrix() {
 }
 
 std::vector<Shape> BackwardShapeMatrix() {
-  std::vector<Shape> shapes = ShapeGrid({40, 59, 111, 256}, {{1, 1}, {97, 113}, {113, 97}, {1, 97}});
+  std::vector<Shape> shapes =
+      ShapeGrid({1, 40, 59, 64, 111, 128, 256}, {{1, 1}, {97, 113}, {113, 97}, {1, 97}});
+  shapes.push_back({.Nq = 1025, .Nk = 1025, .d = 8, .dv = 8});
   shapes.push_back({.Nq = 1025, .Nk = 113, .d = 40, .dv = 40});
   shapes.push_back({.Nq = 97, .Nk = 1025, .d = 64, .dv = 64});
   shapes.push_back({.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40});   // GQA

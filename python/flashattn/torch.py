@@ -4,10 +4,13 @@ The same functions and keywords as the NumPy API (``help(flashattn)``), on float
 tensors on the CPU. Tensors are passed to the library without copies (through ``Tensor.numpy()``, bfloat16
 as an int16 view) when their last dimension is contiguous; outputs and gradients are new tensors.
 ``loss.backward()`` runs the library's backward pass, which recomputes the attention matrix from the saved
-inputs, output and log-sum-exp (and the dropout mask from the saved seed). ``flash_attn_with_kvcache`` and
-``merge_attention_states`` have no gradient, as in flash-attn. No gradient flows to ``alibi_slopes`` or
-``attn_mask``.
+inputs, output and log-sum-exp (and the dropout mask from the saved seed). ``flash_attn_backward`` and
+``flash_attn_varlen_backward`` call that backward pass directly, as the NumPy functions of the same names do.
+``flash_attn_with_kvcache`` and ``merge_attention_states`` have no gradient, as in flash-attn. No gradient
+flows to ``alibi_slopes`` or ``attn_mask``.
 """
+
+import operator
 
 import numpy as np
 import torch
@@ -17,6 +20,8 @@ from . import _core, _int32, _kvcache, _modifiers, _sdpa_mask, _seed
 __all__ = [
     "flash_attn_func",
     "flash_attn_varlen_func",
+    "flash_attn_backward",
+    "flash_attn_varlen_backward",
     "flash_attn_with_kvcache",
     "merge_attention_states",
     "scaled_dot_product_attention",
@@ -69,6 +74,48 @@ def _is_bf16(tensor):
     return isinstance(tensor, torch.Tensor) and tensor.dtype == torch.bfloat16
 
 
+def _backward(dout, q, k, v, out, lse, modifiers, bf16):
+    """The library's backward pass on tensors (dout as NumPy already): new (dq, dk, dv) tensors."""
+    grads = _core.backward(
+        dout,
+        _array(q, "q"),
+        _array(k, "k"),
+        _array(v, "v"),
+        _array(out, "out"),
+        _array(lse, "softmax_lse"),
+        modifiers,
+        bf16=bf16,
+    )
+    return tuple(_tensor(g, bf16) for g in grads)
+
+
+def _varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_q, max_k, modifiers, bf16):
+    """The library's varlen backward pass on tensors (dout and cu_seqlens as NumPy already)."""
+    grads = _core.varlen_backward(
+        dout,
+        _array(q, "q"),
+        _array(k, "k"),
+        _array(v, "v"),
+        _array(out, "out"),
+        _array(lse, "softmax_lse"),
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_q,
+        max_k,
+        modifiers,
+        bf16=bf16,
+    )
+    return tuple(_tensor(g, bf16) for g in grads)
+
+
+def _same_dtype(q, **tensors):
+    """TypeError naming the first tensor whose dtype differs from q's (bfloat16 would otherwise reach the
+    library as an int16 array and be reported as int16)."""
+    for name, t in tensors.items():
+        if isinstance(q, torch.Tensor) and isinstance(t, torch.Tensor) and t.dtype != q.dtype:
+            raise TypeError(f"{name} has dtype {t.dtype} but q has dtype {q.dtype}; they must agree")
+
+
 class FlashAttnFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, modifiers, return_dropout_mask):
@@ -92,17 +139,7 @@ class FlashAttnFunc(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout, _dlse, _dkeep):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = _core.backward(
-            _grad_array(dout, "dout"),
-            _array(q, "q"),
-            _array(k, "k"),
-            _array(v, "v"),
-            _array(out, "out"),
-            _array(lse, "softmax_lse"),
-            ctx.modifiers,
-            bf16=ctx.bf16,
-        )
-        return _tensor(dq, ctx.bf16), _tensor(dk, ctx.bf16), _tensor(dv, ctx.bf16), None, None
+        return _backward(_grad_array(dout, "dout"), q, k, v, out, lse, ctx.modifiers, ctx.bf16) + (None, None)
 
 
 def flash_attn_func(
@@ -163,17 +200,8 @@ class FlashAttnVarlenFunc(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout, _dlse):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = _core.varlen_backward(
-            _grad_array(dout, "dout"),
-            _array(q, "q"),
-            _array(k, "k"),
-            _array(v, "v"),
-            _array(out, "out"),
-            _array(lse, "softmax_lse"),
-            *ctx.rest,
-            bf16=ctx.bf16,
-        )
-        return (_tensor(dq, ctx.bf16), _tensor(dk, ctx.bf16), _tensor(dv, ctx.bf16)) + (None,) * 5
+        grads = _varlen_backward(_grad_array(dout, "dout"), q, k, v, out, lse, *ctx.rest, ctx.bf16)
+        return grads + (None,) * 5
 
 
 def flash_attn_varlen_func(
@@ -219,6 +247,94 @@ def flash_attn_varlen_func(
         m,
     )
     return (out, lse, None) if return_attn_probs else out
+
+
+def flash_attn_backward(
+    dout,
+    q,
+    k,
+    v,
+    out,
+    softmax_lse,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    *,
+    seed=None,
+):
+    """flashattn.flash_attn_backward for tensors: the gradients (dq, dk, dv) of flash_attn_func for the
+    incoming gradient dout, as new tensors of q's dtype (float32, float16 or bfloat16) and of the shapes of
+    q, k, v. out and softmax_lse as flash_attn_func(..., return_attn_probs=True) returned them, every keyword
+    as given to it (the seed is required when dropout_p > 0). Like the NumPy function: the tensors are used
+    without copies when their last dimension is contiguous, else ValueError. Not recorded by autograd."""
+    del deterministic
+    _same_dtype(q, k=k, v=v, out=out, dout=dout)
+    m = _modifiers(
+        dropout_p,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        _side_array(alibi_slopes, "alibi_slopes"),
+        _seed(seed, dropout_p, required=True),
+    )
+    return _backward(_array(dout, "dout"), q, k, v, out, softmax_lse, m, _is_bf16(q))
+
+
+def flash_attn_varlen_backward(
+    dout,
+    q,
+    k,
+    v,
+    out,
+    softmax_lse,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    *,
+    seed=None,
+):
+    """flashattn.flash_attn_varlen_backward for tensors: the gradients (dq, dk, dv) of
+    flash_attn_varlen_func, as new tensors of q's dtype. out and softmax_lse (heads_q, total_q) as
+    flash_attn_varlen_func(..., return_attn_probs=True) returned them, the forward call's seed when
+    dropout_p > 0. Not recorded by autograd."""
+    del deterministic
+    _same_dtype(q, k=k, v=v, out=out, dout=dout)
+    m = _modifiers(
+        dropout_p,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        _side_array(alibi_slopes, "alibi_slopes"),
+        _seed(seed, dropout_p, required=True),
+    )
+    return _varlen_backward(
+        _array(dout, "dout"),
+        q,
+        k,
+        v,
+        out,
+        softmax_lse,
+        _int32(_side_array(cu_seqlens_q, "cu_seqlens_q"), "cu_seqlens_q", 1),
+        _int32(_side_array(cu_seqlens_k, "cu_seqlens_k"), "cu_seqlens_k", 1),
+        operator.index(max_seqlen_q),
+        operator.index(max_seqlen_k),
+        m,
+        _is_bf16(q),
+    )
 
 
 def flash_attn_with_kvcache(

@@ -4,8 +4,8 @@
 //   P_ij  = exp(S_ij − LSE_i)                            (0 where S_ij = −∞, and on rows with LSE_i = −∞)
 //   dV_j += Σ_i P_ij Z_ij dO_i                           (Z = dropout multiplier keep/(1 − p), 1 without)
 //   dP_ij = Z_ij (dO_i · v_j)
-//   dS_ij = P_ij (dP_ij − D_i) · cap'_ij                 (cap' = 1 − tanh²(s q_i·k_j / c) with softcap c,
-//   else 1) dQ_i  = s Σ_j dS_ij k_j,   dK_j += s Σ_i dS_ij q_i
+//   dS_ij = P_ij (dP_ij − D_i) · cap'_ij                 (cap' = 1 − tanh²(s q_i·k_j / c), softcap c; else 1)
+//   dQ_i  = s Σ_j dS_ij k_j,   dK_j += s Σ_i dS_ij q_i
 // ALiBi and the mask tensor are constants added to S: they pass dS through unchanged and get no gradient.
 //   StandardBackward: float32 with P and dS materialized (Nq×Nk) and rounded to the element type, as a
 //                     framework's plain implementation stores them: the baseline of the kernel's error.

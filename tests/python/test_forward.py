@@ -1,6 +1,8 @@
 """flash_attn_func and flash_attn_backward against the float64 NumPy reference, within twice the error of a
 same-precision standard implementation, over odd shapes, GQA, every mask and modifier, both dtypes."""
 
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -82,16 +84,75 @@ def test_rows_that_see_no_key_give_zero_output_and_minus_inf_lse(rng):
     assert max_error(dk, ref["dk"]) < 1e-5
 
 
+def numpy_allocation_peak(call):
+    """(result, peak bytes) of call(), counting what tracemalloc sees: every array NumPy allocates."""
+    tracemalloc.start()
+    try:
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_strided_views_are_used_in_place(rng):
-    # q, k, v as views into one packed (b, s, 3, h, d) array, and a (b, h, s, d) tensor seen transposed.
-    qkv = rng.standard_normal((2, 19, 3, 4, 32)).astype(np.float32)
+    """Strided views reach the library without copies, checked three ways.
+
+    1. Values: q, k, v as views into one packed (b, s, 3, h, d) array, and q as a transposed head-major
+       array, give the bits of the call on contiguous copies (the strides are read right).
+    2. No copy through NumPy: during the forward and the backward call on those views (1 MiB each),
+       tracemalloc, to which NumPy reports every array it allocates, sees nothing beyond the returned
+       arrays. A copy by the Python layer (np.ascontiguousarray, astype) or by a pybind11 conversion
+       (array_t with forcecast) allocates through NumPy and would be counted (checked here too, so that the
+       test fails rather than passes if NumPy stopped reporting). A copy that C++ code made into memory of
+       its own would not be counted: this does not rule that out (arrays.cc hands py::array's pointer and
+       strides to the library; the fused kernel's own scratch, packed K tiles, is not a NumPy allocation).
+    3. Writes land in the caller's memory: flash_attn_with_kvcache appends into k_cache and v_cache given
+       as views of every other row of two larger buffers, and the new rows appear in those buffers.
+    """
+    qkv = rng.standard_normal((2, 512, 3, 4, 64)).astype(np.float32)
     q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
-    out = flashattn.flash_attn_func(q, k, v, causal=True)
-    expected = flashattn.flash_attn_func(*(np.ascontiguousarray(x) for x in (q, k, v)), causal=True)
+    assert not q.flags.c_contiguous and q.nbytes == 1 << 20
+    contiguous = [np.ascontiguousarray(x) for x in (q, k, v)]
+    expected, expected_lse, _ = flashattn.flash_attn_func(*contiguous, causal=True, return_attn_probs=True)
+
+    slack = 64 << 10  # pybind11's and the call's small objects; far below one input's 1 MiB
+    (out, lse, _), peak = numpy_allocation_peak(
+        lambda: flashattn.flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    )
     np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(lse, expected_lse)
+    assert peak <= out.nbytes + lse.nbytes + slack, f"{peak} bytes allocated through NumPy"
+    _, copy_peak = numpy_allocation_peak(lambda: np.ascontiguousarray(q))
+    assert copy_peak >= q.nbytes, "tracemalloc does not see NumPy's allocations: this test checks nothing"
+
+    dout = rng.standard_normal(out.shape).astype(np.float32)
+    grads, peak = numpy_allocation_peak(
+        lambda: flashattn.flash_attn_backward(dout, q, k, v, out, lse, causal=True)
+    )
+    assert peak <= sum(g.nbytes for g in grads) + slack, f"{peak} bytes allocated through NumPy"
+    expected_grads = flashattn.flash_attn_backward(dout, *contiguous, expected, expected_lse, causal=True)
+    for g, e in zip(grads, expected_grads):
+        np.testing.assert_array_equal(g, e)
+
     head_major = np.ascontiguousarray(q.transpose(0, 2, 1, 3))
     out_t = flashattn.flash_attn_func(head_major.transpose(0, 2, 1, 3), k, v, causal=True)
     np.testing.assert_array_equal(out_t, expected)
+
+    k_buffer, v_buffer = (rng.standard_normal((2, 32, 2, 32)).astype(np.float32) for _ in range(2))
+    k_before, v_before = k_buffer.copy(), v_buffer.copy()
+    k_new = rng.standard_normal((2, 1, 2, 32)).astype(np.float32)
+    v_new = rng.standard_normal((2, 1, 2, 32)).astype(np.float32)
+    q_new = rng.standard_normal((2, 1, 4, 32)).astype(np.float32)
+    # Cache rows 3 and 7 are buffer rows 6 and 14.
+    flashattn.flash_attn_with_kvcache(
+        q_new, k_buffer[:, ::2], v_buffer[:, ::2], k_new, v_new, cache_seqlens=np.array([3, 7])
+    )
+    for b, row in ((0, 6), (1, 14)):
+        np.testing.assert_array_equal(k_buffer[b, row], k_new[b, 0])
+        np.testing.assert_array_equal(v_buffer[b, row], v_new[b, 0])
+        k_buffer[b, row], v_buffer[b, row] = k_before[b, row], v_before[b, row]
+    np.testing.assert_array_equal(k_buffer, k_before)  # nothing else in the buffers changed
+    np.testing.assert_array_equal(v_buffer, v_before)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

@@ -1,15 +1,18 @@
 """flashattn.torch: forward and loss.backward() against PyTorch's own softmax(q kᵀ·scale) v with autograd in
 float64 (the reference), within twice the error of the same computation in the tensors' precision (float32,
 or float16/bfloat16 products accumulated in float32 with every intermediate rounded), for float32,
-float16 and bfloat16 tensors; varlen, scaled_dot_product_attention (top-left causal, masks, GQA), kv-cache
-and merge."""
+float16 and bfloat16 tensors; flash_attn_backward and flash_attn_varlen_backward called directly; varlen,
+scaled_dot_product_attention (top-left causal, masks, GQA), kv-cache and merge.
+
+torch is imported unconditionally: scripts/install-deps.sh installs python3-torch, so a machine without it
+is a broken set-up and these tests fail (a collection error) instead of being skipped."""
 
 import numpy as np
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-import flashattn.torch as fat  # noqa: E402
-from reference import assert_within_baseline, max_error, visible  # noqa: E402
+import flashattn.torch as fat
+from reference import assert_within_baseline, max_error, visible
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -107,6 +110,117 @@ def test_flash_attn_func_autograd(shape, mods, dtype):
         lambda q, k, v: torch_attention(q, k, v, torch.float32, low=dtype, **ref_kw), low, dout.float()
     )
     check(ours, ref, base, dtype)
+
+
+def split_mods(mods, b, Hq):
+    """The keyword arguments for flashattn.torch and for torch_attention."""
+    kwargs = {key: val for key, val in mods.items() if key != "alibi"}
+    ref_kw = {
+        "causal": kwargs.get("causal", False),
+        "window": kwargs.get("window_size", (-1, -1)),
+        "softcap": kwargs.get("softcap", 0.0),
+        "scale": kwargs.get("softmax_scale"),
+    }
+    if mods.get("alibi"):
+        kwargs["alibi_slopes"] = ref_kw["alibi"] = torch.rand(b, Hq) * 0.3
+    return kwargs, ref_kw
+
+
+def assert_equal(ours, theirs):
+    for name, a, b in zip(["o", "dq", "dk", "dv"], ours, theirs):
+        assert a.dtype == b.dtype and torch.equal(a, b), name
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("mods", MODS.values(), ids=MODS.keys())
+def test_flash_attn_backward_matches_torch_autograd(mods, dtype):
+    """flash_attn_backward on the forward call's out and softmax_lse: against PyTorch's float64 autograd
+    gradients of the same loss (within twice the same-precision baseline's error), and bit for bit what
+    loss.backward() through flash_attn_func gives."""
+    torch.manual_seed(7)
+    b, Nq, Nk, Hq, Hkv, d = 2, 97, 113, 4, 2, 59
+    q, k, v = torch.randn(b, Nq, Hq, d), torch.randn(b, Nk, Hkv, d), torch.randn(b, Nk, Hkv, d)
+    dout = torch.randn(b, Nq, Hq, d)
+    kwargs, ref_kw = split_mods(mods, b, Hq)
+    low = [x.to(dtype) for x in (q, k, v)]
+    out, lse, _ = fat.flash_attn_func(*low, return_attn_probs=True, **kwargs)
+    dq, dk, dv = fat.flash_attn_backward(dout.to(dtype), *low, out, lse, **kwargs)
+    for grad, x in zip((dq, dk, dv), low):
+        assert grad.shape == x.shape and not grad.requires_grad
+    ref = run(lambda q, k, v: torch_attention(q, k, v, torch.float64, **ref_kw), low, dout.double())
+    base = run(
+        lambda q, k, v: torch_attention(q, k, v, torch.float32, low=dtype, **ref_kw), low, dout.float()
+    )
+    check([out, dq, dk, dv], ref, base, dtype)
+    autograd = run(lambda q, k, v: fat.flash_attn_func(q, k, v, **kwargs), low, dout.to(dtype))
+    assert_equal([out, dq, dk, dv], autograd)
+
+
+def test_flash_attn_backward_with_dropout_takes_the_forward_seed():
+    torch.manual_seed(4)
+    q, k, v, dout = (torch.randn(1, 23, 2, 16) for _ in range(4))
+    out, lse, keep = fat.flash_attn_func(q, k, v, dropout_p=0.25, return_attn_probs=True, seed=99)
+    grads = fat.flash_attn_backward(dout, q, k, v, out, lse, dropout_p=0.25, seed=99)
+    autograd = run(lambda q, k, v: fat.flash_attn_func(q, k, v, dropout_p=0.25, seed=99), [q, k, v], dout)
+    assert_equal([out, *grads], autograd)
+    # The reference with the returned mask: P ∘ keep / (1 − p).
+    xs = leaves(q, k, v)
+    qh, kh, vh = (x.double().transpose(1, 2) for x in xs)
+    P = torch.softmax(qh @ kh.transpose(-1, -2) / 4.0, dim=-1)
+    ((P * keep / 0.75) @ vh).transpose(1, 2).backward(dout.double())
+    for ours, x in zip(grads, xs):
+        assert max_error(ours.numpy(), x.grad.numpy()) < 1e-4
+    other = fat.flash_attn_backward(dout, q, k, v, out, lse, dropout_p=0.25, seed=100)
+    assert not torch.equal(other[1], grads[1])  # another seed, another mask
+    with pytest.raises(ValueError, match=r"^seed must be given when dropout_p > 0 .*, got None$"):
+        fat.flash_attn_backward(dout, q, k, v, out, lse, dropout_p=0.25)
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_flash_attn_varlen_backward_matches_torch_autograd(dtype):
+    torch.manual_seed(5)
+    lengths_q, lengths_k = [4, 0, 9], [6, 2, 9]
+    cu_q = torch.tensor([0] + lengths_q).cumsum(0).to(torch.int32)
+    cu_k = torch.tensor([0] + lengths_k).cumsum(0).to(torch.int32)
+    q, k, v = torch.randn(13, 4, 24), torch.randn(17, 2, 24), torch.randn(17, 2, 24)
+    dout = torch.randn(13, 4, 24)
+    low = [x.to(dtype) for x in (q, k, v)]
+    kw = {"causal": True, "window_size": (5, 1)}
+    out, lse, _ = fat.flash_attn_varlen_func(*low, cu_q, cu_k, 9, 9, return_attn_probs=True, **kw)
+    assert lse.shape == (4, 13)
+    dq, dk, dv = fat.flash_attn_varlen_backward(dout.to(dtype), *low, out, lse, cu_q, cu_k, 9, 9, **kw)
+    autograd = run(
+        lambda q, k, v: fat.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 9, 9, **kw), low, dout.to(dtype)
+    )
+    assert_equal([out, dq, dk, dv], autograd)
+    for s in range(3):
+        rq, rk = slice(cu_q[s], cu_q[s + 1]), slice(cu_k[s], cu_k[s + 1])
+        args = [low[0][rq][None], low[1][rk][None], low[2][rk][None]]
+        ref_kw = {"causal": True, "window": (5, 1)}
+        ref = run(
+            lambda q, k, v: torch_attention(q, k, v, torch.float64, **ref_kw), args, dout[rq][None].double()
+        )
+        base = run(
+            lambda q, k, v: torch_attention(q, k, v, torch.float32, low=dtype, **ref_kw),
+            args,
+            dout[rq][None].float(),
+        )
+        check([out[rq][None], dq[rq][None], dk[rk][None], dv[rk][None]], ref, base, dtype)
+
+
+def test_backward_functions_reject_what_the_numpy_api_rejects():
+    q, k, v, dout = (torch.randn(1, 5, 2, 8, dtype=torch.bfloat16) for _ in range(4))
+    out, lse, _ = fat.flash_attn_func(q, k, v, return_attn_probs=True)
+    with pytest.raises(TypeError, match=r"^dout has dtype torch\.float32 but q has dtype torch\.bfloat16"):
+        fat.flash_attn_backward(dout.float(), q, k, v, out, lse)
+    strided = torch.randn(1, 5, 2, 16, dtype=torch.bfloat16)[..., ::2]
+    with pytest.raises(ValueError, match=r"^dout must have a contiguous last dimension .*, got stride 2"):
+        fat.flash_attn_backward(strided, q, k, v, out, lse)
+    with pytest.raises(ValueError, match=r"^softmax_lse must have shape .* = \(1, 2, 5\), got \(1, 5, 2\)$"):
+        fat.flash_attn_backward(dout, q, k, v, out, lse.transpose(1, 2).contiguous())
+    cu = torch.tensor([0, 5], dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"^seed must be given when dropout_p > 0"):
+        fat.flash_attn_varlen_backward(dout[0], q[0], k[0], v[0], out[0], lse[0], cu, cu, 5, 5, dropout_p=0.1)
 
 
 def test_return_attn_probs_and_dropout_gradients():
@@ -223,13 +337,18 @@ def test_merge_attention_states_bfloat16():
 
 
 def test_errors_name_the_argument():
+    """Each message names the argument and the value it got, from its start (re.search with ^)."""
     q = torch.randn(1, 4, 2, 8, dtype=torch.float64)
-    with pytest.raises(TypeError, match="q"):
+    with pytest.raises(TypeError, match=r"^q must have dtype float32 or float16.*, got float64$"):
         fat.flash_attn_func(q, q, q)
-    with pytest.raises(ValueError, match="dropout_p"):
+    with pytest.raises(ValueError, match=r"^dropout_p must be in \[0, 1\), got 2$"):
         fat.flash_attn_func(q.float(), q.float(), q.float(), dropout_p=2.0)
-    with pytest.raises(TypeError, match="k"):
+    with pytest.raises(TypeError, match=r"^k must be a torch\.Tensor, got list$"):
         fat.flash_attn_func(q.float(), [1.0], q.float())
+    with pytest.raises(TypeError, match=r"^v has dtype float16 but q has dtype float32; they must agree$"):
+        fat.flash_attn_func(q.float(), q.float(), q.half())
+    with pytest.raises(ValueError, match=r"^window_left must be >= -1, got -3$"):
+        fat.flash_attn_func(q.float(), q.float(), q.float(), window_size=(-3, 0))
 
 
 def test_failed_kvcache_call_leaves_the_cache_tensors_unchanged():

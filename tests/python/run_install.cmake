@@ -1,0 +1,46 @@
+# The Python package as a user installs it (docs/python.md): `cmake --install <build> --component python`,
+# staged under DESTDIR in a scratch directory instead of the interpreter's site-packages (which needs root),
+# then imported from there by a clean interpreter (check_install.py): isolated mode, so no PYTHONPATH, no
+# user site-packages and nothing of the build tree on sys.path. Run as a script:
+#   cmake -DBUILD_DIR=... -DWORK_DIR=... -DPYTHON=... -DINSTALL_DIR=<FLASHATTN_PYTHON_INSTALL_DIR>
+#         -DPREFIX=<CMAKE_INSTALL_PREFIX> -DCHECK=<check_install.py> -P run_install.cmake
+cmake_minimum_required(VERSION 3.25)
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  if(NOT status EQUAL 0)
+    list(JOIN ARGN " " command)
+    message(FATAL_ERROR "failed (${status}): ${command}\n${output}")
+  endif()
+  message(STATUS "${output}")
+endfunction()
+
+foreach(var BUILD_DIR WORK_DIR PYTHON INSTALL_DIR PREFIX CHECK)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "run_install.cmake needs -D${var}=...")
+  endif()
+endforeach()
+file(REMOVE_RECURSE ${WORK_DIR})
+set(root ${WORK_DIR}/root)
+run(${CMAKE_COMMAND} -E env DESTDIR=${root} ${CMAKE_COMMAND} --install ${BUILD_DIR} --component python)
+
+# Where the package must have landed: INSTALL_DIR (absolute unless configured otherwise) under DESTDIR.
+if(IS_ABSOLUTE ${INSTALL_DIR})
+  set(site ${root}${INSTALL_DIR})
+else()
+  set(site ${root}${PREFIX}/${INSTALL_DIR})
+endif()
+file(GLOB_RECURSE installed RELATIVE ${root} ${root}/*)
+file(GLOB package RELATIVE ${site}/flashattn ${site}/flashattn/*)
+list(SORT package)
+if(NOT package MATCHES "^__init__\\.py;_core[^;]*\\.so;torch\\.py$")
+  message(FATAL_ERROR "expected _core*.so, __init__.py and torch.py in ${site}/flashattn, got: ${package}\n"
+                      "everything installed under ${root}: ${installed}")
+endif()
+list(LENGTH installed count)
+if(NOT count EQUAL 3)
+  message(FATAL_ERROR "the python component installed more than the package: ${installed}")
+endif()
+
+run(${CMAKE_COMMAND} -E env --unset=PYTHONPATH --unset=PYTHONHOME --unset=PYTHONSTARTUP OMP_NUM_THREADS=1
+    ${PYTHON} -I ${CHECK} ${site} ${BUILD_DIR})
