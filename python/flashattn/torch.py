@@ -12,7 +12,6 @@ flows to ``alibi_slopes`` or ``attn_mask``.
 
 import operator
 
-import numpy as np
 import torch
 
 from . import _core, _int32, _kvcache, _modifiers, _sdpa_mask, _seed

@@ -192,8 +192,10 @@ OracleGradients OracleBackwardGroup(const BackwardParams& bp, std::int64_t b, st
       for (std::int64_t j = 0; j < Nk; ++j) l += std::exp(S_i[j] - m);
       const double lse = m + std::log(l);
       std::fill(O_i.begin(), O_i.end(), 0.0);  // O_i = Σ_j P_ij Z_ij v_j
-      for (std::int64_t j = 0; j < Nk; ++j)
-        for (std::int64_t c = 0; c < dv; ++c) O_i[c] += std::exp(S_i[j] - lse) * Z_i[j] * V[j * dv + c];
+      for (std::int64_t j = 0; j < Nk; ++j) {
+        const double P_ij = std::exp(S_i[j] - lse);
+        for (std::int64_t c = 0; c < dv; ++c) O_i[c] += P_ij * Z_i[j] * V[j * dv + c];
+      }
       double D = 0.0;  // D_i = dO_i · O_i
       for (std::int64_t c = 0; c < dv; ++c) D += dO_i[c] * O_i[c];
       for (std::int64_t j = 0; j < Nk; ++j) {
