@@ -5,6 +5,7 @@
 #include <cmath>
 #include <thread>
 
+#include "bench/blas_core.h"
 #include "common/element.h"
 
 namespace flashattn::bench {
@@ -59,6 +60,7 @@ std::optional<BaselineResult> TimeArrangements(int threads, const TimingOptions&
     }
   }
   if (result.arrangement.empty()) return std::nullopt;
+  result.blas_core = BlasCore();
   return result;
 }
 

@@ -3,8 +3,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "bench/blas_core.h"
-
 namespace flashattn::bench {
 
 double Row::Gflops() const { return timing.median_ms > 0 ? flops / (timing.median_ms * 1e-3) * 1e-9 : 0; }
@@ -141,7 +139,7 @@ std::string ToJson(const Row& row) {
     json.Add("baseline_median_ms", row.baseline->timing.median_ms)
         .Add("baseline_gflops", *row.BaselineGflops())
         .Add("baseline_arrangement", row.baseline->arrangement)
-        .Add("baseline_blas_core", BlasCore());
+        .Add("baseline_blas_core", row.baseline->blas_core);
     for (const auto& [arrangement, median_ms] : row.baseline->medians_ms)
       json.Add("baseline_" + arrangement + "_median_ms", median_ms);
     json.Add("speedup_vs_baseline", *row.SpeedupVsBaseline())

@@ -19,6 +19,7 @@ struct BaselineResult {
   Timing timing;  // of the faster arrangement
   std::string arrangement;
   std::vector<std::pair<std::string, double>> medians_ms;  // every arrangement tried, by name
+  std::string blas_core;  // the OpenBLAS kernel family it ran on (blas_core.h)
 };
 
 // Decode rows: the bytes the call must read, against the bandwidth measured in the same run.

@@ -26,6 +26,7 @@ Row ExampleRow() {
   BaselineResult baseline;
   baseline.timing = {650.0, 640.0, 700.0, 5, 1500.0};
   baseline.arrangement = "heads-parallel";
+  baseline.blas_core = "SkylakeX";
   baseline.medians_ms = {{"heads-parallel", 650.0}, {"threaded-blas", 700.0}};
   row.baseline = baseline;
   row.max_abs_diff_vs_baseline = 1.5e-6;
@@ -55,7 +56,7 @@ TEST(BenchReport, JsonLineHasEveryRequiredFieldInOrder) {
       "\"median_cpu_ms\": 1200, \"cpu_gflops\": 114.532, \"peak_cpu_gflops\": 196, "
       "\"cpu_peak_fraction\": 0.584349, "
       "\"baseline_median_ms\": 650, \"baseline_gflops\": 105.722, \"baseline_arrangement\": "
-      "\"heads-parallel\", "
+      "\"heads-parallel\", \"baseline_blas_core\": \"SkylakeX\", "
       "\"baseline_heads-parallel_median_ms\": 650, \"baseline_threaded-blas_median_ms\": 700, "
       "\"speedup_vs_baseline\": 1.3, \"baseline_median_cpu_ms\": 1500, \"cpu_speedup_vs_baseline\": 1.25, "
       "\"max_abs_diff_vs_baseline\": 1.5e-06, \"tensor_bytes\": 67239936}");
@@ -100,6 +101,7 @@ Row DecodeRow() {
   BaselineResult baseline;
   baseline.timing = {16.0, 15.0, 17.0, 30, 32.0};
   baseline.arrangement = "heads-parallel";
+  baseline.blas_core = "SkylakeX";
   row.baseline = baseline;
   return row;
 }
