@@ -125,10 +125,10 @@ std::string Blocks(const io_model::Cost& cost) {
 void PrintRow(const std::string& name, const std::string& blocks, const std::string& source,
               const io_model::IoCount& io, const io_model::Cost& cost, const std::string& note) {
   const double bytes = static_cast<double>(io.read_bytes + io.written_bytes);
-  std::printf("%-9s %-9s %-8s %15lld %15lld %15lld %15lld %11.4g %9.3f  %s\n", name.c_str(), blocks.c_str(),
+  std::printf("%-9s %-9s %-8s %15lld %15lld %15lld %15lld %11.4g %9.3f%s%s\n", name.c_str(), blocks.c_str(),
               source.c_str(), static_cast<long long>(io.read), static_cast<long long>(io.written),
               static_cast<long long>(io.read_bytes), static_cast<long long>(io.written_bytes), cost.flops,
-              bytes > 0 ? cost.flops / bytes : 0.0, note.c_str());
+              bytes > 0 ? cost.flops / bytes : 0.0, note.empty() ? "" : "  ", note.c_str());
 }
 
 void RunIo(IoOptions o) {
