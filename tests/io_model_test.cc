@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io_model/io_model.h"
+#include "io_model/machine.h"
 #include "kernels/fused_forward.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
@@ -367,6 +368,14 @@ TEST(IoModelTest, DecodeRejectsWhatDecodeLacks) {
   EXPECT_THROW(io_model::RunCountedDecode(plain.params(), 0), Error);
   plain.params().dropout_p = 0.5f;
   EXPECT_THROW(io_model::Decode(plain.params(), 1), Error);
+}
+
+// The ridge point's bandwidth must come from memory, not from an L3 that holds the whole array.
+TEST(IoModelTest, RidgeBandwidthArraysOutgrowTheL3) {
+  EXPECT_EQ(io_model::RidgeArrayBytes(0), std::int64_t{128} << 20);  // L3 unknown: MeasureBandwidth's default
+  EXPECT_EQ(io_model::RidgeArrayBytes(std::int64_t{32} << 20), std::int64_t{128} << 20);  // Zen 3
+  EXPECT_EQ(io_model::RidgeArrayBytes(std::int64_t{260} << 20), std::int64_t{520} << 20);  // this Xeon
+  EXPECT_GE(io_model::RidgeArrayBytes(io_model::DetectL3CacheBytes()), 2 * io_model::DetectL3CacheBytes());
 }
 
 TEST(IoModelTest, RunCountedRejectsAlgorithmsWithoutInstrumentation) {
