@@ -23,7 +23,7 @@ ll=$(mib "$data")
 ll3=$(mib "$l3")
 
 rows() {  # $1 = file, $2 = algorithm, $3 = d: an awk filter gnuplot reads as a data source
-  echo "< awk '\$1==\"$2\" && \$3==$3' $1"
+  echo "< awk '\$1 ~ /^$2\$/ && \$3 == $3' $1"
 }
 
 panel() {  # $1 = d
