@@ -7,13 +7,13 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "commands.h"
 #include "common/checked.h"
 #include "flashattn/flashattn.h"
 #include "io_model/io_model.h"
+#include "kernels/fused_forward.h"
 #include "io_model/machine.h"
 
 namespace flashattn::cli {
@@ -82,7 +82,10 @@ void CheckOptions(IoOptions& o) {
          " --headdim ", o.headdim, " --headdim-v ", o.headdim_v,
          ": batch*heads*Nq*Nk*(d+dv) exceeds 2^57, beyond the 64-bit counts of the IO models");
   }
-  if (o.splits_given) CheckAtLeast("--splits", o.splits, 1);
+  if (o.splits_given) {  // more chunks than keys only adds empty ones
+    CheckAtLeast("--splits", o.splits, 1);
+    if (o.splits > o.seqlen_k) Fail("--splits must be <= --seqlen-k (", o.seqlen_k, "), got ", o.splits);
+  }
   if (o.fast_memory_given) {
     CheckAtLeast("--fast-memory", o.fast_memory, 1);
     const std::int64_t tile = io_model::TileBytes(1, 1, o.headdim, o.headdim_v);
@@ -98,7 +101,8 @@ struct Buffers {
   std::vector<float> q, k, v, o, lse;
 };
 
-io_model::IoCount CountedRun(const AttentionParams& shape, Algorithm algorithm, Buffers& buffers) {
+// The shape with zero-filled buffers, for the counted runs.
+AttentionParams WithBuffers(const AttentionParams& shape, Buffers& buffers) {
   AttentionParams p = shape;
   const std::int64_t elem = static_cast<std::int64_t>(SizeOf(p.dtype));
   auto floats = [elem](std::int64_t elements) { return static_cast<std::size_t>((elements * elem + 3) / 4); };
@@ -110,7 +114,7 @@ io_model::IoCount CountedRun(const AttentionParams& shape, Algorithm algorithm, 
   p.q = buffers.q.data(), p.k = buffers.k.data(), p.v = buffers.v.data(), p.o = buffers.o.data();
   if (p.lse != nullptr) p.lse = buffers.lse.data();
   p.SetContiguousStrides();
-  return io_model::RunCounted(p, algorithm);
+  return p;
 }
 
 std::string Blocks(const io_model::Cost& cost) {
@@ -121,10 +125,10 @@ std::string Blocks(const io_model::Cost& cost) {
 void PrintRow(const std::string& name, const std::string& blocks, const std::string& source,
               const io_model::IoCount& io, const io_model::Cost& cost, const std::string& note) {
   const double bytes = static_cast<double>(io.read_bytes + io.written_bytes);
-  std::printf("%-9s %-9s %-8s %15lld %15lld %15lld %15lld %11.4g %9.3f  %s\n", name.c_str(), blocks.c_str(),
+  std::printf("%-9s %-9s %-8s %15lld %15lld %15lld %15lld %11.4g %9.3f%s%s\n", name.c_str(), blocks.c_str(),
               source.c_str(), static_cast<long long>(io.read), static_cast<long long>(io.written),
               static_cast<long long>(io.read_bytes), static_cast<long long>(io.written_bytes), cost.flops,
-              bytes > 0 ? cost.flops / bytes : 0.0, note.c_str());
+              bytes > 0 ? cost.flops / bytes : 0.0, note.empty() ? "" : "  ", note.c_str());
 }
 
 void RunIo(IoOptions o) {
@@ -152,10 +156,12 @@ void RunIo(IoOptions o) {
                 machine.fma_gflops, machine.bandwidth_gbs, machine.threads, machine.RidgePoint());
   }
   std::printf("\nTraffic between main memory and fast memory for the whole call. 'model' is the closed form "
-              "of docs/io.md;\n'counted' is the reference algorithm run with every main-memory access "
-              "counted. FLOPs: the two matrix\nproducts over the tiles visited. The reference flash1/flash2 "
-              "visit every tile, masked or not; the fused\nkernel skips tiles outside the causal/window band. "
-              "FLOP/byte is the arithmetic intensity to compare with the ridge point.\n\n");
+              "of docs/io.md;\n'counted' runs the algorithm's loops with every main-memory access counted: "
+              "the reference algorithms\nthemselves, and for fused and decode the kernels' loops in scalar "
+              "code (src/io_model/counted_*.cc).\nFLOPs: the two matrix products over the tiles visited. "
+              "The reference flash1/flash2 visit every tile,\nmasked or not; the fused kernel and decode "
+              "skip keys outside the causal/window band. FLOP/byte is the\narithmetic intensity to compare "
+              "with the ridge point.\n\n");
   std::printf("%-9s %-9s %-8s %15s %15s %15s %15s %11s %9s\n", "algorithm", "Br x Bc", "source", "elems read",
               "elems written", "bytes read", "bytes written", "FLOPs", "FLOP/byte");
 
@@ -165,36 +171,53 @@ void RunIo(IoOptions o) {
   const bool count = work <= o.max_counted_work;
   bool all_equal = true;
   Buffers buffers;
-  const std::pair<Algorithm, io_model::Cost> reference_rows[] = {
-      {Algorithm::kStandard, io_model::Standard(shape)},
-      {Algorithm::kFlash1, io_model::Flash1(shape)},
-      {Algorithm::kFlash2, io_model::Flash2(shape)}};
-  for (const auto& [algorithm, model] : reference_rows) {
-    const std::string name(ToString(algorithm));
-    PrintRow(name, Blocks(model), "model", model.io, model, "");
+  // One algorithm: the model's row, then the counted run's (or why it was skipped).
+  const auto rows = [&](const std::string& name, const std::string& blocks, const io_model::Cost& model,
+                        const std::string& note, auto&& counted_run) {
+    PrintRow(name, blocks, "model", model.io, model, note);
     if (!count) {
       std::printf("%-9s %-9s %-8s skipped: %.3g multiply-adds exceed --max-counted-work %.3g\n", "", "",
                   "counted", work, o.max_counted_work);
-      continue;
+      return;
     }
-    const io_model::IoCount counted = CountedRun(shape, algorithm, buffers);
+    const io_model::IoCount counted = counted_run(WithBuffers(shape, buffers));
     all_equal = all_equal && counted == model.io;
     PrintRow("", "", "counted", counted, model, counted == model.io ? "= model" : "DIFFERS from model");
+  };
+  for (Algorithm algorithm : {Algorithm::kStandard, Algorithm::kFlash1, Algorithm::kFlash2}) {
+    const io_model::Cost model = algorithm == Algorithm::kStandard ? io_model::Standard(shape)
+                                 : algorithm == Algorithm::kFlash1 ? io_model::Flash1(shape)
+                                                                   : io_model::Flash2(shape);
+    rows(std::string(ToString(algorithm)), Blocks(model), model, "",
+         [algorithm](const AttentionParams& p) { return io_model::RunCounted(p, algorithm); });
   }
+  const io_model::FusedGeometry g = io_model::FusedGeometryOf(shape);
   const io_model::Cost fused = io_model::Fused(shape);
-  PrintRow("fused", Blocks(fused), "model", fused.io, fused,
-           "model only: kernel blocks from the detected L2; masked tiles skipped; not instrumented "
-           "(scripts/measure_io.sh measures it)");
-  const std::int64_t threads = o.threads > 0 ? o.threads : std::thread::hardware_concurrency();
-  const std::int64_t splits = o.splits_given ? o.splits : std::max<std::int64_t>(1, threads);
-  if (o.seqlen <= kDecodeMaxRows) {
-    const io_model::Cost decode = io_model::Decode(shape, splits);
-    PrintRow("decode", std::to_string(splits) + " splits", "model", decode.io, decode,
-             "model only (SPEC 4 Flash-Decoding); no decode kernel is counted yet");
-  } else {
+  rows("fused", Blocks(fused), fused, "",
+       [](const AttentionParams& p) { return io_model::RunCounted(p, Algorithm::kFused); });
+  if (o.headdim_v != o.headdim) {
+    std::printf("%-9s %-9s %-8s not applicable: decode's K and V share one head dimension (--headdim-v = "
+                "--headdim)\n", "decode", "-", "model");
+  } else if (o.seqlen > kDecodeMaxRows) {
     std::printf("%-9s %-9s %-8s not applicable: Flash-Decoding is for Nq <= %d query rows (e.g. --seqlen 1 "
-                "--seqlen-k %lld)\n", "decode", "-", "model", kDecodeMaxRows, static_cast<long long>(o.seqlen_k));
+                "--seqlen-k %lld)\n",
+                "decode", "-", "model", kDecodeMaxRows, static_cast<long long>(o.seqlen_k));
+  } else {
+    const std::int64_t splits = o.splits_given ? o.splits : io_model::DecodeSplits(shape);
+    const io_model::Cost decode = io_model::Decode(shape, splits);
+    rows("decode", std::to_string(splits) + "x" + std::to_string(decode.Bc), decode, "",
+         [splits](const AttentionParams& p) { return io_model::RunCountedDecode(p, splits); });
   }
+  std::printf("\nBlocks: flash1 and flash2 from M by the seeds' rule. fused: kernels::ChooseFusedTiling "
+              "from the detected\nL2 (not --fast-memory), clamped to Nq and Nk as the kernel clamps them; on "
+              "this %s target the kernel packs\nK in panels of %lld keys (%lld per block) and %s.\n",
+              kernels::FusedTargetName(kernels::FusedDispatchedTarget()).c_str(),
+              static_cast<long long>(g.NR), static_cast<long long>(g.Bc_pad),
+              g.packs_v ? "V once per K/V head next to it"
+                        : "reads V from the caller per tile (K and V of one head exceed its 16 MiB "
+                          "packing budget)");
+  std::printf("decode: splits x keys per chunk; splits from ChooseNumSplits(batch, Nk, threads) as decode() "
+              "chooses\nthem, or --splits.\n");
   if (!count) std::printf("\nThe counted runs were skipped; pass a larger --max-counted-work to run them.\n");
   if (!all_equal) Fail("the counted traffic differs from the closed form (see the rows marked DIFFERS)");
 }
@@ -204,21 +227,27 @@ void RunIo(IoOptions o) {
 void AddIoCommand(CLI::App& app) {
   auto options = std::make_shared<IoOptions>();
   CLI::App* io = app.add_subcommand(
-      "io", "Main-memory traffic of each algorithm: closed form, counted run, and this machine's ridge point");
+      "io",
+      "Main-memory traffic of each algorithm: closed form, counted run, and this machine's ridge point");
   io->add_option("--seqlen", options->seqlen, "Nq, query rows per head")->required();
-  CLI::Option* seqlen_k = io->add_option("--seqlen-k", options->seqlen_k, "Nk, key/value rows per head (default: Nq)");
+  CLI::Option* seqlen_k =
+      io->add_option("--seqlen-k", options->seqlen_k, "Nk, key/value rows per head (default: Nq)");
   io->add_option("--headdim", options->headdim, "d, head dimension of Q and K")->required();
-  CLI::Option* headdim_v = io->add_option("--headdim-v", options->headdim_v, "dv, head dimension of V and O (default: d)");
+  CLI::Option* headdim_v =
+      io->add_option("--headdim-v", options->headdim_v, "dv, head dimension of V and O (default: d)");
   io->add_option("--batch", options->batch, "batch size (default 1)");
   io->add_option("--heads", options->heads, "query heads Hq (default 1)");
-  CLI::Option* heads_kv = io->add_option("--heads-kv", options->heads_kv, "key/value heads Hkv, dividing Hq (default: Hq)");
+  CLI::Option* heads_kv =
+      io->add_option("--heads-kv", options->heads_kv, "key/value heads Hkv, dividing Hq (default: Hq)");
   CLI::Option* fast_memory = io->add_option("--fast-memory", options->fast_memory,
                  "fast memory M in bytes that sizes the tiles (default: the detected per-core L2)");
   io->add_option("--dtype", options->dtype, "element type of Q, K, V, O")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  io->add_flag("--causal", options->causal, "causal mask (the reference algorithms still visit every tile)");
+  io->add_flag("--causal", options->causal,
+               "causal mask (the reference flash1/flash2 still visit every tile)");
   io->add_flag("--no-lse", options->no_lse, "do not write LSE (the seed's 4Nd + 4N^2 has no LSE)");
-  CLI::Option* splits = io->add_option("--splits", options->splits, "K/V chunks of the decode model (default: one per thread)");
+  CLI::Option* splits = io->add_option("--splits", options->splits,
+                                       "K/V chunks of decode, 1..Nk (default: decode()'s ChooseNumSplits)");
   io->add_option("--threads", options->threads, "threads for the counted runs and measurements (0 = all)");
   io->add_option("--max-counted-work", options->max_counted_work,
                  "skip the counted runs above this many multiply-adds b*Hq*Nq*Nk*(d+dv) (default 2^31)");

@@ -1,56 +1,86 @@
 #!/usr/bin/env bash
-# Measures the main-memory traffic of `standard` (the reference) and the fused kernel with valgrind's
-# cache simulator, next to the IO model's bytes (and the counted bytes of the instrumented reference).
+# Measures the main-memory traffic of `standard` (the reference) and the fused kernel with valgrind's cache
+# simulator, next to the IO model's bytes and the counted bytes of the same call.
 #
 #   scripts/measure_io.sh [BUILD_DIR] > docs/io_traffic.dat
 #
-# BUILD_DIR (default build-io) must hold a built libflashattn.a. Each line of the output is one call of one
-# algorithm on one head, single-threaded (float32, LSE written):
+# BUILD_DIR (default build) must hold a built libflashattn.a. Each output line is one call of one algorithm
+# on one head, one thread, float32, LSE written:
 #   algorithm N d LL_bytes model_bytes counted_bytes measured_bytes Br Bc simd_target
 # measured_bytes = (LL data read misses + LL data write misses) × 64: the lines the simulated last-level
-# cache fetched from memory, only inside the forward call (callgrind --toggle-collect), after the probe
-# evicted the inputs from every cache. Write-backs of dirty lines are not simulated and not included.
-# counted_bytes is -1 for the fused kernel, which is not instrumented.
+# cache fetched from memory during the forward call alone (callgrind instruments only io_probe_forward,
+# --instr-atstart=no, so the simulated caches start empty). Write-backs of dirty lines are not simulated.
+# model_bytes and counted_bytes (io_probe --report, run natively but restricted to the SIMD target valgrind
+# ran, so that the panel padding is the same) are for the same call; counted_bytes is -1 when the counted
+# run would exceed COUNT_MAX multiply-adds N²·2d (default 2^33, about a minute of scalar code).
 #
-# The simulated LL is 512 KiB, the per-core L2 the model's fast memory M stands for (override with LL=...);
-# configurations listed in CONFIGS as "algorithm N d" lines (the default takes ~20 min on a quiet core).
+# The simulated L1d is this machine's (from /sys/devices/system/cpu/cpu0/cache); the LL is its per-core L2,
+# the fast memory M that the model and the kernel's blocks assume, unless LL="BYTES,WAYS" overrides it
+# (e.g. LL=268435456,16 for a 256 MiB L3: valgrind needs a power-of-two number of sets). CONFIGS lists
+# "algorithm N d" lines. Valgrind does not run AVX-512 code: the kernel runs its AVX2 path there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build-io}
-LL=${LL:-524288}
-CONFIGS=${CONFIGS:-"standard 128 64
-standard 256 64
+build=${1:-$root/build}
+COUNT_MAX=${COUNT_MAX:-8589934592}
+CONFIGS=${CONFIGS:-"standard 256 128
+standard 512 128
+standard 1024 128
 standard 512 64
 standard 1024 64
-standard 256 128
-standard 512 128
-fused 256 64
-fused 512 64
-fused 1024 64
-fused 2048 64
-fused 256 128
-fused 512 128
 fused 1024 128
-fused 2048 128"}
+fused 2048 128
+fused 4096 128
+fused 2048 64
+fused 4096 64"}
 
 command -v valgrind >/dev/null || { echo "measure_io.sh: valgrind is not installed" >&2; exit 1; }
-[[ -f $build/libflashattn.a ]] || { echo "measure_io.sh: no $build/libflashattn.a; build the library first" >&2; exit 1; }
+if [[ ! -f $build/libflashattn.a ]]; then
+  echo "measure_io.sh: no $build/libflashattn.a; build it first" >&2
+  exit 1
+fi
+
+cache() {  # $1 = level, $2 = sysfs file: size in bytes or ways of the data/unified cache of that level
+  local dir
+  for dir in /sys/devices/system/cpu/cpu0/cache/index*; do
+    [[ $(cat "$dir/level") == "$1" && $(cat "$dir/type") != Instruction ]] || continue
+    if [[ $2 == size ]]; then
+      numfmt --from=iec "$(cat "$dir/size")"
+    else
+      cat "$dir/$2"
+    fi
+    return
+  done
+  echo "measure_io.sh: no level-$1 cache in sysfs; set LL and D1" >&2
+  exit 1
+}
+D1=${D1:-$(cache 1 size),$(cache 1 ways_of_associativity)}
+LL=${LL:-$(cache 2 size),$(cache 2 ways_of_associativity)}
+
 # Compile the probe against the sources the library was built from: headers of another checkout may lay
 # AttentionParams out differently.
 src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-g++ -std=c++20 -O2 -fopenmp -I "$src/include" -I "$src/src" "$root/scripts/io_probe.cc" "$build/libflashattn.a" \
-  -lhwy_contrib -lhwy -o "$work/io_probe"
+g++ -std=c++20 -O2 -fopenmp -I "$src/include" -I "$src/src" "$root/scripts/io_probe.cc" \
+  "$build/libflashattn.a" -lhwy_contrib -lhwy -o "$work/io_probe"
 
 echo "# algorithm N d LL_bytes model_bytes counted_bytes measured_bytes Br Bc simd_target"
+echo "# valgrind --tool=callgrind --cache-sim=yes --D1=$D1,64 --LL=$LL,64 --instr-atstart=no" \
+  "--collect-atstart=no --toggle-collect=io_probe_forward io_probe ALGORITHM N d"
 while read -r algorithm N d; do
   [[ -z $algorithm ]] && continue
-  valgrind --tool=callgrind --cache-sim=yes --I1=32768,8,64 --D1=32768,8,64 --LL="$LL",8,64 \
-    --collect-atstart=no --toggle-collect=io_probe_forward --callgrind-out-file="$work/out" \
-    "$work/io_probe" "$algorithm" "$N" "$d" > "$work/probe" 2>/dev/null
-  read -r _ model _ counted _ Br _ Bc _ target < "$work/probe"
+  valgrind --tool=callgrind --cache-sim=yes --I1=32768,8,64 --D1="$D1",64 --LL="$LL",64 \
+    --instr-atstart=no --collect-atstart=no --toggle-collect=io_probe_forward \
+    --callgrind-out-file="$work/out" "$work/io_probe" "$algorithm" "$N" "$d" > "$work/probe" 2>/dev/null
+  read -r _ _ _ Br _ Bc _ target < "$work/probe"
+  if (( N * N * 2 * d <= COUNT_MAX )); then
+    read -r _ model _ counted _ _ _ _ _ _ < <("$work/io_probe" "$algorithm" "$N" "$d" --target "$target" \
+      --report)
+  else
+    read -r _ model _ _ _ _ < "$work/probe"
+    counted=-1
+  fi
   # events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
   measured=$(awk '/^totals:/ { print ($9 + $10) * 64 }' "$work/out")
-  echo "$algorithm $N $d $LL $model $counted $measured $Br $Bc $target"
+  echo "$algorithm $N $d ${LL%%,*} $model $counted $measured $Br $Bc $target"
 done <<< "$CONFIGS"

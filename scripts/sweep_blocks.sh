@@ -1,48 +1,113 @@
 #!/usr/bin/env bash
-# The (Br, Bc) sweep of the fused kernel: single-threaded median time and modelled traffic per block size.
+# The (Br, Bc) sweep of the fused kernel (docs/io.md, "The block sizes of the fused kernel"): speed and
+# modelled traffic per block size, or (MEASURE=1) traffic measured with valgrind's cache simulator.
 #
 #   scripts/sweep_blocks.sh [BUILD_DIR] > docs/io_block_sweep.dat
+#   MEASURE=1 scripts/sweep_blocks.sh [BUILD_DIR] > docs/io_block_traffic.dat
 #
-# Output lines: N d Br Bc median_ms min_ms GFLOP/s(at min_ms) model_bytes. Set MEASURE=1 to add the cachegrind-measured bytes
-# (LL = 512 KiB, as in measure_io.sh; slow). SHAPES and BLOCKS override the grids.
+# Speed (default): for each "N d heads" line of SHAPES and each "Br Bc" line of BLOCKS (0 0 = the kernel's own
+# choice), io_probe times REPEATS forward calls (float32, not causal, THREADS threads) after one warm-up and
+# prints one line:
+#   N d heads threads Br Bc median_ms median_cpu_ms gflops cpu_gflops model_bytes target
+# gflops is at the median wall time; cpu_gflops per CPU time, FLOPs / (median process CPU s / threads), as
+# `flashattn bench` reports it: on a machine shared with other jobs it is the figure to compare. Br and Bc
+# are the sizes the kernel used (clamped to N). model_bytes is the fused model's traffic of the call.
+#
+# Traffic (MEASURE=1): one head, one thread, each (shape, block) line of MEASURE_SHAPES × MEASURE_BLOCKS under
+# callgrind with the simulated caches of measure_io.sh (L1d and LL = this machine's L1d and per-core L2,
+# unless D1/LL override them):
+#   N d Br Bc model_bytes counted_bytes measured_bytes instructions target
+# (on valgrind's AVX2 path; model and count restricted to the same target).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build-io}
-SHAPES=${SHAPES:-"1024 64
-1024 128"}
-BLOCKS=${BLOCKS:-"16 256
-32 256
-64 256
-128 256
-64 64
-64 128
-64 512
-64 1024
-128 128
-128 512
-256 256"}
-REPEATS=${REPEATS:-21}
+build=${1:-$root/build}
+SHAPES=${SHAPES:-"4096 128 8
+4096 64 8
+1024 128 8"}
+MEASURE_SHAPES=${MEASURE_SHAPES:-"2048 128"}
+BLOCKS=${BLOCKS:-"0 0
+126 128
+252 128
+252 256
+510 256
+510 1024
+1020 512
+126 1024
+252 512
+768 512"}
+MEASURE_BLOCKS=${MEASURE_BLOCKS:-"0 0
+126 128
+252 128
+252 512
+126 1024
+510 1024
+1020 512"}
+REPEATS=${REPEATS:-5}
+THREADS=${THREADS:-2}
+
+if [[ ! -f $build/libflashattn.a ]]; then
+  echo "sweep_blocks.sh: no $build/libflashattn.a; build it first" >&2
+  exit 1
+fi
 # Compile the probe against the sources the library was built from: headers of another checkout may lay
 # AttentionParams out differently.
 src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-g++ -std=c++20 -O2 -fopenmp -I "$src/include" -I "$src/src" "$root/scripts/io_probe.cc" "$build/libflashattn.a" \
-  -lhwy_contrib -lhwy -o "$work/io_probe"
+g++ -std=c++20 -O2 -fopenmp -I "$src/include" -I "$src/src" "$root/scripts/io_probe.cc" \
+  "$build/libflashattn.a" -lhwy_contrib -lhwy -o "$work/io_probe"
 
-echo "# N d Br Bc median_ms min_ms GFLOP/s model_bytes${MEASURE:+ measured_bytes}"
+blocks_args() {  # $1 $2 = Br Bc; 0 0 = the kernel's choice
+  if [[ $1 != 0 || $2 != 0 ]]; then echo "--blocks $1 $2"; fi
+}
+
+if [[ -z ${MEASURE:-} ]]; then
+  echo "# N d heads threads Br Bc median_ms median_cpu_ms gflops cpu_gflops model_bytes target"
+  echo "# io_probe fused N d --heads H --threads $THREADS [--blocks Br Bc] --time $REPEATS" \
+    "(float32, not causal)"
+  while read -r N d heads; do
+    while read -r Br Bc; do
+      # shellcheck disable=SC2046
+      read -r _ model _ used_Br _ used_Bc _ _ < <("$work/io_probe" fused "$N" "$d" --heads "$heads" \
+        $(blocks_args "$Br" "$Bc") --model)
+      # shellcheck disable=SC2046
+      read -r _ ms _ _ _ cpu_ms _ gflops _ cpu_gflops _ target < <("$work/io_probe" fused "$N" "$d" \
+        --heads "$heads" --threads "$THREADS" $(blocks_args "$Br" "$Bc") --time "$REPEATS")
+      echo "$N $d $heads $THREADS $used_Br $used_Bc $ms $cpu_ms $gflops $cpu_gflops $model $target"
+    done <<< "$BLOCKS"
+  done <<< "$SHAPES"
+  exit 0
+fi
+
+command -v valgrind >/dev/null || { echo "sweep_blocks.sh: valgrind is not installed" >&2; exit 1; }
+cache() {  # $1 = level, $2 = size or ways_of_associativity of the data/unified cache of that level
+  local dir
+  for dir in /sys/devices/system/cpu/cpu0/cache/index*; do
+    [[ $(cat "$dir/level") == "$1" && $(cat "$dir/type") != Instruction ]] || continue
+    if [[ $2 == size ]]; then numfmt --from=iec "$(cat "$dir/size")"; else cat "$dir/$2"; fi
+    return
+  done
+  echo "sweep_blocks.sh: no level-$1 cache in sysfs; set LL and D1" >&2
+  exit 1
+}
+D1=${D1:-$(cache 1 size),$(cache 1 ways_of_associativity)}
+LL=${LL:-$(cache 2 size),$(cache 2 ways_of_associativity)}
+echo "# N d Br Bc model_bytes counted_bytes measured_bytes instructions target"
+echo "# valgrind --tool=callgrind --cache-sim=yes --D1=$D1,64 --LL=$LL,64 --instr-atstart=no" \
+  "--collect-atstart=no --toggle-collect=io_probe_forward io_probe fused N d [--blocks Br Bc]"
 while read -r N d; do
   while read -r Br Bc; do
-    read -r _ ms _ min_ms < <("$work/io_probe" fused "$N" "$d" --blocks "$Br" "$Bc" --time "$REPEATS")
-    read -r _ model _ _ _ _ _ _ _ _ < <("$work/io_probe" fused "$N" "$d" --blocks "$Br" "$Bc")
-    gflops=$(awk -v N="$N" -v d="$d" -v ms="$min_ms" 'BEGIN { printf "%.1f", 4 * N * N * d / (ms * 1e6) }')
-    line="$N $d $Br $Bc $ms $min_ms $gflops $model"
-    if [[ -n ${MEASURE:-} ]]; then
-      valgrind --tool=callgrind --cache-sim=yes --I1=32768,8,64 --D1=32768,8,64 --LL=524288,8,64 \
-        --collect-atstart=no --toggle-collect=io_probe_forward --callgrind-out-file="$work/out" \
-        "$work/io_probe" fused "$N" "$d" --blocks "$Br" "$Bc" > /dev/null 2>&1
-      line="$line $(awk '/^totals:/ { print ($9 + $10) * 64 }' "$work/out")"
-    fi
-    echo "$line"
-  done <<< "$BLOCKS"
-done <<< "$SHAPES"
+    # shellcheck disable=SC2046
+    valgrind --tool=callgrind --cache-sim=yes --I1=32768,8,64 --D1="$D1",64 --LL="$LL",64 \
+      --instr-atstart=no --collect-atstart=no --toggle-collect=io_probe_forward \
+      --callgrind-out-file="$work/out" "$work/io_probe" fused "$N" "$d" $(blocks_args "$Br" "$Bc") \
+      > "$work/probe" 2>/dev/null
+    read -r _ _ _ used_Br _ used_Bc _ target < "$work/probe"
+    # shellcheck disable=SC2046
+    read -r _ model _ counted _ _ _ _ _ _ < <("$work/io_probe" fused "$N" "$d" $(blocks_args "$Br" "$Bc") \
+      --target "$target" --report)
+    # events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+    read -r measured instructions < <(awk '/^totals:/ { print ($9 + $10) * 64, $2 }' "$work/out")
+    echo "$N $d $used_Br $used_Bc $model $counted $measured $instructions $target"
+  done <<< "$MEASURE_BLOCKS"
+done <<< "$MEASURE_SHAPES"

@@ -1,6 +1,7 @@
-// `flashattn io` as a user runs it: for a shape small enough to count, every reference algorithm's counted
-// traffic equals its model; nonsensical arguments end in one error line naming the argument and a non-zero
-// exit status.
+// `flashattn io` as a user runs it: for a shape small enough to count, every algorithm's counted traffic
+// (the reference algorithms, the fused kernel's and decode's loops) equals its model; the fused kernel's
+// blocks are printed as the kernel clamps them; nonsensical arguments end in one error line naming the
+// argument and a non-zero exit status.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -19,7 +20,8 @@ struct Result {
 
 Result RunIo(const std::string& arguments) {
   // One file per process: test processes may run side by side.
-  const std::string err_path = ::testing::TempDir() + "io_cli_test_stderr." + std::to_string(getpid()) + ".txt";
+  const std::string err_path =
+      ::testing::TempDir() + "io_cli_test_stderr." + std::to_string(getpid()) + ".txt";
   const std::string command = std::string(FLASHATTN_CLI_PATH) + " io " + arguments + " 2>" + err_path;
   Result result;
   FILE* pipe = popen(command.c_str(), "r");
@@ -41,19 +43,43 @@ int Count(const std::string& text, const std::string& word) {
   return count;
 }
 
-TEST(IoCliTest, CountedEqualsModelForEveryReferenceAlgorithm) {
+TEST(IoCliTest, CountedEqualsModelForEveryAlgorithm) {
   const Result r = RunIo("--seqlen 97 --seqlen-k 113 --headdim 40 --heads 4 --heads-kv 2 --batch 2 --causal "
                          "--fast-memory 3000 --no-measure");
   EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(Count(r.out, "= model"), 3) << r.out;  // standard, flash1, flash2
+  EXPECT_EQ(Count(r.out, "= model"), 4) << r.out;  // standard, flash1, flash2, fused (97 rows: no decode)
   EXPECT_EQ(Count(r.out, "DIFFERS"), 0) << r.out;
   EXPECT_EQ(Count(r.out, "\nfused "), 1) << r.out;
+  EXPECT_EQ(Count(r.out, "\ndecode    -         model    not applicable"), 1) << r.out;
+}
+
+TEST(IoCliTest, CountedEqualsModelForDecode) {
+  const Result r = RunIo("--seqlen 2 --seqlen-k 300 --headdim 32 --heads 4 --heads-kv 2 --causal --splits 3 "
+                         "--no-measure");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(Count(r.out, "= model"), 5) << r.out;
+  EXPECT_EQ(Count(r.out, "DIFFERS"), 0) << r.out;
+  EXPECT_EQ(Count(r.out, "\ndecode    3x100     model "), 1) << r.out;  // 3 chunks of 100 keys
+}
+
+// The kernel clamps its blocks to the sequences; the table shows the clamped sizes.
+TEST(IoCliTest, PrintsTheFusedBlocksTheKernelUses) {
+  const Result r = RunIo("--seqlen 5 --seqlen-k 7 --headdim 16 --no-measure");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(Count(r.out, "\nfused     5x7       model "), 1) << r.out;
+}
+
+TEST(IoCliTest, DecodeNeedsOneHeadDimension) {
+  const Result r = RunIo("--seqlen 1 --seqlen-k 64 --headdim 32 --headdim-v 16 --no-measure");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(Count(r.out, "decode's K and V share one head dimension"), 1) << r.out;
+  EXPECT_EQ(Count(r.out, "= model"), 4) << r.out;
 }
 
 TEST(IoCliTest, LargeShapesSkipTheCountedRunAndSaySo) {
   const Result r = RunIo("--seqlen 65536 --headdim 128 --heads 32 --no-measure");
   EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(Count(r.out, "counted  skipped:"), 3) << r.out;
+  EXPECT_EQ(Count(r.out, "counted  skipped:"), 4) << r.out;
   EXPECT_EQ(Count(r.out, "= model"), 0) << r.out;
 }
 
@@ -89,6 +115,7 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_pair("--seqlen 8 --headdim 64 --fast-memory 0", "--fast-memory"),
                       std::make_pair("--seqlen 8 --headdim 64 --fast-memory 1035", "1x1 tile"),
                       std::make_pair("--seqlen 8 --headdim 64 --splits 0", "--splits"),
+                      std::make_pair("--seqlen 1 --seqlen-k 8 --headdim 64 --splits 9", "--splits must be"),
                       std::make_pair("--seqlen 8 --headdim 64 --dtype f64", "--dtype"),
                       std::make_pair("--seqlen 8", "--headdim"),
                       std::make_pair("--seqlen 8 --headdim 64 --threads 5000", "--threads must be <= 1024"),

@@ -1,13 +1,18 @@
-// The closed forms of src/io_model/ against the instrumented reference run: over a grid of shapes, fast
-// memory sizes and masks (tails included), the counted traffic equals the model exactly, in elements and in
-// bytes. Also the seed's 4Nd + 4N² for standard, and the tile-skipping model against a brute-force count.
+// The closed forms of src/io_model/ against the counted runs: over a grid of shapes, fast memory sizes or
+// block sizes, splits and masks (tails included), the counted traffic equals the model exactly, in elements
+// and in bytes, for standard, flash1, flash2, the fused kernel's loops and decode's. The counted fused and
+// decode loops also compute attention (checked against the float64 oracle). Also the seed's 4Nd + 4N² for
+// standard, and the tile-skipping model against a brute-force count.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "io_model/io_model.h"
+#include "io_model/machine.h"
+#include "kernels/fused_forward.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
 #include "test_problem.h"
@@ -142,16 +147,235 @@ TEST(IoModelTest, SkippingModelWithoutMaskEqualsFlash2) {
             io_model::Flash2(problem.params()).io);
 }
 
+// ---- The fused kernel's loops ---------------------------------------------------------------------------
+
+void ExpectFusedCountEqualsModel(const AttentionParams& params) {
+  ExpectEqual(io_model::RunCounted(params, Algorithm::kFused), io_model::Fused(params).io);
+}
+
+// (Nq, Nk, d, Br×Bc, causal). Br×Bc = 0×0 is the kernel's own choice from the detected L2, clamped to the
+// sequences; the others leave tails in both directions, and Bc = 7, 33 are not whole panels.
+using Blocks = std::pair<std::int64_t, std::int64_t>;  // Br, Bc
+using FusedCase = std::tuple<std::int64_t, std::int64_t, std::int64_t, Blocks, bool>;
+
+class IoModelFusedGridTest : public ::testing::TestWithParam<FusedCase> {};
+
+TEST_P(IoModelFusedGridTest, CountedTrafficEqualsClosedForm) {
+  const auto& [Nq, Nk, d, blocks, causal] = GetParam();
+  Problem problem({.Nq = Nq, .Nk = Nk, .d = d, .dv = d}, {.causal = causal}, /*seed=*/Nq * 31 + Nk);
+  problem.params().tiling.block_rows = blocks.first;
+  problem.params().tiling.block_cols = blocks.second;
+  ExpectFusedCountEqualsModel(problem.params());
+}
+
+std::vector<FusedCase> FusedGrid() {
+  std::vector<FusedCase> grid;
+  for (auto [Nq, Nk] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {1, 1}, {16, 16}, {64, 64}, {97, 113}, {113, 97}, {1, 200}, {200, 1}, {129, 129}})
+    for (std::int64_t d : {1, 16, 40})
+      for (Blocks blocks : std::vector<Blocks>{{0, 0}, {5, 7}, {16, 32}, {64, 33}})
+        for (bool causal : {false, true}) grid.emplace_back(Nq, Nk, d, blocks, causal);
+  return grid;
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, IoModelFusedGridTest, ::testing::ValuesIn(FusedGrid()));
+
+// Batches, GQA, d ≠ dv (dv not a multiple of any vector width), float16/bfloat16 bytes, the head-major
+// layout, no LSE, windows, one thread, the kernel's default blocks, and the modifiers that do not change
+// the traffic (softcap, ALiBi, a boolean mask, dropout).
+class IoModelFusedShapeTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(IoModelFusedShapeTest, CountedTrafficEqualsClosedForm) {
+  const int variant = GetParam();
+  Shape shape{.batch = 2, .Nq = 37, .Nk = 53, .Hq = 4, .Hkv = 2, .d = 24, .dv = 40};
+  Modifiers modifiers;
+  if (variant == 1) shape.dtype = DType::kF16;
+  if (variant == 2) shape.dtype = DType::kBF16, shape.head_major = true;
+  if (variant == 4) modifiers = {.window_left = 5, .window_right = 3};
+  if (variant == 6) modifiers = {.causal = true, .softcap = 5.0f, .alibi = true, .mask = MaskKind::kBool};
+  Problem problem(shape, modifiers, /*seed=*/variant);
+  problem.params().tiling = {.fast_memory_bytes = 0, .block_rows = 8, .block_cols = 20};
+  if (variant == 3) problem.params().lse = nullptr;
+  if (variant == 4) problem.params().tiling = {.fast_memory_bytes = 0, .block_rows = 7, .block_cols = 11};
+  if (variant == 5) problem.params().num_threads = 1;
+  if (variant == 6) problem.params().dropout_p = 0.2f;
+  if (variant == 7) problem.params().tiling = {};
+  ExpectFusedCountEqualsModel(problem.params());
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, IoModelFusedShapeTest, ::testing::Range(0, 8));
+
+// The padding of K to whole panels and of V rows to whole vectors depends on the SIMD target: the count and
+// the model agree on every target compiled in that this CPU runs, and the lanes are the target's.
+TEST(IoModelTest, FusedCountedTrafficEqualsClosedFormOnEveryTarget) {
+  const std::vector<std::int64_t> targets = kernels::FusedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (std::int64_t target : targets) {
+    kernels::RestrictFusedTargetForTest(target);
+    const std::string name = kernels::FusedTargetName(target);
+    const std::int64_t lanes =
+        name.rfind("AVX3", 0) == 0 ? 16 : name == "AVX2" ? 8 : name == "SCALAR" ? 1 : 4;  // SSE*, EMU128: 4
+    EXPECT_EQ(io_model::FusedFloatLanes(), lanes) << name;
+    Problem problem({.batch = 1, .Nq = 37, .Nk = 53, .Hq = 2, .Hkv = 1, .d = 24, .dv = 40}, {.causal = true},
+                    /*seed=*/7);
+    problem.params().tiling = {.fast_memory_bytes = 0, .block_rows = 8, .block_cols = 20};
+    ExpectFusedCountEqualsModel(problem.params());
+  }
+  kernels::RestrictFusedTargetForTest(0);
+}
+
+// When the blocks are whole panels and whole vectors, the fused kernel is flash2 with tile skipping plus the
+// packing: K and V read once and written once per (batch, K/V head).
+TEST(IoModelTest, FusedIsTileSkippingFlash2PlusPackingWhenNothingIsPadded) {
+  const std::int64_t L = io_model::FusedFloatLanes(), Bc = 4 * L;  // two panels of 2L keys
+  AttentionParams params;
+  params.batch = 2, params.heads_q = 4, params.heads_kv = 2;
+  params.seqlen_q = 100, params.seqlen_k = 3 * Bc, params.head_dim = 2 * L, params.head_dim_v = 3 * L;
+  params.causal = true;
+  params.tiling.block_rows = 24, params.tiling.block_cols = Bc;
+  ASSERT_TRUE(io_model::FusedGeometryOf(params).packs_v);
+  const io_model::IoCount skipping = io_model::Flash2SkippingMaskedTiles(params, 24, Bc).io;
+  const std::int64_t packed = 2 * 2 * params.seqlen_k * (params.head_dim + params.HeadDimV());
+  EXPECT_EQ(io_model::Fused(params).io.read, skipping.read + packed);
+  EXPECT_EQ(io_model::Fused(params).io.written, skipping.written + packed);
+}
+
+// K and V of one head beyond the kernel's 16 MiB packing budget: V_j is read from the caller per tile.
+TEST(IoModelTest, FusedCountedTrafficEqualsClosedFormWhenVIsNotPacked) {
+  Problem problem({.Nq = 3, .Nk = 8200, .d = 512, .dv = 512}, {}, /*seed=*/4);
+  ASSERT_FALSE(io_model::FusedGeometryOf(problem.params()).packs_v);
+  ExpectFusedCountEqualsModel(problem.params());
+}
+
+TEST(IoModelTest, FusedGeometryIsTheKernelsTilingClampedToTheSequences) {
+  AttentionParams params;
+  params.seqlen_q = 5, params.seqlen_k = 7, params.head_dim = 16;
+  io_model::FusedGeometry g = io_model::FusedGeometryOf(params);
+  EXPECT_EQ(g.Br, 5);
+  EXPECT_EQ(g.Bc, 7);
+  EXPECT_EQ(g.Tr, 1);
+  EXPECT_EQ(g.Tc, 1);
+  EXPECT_EQ(g.Bc_pad, g.NR);
+  EXPECT_EQ(g.dv_pad, (16 + g.L - 1) / g.L * g.L);
+  params.seqlen_q = params.seqlen_k = 100000;
+  g = io_model::FusedGeometryOf(params);
+  const kernels::FusedTiling tiling = kernels::ChooseFusedTiling(params);
+  EXPECT_EQ(g.Br, tiling.Br);
+  EXPECT_EQ(g.Bc, tiling.Bc);
+  EXPECT_EQ(io_model::Fused(params).Br, tiling.Br);
+  EXPECT_EQ(io_model::Fused(params).Bc, tiling.Bc);
+}
+
+TEST(IoModelTest, FusedCallWithoutQueryRowsMovesNothing) {
+  AttentionParams params;
+  params.seqlen_q = 0, params.seqlen_k = 64, params.head_dim = 16;
+  EXPECT_EQ(io_model::Fused(params).io, io_model::IoCount{});
+}
+
+// The counted loops are attention, not just counters.
+TEST(IoModelTest, CountedFusedLoopComputesAttention) {
+  for (const auto& tiling : {Tiling{}, Tiling{.fast_memory_bytes = 0, .block_rows = 7, .block_cols = 11}}) {
+    Problem problem({.batch = 2, .Nq = 37, .Nk = 53, .Hq = 4, .Hkv = 2, .d = 24, .dv = 40},
+                    {.causal = true, .window_left = 20, .softcap = 5.0f, .alibi = true}, /*seed=*/5);
+    problem.params().tiling = tiling;
+    io_model::RunCounted(problem.params(), Algorithm::kFused);
+    const Errors errors = CompareWithOracle(problem);
+    EXPECT_LE(errors.o_error, 1e-5);
+    EXPECT_LE(errors.lse_error, 1e-5);
+  }
+}
+
+// ---- decode's loops ---------------------------------------------------------------------------------------
+
+// (Nq, Nk, d, splits, band): band 0 = none, 1 = causal, 2 = causal with window_left 3. Splits beyond the
+// keys leave empty chunks; Nq > Nk under a causal mask leaves rows that see no key.
+using DecodeCase = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, int>;
+
+class IoModelDecodeGridTest : public ::testing::TestWithParam<DecodeCase> {};
+
+Modifiers Band(int band) {
+  if (band == 1) return {.causal = true};
+  if (band == 2) return {.causal = true, .window_left = 3};
+  return {};
+}
+
+TEST_P(IoModelDecodeGridTest, CountedTrafficEqualsClosedForm) {
+  const auto& [Nq, Nk, d, splits, band] = GetParam();
+  Problem problem({.Nq = Nq, .Nk = Nk, .Hq = 4, .Hkv = 2, .d = d, .dv = d}, Band(band), /*seed=*/Nq + Nk);
+  ExpectEqual(io_model::RunCountedDecode(problem.params(), splits),
+              io_model::Decode(problem.params(), splits).io);
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, IoModelDecodeGridTest,
+                         ::testing::Combine(::testing::Values(1, 3, 16), ::testing::Values(1, 5, 100, 1000),
+                                            ::testing::Values(1, 16), ::testing::Values(1, 2, 4, 7),
+                                            ::testing::Values(0, 1, 2)));
+
+// Batches, MQA, float16/bfloat16 bytes, the head-major layout, no LSE, softcap and ALiBi.
+class IoModelDecodeShapeTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(IoModelDecodeShapeTest, CountedTrafficEqualsClosedForm) {
+  const int variant = GetParam();
+  Shape shape{.batch = 3, .Nq = 2, .Nk = 301, .Hq = 6, .Hkv = 2, .d = 24, .dv = 24};
+  Modifiers modifiers{.causal = true};
+  if (variant == 1) shape.Hkv = 1, shape.dtype = DType::kF16;
+  if (variant == 2) shape.dtype = DType::kBF16, shape.head_major = true;
+  if (variant == 4) modifiers = {.window_left = 40, .window_right = 2, .softcap = 3.0f, .alibi = true};
+  Problem problem(shape, modifiers, /*seed=*/variant);
+  if (variant == 3) problem.params().lse = nullptr;
+  ExpectEqual(io_model::RunCountedDecode(problem.params(), 5), io_model::Decode(problem.params(), 5).io);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, IoModelDecodeShapeTest, ::testing::Range(0, 5));
+
+TEST(IoModelTest, CountedDecodeLoopComputesAttention) {
+  for (std::int64_t splits : {1, 4, 9}) {
+    Problem problem({.batch = 2, .Nq = 3, .Nk = 300, .Hq = 4, .Hkv = 2, .d = 32, .dv = 32},
+                    {.causal = true, .window_left = 150, .alibi = true}, /*seed=*/6);
+    io_model::RunCountedDecode(problem.params(), splits);
+    const Errors errors = CompareWithOracle(problem);
+    EXPECT_LE(errors.o_error, 1e-5) << "splits=" << splits;
+    EXPECT_LE(errors.lse_error, 1e-5) << "splits=" << splits;
+  }
+}
+
 TEST(IoModelTest, DecodeReadsEachKvHeadOnceForItsQueryGroup) {
   AttentionParams params;
   params.seqlen_q = 1, params.seqlen_k = 4096, params.head_dim = 128;
   params.heads_q = 8, params.heads_kv = 2;
   const io_model::Cost one_split = io_model::Decode(params, 1);
-  // Per K/V head: K, V once (2·4096·128) and the 4 query rows; partials of 4·(128 + 1) written and read.
-  EXPECT_EQ(one_split.io.read, 2 * (2 * 4096 * 128 + 4 * 128 + 4 * 129));
-  EXPECT_EQ(one_split.io.written, 2 * (4 * 129 + 4 * 128));
+  // Q (8 rows of 128) read, written to the float32 tile and read back by the one chunk; each K/V head's keys
+  // and values once (2·4096·2·128); partials of 8·(128 + 1) written, read back by the merge (every row saw a
+  // key); O written. No LSE.
+  EXPECT_EQ(one_split.io.read, 8 * 128 + 8 * 128 + 2 * 4096 * 2 * 128 + 8 * 129);
+  EXPECT_EQ(one_split.io.written, 8 * 128 + 8 * 129 + 8 * 128);
+  EXPECT_EQ(one_split.Bc, 4096);
+  // Three more chunks: the Q tile and a partial each, written and read.
   const io_model::Cost four_splits = io_model::Decode(params, 4);
-  EXPECT_EQ(four_splits.io.read - one_split.io.read, 2 * 3 * (4 * 128 + 4 * 129));
+  EXPECT_EQ(four_splits.io.read - one_split.io.read, 3 * (8 * 128 + 8 * 129));
+  EXPECT_EQ(four_splits.io.written - one_split.io.written, 3 * 8 * 129);
+  EXPECT_EQ(four_splits.Bc, 1024);
+  EXPECT_EQ(four_splits.flops, one_split.flops);
+}
+
+TEST(IoModelTest, DecodeRejectsWhatDecodeLacks) {
+  Problem problem({.Nq = 1, .Nk = 8, .d = 16, .dv = 8}, {}, /*seed=*/8);
+  EXPECT_THROW(io_model::Decode(problem.params(), 1), Error);
+  EXPECT_THROW(io_model::RunCountedDecode(problem.params(), 1), Error);
+  Problem masked({.Nq = 1, .Nk = 8, .d = 16, .dv = 16}, {.mask = MaskKind::kBool}, /*seed=*/8);
+  EXPECT_THROW(io_model::RunCountedDecode(masked.params(), 1), Error);
+  Problem plain({.Nq = 1, .Nk = 8, .d = 16, .dv = 16}, {}, /*seed=*/8);
+  EXPECT_THROW(io_model::RunCountedDecode(plain.params(), 0), Error);
+  plain.params().dropout_p = 0.5f;
+  EXPECT_THROW(io_model::Decode(plain.params(), 1), Error);
+}
+
+// The ridge point's bandwidth must come from memory, not from an L3 that holds the whole array.
+TEST(IoModelTest, RidgeBandwidthArraysOutgrowTheL3) {
+  EXPECT_EQ(io_model::RidgeArrayBytes(0), std::int64_t{128} << 20);  // L3 unknown: MeasureBandwidth's default
+  EXPECT_EQ(io_model::RidgeArrayBytes(std::int64_t{32} << 20), std::int64_t{128} << 20);  // Zen 3
+  EXPECT_EQ(io_model::RidgeArrayBytes(std::int64_t{260} << 20), std::int64_t{520} << 20);  // this Xeon
+  EXPECT_GE(io_model::RidgeArrayBytes(io_model::DetectL3CacheBytes()), 2 * io_model::DetectL3CacheBytes());
 }
 
 TEST(IoModelTest, RunCountedRejectsAlgorithmsWithoutInstrumentation) {

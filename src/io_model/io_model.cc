@@ -1,11 +1,14 @@
-// The closed forms of io_model.h. Each function first writes the per-head count as the loops of
-// src/reference/ produce it, then multiplies by the number of (batch, query head) problems.
+// The closed forms of io_model.h. Each function first writes the count of one unit of work as the loops
+// produce it — a (batch, query head) problem, a (batch, K/V head) for the fused kernel's packing, a sequence
+// for decode — then multiplies by the number of units.
 #include "io_model/io_model.h"
 
 #include <algorithm>
 
 #include "common/checked.h"
 #include "common/window.h"
+#include "flashattn/decode.h"
+#include "io_model/counted.h"
 #include "kernels/fused_forward.h"
 #include "reference/reference.h"
 
@@ -128,34 +131,117 @@ Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, s
   return cost;
 }
 
-Cost Fused(const AttentionParams& params) {
+FusedGeometry FusedGeometryOf(const AttentionParams& params) {
+  const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim, dv = params.HeadDimV();
   const kernels::FusedTiling tiling = kernels::ChooseFusedTiling(params);
-  Cost cost = Flash2SkippingMaskedTiles(params, tiling.Br, tiling.Bc);
-  const std::int64_t packed = params.batch * params.heads_kv * params.seqlen_k * params.head_dim;
+  FusedGeometry g;
+  // FusedForwardT: "a block longer than its sequence is that sequence".
+  g.Br = std::min(tiling.Br, std::max<std::int64_t>(1, Nq));
+  g.Bc = std::min(tiling.Bc, std::max<std::int64_t>(1, Nk));
+  g.Tr = CeilDiv(Nq, g.Br), g.Tc = CeilDiv(Nk, g.Bc);
+  g.L = FusedFloatLanes(), g.NR = 2 * g.L;
+  g.Bc_pad = CeilDiv(g.Bc, g.NR) * g.NR, g.dv_pad = CeilDiv(dv, g.L) * g.L;
+  // FusedForwardT packs V next to K when the packed K and V of one (batch, K/V head) fit kPackBudgetBytes.
+  constexpr std::int64_t kPackBudgetBytes = 16 << 20;
   const std::int64_t E = static_cast<std::int64_t>(SizeOf(params.dtype));
-  cost.io.read += packed, cost.io.read_bytes += packed * E;  // packing reads each K row once
-  cost.io.written += packed, cost.io.written_bytes += packed * E;  // and writes it as panels
+  g.packs_v = g.Tc * g.Bc_pad * d * E + g.Tc * g.Bc * g.dv_pad * E <= kPackBudgetBytes;
+  return g;
+}
+
+Cost Fused(const AttentionParams& params) {
+  const auto [problems, Nq, Nk, d, dv, lse, E] = ShapeOf(params);
+  const FusedGeometry g = FusedGeometryOf(params);
+  Cost cost;
+  cost.Br = g.Br, cost.Bc = g.Bc;
+  if (params.batch == 0 || Nq == 0) return cost;  // the kernel returns before packing
+  // Per (batch, K/V head): K_j read (cols·d) and written as Bc_pad·d packed keys; V_j read (cols·dv) and
+  // written as cols·dv_pad when V is packed.
+  HeadCount pack;
+  pack.read = Nk * d + (g.packs_v ? Nk * dv : 0);
+  pack.written = g.Tc * g.Bc_pad * d + (g.packs_v ? Nk * g.dv_pad : 0);
+  // Per (batch, query head): Q once, O (and LSE) once; per Q block the K/V blocks from ⌊lo/Bc⌋ to ⌊hi/Bc⌋
+  // (as in Flash2SkippingMaskedTiles): K_j padded to whole panels of NR keys — Bc_pad for every block but
+  // the last, whose cols_last = Nk − (Tc − 1)·Bc keys round up to a multiple of NR — and V_j.
+  const auto [left, right] = WindowReachOf(params.causal, params.window_left, params.window_right);
+  const std::int64_t delta = Nk - Nq, last_panel_keys = CeilDiv(Nk - (g.Tc - 1) * g.Bc, g.NR) * g.NR;
+  HeadCount head;
+  head.read = Nq * d;
+  head.written = Nq * dv;
+  head.written_f32 = lse * Nq;
+  double flops = 0.0;
+  for (std::int64_t i0 = 0; i0 < Nq; i0 += g.Br) {
+    const std::int64_t rows = std::min(g.Br, Nq - i0);
+    const std::int64_t lo = std::max<std::int64_t>(0, i0 + delta - left);
+    const std::int64_t hi = std::min(Nk - 1, i0 + rows - 1 + delta + right);
+    if (lo > hi) continue;
+    const std::int64_t first = lo / g.Bc, last = hi / g.Bc;
+    const std::int64_t keys = std::min(Nk, (last + 1) * g.Bc) - first * g.Bc;
+    const std::int64_t panel_keys =
+        (last - first + 1) * g.Bc_pad - (last == g.Tc - 1 ? g.Bc_pad - last_panel_keys : 0);
+    head.read += panel_keys * d + keys * (g.packs_v ? g.dv_pad : dv);
+    flops += ProductFlops(rows, keys, d, dv);
+  }
+  cost.io = ForCall(pack, params.batch * params.heads_kv, E);
+  cost.io += ForCall(head, problems, E);
+  cost.flops = problems * flops;
   return cost;
 }
 
+namespace {
+
+void CheckDecodable(const AttentionParams& params) {
+  if (params.HeadDimV() != params.head_dim) {
+    Fail("decode needs head_dim_v = head_dim (its K and V share head_dim), got head_dim ", params.head_dim,
+         " head_dim_v ", params.HeadDimV());
+  }
+  if (params.mask.kind != MaskKind::kNone) Fail("decode takes no mask tensor");
+  if (params.dropout_p != 0.0f) Fail("decode has no dropout, got dropout_p ", params.dropout_p);
+}
+
+}  // namespace
+
 Cost Decode(const AttentionParams& params, std::int64_t splits) {
   if (splits < 1) Fail("splits must be >= 1, got ", splits);
-  const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim, dv = params.HeadDimV();
+  CheckDecodable(params);
+  const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim;
   const std::int64_t lse = params.lse != nullptr ? 1 : 0;
-  const std::int64_t kv_problems = params.batch * params.heads_kv;
-  const std::int64_t R = (params.heads_q / params.heads_kv) * Nq;  // query rows sharing one K/V head
-  splits = std::clamp<std::int64_t>(splits, 1, std::max<std::int64_t>(Nk, 1));
-  HeadCount head;
-  head.read = Nk * (d + dv) + splits * R * d;  // each K/V row once; all query rows per chunk
-  head.written_f32 = splits * R * (dv + 1);     // partials (O_k, LSE_k)
-  head.read_f32 = splits * R * (dv + 1);        // the merge reads them back
-  head.written = R * dv;
-  head.written_f32 += lse * R;
+  const std::int64_t rows = params.heads_q * Nq;  // query rows of one sequence, all heads
   Cost cost;
-  cost.io = ForCall(head, kv_problems, static_cast<std::int64_t>(SizeOf(params.dtype)));
-  cost.Bc = CeilDiv(Nk, splits);
-  cost.flops = kv_problems * ProductFlops(R, Nk, d, dv);
+  if (params.batch == 0 || rows == 0) return cost;  // decode() only appends
+  // The keys some row may see: row i's band is [i + δ − left, i + δ + right], δ = Nk − Nq.
+  const auto [left, right] = WindowReachOf(params.causal, params.window_left, params.window_right);
+  const std::int64_t delta = Nk - Nq;
+  const std::int64_t j_begin = std::clamp<std::int64_t>(delta - left, 0, Nk);
+  const std::int64_t j_end = std::max(j_begin, std::clamp<std::int64_t>(Nk + right, 0, Nk));
+  const std::int64_t chunk = CeilDiv(j_end - j_begin, splits);
+  HeadCount seq;                            // per sequence
+  seq.read = rows * d;                      // Q, gathered
+  seq.written_f32 = rows * d;               // into the float32 Q tile
+  seq.written_f32 += splits * rows * (d + 1);  // every chunk's partials (O_k, LSE_k)
+  seq.read_f32 = splits * rows;             // the merge reads every LSE_k
+  double flops = 0.0;
+  for (std::int64_t s = 0; s < splits; ++s) {
+    const std::int64_t a = std::min(j_end, j_begin + s * chunk), e = std::min(j_end, a + chunk);
+    if (a == e) continue;
+    seq.read_f32 += rows * d;                       // the Q tile
+    seq.read += params.heads_kv * (e - a) * 2 * d;  // each K and V row of the chunk once per K/V head
+    // Query i sees a key of [a, e) iff i + δ − left ≤ e − 1 and i + δ + right ≥ a; then LSE_k is finite
+    // and the merge reads O_k, for each of the Hq heads.
+    const std::int64_t i_lo = std::max<std::int64_t>(0, a - delta - right);
+    const std::int64_t i_hi = std::min(Nq - 1, e - 1 - delta + left);
+    seq.read_f32 += params.heads_q * std::max<std::int64_t>(0, i_hi - i_lo + 1) * d;
+    flops += ProductFlops(rows, e - a, d, d);
+  }
+  seq.written = rows * d;
+  seq.written_f32 += lse * rows;
+  cost.io = ForCall(seq, params.batch, static_cast<std::int64_t>(SizeOf(params.dtype)));
+  cost.Bc = chunk;
+  cost.flops = params.batch * flops;
   return cost;
+}
+
+std::int64_t DecodeSplits(const AttentionParams& params) {
+  return ChooseNumSplits(params.batch, params.seqlen_k, params.num_threads);
 }
 
 IoCount RunCounted(const AttentionParams& params, Algorithm algorithm) {
@@ -165,9 +251,17 @@ IoCount RunCounted(const AttentionParams& params, Algorithm algorithm) {
     case Algorithm::kStandard: reference::Standard(params, &io); return io;
     case Algorithm::kFlash1: reference::Flash1(params, &io); return io;
     case Algorithm::kFlash2: reference::Flash2(params, &io); return io;
+    case Algorithm::kFused: return CountFused(params);
     default: break;
   }
-  Fail("algorithm ", ToString(algorithm), " has no instrumented run (only standard, flash1, flash2)");
+  Fail("algorithm ", ToString(algorithm), " has no instrumented run (only standard, flash1, flash2, fused)");
+}
+
+IoCount RunCountedDecode(const AttentionParams& params, std::int64_t splits) {
+  if (splits < 1) Fail("splits must be >= 1, got ", splits);
+  Validate(params);
+  CheckDecodable(params);
+  return CountDecode(params, splits);
 }
 
 }  // namespace flashattn::io_model

@@ -1,10 +1,11 @@
 // The IO model of SPEC §6 as closed forms: elements and bytes each algorithm moves between main memory
 // ("HBM"; DRAM on a CPU) and fast memory (the per-core cache), its FLOPs and its arithmetic intensity,
-// for a whole call (every batch and query head). The forms are read off the loops of src/reference/ and
-// must equal the counts of RunCounted exactly; docs/io.md derives them.
+// for a whole call (every batch and query head). The forms are read off the loops of src/reference/, of the
+// fused kernel (src/kernels/) and of decode() (src/decode/), and must equal the counts of RunCounted and
+// RunCountedDecode exactly; docs/io.md derives them.
 //
-// Byte sizes: Q, K, V, O and the S, P matrices of standard move in the element type; l, m, LSE and the
-// partial results of decode in float32.
+// Byte sizes: Q, K, V, O, the S, P matrices of standard and the fused kernel's packed K and V move in the
+// element type; l, m, LSE, and decode's gathered Q tile and partial results in float32.
 #ifndef FLASHATTN_IO_MODEL_IO_MODEL_H_
 #define FLASHATTN_IO_MODEL_IO_MODEL_H_
 
@@ -44,23 +45,51 @@ Cost Flash2(const AttentionParams& params);
 // (Br, Bc): Q read and O (and LSE) written once, K_j and V_j read for each visited tile.
 Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, std::int64_t Bc);
 
-// The fused kernel (src/kernels/, issue 3) with the block sizes it really uses (ChooseFusedTiling: from the
-// detected L2, not from params.tiling.fast_memory_bytes; block_rows/block_cols override). Its loops: per
-// (batch, K/V head) K is read once and written once as packed panels; per (query head, Q block) Q_i is read,
-// and for each K/V tile the band of the Q block reaches (masked tiles are skipped) the packed K_j and V_j are
-// read; O (and LSE) are written once. Not counted: the padding of each packed tile to the 2-vector panel
-// width, and the float32 copy of V's last dv mod (vector width) columns — both at most one panel per tile.
+// How the fused kernel (src/kernels/fused_forward-inl.h, FusedForwardT) lays out one call; its traffic
+// depends on all of it.
+struct FusedGeometry {
+  std::int64_t Br = 0, Bc = 0;  // kernels::ChooseFusedTiling clamped to [1, max(1, Nq)] and [1, max(1, Nk)]
+  std::int64_t Tr = 0, Tc = 0;  // Q blocks, K/V blocks
+  std::int64_t L = 0, NR = 0;   // float32 lanes of the dispatched SIMD target; panel width NR = 2·L
+  std::int64_t Bc_pad = 0;      // keys per packed K block: Bc rounded up to NR (the padding is zeros)
+  std::int64_t dv_pad = 0;      // elements per packed V row: dv rounded up to L
+  bool packs_v = false;         // V is packed next to K: both fit the kernel's 16 MiB packing budget
+};
+FusedGeometry FusedGeometryOf(const AttentionParams& params);
+// Float32 lanes per vector on the target the next fused-kernel call dispatches to.
+std::int64_t FusedFloatLanes();
+
+// The fused kernel (src/kernels/, issue 3) with the block sizes it really uses (FusedGeometryOf: from the
+// detected L2, not from params.tiling.fast_memory_bytes; block_rows/block_cols override). Its loops, for a
+// call with at least one query row (a call without any returns at once and moves nothing):
+//   per (batch, K/V head): K read once and written as packed panels, Bc_pad keys per block; if packs_v,
+//     V read once and written as rows of dv_pad elements;
+//   per (query head, Q block): Q_i read; for each K/V block the band of the Q block reaches (blocks wholly
+//     outside the causal/window band are skipped) the packed K_j read, padded to whole panels, and V_j
+//     read, packed (dv_pad per row) or from the caller's V (dv per row); O (and LSE) written once.
+// Not counted, by any model here: reads of a mask tensor and of ALiBi slopes.
 Cost Fused(const AttentionParams& params);
 
-// Flash-Decoding (SPEC §4), a model only (there is no decode kernel to count yet): for each (batch, K/V
-// head) the G = Hq/Hkv query heads' Nq rows form one problem of G·Nq rows. K/V is split into `splits`
-// chunks; each chunk reads its K, V rows once and all G·Nq query rows, and writes a partial (O_k, LSE_k) in
-// float32; the merge reads every partial and writes O (and LSE). Meant for small Nq.
+// Flash-Decoding as decode() runs it (src/decode/decode.cc), for a call with no new keys, every sequence
+// Nk keys long and d = dv (decode's K and V share head_dim). Per sequence: Q (Hq·Nq rows) is read once and
+// written as a float32 tile of gathered rows; the keys some row may see, [j_begin, j_end), are cut into
+// `splits` chunks of ⌈(j_end − j_begin)/splits⌉ keys (the last ones may be short or empty). A chunk with
+// keys reads the float32 Q tile and each of its K and V rows once, for every K/V head; every chunk, empty
+// or not, writes a float32 partial (O_k, LSE_k) for all Hq·Nq rows. The merge reads each row's `splits`
+// LSEs and the O_k of the partials whose LSE is finite (the row saw a key of that chunk), and writes O (and
+// LSE). Bc of the result is the chunk length. Fails for d ≠ dv, mask tensors and dropout, which decode lacks.
 Cost Decode(const AttentionParams& params, std::int64_t splits);
+// The split count decode() chooses for this shape: ChooseNumSplits(batch, Nk, params.num_threads).
+std::int64_t DecodeSplits(const AttentionParams& params);
 
-// Runs a reference algorithm (standard, flash1 or flash2) on `params` — which must own real buffers — with
-// every main-memory access counted, and returns the traffic summed over all heads. Validates first.
+// Runs an algorithm on `params` — which must own real buffers — with every main-memory access counted, and
+// returns the traffic summed over all heads. Validates first. standard, flash1 and flash2 are the reference
+// algorithms themselves; fused is a counted FlashAttention-2 loop with the fused kernel's geometry, packing
+// and tile skipping (src/io_model/counted_fused.cc). Each writes O and LSE.
 IoCount RunCounted(const AttentionParams& params, Algorithm algorithm);
+// decode()'s split-KV loop counted the same way (src/io_model/counted_decode.cc): gathered Q, chunks,
+// partials, merge. Writes O and LSE; fails where Decode does.
+IoCount RunCountedDecode(const AttentionParams& params, std::int64_t splits);
 
 // Bytes of fast memory one Br×Bc tile of the tiled loops occupies in float32: Q_i, O_i (Br rows), K_j, V_j
 // (Bc rows), S_ij, and l_i, m_i.
