@@ -1,11 +1,11 @@
 // libFuzzer target: flashattn::decode at small sizes (b ≤ 3, Nq ≤ 4, Nnew ≤ 4, ≤ 40 cached keys, Hq ≤ 9,
 // d ≤ 70): contiguous and paged caches (page size 1–9, shuffled or shared pages, junk in the table entries
 // past each sequence's keys), appended keys, rotary in both styles, splits, threads, causal, windows,
-// softcap, ALiBi, layouts; and now and then one invalid value. A valid call must (1) write exactly the
-// appended slots of the caches, with the rotated k_new and v_new, (2) give, per sequence, O and LSE within
-// the bound of oracle_check.h of the float64 oracle over the cache contents after the call and the rotated
-// queries, (3) write nothing between O's elements and leave its inputs alone. An invalid call must throw
-// flashattn::Error with the caches, O and LSE unchanged.
+// softcap, ALiBi, layouts, every compiled SIMD target (simd_target.h); and now and then one invalid value.
+// A valid call must (1) write exactly the appended slots of the caches, with the rotated k_new and v_new,
+// (2) give, per sequence, O and LSE within the bound of oracle_check.h of the float64 oracle over the cache
+// contents after the call and the rotated queries, (3) write nothing between O's elements and leave its
+// inputs alone. An invalid call must throw flashattn::Error with the caches, O and LSE unchanged.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -20,6 +20,7 @@
 #include "fuzz_input.h"
 #include "fuzz_tensor.h"
 #include "oracle_check.h"
+#include "simd_target.h"
 
 namespace flashattn::fuzz {
 namespace {
@@ -369,8 +370,10 @@ void Run(const std::uint8_t* data, std::size_t size) {
   FuzzInput in(data, size);
   DecodeCall call;
   DrawCall(in, call);
+  const ScopedSimdTarget simd_target(in);
   const DecodeParams& p = call.params;
   const std::string what = std::string(ToString(p.dtype)) + (p.Paged() ? " paged" : " contiguous") +
+                           " on " + simd_target.Name() +
                            (call.invalid.empty() ? "" : " with " + call.invalid);
   std::string rejection;
   try {
