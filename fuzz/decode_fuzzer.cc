@@ -86,7 +86,8 @@ void DrawCache(FuzzInput& in, Rng& rng, DecodeCall& call, std::int64_t needed) {
     std::vector<std::int32_t> pages(p.num_pages);
     std::iota(pages.begin(), pages.end(), 0);
     for (std::size_t n = pages.size(); n > 1; --n) std::swap(pages[n - 1], pages[rng.Next() % n]);
-    call.block_table.resize(p.batch * p.block_table_stride);
+    // A paged call is one with block_table set: the empty table of batch 0 still gets an address.
+    call.block_table.resize(std::max<std::int64_t>(1, p.batch * p.block_table_stride));
     std::size_t next = 0;
     for (std::int64_t b = 0; b < p.batch; ++b) {
       const std::int64_t keys = call.cache_seqlens[b] + p.seqlen_new;
@@ -100,7 +101,7 @@ void DrawCache(FuzzInput& in, Rng& rng, DecodeCall& call, std::int64_t needed) {
         }
       }
     }
-    p.block_table = call.block_table.empty() ? nullptr : call.block_table.data();
+    p.block_table = call.block_table.data();
     outer = p.num_pages, slots = p.page_size;
   } else {
     p.cache_seqlen_max = needed + in.Range(0, 3);
