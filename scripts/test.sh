@@ -19,16 +19,30 @@ release() {
     ctest --test-dir "$root/build" --output-on-failure -j2 --timeout 600
 }
 
+# Sets cpu_seconds to the CPU time (user + system) of every finished child process so far: bash's `times`,
+# run in this shell (in a subshell, such as $(...), it would count only the subshell's children).
+times_file=$(mktemp)
+trap 'rm -f "$times_file"' EXIT
+read_cpu_seconds() {
+  times >"$times_file"
+  cpu_seconds=$(awk 'function secs(t) { split(t, a, /[ms]/); return a[1] * 60 + a[2] }
+                     NR == 2 { printf "%d", secs($1) + secs($2) }' "$times_file")
+}
+
 summary=()
 failed=0
 run_part() {
-  local name=$1 start=$SECONDS status=0
+  local name=$1 start=$SECONDS start_cpu status=0
   shift
+  read_cpu_seconds
+  start_cpu=$cpu_seconds
   echo "== test.sh: $name"
   "$@" || status=$?
+  read_cpu_seconds
   local verdict=passed
   ((status == 0)) || verdict=FAILED failed=1
-  summary+=("$(printf '%-8s %-6s %5d s' "$name" "$verdict" $((SECONDS - start)))")
+  summary+=("$(printf '%-8s %-6s %5d s wall %6d s CPU' "$name" "$verdict" $((SECONDS - start)) \
+    $((cpu_seconds - start_cpu)))")
 }
 
 run_part release release
