@@ -1,11 +1,11 @@
 // libFuzzer target: flashattn::decode at small sizes (b ≤ 3, Nq ≤ 4, Nnew ≤ 4, ≤ 40 cached keys, Hq ≤ 9,
 // d ≤ 70): contiguous and paged caches (page size 1–9, shuffled or shared pages, junk in the table entries
 // past each sequence's keys), appended keys, rotary in both styles, splits, threads, causal, windows,
-// softcap, ALiBi, layouts; and now and then one invalid value. A valid call must (1) write exactly the
-// appended slots of the caches, with the rotated k_new and v_new, (2) give, per sequence, O and LSE within
-// the bound of oracle_check.h of the float64 oracle over the cache contents after the call and the rotated
-// queries, (3) write nothing between O's elements and leave its inputs alone. An invalid call must throw
-// flashattn::Error with the caches, O and LSE unchanged.
+// softcap, ALiBi, layouts, every compiled SIMD target (simd_target.h); and now and then one invalid value.
+// A valid call must (1) write exactly the appended slots of the caches, with the rotated k_new and v_new,
+// (2) give, per sequence, O and LSE within the bound of oracle_check.h of the float64 oracle over the cache
+// contents after the call and the rotated queries, (3) write nothing between O's elements and leave its
+// inputs alone. An invalid call must throw flashattn::Error with the caches, O and LSE unchanged.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -20,6 +20,7 @@
 #include "fuzz_input.h"
 #include "fuzz_tensor.h"
 #include "oracle_check.h"
+#include "simd_target.h"
 
 namespace flashattn::fuzz {
 namespace {
@@ -85,7 +86,8 @@ void DrawCache(FuzzInput& in, Rng& rng, DecodeCall& call, std::int64_t needed) {
     std::vector<std::int32_t> pages(p.num_pages);
     std::iota(pages.begin(), pages.end(), 0);
     for (std::size_t n = pages.size(); n > 1; --n) std::swap(pages[n - 1], pages[rng.Next() % n]);
-    call.block_table.resize(p.batch * p.block_table_stride);
+    // A paged call is one with block_table set: the empty table of batch 0 still gets an address.
+    call.block_table.resize(std::max<std::int64_t>(1, p.batch * p.block_table_stride));
     std::size_t next = 0;
     for (std::int64_t b = 0; b < p.batch; ++b) {
       const std::int64_t keys = call.cache_seqlens[b] + p.seqlen_new;
@@ -99,7 +101,7 @@ void DrawCache(FuzzInput& in, Rng& rng, DecodeCall& call, std::int64_t needed) {
         }
       }
     }
-    p.block_table = call.block_table.empty() ? nullptr : call.block_table.data();
+    p.block_table = call.block_table.data();
     outer = p.num_pages, slots = p.page_size;
   } else {
     p.cache_seqlen_max = needed + in.Range(0, 3);
@@ -369,8 +371,10 @@ void Run(const std::uint8_t* data, std::size_t size) {
   FuzzInput in(data, size);
   DecodeCall call;
   DrawCall(in, call);
+  const ScopedSimdTarget simd_target(in);
   const DecodeParams& p = call.params;
   const std::string what = std::string(ToString(p.dtype)) + (p.Paged() ? " paged" : " contiguous") +
+                           " on " + simd_target.Name() +
                            (call.invalid.empty() ? "" : " with " + call.invalid);
   std::string rejection;
   try {

@@ -1,9 +1,9 @@
 // libFuzzer target: flashattn::forward over its whole parameter space at small sizes (b ≤ 3, Hq ≤ 9,
 // Nq, Nk ≤ 40, d, dv ≤ 70): layouts and padding, broadcast inputs, causal, windows, softcap, ALiBi, mask
-// tensors with broadcast and transposed strides, dropout, scale, tiling, threads, every algorithm and dtype;
-// and now and then one invalid value. A valid call must match the float64 oracle (oracle_check.h), write
-// nothing outside O and LSE and leave its inputs alone; an invalid one must throw flashattn::Error and
-// leave every byte the caller owns as it was.
+// tensors with broadcast and transposed strides, dropout, scale, tiling, threads, every algorithm and dtype,
+// every compiled SIMD target (simd_target.h); and now and then one invalid value. A valid call must match
+// the float64 oracle (oracle_check.h), write nothing outside O and LSE and leave its inputs alone; an
+// invalid one must throw flashattn::Error and leave every byte the caller owns as it was.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -16,6 +16,7 @@
 #include "fuzz_input.h"
 #include "fuzz_tensor.h"
 #include "oracle_check.h"
+#include "simd_target.h"
 #include "reference/reference.h"
 
 namespace flashattn::fuzz {
@@ -188,8 +189,10 @@ void Run(const std::uint8_t* data, std::size_t size) {
   FuzzInput in(data, size);
   ForwardCall call;
   DrawCall(in, call);
+  const ScopedSimdTarget simd_target(in);
   const AttentionParams& p = call.params;
   const std::string what = std::string(ToString(call.algorithm)) + " " + std::string(ToString(p.dtype)) +
+                           " on " + simd_target.Name() +
                            (call.invalid.empty() ? "" : " with " + call.invalid);
 
   std::string rejection;

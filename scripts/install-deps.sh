@@ -10,15 +10,21 @@ build_packages=(
 )
 # Python bindings (issue 6): the module's build, NumPy, pytest, and PyTorch for flashattn.torch and its tests.
 python_packages=(python3-numpy python3-pybind11 pybind11-dev python3-pytest python3-torch)
+# Sanitizer builds and fuzzers (issue 8, docs/robustness.md): clang; compiler-rt's ASan, UBSan, TSan and
+# libFuzzer runtimes (libclang-rt-dev; clang only recommends it); LLVM's OpenMP with its Archer tool for TSan
+# (libomp-dev); llvm-symbolizer for readable reports (llvm). Debian's default-version packages, so that all
+# four match the clang they come with.
+sanitizer_packages=(clang libclang-rt-dev libomp-dev llvm)
 
+packages=("${build_packages[@]}" "${python_packages[@]}" "${sanitizer_packages[@]}")
 missing=()
-for package in "${build_packages[@]}" "${python_packages[@]}"; do
+for package in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
   [[ $status == "install ok installed" ]] || missing+=("$package")
 done
 
 if ((${#missing[@]} == 0)); then
-  echo "install-deps: all ${#build_packages[@]} + ${#python_packages[@]} packages present"
+  echo "install-deps: all ${#packages[@]} packages present"
   exit 0
 fi
 
@@ -31,5 +37,6 @@ if ((EUID != 0)); then
   as_root=(sudo)
 fi
 echo "install-deps: installing ${missing[*]}"
-"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
-"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+apt_get=("${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q)
+"${apt_get[@]}" update
+"${apt_get[@]}" install -y --no-install-recommends "${missing[@]}"

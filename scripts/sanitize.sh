@@ -2,7 +2,7 @@
 # Builds the sanitizer presets with clang (CMakePresets.json; the library and only the tests they run) and
 # runs their test subsets (tests/robustness.cmake): asan-ubsan in build-asan/, tsan in build-tsan/. Every
 # sanitizer report fails its test, and any failure makes this script exit non-zero.
-#   bash scripts/sanitize.sh                # both
+#   bash scripts/sanitize.sh                # both (scripts/test.sh runs them one after the other)
 #   bash scripts/sanitize.sh tsan           # one of them
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -12,7 +12,8 @@
 // - softcap c·tanh(S/c) maps ±inf scores to ±c: every row is finite and agrees with the oracle.
 // Checked for the fused kernel on every compiled SIMD target (default tiles and small forced ones, so that
 // the key lies inside a partly masked tile) and for decode(); memory a call does not read (cache slots
-// beyond cache_seqlens) may hold NaN without effect.
+// beyond cache_seqlens) may hold NaN without effect. backward(): a NaN in q_i reaches dQ_i and the dV rows
+// of the keys row i sees (its test below says why).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,8 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "backward_test_problem.h"
 #include "common/element.h"
 #include "decode_test_case.h"
+#include "flashattn/backward.h"
 #include "flashattn/decode.h"
 #include "kernels/fused_forward.h"
 #include "test_problem.h"
@@ -354,6 +357,55 @@ TEST(NonFiniteDecode, NaNBeyondTheCachedLengthIsNeverRead) {
           for (std::int64_t e = 0; e < 16; ++e) EXPECT_TRUE(SameBits(x.O(b, i, h, e), clean.O(b, i, h, e)));
           EXPECT_TRUE(SameBits(x.Lse(b, h, i), clean.Lse(b, h, i)));
         }
+  }
+}
+
+// ---- backward
+// ---------------------------------------------------------------------------------------------------
+
+// backward() needs finite O and LSE, so the NaN goes into q_i after the forward pass; the backward pass then
+// recomputes S_ij = NaN for the keys j row i sees, and P_ij = e^{S_ij − LSE_i} = NaN. Row i of dQ
+// (s·Σ_j dS_ij k_j) is NaN, and so is dV_j (Σ_i P_ij dO_i) for every key j that row i sees; every other dQ
+// and dV row is bitwise the clean result. For every algorithm but the oracle (which recomputes LSE from the
+// NaN) on every compiled SIMD target, causal, with and without softcap (on Highway's emulated targets
+// softcap's Tanh met the NaN undefined before score_mods-inl.h's SoftcapTanh). dK is not checked: the
+// product dSᵀQ also forms 0·q_i for the keys row i cannot see (reported to the lead).
+TEST(NonFiniteBackward, NaNInQReachesItsDqRowAndTheDvRowsOfTheKeysItSees) {
+  const Shape shape{.Nq = 37, .Nk = 45, .Hq = 2, .Hkv = 1, .d = 16, .dv = 16};
+  const std::int64_t i_nan = 20, h_nan = 1;
+  for (float softcap : {0.0f, 5.0f}) {
+    const Modifiers modifiers{.causal = true, .softcap = softcap};
+    BackwardProblem clean(shape, modifiers, 7), x(shape, modifiers, 7);
+    x.forward().SetQ(0, i_nan, h_nan, 3, kNaN);
+    const AttentionParams& p = x.params().attention;
+    for (std::int64_t target : kernels::FusedTargets()) {
+      kernels::RestrictFusedTargetForTest(target);
+      for (BackwardAlgorithm algorithm : {BackwardAlgorithm::kFused, BackwardAlgorithm::kStandard}) {
+        SCOPED_TRACE(kernels::FusedTargetName(target) + (softcap > 0 ? " softcap " : " ") +
+                     (algorithm == BackwardAlgorithm::kFused ? "fused" : "standard"));
+        clean.ResetGradients(), x.ResetGradients();
+        backward(clean.params(), algorithm);
+        backward(x.params(), algorithm);
+        for (std::int64_t i = 0; i < shape.Nq; ++i)
+          for (std::int64_t h = 0; h < shape.Hq; ++h)
+            for (std::int64_t c = 0; c < shape.d; ++c) {
+              if (i == i_nan && h == h_nan) {
+                EXPECT_TRUE(std::isnan(x.dQ(0, i, h, c))) << "dQ " << i << " " << h << " " << c;
+              } else {
+                EXPECT_TRUE(SameBits(x.dQ(0, i, h, c), clean.dQ(0, i, h, c))) << "dQ " << i << " " << h;
+              }
+            }
+        for (std::int64_t j = 0; j < shape.Nk; ++j)
+          for (std::int64_t c = 0; c < shape.dv; ++c) {
+            if (Sees(p, i_nan, j)) {
+              EXPECT_TRUE(std::isnan(x.dV(0, j, 0, c))) << "dV " << j << " " << c;
+            } else {
+              EXPECT_TRUE(SameBits(x.dV(0, j, 0, c), clean.dV(0, j, 0, c))) << "dV " << j << " " << c;
+            }
+          }
+      }
+    }
+    kernels::RestrictFusedTargetForTest(0);
   }
 }
 

@@ -7,9 +7,9 @@ foreach(name validation_matrix_decode_test validation_matrix_merge_varlen_test v
     flashattn_add_test(${name} ${CMAKE_CURRENT_LIST_DIR}/${name}.cc)
   endif()
 endforeach()
-# The non-finite tests use decode's random cases (tests/decode.cmake).
+# The non-finite tests use decode's random cases (tests/decode.cmake) and the backward problems.
 if(TARGET nonfinite_test)
-  target_link_libraries(nonfinite_test PRIVATE flashattn_decode_test_support)
+  target_link_libraries(nonfinite_test PRIVATE flashattn_decode_test_support flashattn_backward_test_support)
 endif()
 # The concurrency test calls from std::threads and from inside its own OpenMP parallel region.
 if(TARGET concurrency_test)

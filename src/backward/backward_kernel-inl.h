@@ -59,6 +59,7 @@ using kernels::HWY_NAMESPACE::FromF32;
 using kernels::HWY_NAMESPACE::PackPanels;
 using kernels::HWY_NAMESPACE::ProductABt;
 using kernels::HWY_NAMESPACE::RoundUp;
+using kernels::HWY_NAMESPACE::SoftcapTanh;
 using kernels::HWY_NAMESPACE::ToF32;
 using kernels::HWY_NAMESPACE::VF;
 
@@ -188,7 +189,7 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
       const VF inv_cap = hn::Set(df, 1.0f / g.softcap), one = hn::Set(df, 1.0f);
       const float* raw = x.S_raw + r * lds;
       for (std::int64_t c = 0; c < lds; c += L) {
-        const VF t = hn::Tanh(df, hn::Mul(hn::LoadU(df, raw + c), inv_cap));
+        const VF t = SoftcapTanh(df, hn::Mul(hn::LoadU(df, raw + c), inv_cap));
         hn::StoreU(hn::Mul(hn::LoadU(df, dS_r + c), hn::NegMulAdd(t, t, one)), df, dS_r + c);
       }
     }

@@ -162,9 +162,12 @@ void decode(const DecodeParams& p) {
       task.kv = {p.k_cache, p.v_cache, p.cache_strides.seq, p.cache_strides.batch, p.page_size,
                  p.block_table + b * p.block_table_stride};
     } else {
-      const std::int64_t seq = b * p.cache_strides.batch * elem;
-      task.kv = {static_cast<const char*>(p.k_cache) + seq, static_cast<const char*>(p.v_cache) + seq,
-                 p.cache_strides.seq, 0, 0, nullptr};
+      // An empty cache (cache_seqlen_max = 0) may be null; no offset on null (undefined), and no keys.
+      const std::int64_t sequence_offset = b * p.cache_strides.batch * elem;
+      const auto sequence_b = [&](const void* cache) {
+        return cache == nullptr ? nullptr : static_cast<const char*>(cache) + sequence_offset;
+      };
+      task.kv = {sequence_b(p.k_cache), sequence_b(p.v_cache), p.cache_strides.seq, 0, 0, nullptr};
     }
     // data() + offset: with no query rows the vectors are empty and operator[] would be out of range.
     task.O = O_partial.data() + item * rows_per_item * d;

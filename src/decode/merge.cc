@@ -50,9 +50,13 @@ void merge_attention_states(const MergeParams& p) {
     for (std::int64_t i = 0; i < p.seqlen; ++i)
       for (std::int64_t h = 0; h < p.heads; ++h) {
         const std::int64_t lse_index = (b * p.heads + h) * p.seqlen + i;
-        const float lse = decoding::MergeRow(p.num_partials, p.o_partials + ((b * p.seqlen + i) * p.heads + h) * dv,
-                                           o_partial_stride, p.lse_partials + lse_index, lse_partial_stride, dv,
-                                           o_row.data());
+        // This row in partial 0. Without partials both pointers may be null (offsetting null is undefined).
+        const bool has_partials = p.num_partials > 0;
+        const std::int64_t o_partial_index = ((b * p.seqlen + i) * p.heads + h) * dv;
+        const float* o_partial = has_partials ? p.o_partials + o_partial_index : nullptr;
+        const float* lse_partial = has_partials ? p.lse_partials + lse_index : nullptr;
+        const float lse = decoding::MergeRow(p.num_partials, o_partial, o_partial_stride, lse_partial,
+                                             lse_partial_stride, dv, o_row.data());
         const std::int64_t o_index = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
         for (std::int64_t e = 0; e < dv; ++e) StoreFromFloat(p.o, p.dtype, o_index + e, o_row[e]);
         if (p.lse != nullptr) p.lse[lse_index] = lse;

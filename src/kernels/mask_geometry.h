@@ -37,7 +37,7 @@ struct ScoreModifiers {
         mask_kind(p.mask.kind),
         mask_stride_row(p.mask.stride_row),
         mask_stride_col(p.mask.stride_col) {
-    if (mask_kind != MaskKind::kNone) {
+    if (mask_kind != MaskKind::kNone && p.mask.data != nullptr) {  // null only when the mask is empty
       const std::int64_t bytes = mask_kind == MaskKind::kBool ? 1 : 4;
       mask = static_cast<const char*>(p.mask.data) + (b * p.mask.stride_batch + h * p.mask.stride_head) * bytes;
     }

@@ -24,6 +24,19 @@ HWY_BEFORE_NAMESPACE();
 namespace flashattn::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// tanh for the softcap, here and in the backward kernel. Highway 1.0.3's emulated targets convert NaN to
+// int with a C++ cast inside Tanh (undefined, UBSan): there a NaN lane goes in as 0 and comes out as the NaN
+// it was. Hardware targets call Highway's Tanh directly.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V SoftcapTanh(D d, V x) {
+#if HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
+  const auto is_nan = hn::IsNaN(x);
+  return hn::IfThenElse(is_nan, x, hn::Tanh(d, hn::IfThenZeroElse(is_nan, x)));
+#else
+  return hn::Tanh(d, x);
+#endif
+}
+
 // Applies the modifiers to rows [i0, i0 + rows) × keys [j0, j0 + cols) held in S (row stride lds, rows
 // padded to a multiple of Lanes, which the vector passes also touch; the caller resets the padding).
 HWY_INLINE void ApplyScoreModifiers(const ScoreModifiers& mods, std::int64_t i0, std::int64_t rows,
@@ -39,7 +52,7 @@ HWY_INLINE void ApplyScoreModifiers(const ScoreModifiers& mods, std::int64_t i0,
     if (mods.softcap > 0.0f) {  // S ← c·tanh(S / c)
       const auto cap = hn::Set(df, mods.softcap);
       for (std::int64_t c = 0; c < cols_L; c += L) {
-        hn::Store(hn::Mul(cap, hn::Tanh(df, hn::Div(hn::Load(df, S_r + c), cap))), df, S_r + c);
+        hn::Store(hn::Mul(cap, SoftcapTanh(df, hn::Div(hn::Load(df, S_r + c), cap))), df, S_r + c);
       }
     }
     if (mods.alibi_slope != 0.0f) {  // S −= slope·|diagonal − j|, distances exact in float below 2^24

@@ -37,7 +37,15 @@ HWY_INLINE V Exp(D d, V x) {
   const V e_r = hn::MulAdd(p, hn::Mul(r, r), hn::Add(r, hn::Set(d, 1.0f)));
   // 2^n for n in [−126, 127]: the biased exponent n + 127 shifted into place. Outside that range the
   // bits are garbage and the selects below replace the result.
-  const V two_n = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
+#if HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
+  // The emulated targets convert with a C++ cast, undefined for NaN (UBSan); a NaN lane's e_r is NaN
+  // whatever n is, so n = 0 there. Hardware conversions are defined for NaN and need no select.
+  const V n_converted = hn::IfThenZeroElse(hn::IsNaN(n), n);
+#else
+  const V n_converted = n;
+#endif
+  const V two_n =
+      hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n_converted), hn::Set(di, 127))));
   const V y = hn::Mul(e_r, two_n);
   const V too_small = hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, -87.3365447f)), y);  // ln FLT_MIN
   return hn::IfThenElse(hn::Gt(x, hn::Set(d, 88.3762626f)),                          // (127.5)·ln 2

@@ -172,7 +172,7 @@ OracleGradients OracleBackwardGroup(const BackwardParams& bp, std::int64_t b, st
   for (std::int64_t h = hkv * group; h < (hkv + 1) * group; ++h) {
     const HeadProblem problem(p, b, h);
     const double s = problem.scale;
-    double* dQ = &g.dQ[(h - hkv * group) * Nq * d];
+    double* dQ = g.dQ.data() + (h - hkv * group) * Nq * d;  // g.dQ is empty without query rows
     problem.LoadQ(0, Nq, Q.data());
     problem.LoadK(0, Nk, K.data());
     problem.LoadV(0, Nk, V.data());
