@@ -280,10 +280,16 @@ HWY_INLINE float OnlineSoftmax(float* S_r, std::int64_t cols, float* m, float* l
   std::fill(S_r + cols, S_r + kBc, kNegInf);
   VF row_max = hn::Set(df, kNegInf);
   for (std::int64_t c = 0; c < kBc; c += N) row_max = hn::Max(row_max, hn::LoadU(df, S_r + c));
-  const float m_new = std::max(*m, hn::GetLane(hn::MaxOfLanes(df, row_max)));
-  if (m_new == kNegInf) {  // nothing visible yet: P̃ = 0, state unchanged
-    std::fill(S_r, S_r + kBc, 0.0f);
-    return 1.0f;
+  // A NaN score makes the row NaN (IEEE arithmetic): std::max would drop a NaN maximum, and x86's max drops
+  // a NaN operand in some orders, so a row that would otherwise see nothing is searched for one.
+  const float block_max = hn::GetLane(hn::MaxOfLanes(df, row_max));
+  float m_new = std::isnan(block_max) ? block_max : std::max(*m, block_max);
+  if (m_new == kNegInf) {
+    if (std::none_of(S_r, S_r + cols, [](float s) { return std::isnan(s); })) {
+      std::fill(S_r, S_r + kBc, 0.0f);  // nothing visible yet: P̃ = 0, state unchanged
+      return 1.0f;
+    }
+    m_new = std::numeric_limits<float>::quiet_NaN();
   }
   const VF m_new_v = hn::Set(df, m_new);
   VF row_sum = hn::Zero(df);
@@ -303,6 +309,33 @@ HWY_INLINE float OnlineSoftmax(float* S_r, std::int64_t cols, float* m, float* l
   *l = alpha * *l + hn::GetLane(hn::SumOfLanes(df, row_sum));
   *m = m_new;
   return alpha;
+}
+
+// Whether any of the `cols` rows V[c] (d elements each) holds an inf or a NaN.
+template <typename T>
+bool HasNonFiniteRow(const T* const* V, std::int64_t cols, std::int64_t d) {
+  for (std::int64_t c = 0; c < cols; ++c)
+    for (std::int64_t e = 0; e < d; ++e)
+      if (!std::isfinite(ScalarF32(V[c][e]))) return true;
+  return false;
+}
+
+// Õ_r = α_r·Õ_r + Σ_{keys c that row r sees} P̃[r][c] V_c (rows of `heads`' R rows, Õ rows ldo apart),
+// scalar: the path of a block that hides keys from some rows and holds a non-finite value. A hidden key's
+// P̃ is 0, but it is left out instead of multiplied by 0, so that its inf or NaN (0·NaN = NaN) does not reach
+// rows that cannot see it.
+template <typename T>
+void AccumulateSeenKeys(const ScoreMods& mods, const std::int64_t* diagonal, std::int64_t R, std::int64_t j0,
+                        const float* P, const float* alpha, const T* const* V, std::int64_t cols,
+                        std::int64_t d, float* O, std::int64_t ldo) {
+  for (std::int64_t r = 0; r < R; ++r) {
+    float* O_r = O + r * ldo;
+    for (std::int64_t e = 0; e < d; ++e) O_r[e] *= alpha[r];
+    for (std::int64_t c = 0; c < cols; ++c) {
+      if (!mods.Visible(diagonal[r], j0 + c)) continue;
+      for (std::int64_t e = 0; e < d; ++e) O_r[e] += P[r * kBc + c] * ScalarF32(V[c][e]);
+    }
+  }
 }
 
 // Element offset of key j's row (K/V head 0) in its sequence's cache: contiguous, or through the pages.
@@ -369,8 +402,10 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
     const std::int64_t next_cols = std::clamp<std::int64_t>(t.j_end - j0 - kBc, 0, kBc);
     for (std::int64_t c = 0; c < cols; ++c) offset[c] = KeyOffset(kv, j0 + c);  // through the pages if paged
     for (std::int64_t c = 0; c < next_cols; ++c) next_offset[c] = KeyOffset(kv, j0 + kBc + c);
-    const bool full_block =  // every row sees every key of the block: the window covers [j0, j0 + cols)
-        plain_mods && t.mods.Visible(diag_max, j0) && t.mods.Visible(diag_min, j0 + cols - 1);
+    // Whether every row sees every key of the block (the window covers [j0, j0 + cols)), and so whether
+    // the block's scores need nothing but Q K_jᵀ.
+    const bool block_seen_whole = R > 0 && t.mods.Visible(diag_max, j0) && t.mods.Visible(diag_min, j0 + cols - 1);
+    const bool full_block = plain_mods && block_seen_whole;
     for (std::int64_t hk = 0; hk < H; ++hk) {
       // The unit to prefetch: head hk + ahead, maybe of the next block. Its rows are requested one key at
       // a time as this unit's rows are read, so that requests keep pace with the loads instead of filling
@@ -407,8 +442,15 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
         }
         x.alpha[r] = OnlineSoftmax(S_r, cols, &x.m[hk * R + r], &x.l[hk * R + r]);
       }
+      // Õ += P̃ V_j, leaving out the keys a row does not see when V_j is not all finite
       if (widen) {
-        AccumulateBlock(S_h, x.alpha, V_wide, R, cols, d_pad, O_h, d_pad);
+        if (!block_seen_whole && HasNonFiniteRow(V_wide, cols, d)) {
+          AccumulateSeenKeys(mods, t.diagonal, R, j0, S_h, x.alpha, V_wide, cols, d, O_h, d_pad);
+        } else {
+          AccumulateBlock(S_h, x.alpha, V_wide, R, cols, d_pad, O_h, d_pad);
+        }
+      } else if (!block_seen_whole && HasNonFiniteRow(V, cols, d)) {
+        AccumulateSeenKeys(mods, t.diagonal, R, j0, S_h, x.alpha, V, cols, d, O_h, d_pad);
       } else {
         AccumulateBlock(S_h, x.alpha, V, R, cols, d, O_h, d_pad);
       }

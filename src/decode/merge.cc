@@ -16,7 +16,14 @@ float MergeRow(std::int64_t n, const float* o_partials, std::int64_t o_stride, c
                std::int64_t lse_stride, std::int64_t dv, float* o) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   float m = kNegInf;  // max_k LSE_k: every weight e^{LSE_k − m} is ≤ 1, so the sum cannot overflow
-  for (std::int64_t k = 0; k < n; ++k) m = std::max(m, lse_partials[k * lse_stride]);
+  for (std::int64_t k = 0; k < n; ++k) {
+    const float lse_k = lse_partials[k * lse_stride];
+    if (std::isnan(lse_k)) {  // a partial that met a NaN: the merged row is NaN too (std::max would drop it)
+      std::fill(o, o + dv, lse_k);
+      return lse_k;
+    }
+    m = std::max(m, lse_k);
+  }
   std::fill(o, o + dv, 0.0f);
   if (m == kNegInf) return kNegInf;
   float sum = 0.0f;  // Σ_k e^{LSE_k − m}
