@@ -284,17 +284,18 @@ void StoreCache(void* cache, const DecodeCase& c, std::int64_t b, std::int64_t j
 // 2 of that sequence and K/V head only; query 0 and every other sequence and head are bitwise the clean
 // result. (A NaN key used to be swallowed by the merge of the split partials, std::max dropping a NaN LSE;
 // a NaN value reached query 0, which cannot see it, as 0·NaN in P·V.)
-// On every compiled target: R = 6 rows take the kernel's direct path where one register tile holds them
-// (AVX-512), the widened one elsewhere.
+// On every compiled target, float32 and float16 caches (emulated float16 widening must keep the NaN): R = 6
+// rows take the kernel's direct path where one register tile holds them (AVX-512), the widened one elsewhere.
 TEST(NonFiniteDecode, NaNInTheCacheReachesOnlyTheQueriesThatSeeIt) {
   for (const std::int64_t target : kernels::FusedTargets()) {
-    for (std::int64_t page_size : {0, 4}) {
+    for (const auto [page_size, dtype] : {std::pair<std::int64_t, DType>{0, DType::kF32}, {4, DType::kF32},
+                                          {0, DType::kF16}, {4, DType::kF16}}) {
       for (bool in_v : {false, true}) {
         kernels::RestrictFusedTargetForTest(target);
         SCOPED_TRACE(std::string(in_v ? "v_cache" : "k_cache") + (page_size ? " paged" : " contiguous") +
-                     " on " + kernels::FusedTargetName(target));
-        const DecodeShape shape{
-            .Nq = 3, .Hq = 4, .Hkv = 2, .d = 16, .Nmax = 40, .cached = {37, 21}, .page_size = page_size};
+                     (dtype == DType::kF16 ? " f16" : " f32") + " on " + kernels::FusedTargetName(target));
+        const DecodeShape shape{.Nq = 3, .Hq = 4, .Hkv = 2, .d = 16, .Nmax = 40, .cached = {37, 21},
+                                .dtype = dtype, .page_size = page_size};
         DecodeCase clean(shape, DecodeMods{.causal = true}, 3), x(shape, DecodeMods{.causal = true}, 3);
         const std::int64_t b0 = 1, j0 = 21 - 2, hk0 = 0, e0 = 7;
         StoreCache(in_v ? x.params().v_cache : x.params().k_cache, x, b0, j0, hk0, e0, kNaN);

@@ -1,28 +1,25 @@
 // AttendChunk per Highway target: FlashAttention-2's inner loop over blocks of Bc keys, for the R query
 // rows that share one K/V head, head after head within each block (SPEC §3):
-//   K_j, V_j → float32 block in L1                       LoadBlock (widens float16/bfloat16 once per key)
-//   S_j = Score(Q K_jᵀ)                                 R×Bc, ScoreTile + ReduceTransposed
-//   m_new = max(m, rowmax S_j),  P̃_j = e^{S_j − m_new}   OnlineSoftmax
-//   l = e^{m − m_new} l + rowsum P̃_j,  Õ = e^{m − m_new} Õ + P̃_j V_j   (AccumulatePV)
+//   S_j = Score(Q K_jᵀ)                                  R×Bc, ScoreBlock (attend_tiles-inl.h)
+//   m_new = max(m, rowmax S_j),  P̃_j = e^{S_j − m_new}    OnlineSoftmax
+//   l = e^{m − m_new} l + rowsum P̃_j,  Õ = e^{m − m_new} Õ + P̃_j V_j   (AccumulateBlock)
 //   O = Õ / l,  LSE = m + log l
-// Each K and V row is read from the cache once and widened once, into a zero-padded float32 block that
-// every group of query rows then reads from L1. The dot products of a register tile of rows × keys are
-// reduced together by a transposing tree (ReduceTransposed), about 3 operations per dot product instead of
-// a horizontal sum of ~10 each. The rows of the unit two (block, head) units ahead are prefetched while a
-// unit is computed.
+// Each K and V row is read from the cache once: straight into the register tiles when one tile holds all
+// R rows (and d fills whole vectors), else widened once into zero-padded float32 rows that every row tile
+// reads from L1. The K and V rows of the unit two (block, head) units ahead are requested while a unit is
+// computed, except for one contiguous head, which the hardware prefetcher follows.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "decode/attend.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
 #include "common/element.h"
 #include "decode/attend.h"
-#include "hwy/cache_control.h"
+#include "decode/attend_tiles-inl.h"
 #include "hwy/highway.h"
 #include "kernels/vec_exp-inl.h"
 
@@ -30,246 +27,7 @@ HWY_BEFORE_NAMESPACE();
 namespace flashattn::decoding::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
-
-inline constexpr std::int64_t kBc = kDecodeBc;
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// Lanes of a float vector when the target fixes it at compile time (every x86 and NEON target), else 0.
-#if HWY_HAVE_SCALABLE
-inline constexpr int kLanes = 0;
-#else
-inline constexpr int kLanes = static_cast<int>(hn::MaxLanes(DF()));
-#endif
-
-HWY_INLINE VF LoadF32(DF df, const float* p) { return hn::LoadU(df, p); }
-HWY_INLINE VF LoadF32(DF df, const hwy::float16_t* p) {
-  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
-}
-HWY_INLINE VF LoadF32(DF df, const hwy::bfloat16_t* p) {
-  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
-}
-HWY_INLINE float ScalarF32(float x) { return x; }
-HWY_INLINE float ScalarF32(hwy::float16_t x) { return F32FromF16(std::bit_cast<std::uint16_t>(x)); }
-HWY_INLINE float ScalarF32(hwy::bfloat16_t x) { return F32FromBF16(std::bit_cast<std::uint16_t>(x)); }
-
-// dst[0, d_pad) = float32(src[0, d)), zero beyond d.
-template <typename T>
-HWY_INLINE void WidenRow(const T* HWY_RESTRICT src, std::int64_t d, std::int64_t d_pad, float* HWY_RESTRICT dst) {
-  const DF df;
-  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
-  std::int64_t e = 0;
-  for (; e + N <= d; e += N) hn::Store(LoadF32(df, src + e), df, dst + e);
-  for (; e < d; ++e) dst[e] = ScalarF32(src[e]);
-  for (; e < d_pad; ++e) dst[e] = 0.0f;
-}
-
-#if HWY_TARGET == HWY_SCALAR
-template <int kN>
-HWY_INLINE VF ReduceTransposed(const VF* acc) {
-  static_assert(kN == 1);
-  return acc[0];
-}
-#else
-// For kLanes = 4·2^k: one vector whose lane i is the sum of the lanes of acc[i], for i < kLanes. First
-// within each 128-bit block (four vectors at a time, by 32- then 64-bit interleaves), then across blocks
-// (halves, then adjacent blocks); 3 operations per sum instead of a horizontal sum each.
-HWY_INLINE VF SumsWithinBlocks(VF a, VF b, VF c, VF d) {
-  const DF df;
-  const hn::Repartition<std::uint64_t, DF> du64;
-  const VF ab = hn::Add(hn::InterleaveLower(df, a, b), hn::InterleaveUpper(df, a, b));  // a0+a2 b0+b2 a1+a3 b1+b3
-  const VF cd = hn::Add(hn::InterleaveLower(df, c, d), hn::InterleaveUpper(df, c, d));
-  const auto ab64 = hn::BitCast(du64, ab), cd64 = hn::BitCast(du64, cd);
-  return hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, ab64, cd64)),
-                 hn::BitCast(df, hn::InterleaveUpper(du64, ab64, cd64)));  // Σa Σb Σc Σd per block
-}
-
-template <int kN>
-HWY_INLINE VF ReduceTransposed(const VF* acc) {
-  const DF df;
-  if constexpr (kN == 4) {
-    return SumsWithinBlocks(acc[0], acc[1], acc[2], acc[3]);
-  } else if constexpr (kN == 8) {  // blocks [W0 | W1] → lanes 0-3 from acc 0-3, 4-7 from acc 4-7
-    const VF w0 = SumsWithinBlocks(acc[0], acc[1], acc[2], acc[3]);
-    const VF w1 = SumsWithinBlocks(acc[4], acc[5], acc[6], acc[7]);
-    return hn::Add(hn::ConcatLowerLower(df, w1, w0), hn::ConcatUpperUpper(df, w1, w0));
-  } else {
-    static_assert(kN == 16, "fixed-width float vectors have 4, 8 or 16 lanes beyond the scalar target");
-    // s01 = [x0 x1 y0 y1] holds ΣW_a = x0 + x1, ΣW_b = y0 + y1 by blocks; s23 = [z0 z1 w0 w1] likewise. W_b
-    // is built from acc 8-11 and W_c from 4-7 so that the blocks of the result come out in order.
-    const VF wa = SumsWithinBlocks(acc[0], acc[1], acc[2], acc[3]);
-    const VF wb = SumsWithinBlocks(acc[8], acc[9], acc[10], acc[11]);
-    const VF wc = SumsWithinBlocks(acc[4], acc[5], acc[6], acc[7]);
-    const VF wd = SumsWithinBlocks(acc[12], acc[13], acc[14], acc[15]);
-    const VF s01 = hn::Add(hn::ConcatLowerLower(df, wb, wa), hn::ConcatUpperUpper(df, wb, wa));
-    const VF s23 = hn::Add(hn::ConcatLowerLower(df, wd, wc), hn::ConcatUpperUpper(df, wd, wc));
-    const VF firsts = hn::OddEvenBlocks(hn::SwapAdjacentBlocks(s23), s01);   // x0 z0 y0 w0
-    const VF seconds = hn::OddEvenBlocks(s23, hn::SwapAdjacentBlocks(s01));  // x1 z1 y1 w1
-    return hn::Add(firsts, seconds);
-  }
-}
-#endif  // HWY_TARGET == HWY_SCALAR
-
-// Requests the K and V rows of one key (row_bytes each) into the cache.
-template <typename T>
-HWY_INLINE void PrefetchKey(const T* k_row, const T* v_row, std::int64_t row_bytes) {
-  for (std::int64_t byte = 0; byte < row_bytes; byte += 64) {
-    hwy::Prefetch(reinterpret_cast<const char*>(k_row) + byte);
-    hwy::Prefetch(reinterpret_cast<const char*>(v_row) + byte);
-  }
-}
-
-// The keys whose K and V rows are requested while a block's scores are computed, a few before each tile
-// so that the requests keep pace with the loads (a burst of them stalls on the miss buffers): key c's rows
-// are at k + offset[c] and v + offset[c], for c < count.
-template <typename T>
-struct PrefetchPlan {
-  const T* k = nullptr;
-  const T* v = nullptr;
-  const std::int64_t* offset = nullptr;
-  std::int64_t count = 0;
-  std::int64_t row_bytes = 0;
-
-  HWY_INLINE void Keys(std::int64_t begin, std::int64_t end) const {
-    for (std::int64_t c = begin; c < std::min(end, count); ++c) PrefetchKey(k + offset[c], v + offset[c], row_bytes);
-  }
-};
-
-// S[r][c0 + c] = Q_r · K_{c0 + c} for a tile of kR rows × kC keys (kR·kC = kLanes) over `width` features
-// (a multiple of kLanes): Q rows ldq apart (float32), K rows wherever K[c] points (float32 or the cache's
-// type, widened as loaded). Keys past `cols` (their pointers repeat a real row) are computed, not stored.
-template <int kR, int kC, typename T>
-HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T* const* K, std::int64_t width,
-                          std::int64_t c0, std::int64_t cols, float* HWY_RESTRICT S) {
-  constexpr int kN = kR * kC;
-  const DF df;
-  VF acc[kN];
-  HWY_UNROLL(16) for (int i = 0; i < kN; ++i) acc[i] = hn::Zero(df);
-  for (std::int64_t e = 0; e < width; e += kLanes) {
-    VF k[kC];
-    HWY_UNROLL(16) for (int c = 0; c < kC; ++c) k[c] = LoadF32(df, K[c0 + c] + e);
-    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
-      const VF q = hn::Load(df, Q + r * ldq + e);
-      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) acc[r * kC + c] = hn::MulAdd(q, k[c], acc[r * kC + c]);
-    }
-  }
-  alignas(64) float dots[kN];
-  hn::Store(ReduceTransposed<kN>(acc), df, dots);
-  if (c0 + kC <= cols) {  // a whole tile: fixed-size copies
-    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
-      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) S[r * kBc + c0 + c] = dots[r * kC + c];
-    }
-  } else {
-    for (int r = 0; r < kR; ++r)
-      for (std::int64_t c = 0; c < cols - c0; ++c) S[r * kBc + c0 + c] = dots[r * kC + c];
-  }
-}
-
-// S = Q K_jᵀ for `rows` rows (Q rows ldq apart, S rows kBc apart) over `cols` keys, each tile of keys
-// after the prefetches of as many keys of `prefetch`.
-template <int kR, typename T, typename U>
-HWY_INLINE void ScoreRows(const float* Q, std::int64_t ldq, const T* const* K, std::int64_t width,
-                          std::int64_t cols, float* S, const PrefetchPlan<U>& prefetch) {
-  constexpr int kC = kLanes / kR;
-  for (std::int64_t c0 = 0; c0 < cols; c0 += kC) {
-    prefetch.Keys(c0, c0 + kC);
-    ScoreTile<kR, kC>(Q, ldq, K, width, c0, cols, S);
-  }
-}
-
-// The largest row tile ScoreBlock uses: 8 rows where a vector has 16 lanes, 4 where it has 8, 2 where 4.
-inline constexpr std::int64_t kMaxScoreRows = kLanes >= 16 ? 8 : kLanes >= 4 ? kLanes / 2 : 1;
-
-// All R rows in tiles of kMaxScoreRows rows, then 4, 2 and 1, over `cols` keys (S rows kBc apart); the
-// first pass over the keys carries `prefetch`.
-template <typename T, typename U>
-HWY_INLINE void ScoreBlock(const float* Q, std::int64_t R, std::int64_t ldq, const T* const* K,
-                           std::int64_t width, std::int64_t cols, float* S, PrefetchPlan<U> prefetch) {
-  if constexpr (kLanes == 0) {  // scalable vectors: one horizontal sum per dot product
-    const DF df;
-    const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
-    prefetch.Keys(0, cols);
-    for (std::int64_t r = 0; r < R; ++r)
-      for (std::int64_t c = 0; c < cols; ++c) {
-        VF acc = hn::Zero(df);
-        for (std::int64_t e = 0; e < width; e += N)
-          acc = hn::MulAdd(hn::Load(df, Q + r * ldq + e), LoadF32(df, K[c] + e), acc);
-        S[r * kBc + c] = hn::GetLane(hn::SumOfLanes(df, acc));
-      }
-  } else {
-    std::int64_t r = 0;
-    const auto rows_of = [&](auto kR) {  // every tile of kR rows, the first of them with the prefetches
-      constexpr int kRows = decltype(kR)::value;
-      for (; r + kRows <= R; r += kRows) {
-        ScoreRows<kRows>(Q + r * ldq, ldq, K, width, cols, S + r * kBc, prefetch);
-        prefetch.count = 0;
-      }
-    };
-    if constexpr (kLanes >= 16) rows_of(std::integral_constant<int, 8>());
-    if constexpr (kLanes >= 8) rows_of(std::integral_constant<int, 4>());
-    if constexpr (kLanes >= 4) rows_of(std::integral_constant<int, 2>());
-    rows_of(std::integral_constant<int, 1>());
-  }
-}
-
-// Õ_r = α_r·Õ_r + Σ_{c < cols} P̃[r][c] V_c for kR rows (P rows kBc apart, Õ rows ldo apart, V rows where
-// V[c] points), over `width` features (a multiple of Lanes), two vectors at a time so that each V load
-// serves kR rows and 2·kR FMA chains run side by side.
-template <int kR, typename T>
-HWY_INLINE void AccumulatePV(const float* HWY_RESTRICT P, const float* HWY_RESTRICT alpha, const T* const* V,
-                             std::int64_t cols, std::int64_t width, float* HWY_RESTRICT O, std::int64_t ldo) {
-  const DF df;
-  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
-  std::int64_t e = 0;
-  for (; e + 2 * N <= width; e += 2 * N) {
-    VF o[kR][2];
-    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
-      const VF a = hn::Set(df, alpha[r]);
-      o[r][0] = hn::Mul(a, hn::Load(df, O + r * ldo + e));
-      o[r][1] = hn::Mul(a, hn::Load(df, O + r * ldo + e + N));
-    }
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const VF v0 = LoadF32(df, V[c] + e), v1 = LoadF32(df, V[c] + e + N);
-      HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
-        const VF p = hn::Set(df, P[r * kBc + c]);
-        o[r][0] = hn::MulAdd(p, v0, o[r][0]);
-        o[r][1] = hn::MulAdd(p, v1, o[r][1]);
-      }
-    }
-    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
-      hn::Store(o[r][0], df, O + r * ldo + e);
-      hn::Store(o[r][1], df, O + r * ldo + e + N);
-    }
-  }
-  if (e < width) {  // one vector left
-    VF o[kR];
-    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
-      o[r] = hn::Mul(hn::Set(df, alpha[r]), hn::Load(df, O + r * ldo + e));
-    }
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const VF v = LoadF32(df, V[c] + e);
-      HWY_UNROLL(8) for (int r = 0; r < kR; ++r) o[r] = hn::MulAdd(hn::Set(df, P[r * kBc + c]), v, o[r]);
-    }
-    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) hn::Store(o[r], df, O + r * ldo + e);
-  }
-}
-
-// The largest row tile AccumulateBlock uses: 8 rows × 2 vectors where there are 32 vector registers
-// (AVX-512: 16 accumulators), 4 rows elsewhere.
-inline constexpr std::int64_t kMaxAccumulateRows = kLanes >= 16 ? 8 : 4;
-
-// All R rows in tiles of kMaxAccumulateRows rows, then 4 and 1.
-template <typename T>
-HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* const* V, std::int64_t R,
-                                std::int64_t cols, std::int64_t width, float* O, std::int64_t ldo) {
-  std::int64_t r = 0;
-  if constexpr (kMaxAccumulateRows == 8) {
-    for (; r + 8 <= R; r += 8) AccumulatePV<8>(P + r * kBc, alpha + r, V, cols, width, O + r * ldo, ldo);
-  }
-  for (; r + 4 <= R; r += 4) AccumulatePV<4>(P + r * kBc, alpha + r, V, cols, width, O + r * ldo, ldo);
-  for (; r < R; ++r) AccumulatePV<1>(P + r * kBc, alpha + r, V, cols, width, O + r * ldo, ldo);
-}
 
 // m_new = max(m, rowmax S), P̃ = e^{S − m_new} (in place, −∞ → 0), l = e^{m − m_new} l + rowsum P̃; returns
 // α = e^{m − m_new}, the factor of Õ_r (1 while nothing is visible: Õ_r is still 0). A row of Bc scores,
@@ -316,7 +74,7 @@ template <typename T>
 bool HasNonFiniteRow(const T* const* V, std::int64_t cols, std::int64_t d) {
   for (std::int64_t c = 0; c < cols; ++c)
     for (std::int64_t e = 0; e < d; ++e)
-      if (!std::isfinite(ScalarF32(V[c][e]))) return true;
+      if (!std::isfinite(ToF32(V[c][e]))) return true;
   return false;
 }
 
@@ -333,7 +91,7 @@ void AccumulateSeenKeys(const ScoreMods& mods, const std::int64_t* diagonal, std
     for (std::int64_t e = 0; e < d; ++e) O_r[e] *= alpha[r];
     for (std::int64_t c = 0; c < cols; ++c) {
       if (!mods.Visible(diagonal[r], j0 + c)) continue;
-      for (std::int64_t e = 0; e < d; ++e) O_r[e] += P[r * kBc + c] * ScalarF32(V[c][e]);
+      for (std::int64_t e = 0; e < d; ++e) O_r[e] += P[r * kBc + c] * ToF32(V[c][e]);
     }
   }
 }
