@@ -8,7 +8,11 @@ import sys
 
 staged, build_dir = sys.argv[1], sys.argv[2]
 assert not any(p.startswith(build_dir) for p in sys.path), f"the build tree is on sys.path: {sys.path}"
-site.addsitedir(staged)  # as the interpreter treats its own site-packages (.pth files included)
+# As the interpreter treats its own site-packages (.pth files included), but ahead of them: a copy that
+# `bash scripts/demo.sh` installed into the system site-packages must not shadow the staged one.
+before = list(sys.path)
+site.addsitedir(staged)
+sys.path[:] = [p for p in sys.path if p not in before] + before
 
 import numpy as np  # noqa: E402
 
