@@ -1,7 +1,7 @@
 // AttendChunk per Highway target: FlashAttention-2's inner loop over blocks of Bc keys, for the R query
 // rows that share one K/V head, head after head within each block (SPEC §3):
 //   S_j = Score(Q K_jᵀ)                                  R×Bc, ScoreBlock (attend_tiles-inl.h)
-//   m_new = max(m, rowmax S_j),  P̃_j = e^{S_j − m_new}    OnlineSoftmax
+//   m_new = max(m, rowmax S_j),  P̃_j = e^{S_j − m_new}    OnlineSoftmaxRow (kernels/online_softmax-inl.h)
 //   l = e^{m − m_new} l + rowsum P̃_j,  Õ = e^{m − m_new} Õ + P̃_j V_j   (AccumulateBlock)
 //   O = Õ / l,  LSE = m + log l
 // Each K and V row is read from the cache once: straight into the register tiles when one tile holds all
@@ -21,53 +21,13 @@
 #include "decode/attend.h"
 #include "decode/attend_tiles-inl.h"
 #include "hwy/highway.h"
-#include "kernels/vec_exp-inl.h"
+#include "kernels/online_softmax-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::decoding::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// m_new = max(m, rowmax S), P̃ = e^{S − m_new} (in place, −∞ → 0), l = e^{m − m_new} l + rowsum P̃; returns
-// α = e^{m − m_new}, the factor of Õ_r (1 while nothing is visible: Õ_r is still 0). A row of Bc scores,
-// `cols` of them real.
-HWY_INLINE float OnlineSoftmax(float* S_r, std::int64_t cols, float* m, float* l) {
-  const DF df;
-  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
-  std::fill(S_r + cols, S_r + kBc, kNegInf);
-  VF row_max = hn::Set(df, kNegInf);
-  for (std::int64_t c = 0; c < kBc; c += N) row_max = hn::Max(row_max, hn::LoadU(df, S_r + c));
-  // A NaN score makes the row NaN (IEEE arithmetic): std::max would drop a NaN maximum, and x86's max drops
-  // a NaN operand in some orders, so a row that would otherwise see nothing is searched for one.
-  const float block_max = hn::GetLane(hn::MaxOfLanes(df, row_max));
-  float m_new = std::isnan(block_max) ? block_max : std::max(*m, block_max);
-  if (m_new == kNegInf) {
-    if (std::none_of(S_r, S_r + cols, [](float s) { return std::isnan(s); })) {
-      std::fill(S_r, S_r + kBc, 0.0f);  // nothing visible yet: P̃ = 0, state unchanged
-      return 1.0f;
-    }
-    m_new = std::numeric_limits<float>::quiet_NaN();
-  }
-  const VF m_new_v = hn::Set(df, m_new);
-  VF row_sum = hn::Zero(df);
-  for (std::int64_t c = 0; c < kBc; c += N) {
-    const VF P = kernels::HWY_NAMESPACE::Exp(df, hn::Sub(hn::LoadU(df, S_r + c), m_new_v));  // e^{−∞} = 0
-    hn::StoreU(P, df, S_r + c);
-    row_sum = hn::Add(row_sum, P);
-  }
-  // α = e^{m − m_new}: exactly 1 while the maximum stands (most blocks), else through the vector exp
-  // (a libm call per row and block cost more than the block's exponentials)
-  float alpha = 1.0f;
-  if (*m == kNegInf) {
-    alpha = 0.0f;
-  } else if (*m != m_new) {
-    alpha = hn::GetLane(kernels::HWY_NAMESPACE::Exp(df, hn::Set(df, *m - m_new)));
-  }
-  *l = alpha * *l + hn::GetLane(hn::SumOfLanes(df, row_sum));
-  *m = m_new;
-  return alpha;
-}
 
 // Whether any of the `cols` rows V[c] (d elements each) holds an inf or a NaN.
 template <typename T>
@@ -162,12 +122,13 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
     for (std::int64_t c = 0; c < next_cols; ++c) next_offset[c] = KeyOffset(kv, j0 + kBc + c);
     // Whether every row sees every key of the block (the window covers [j0, j0 + cols)), and so whether
     // the block's scores need nothing but Q K_jᵀ.
-    const bool block_seen_whole = R > 0 && t.mods.Visible(diag_max, j0) && t.mods.Visible(diag_min, j0 + cols - 1);
+    const bool block_seen_whole =
+        R > 0 && t.mods.Visible(diag_max, j0) && t.mods.Visible(diag_min, j0 + cols - 1);
     const bool full_block = plain_mods && block_seen_whole;
     for (std::int64_t hk = 0; hk < H; ++hk) {
-      // The unit to prefetch: head hk + ahead, maybe of the next block. Its rows are requested one key at
-      // a time as this unit's rows are read, so that requests keep pace with the loads instead of filling
-      // every miss buffer at once.
+      // The unit to prefetch: head hk + ahead, maybe of the next block. Its rows are requested a few keys
+      // at a time as this unit's rows are read (while widening them, or along the score tiles), so that
+      // requests keep pace with the loads instead of filling every miss buffer at once.
       const bool same_block = hk + ahead < H;
       const std::int64_t pf_head = same_block ? hk + ahead : hk + ahead - H;
       const std::int64_t pf_cols = !prefetch ? 0 : same_block ? cols : next_cols;
@@ -177,6 +138,8 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
       float* S_h = x.S + hk * R * kBc;
       float* O_h = x.O + hk * R * d_pad;
       const float* Q_h = x.Q + hk * R * d_pad;
+      float* m_h = x.m + hk * R;
+      float* l_h = x.l + hk * R;
       if (widen) {  // K_j, V_j widened once into the float32 blocks
         for (std::int64_t c = 0; c < std::max(cols, pf_cols); ++c) {
           if (c < pf_cols) PrefetchKey(pf_k + pf_offset[c], pf_v + pf_offset[c], row_bytes);
@@ -190,27 +153,32 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
           K[c] = k_base + hk * t.head_stride + offset[c < cols ? c : 0];
           V[c] = v_base + hk * t.head_stride + offset[c < cols ? c : 0];
         }
-        ScoreBlock(Q_h, R, d_pad, K, d, cols, S_h, PrefetchPlan<T>{pf_k, pf_v, pf_offset, pf_cols, row_bytes});
+        ScoreBlock(Q_h, R, d_pad, K, d, cols, S_h,
+                   PrefetchPlan<T>{pf_k, pf_v, pf_offset, pf_cols, row_bytes});
       }
+      // Scores, then the online softmax (the fused kernel's row step; keys past `cols` take no part)
       for (std::int64_t r = 0; r < R; ++r) {
         float* S_r = S_h + r * kBc;
         if (!full_block) {
           const float slope = t.slope[hk * R + r];
           for (std::int64_t c = 0; c < cols; ++c) S_r[c] = mods.Score(t.diagonal[r], j0 + c, slope, S_r[c]);
         }
-        x.alpha[r] = OnlineSoftmax(S_r, cols, &x.m[hk * R + r], &x.l[hk * R + r]);
+        std::fill(S_r + cols, S_r + kBc, kNegInf);
+        x.alpha[r] = kernels::HWY_NAMESPACE::OnlineSoftmaxRow(S_r, kBc, m_h[r], l_h[r]);
       }
-      // Õ += P̃ V_j, leaving out the keys a row does not see when V_j is not all finite
-      if (widen) {
-        if (!block_seen_whole && HasNonFiniteRow(V_wide, cols, d)) {
-          AccumulateSeenKeys(mods, t.diagonal, R, j0, S_h, x.alpha, V_wide, cols, d, O_h, d_pad);
+      // Õ += P̃ V_j over rows of `width` features, leaving out the keys a row does not see when V_j is not
+      // all finite
+      const auto accumulate = [&](const auto* const* V_rows, std::int64_t width) {
+        if (!block_seen_whole && HasNonFiniteRow(V_rows, cols, d)) {
+          AccumulateSeenKeys(mods, t.diagonal, R, j0, S_h, x.alpha, V_rows, cols, d, O_h, d_pad);
         } else {
-          AccumulateBlock(S_h, x.alpha, V_wide, R, cols, d_pad, O_h, d_pad);
+          AccumulateBlock(S_h, x.alpha, V_rows, R, cols, width, O_h, d_pad);
         }
-      } else if (!block_seen_whole && HasNonFiniteRow(V, cols, d)) {
-        AccumulateSeenKeys(mods, t.diagonal, R, j0, S_h, x.alpha, V, cols, d, O_h, d_pad);
+      };
+      if (widen) {
+        accumulate(V_wide, d_pad);
       } else {
-        AccumulateBlock(S_h, x.alpha, V, R, cols, d, O_h, d_pad);
+        accumulate(V, d);
       }
     }
   }

@@ -65,7 +65,8 @@ HWY_INLINE float ExpAndRowSum(float* HWY_RESTRICT S, std::int64_t n, float m) {
 HWY_INLINE float OnlineSoftmaxRow(float* HWY_RESTRICT S, std::int64_t n, float& m, float& l) {
   const float m_new = std::max(m, RowMax(S, n));
   const float m_ref = m_new == kNegInf ? 0.0f : m_new;  // exponents relative to a finite reference
-  const float alpha = std::exp(m - m_ref);
+  // α = e^{m − m_ref}: exactly 1 while the maximum stands (most strips once it has settled), without a call
+  const float alpha = m == m_ref ? 1.0f : std::exp(m - m_ref);
   l = alpha * l + ExpAndRowSum(S, n, m_ref);
   m = m_new;
   return alpha;
