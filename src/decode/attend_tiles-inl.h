@@ -98,44 +98,51 @@ HWY_INLINE VF ReduceTransposed(const VF* acc) {
 }
 #endif  // HWY_TARGET == HWY_SCALAR
 
+// Requests one row of row_bytes into the cache closest to the core.
+template <typename T>
+HWY_INLINE void PrefetchRow(const T* row, std::int64_t row_bytes) {
+  for (std::int64_t byte = 0; byte < row_bytes; byte += 64) hwy::Prefetch(reinterpret_cast<const char*>(row) + byte);
+}
+
+// Requests one 64-byte line into L2 only (x86 prefetcht1), for data wanted after L1 will have turned over.
+HWY_INLINE void PrefetchLineToL2(const char* line) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(line, /*rw=*/0, /*locality=*/2);
+  // GCC finds a function that only prefetches pure and drops calls to it whose result goes unused (every
+  // prefetch of ScoreBlock's callback vanished); an empty volatile asm that takes the address keeps it.
+  asm volatile("" : : "r"(line));
+#else
+  hwy::Prefetch(line);
+#endif
+}
+
 // Requests the K and V rows of one key (row_bytes each) into the cache.
 template <typename T>
 HWY_INLINE void PrefetchKey(const T* k_row, const T* v_row, std::int64_t row_bytes) {
-  for (std::int64_t byte = 0; byte < row_bytes; byte += 64) {
-    hwy::Prefetch(reinterpret_cast<const char*>(k_row) + byte);
-    hwy::Prefetch(reinterpret_cast<const char*>(v_row) + byte);
-  }
+  PrefetchRow(k_row, row_bytes);
+  PrefetchRow(v_row, row_bytes);
 }
 
-// The keys whose K and V rows are requested while a block's scores are computed, a few before each tile
-// so that the requests keep pace with the loads (a burst of them stalls on the miss buffers): key c's rows
-// are at k + offset[c] and v + offset[c], for c < count.
-template <typename T>
-struct PrefetchPlan {
-  const T* k = nullptr;
-  const T* v = nullptr;
-  const std::int64_t* offset = nullptr;
-  std::int64_t count = 0;
-  std::int64_t row_bytes = 0;
-
-  HWY_INLINE void Keys(std::int64_t begin, std::int64_t end) const {
-    for (std::int64_t c = begin; c < std::min(end, count); ++c) PrefetchKey(k + offset[c], v + offset[c], row_bytes);
-  }
-};
-
 // S[r][c0 + c] = Q_r · K_{c0 + c} for a tile of kR rows × kC keys (kR·kC = kLanes) over `width` features
-// (a multiple of kLanes): Q rows ldq apart (float32), K rows wherever K[c] points (float32 or the cache's
-// type, widened as loaded). Keys past `cols` (their pointers repeat a real row) are computed, not stored.
-template <int kR, int kC, typename T>
-HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T* const* K, std::int64_t width,
-                          std::int64_t c0, std::int64_t cols, float* HWY_RESTRICT S) {
+// (a multiple of kLanes): Q rows ldq apart (float32), K rows at K[c] + head (float32 or the cache's type,
+// widened as loaded). Keys past `cols` (their pointers repeat a real row) are computed, not stored.
+// As each 64-byte line of the K rows is reached, `prefetch_line(c0 + c, head, byte)` runs for each key, so
+// that prefetches go out at the pace the rows are read (a burst of them stalls on the miss buffers).
+template <int kR, int kC, typename T, class PrefetchLine>
+HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T* const* K, std::int64_t head,
+                          std::int64_t width, std::int64_t c0, std::int64_t cols, float* HWY_RESTRICT S,
+                          const PrefetchLine& prefetch_line) {
   constexpr int kN = kR * kC;
+  constexpr std::int64_t kLineElements = 64 / sizeof(T);
   const DF df;
   VF acc[kN];
   HWY_UNROLL(16) for (int i = 0; i < kN; ++i) acc[i] = hn::Zero(df);
   for (std::int64_t e = 0; e < width; e += kLanes) {
+    if (e % kLineElements == 0) {
+      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) prefetch_line(c0 + c, head, e * sizeof(T));
+    }
     VF k[kC];
-    HWY_UNROLL(16) for (int c = 0; c < kC; ++c) k[c] = LoadF32(df, K[c0 + c] + e);
+    HWY_UNROLL(16) for (int c = 0; c < kC; ++c) k[c] = LoadF32(df, K[c0 + c] + head + e);
     HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
       const VF q = hn::Load(df, Q + r * ldq + e);
       HWY_UNROLL(16) for (int c = 0; c < kC; ++c) acc[r * kC + c] = hn::MulAdd(q, k[c], acc[r * kC + c]);
@@ -153,50 +160,61 @@ HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T
   }
 }
 
-// S = Q K_jᵀ for `rows` rows (Q rows ldq apart, S rows kBc apart) over `cols` keys, each tile of keys
-// after the prefetches of as many keys of `prefetch`.
-template <int kR, typename T, typename U>
-HWY_INLINE void ScoreRows(const float* Q, std::int64_t ldq, const T* const* K, std::int64_t width,
-                          std::int64_t cols, float* S, const PrefetchPlan<U>& prefetch) {
-  constexpr int kC = kLanes / kR;
-  for (std::int64_t c0 = 0; c0 < cols; c0 += kC) {
-    prefetch.Keys(c0, c0 + kC);
-    ScoreTile<kR, kC>(Q, ldq, K, width, c0, cols, S);
-  }
-}
-
 // The largest row tile ScoreBlock uses: 8 rows where a vector has 16 lanes, 4 where it has 8, 2 where 4.
 inline constexpr std::int64_t kMaxScoreRows = kLanes >= 16 ? 8 : kLanes >= 4 ? kLanes / 2 : 1;
 
-// All R rows in tiles of kMaxScoreRows rows, then 4, 2 and 1, over `cols` keys (S rows kBc apart); the
-// first pass over the keys carries `prefetch`.
-template <typename T, typename U>
-HWY_INLINE void ScoreBlock(const float* Q, std::int64_t R, std::int64_t ldq, const T* const* K,
-                           std::int64_t width, std::int64_t cols, float* S, PrefetchPlan<U> prefetch) {
+// S_h = Q_h K_{j,h}ᵀ for each of H heads h: R rows per head (Q_h rows ldq apart from Q + h·R·ldq, S_h rows
+// kBc apart from S + h·R·kBc), `cols` keys whose rows are at K[c] + h·head_stride. The keys go in groups of
+// kLanes, each group for every head before the next, so that a cache holding the heads of a key side by
+// side is read in address order (head after head over a whole block reads it with a stride, which halved
+// the bandwidth one core draws from memory). Within a head, R rows go in tiles of kMaxScoreRows rows, then
+// 4, 2 and 1; the first tile of rows carries the prefetches (`prefetch_line`, see ScoreTile).
+template <typename T, class PrefetchLine>
+HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::int64_t ldq, const T* const* K,
+                           std::int64_t head_stride, std::int64_t width, std::int64_t cols, float* S,
+                           const PrefetchLine& prefetch_line) {
   if constexpr (kLanes == 0) {  // scalable vectors: one horizontal sum per dot product
     const DF df;
     const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
-    prefetch.Keys(0, cols);
-    for (std::int64_t r = 0; r < R; ++r)
+    for (std::int64_t r = 0; r < H * R; ++r)
       for (std::int64_t c = 0; c < cols; ++c) {
+        const std::int64_t head = r / R * head_stride;
+        if (r % R == 0) {
+          for (std::int64_t e = 0; e < width; e += 64 / sizeof(T)) prefetch_line(c, head, e * sizeof(T));
+        }
         VF acc = hn::Zero(df);
-        for (std::int64_t e = 0; e < width; e += N)
-          acc = hn::MulAdd(hn::Load(df, Q + r * ldq + e), LoadF32(df, K[c] + e), acc);
+        for (std::int64_t e = 0; e < width; e += N) {
+          acc = hn::MulAdd(hn::Load(df, Q + r * ldq + e), LoadF32(df, K[c] + head + e), acc);
+        }
         S[r * kBc + c] = hn::GetLane(hn::SumOfLanes(df, acc));
       }
   } else {
-    std::int64_t r = 0;
-    const auto rows_of = [&](auto kR) {  // every tile of kR rows, the first of them with the prefetches
-      constexpr int kRows = decltype(kR)::value;
-      for (; r + kRows <= R; r += kRows) {
-        ScoreRows<kRows>(Q + r * ldq, ldq, K, width, cols, S + r * kBc, prefetch);
-        prefetch.count = 0;
+    const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t) {};
+    for (std::int64_t g0 = 0; g0 < cols; g0 += kLanes) {
+      for (std::int64_t h = 0; h < H; ++h) {
+        std::int64_t r = 0;
+        const auto rows_of = [&](auto kR) {  // every tile of kR rows of head h, over the group's keys
+          constexpr int kRows = decltype(kR)::value;
+          constexpr int kC = kLanes / kRows;
+          for (; r + kRows <= R; r += kRows) {
+            const std::int64_t row = h * R + r;
+            for (std::int64_t c0 = g0; c0 < g0 + kLanes && c0 < cols; c0 += kC) {
+              if (r == 0) {
+                ScoreTile<kRows, kC>(Q + row * ldq, ldq, K, h * head_stride, width, c0, cols, S + row * kBc,
+                                     prefetch_line);
+              } else {
+                ScoreTile<kRows, kC>(Q + row * ldq, ldq, K, h * head_stride, width, c0, cols, S + row * kBc,
+                                     no_prefetch);
+              }
+            }
+          }
+        };
+        if constexpr (kLanes >= 16) rows_of(std::integral_constant<int, 8>());
+        if constexpr (kLanes >= 8) rows_of(std::integral_constant<int, 4>());
+        if constexpr (kLanes >= 4) rows_of(std::integral_constant<int, 2>());
+        rows_of(std::integral_constant<int, 1>());
       }
-    };
-    if constexpr (kLanes >= 16) rows_of(std::integral_constant<int, 8>());
-    if constexpr (kLanes >= 8) rows_of(std::integral_constant<int, 4>());
-    if constexpr (kLanes >= 4) rows_of(std::integral_constant<int, 2>());
-    rows_of(std::integral_constant<int, 1>());
+    }
   }
 }
 
