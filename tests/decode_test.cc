@@ -200,9 +200,9 @@ TEST(Decode, AgreesWithTheReferenceDecode) {
 }
 
 // The decode kernel on every SIMD target compiled in, for each of its paths: rows read straight from the
-// cache (d a multiple of every target's vector, R rows within one register tile) and widened into float32
-// blocks (d = 37, or more rows than a tile), every row-tile size (R = 1, 2, 3, 4, 6, 8, 9, 16), contiguous
-// and paged caches, a full and a partial last block of keys, against the float64 oracle.
+// cache (d a multiple of every target's vector) and widened into float32 blocks (d = 37), every row-tile
+// size and combination of them (R = 1, 2, 3, 4, 6, 8, 9, 16), contiguous and paged caches, a full and a
+// partial last block of keys, against the float64 oracle.
 TEST(Decode, EveryTargetEveryRowTileAgainstTheOracle) {
   const std::vector<std::int64_t> targets = kernels::FusedTargets();
   ASSERT_FALSE(targets.empty());

@@ -81,10 +81,11 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
   ScoreMods mods = t.mods;
   mods.scale = 1.0f;
   std::int64_t offset[kBc], next_offset[kBc];  // element offsets of the block's key rows (K/V head 0)
-  // K and V rows are read straight from the cache when every feature is in a whole vector and one register
-  // tile holds all R rows, so that each element is loaded and widened once anyway. Otherwise they are
-  // widened once per block into zero-padded float32 rows that every row tile then reads from L1.
-  const bool widen = d % N != 0 || R > std::min(kMaxScoreRows, kMaxAccumulateRows);
+  // K and V rows are read straight from the cache when every feature is in a whole vector, even when R rows
+  // take several register tiles: the tiles of one key group (ScoreBlock) or of one block (AccumulateBlock)
+  // follow each other, so the rows a second tile reads are in L1 (R = 8 on AVX2: 1.3× faster than widening
+  // them first). Otherwise they are widened once per block into zero-padded float32 rows.
+  const bool widen = d % N != 0;
   const T* K[kBc];
   const T* V[kBc];
   const T* V_h[kBc];

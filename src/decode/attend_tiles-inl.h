@@ -160,15 +160,13 @@ HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T
   }
 }
 
-// The largest row tile ScoreBlock uses: 8 rows where a vector has 16 lanes, 4 where it has 8, 2 where 4.
-inline constexpr std::int64_t kMaxScoreRows = kLanes >= 16 ? 8 : kLanes >= 4 ? kLanes / 2 : 1;
-
 // S_h = Q_h K_{j,h}ᵀ for each of H heads h: R rows per head (Q_h rows ldq apart from Q + h·R·ldq, S_h rows
 // kBc apart from S + h·R·kBc), `cols` keys whose rows are at K[c] + h·head_stride. The keys go in groups of
 // kLanes, each group for every head before the next, so that a cache holding the heads of a key side by
 // side is read in address order (head after head over a whole block reads it with a stride, which halved
-// the bandwidth one core draws from memory). Within a head, R rows go in tiles of kMaxScoreRows rows, then
-// 4, 2 and 1; the first tile of rows carries the prefetches (`prefetch_line`, see ScoreTile).
+// the bandwidth one core draws from memory). Within a head, R rows go in tiles of 8 rows (where a vector
+// has 16 lanes), then 4, 2 and 1, so that a tile's kLanes dot products fill one vector; the first tile of
+// rows carries the prefetches (`prefetch_line`, see ScoreTile).
 template <typename T, class PrefetchLine>
 HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::int64_t ldq, const T* const* K,
                            std::int64_t head_stride, std::int64_t width, std::int64_t cols, float* S,
