@@ -1,13 +1,12 @@
 // AttendChunk per Highway target: FlashAttention-2's inner loop over blocks of Bc keys, for the R query
-// rows that share one K/V head, head after head within each block (SPEC §3):
-//   S_j = Score(Q K_jᵀ)                                  R×Bc, ScoreBlock (attend_tiles-inl.h)
+// rows that share one K/V head, for every K/V head within each block (SPEC §3):
+//   S_j = Score(Q K_jᵀ)                                  R×Bc, ScoreBlock (attend_tiles-inl.h), all heads
 //   m_new = max(m, rowmax S_j),  P̃_j = e^{S_j − m_new}    OnlineSoftmaxRow (kernels/online_softmax-inl.h)
 //   l = e^{m − m_new} l + rowsum P̃_j,  Õ = e^{m − m_new} Õ + P̃_j V_j   (AccumulateBlock)
 //   O = Õ / l,  LSE = m + log l
-// Each K and V row is read from the cache once: straight into the register tiles when one tile holds all
-// R rows (and d fills whole vectors), else widened once into zero-padded float32 rows that every row tile
-// reads from L1. The K and V rows of the unit two (block, head) units ahead are requested while a unit is
-// computed, except for one contiguous head, which the hardware prefetcher follows.
+// then, head after head, the softmax and the accumulation. Each K and V row is read from main memory once:
+// straight into the register tiles when d fills whole vectors (further row tiles find it in L1), else
+// widened once into zero-padded float32 rows. The software prefetches are described at AttendChunkT.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "decode/attend.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
