@@ -5,10 +5,10 @@
 // used by all R = (Hq/Hkv)·Nq query rows that share the K/V head while it is in L1; Q (Hkv·R×d floats), the
 // running (m, l) and Õ (Hkv·R×d floats) stay in L1/L2. Per chunk the only writes are the partial O and
 // LSEs, merged afterwards. With R rows, a key costs 2·R·d FMAs against 2·d·sizeof(T) bytes read, so for
-// R ≲ 8 the kernel is bound by main-memory bandwidth (on AVX2 at d = 128, R = 4 needs 39% of the FMA peak
-// to keep up with 20 GB/s of float16, R = 8 needs 78%). Within a block of Bc keys the scores take the keys in groups,
-// each group for every head, so a (seq, head, dim) cache is read in address order, one stream (the
-// prefetchers' best case) instead of Hkv strided ones; V rows are requested as their K rows are read.
+// R ≲ 8 the kernel is bound by main-memory bandwidth (on AVX2 at d = 128, to keep up with 20 GB/s of
+// float16, R = 4 needs 39% of the FMA peak, R = 8 needs 78%). Within a block of Bc keys the scores take the
+// keys in groups, each group for every head, so a (seq, head, dim) cache is read in address order, one
+// stream (the prefetchers' best case) instead of Hkv strided ones; V rows are requested as K rows are read.
 #ifndef FLASHATTN_DECODE_ATTEND_H_
 #define FLASHATTN_DECODE_ATTEND_H_
 
