@@ -12,8 +12,9 @@
 // - softcap c·tanh(S/c) maps ±inf scores to ±c: every row is finite and agrees with the oracle.
 // Checked for the fused kernel on every compiled SIMD target (default tiles and small forced ones, so that
 // the key lies inside a partly masked tile) and for decode(); memory a call does not read (cache slots
-// beyond cache_seqlens) may hold NaN without effect. backward(): a NaN in q_i reaches dQ_i and the dV rows
-// of the keys row i sees (its test below says why).
+// beyond cache_seqlens) may hold NaN without effect. backward(): a NaN reaches the gradients of the pairs
+// (i, j) it touches among those that take part (row i sees key j and saw some key), and nothing else; the
+// derivation is above its tests below.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -370,49 +371,219 @@ TEST(NonFiniteDecode, NaNBeyondTheCachedLengthIsNeverRead) {
 // ---- backward
 // ---------------------------------------------------------------------------------------------------
 
-// backward() needs finite O and LSE, so the NaN goes into q_i after the forward pass; the backward pass then
-// recomputes S_ij = NaN for the keys j row i sees, and P_ij = e^{S_ij − LSE_i} = NaN. Row i of dQ
-// (s·Σ_j dS_ij k_j) is NaN, and so is dV_j (Σ_i P_ij dO_i) for every key j that row i sees; every other dQ
-// and dV row is bitwise the clean result. For every algorithm but the oracle (which recomputes LSE from the
-// NaN) on every compiled SIMD target, causal, with and without softcap (on Highway's emulated targets
-// softcap's Tanh met the NaN undefined before score_mods-inl.h's SoftcapTanh). dK is not checked: the
-// product dSᵀQ also forms 0·q_i for the keys row i cannot see (reported to the lead).
-TEST(NonFiniteBackward, NaNInQReachesItsDqRowAndTheDvRowsOfTheKeysItSees) {
-  const Shape shape{.Nq = 37, .Nk = 45, .Hq = 2, .Hkv = 1, .d = 16, .dv = 16};
-  const std::int64_t i_nan = 20, h_nan = 1;
-  for (float softcap : {0.0f, 5.0f}) {
-    const Modifiers modifiers{.causal = true, .softcap = softcap};
-    BackwardProblem clean(shape, modifiers, 7), x(shape, modifiers, 7);
-    x.forward().SetQ(0, i_nan, h_nan, 3, kNaN);
-    const AttentionParams& p = x.params().attention;
-    for (std::int64_t target : kernels::FusedTargets()) {
-      kernels::RestrictFusedTargetForTest(target);
-      for (BackwardAlgorithm algorithm : {BackwardAlgorithm::kFused, BackwardAlgorithm::kStandard}) {
-        SCOPED_TRACE(kernels::FusedTargetName(target) + (softcap > 0 ? " softcap " : " ") +
-                     (algorithm == BackwardAlgorithm::kFused ? "fused" : "standard"));
-        clean.ResetGradients(), x.ResetGradients();
-        backward(clean.params(), algorithm);
-        backward(x.params(), algorithm);
-        for (std::int64_t i = 0; i < shape.Nq; ++i)
-          for (std::int64_t h = 0; h < shape.Hq; ++h)
-            for (std::int64_t c = 0; c < shape.d; ++c) {
-              if (i == i_nan && h == h_nan) {
-                EXPECT_TRUE(std::isnan(x.dQ(0, i, h, c))) << "dQ " << i << " " << h << " " << c;
-              } else {
-                EXPECT_TRUE(SameBits(x.dQ(0, i, h, c), clean.dQ(0, i, h, c))) << "dQ " << i << " " << h;
-              }
-            }
-        for (std::int64_t j = 0; j < shape.Nk; ++j)
-          for (std::int64_t c = 0; c < shape.dv; ++c) {
-            if (Sees(p, i_nan, j)) {
-              EXPECT_TRUE(std::isnan(x.dV(0, j, 0, c))) << "dV " << j << " " << c;
-            } else {
-              EXPECT_TRUE(SameBits(x.dV(0, j, 0, c), clean.dV(0, j, 0, c))) << "dV " << j << " " << c;
-            }
-          }
+// backward() validates the LSE (finite or −∞), so each NaN goes in after the forward pass: O and LSE are the
+// clean inputs' throughout. A pair (h, i, j) takes part when row i of query head h sees key j (band, boolean
+// mask) and saw some key (LSE_i > −∞); it follows IEEE arithmetic, an additive mask's −∞ included (P_ij = 0,
+// and 0·NaN = NaN). A pair that does not take part contributes nothing, not even 0·NaN. With
+//   P_ij = e^{S_ij − LSE_i},  dS_ij = P_ij (dO_i·v_j − D_i),  D_i = dO_i·O_i,
+//   dQ_i = s Σ_j dS_ij k_j,   dK_j = s Σ_i dS_ij q_i,      dV_j = Σ_i P_ij dO_i,
+// a NaN in
+// - q_i makes S_ij, P_ij and dS_ij NaN for the keys j row i sees: dQ_i, and dK_j and dV_j of those keys;
+// - k_j does the same for the rows i that see j, in every query head of its group;
+// - v_j makes dS_ij NaN (P_ij stays finite) for the rows i that see j: their dQ_i, and dK_j; dV reads no V;
+// - dO_i[c] makes D_i and dS_ij NaN for the keys j row i sees: dQ_i and their dK_j, and column c of their
+//   dV_j;
+// - O_i[c] of every row i that sees key j (as a forward pass with a NaN in v_j[c] leaves O, V clean again)
+//   makes D_i and dS_ij NaN for the keys those rows see: their dQ_i and those keys' dK_j.
+// Every other gradient element is bitwise the result without the NaN.
+enum class Operand { kQ, kK, kV, kDO, kO };
+struct BackwardNaN {
+  std::string name;
+  Operand operand;
+  std::int64_t head, row;  // a query head and row for q and dO, a K/V head and key for k, v and O
+};
+constexpr std::int64_t kNaNColumn = 3;
+
+void Inject(BackwardProblem& x, const BackwardNaN& nan) {
+  switch (nan.operand) {
+    case Operand::kQ: return x.forward().SetQ(0, nan.row, nan.head, kNaNColumn, kNaN);
+    case Operand::kK: return x.forward().SetK(0, nan.row, nan.head, kNaNColumn, kNaN);
+    case Operand::kV: return x.forward().SetV(0, nan.row, nan.head, kNaNColumn, kNaN);
+    case Operand::kDO: return x.SetDO(0, nan.row, nan.head, kNaNColumn, kNaN);
+    case Operand::kO: {
+      const AttentionParams& a = x.forward().params();
+      const std::int64_t at = nan.row * a.v_strides.seq + nan.head * a.v_strides.head + kNaNColumn;
+      const float v = LoadAsFloat(a.v, a.dtype, at);
+      x.forward().SetV(0, nan.row, nan.head, kNaNColumn, kNaN);
+      x.RecomputeForward();
+      return x.forward().SetV(0, nan.row, nan.head, kNaNColumn, v);
+    }
+  }
+}
+
+// Whether pair (h, i, j) of batch 0 takes part: row i sees key j and saw some key.
+bool TakesPart(const BackwardProblem& x, std::int64_t h, std::int64_t i, std::int64_t j) {
+  const AttentionParams& p = x.params().attention;
+  if (!Sees(p, i, j) || x.forward().Lse(0, h, i) == -kInf) return false;
+  if (p.mask.kind != MaskKind::kBool) return true;
+  const auto* keep = static_cast<const std::uint8_t*>(p.mask.data);
+  return keep[h * p.mask.stride_head + i * p.mask.stride_row + j * p.mask.stride_col] != 0;
+}
+
+// What one gradient row must be: the clean result, NaN in every column, or NaN in kNaNColumn only.
+enum class Reach { kClean, kAllNaN, kColumnNaN };
+struct GradientReach {
+  std::vector<Reach> dq;      // [h·Nq + i]
+  std::vector<Reach> dk, dv;  // [hk·Nk + j]
+};
+
+GradientReach ExpectedReach(const BackwardProblem& x, const BackwardNaN& nan) {
+  const Shape& s = x.shape();
+  const std::int64_t group = s.Hq / s.Hkv;
+  GradientReach reach{std::vector<Reach>(s.Hq * s.Nq, Reach::kClean),
+                      std::vector<Reach>(s.Hkv * s.Nk, Reach::kClean),
+                      std::vector<Reach>(s.Hkv * s.Nk, Reach::kClean)};
+  // Whether query row (h, i) holds the NaN (q_i, dO_i) or reads it through D_i = dO_i·O_i.
+  auto row_holds_nan = [&](std::int64_t h, std::int64_t i) {
+    if (nan.operand == Operand::kO) return h / group == nan.head && TakesPart(x, h, i, nan.row);
+    return (nan.operand == Operand::kQ || nan.operand == Operand::kDO) && h == nan.head && i == nan.row;
+  };
+  const bool in_key = nan.operand == Operand::kK || nan.operand == Operand::kV;
+  for (std::int64_t h = 0; h < s.Hq; ++h)
+    for (std::int64_t i = 0; i < s.Nq; ++i) {
+      const bool in_row = row_holds_nan(h, i);
+      for (std::int64_t j = 0; j < s.Nk; ++j) {
+        const std::int64_t hk = h / group;
+        const bool poisoned = in_row || (in_key && hk == nan.head && j == nan.row);
+        if (!poisoned || !TakesPart(x, h, i, j)) continue;
+        reach.dq[h * s.Nq + i] = reach.dk[hk * s.Nk + j] = Reach::kAllNaN;  // dS_ij is NaN
+        Reach& dv = reach.dv[hk * s.Nk + j];
+        if (nan.operand == Operand::kQ || nan.operand == Operand::kK) dv = Reach::kAllNaN;  // P_ij is NaN
+        if (nan.operand == Operand::kDO) dv = Reach::kColumnNaN;                           // P_ij·dO_i[c]
       }
     }
-    kernels::RestrictFusedTargetForTest(0);
+  return reach;
+}
+
+// Counts the gradient elements of x that break `reach` (against the clean run); one failure names the first.
+void ExpectReach(const BackwardProblem& x, const BackwardProblem& clean, const GradientReach& reach) {
+  const Shape& s = x.shape();
+  std::int64_t wrong = 0;
+  std::string first;
+  auto check = [&](const char* what, float got, float clean_value, Reach r, std::int64_t h, std::int64_t row,
+                   std::int64_t c) {
+    const bool nan = r == Reach::kAllNaN || (r == Reach::kColumnNaN && c == kNaNColumn);
+    if (nan ? std::isnan(got) : SameBits(got, clean_value)) return;
+    if (wrong++ == 0) {
+      first = std::string(what) + " (head " + std::to_string(h) + ", row " + std::to_string(row) +
+              ", column " + std::to_string(c) + ") is " + std::to_string(got) + ", expected " +
+              (nan ? std::string("NaN") : "the clean " + std::to_string(clean_value));
+    }
+  };
+  for (std::int64_t h = 0; h < s.Hq; ++h)
+    for (std::int64_t i = 0; i < s.Nq; ++i)
+      for (std::int64_t c = 0; c < s.d; ++c)
+        check("dQ", x.dQ(0, i, h, c), clean.dQ(0, i, h, c), reach.dq[h * s.Nq + i], h, i, c);
+  for (std::int64_t hk = 0; hk < s.Hkv; ++hk)
+    for (std::int64_t j = 0; j < s.Nk; ++j) {
+      for (std::int64_t c = 0; c < s.d; ++c)
+        check("dK", x.dK(0, j, hk, c), clean.dK(0, j, hk, c), reach.dk[hk * s.Nk + j], hk, j, c);
+      for (std::int64_t c = 0; c < s.dv; ++c)
+        check("dV", x.dV(0, j, hk, c), clean.dV(0, j, hk, c), reach.dv[hk * s.Nk + j], hk, j, c);
+    }
+  EXPECT_EQ(wrong, 0) << wrong << " wrong gradient elements, first " << first;
+}
+
+// Row i_nan = 20 of query head 1 (K/V head 0 of 2) and key j_nan = 29, Nq = 37 < Nk = 53: under the causal
+// mask row 20 sees keys 0..36 and key 29 is seen by rows 13..36; under the window (8, 2) row 20 sees keys
+// 28..38 and key 29 is seen by rows 11..21. Blocks of 8×16 put both inside partly masked tiles.
+constexpr std::int64_t kNaNHead = 1, kNaNRow = 20, kNaNKvHead = 0, kNaNKey = 29;
+const std::vector<BackwardNaN> kBackwardNaNs = {{"q", Operand::kQ, kNaNHead, kNaNRow},
+                                                {"k", Operand::kK, kNaNKvHead, kNaNKey},
+                                                {"v", Operand::kV, kNaNKvHead, kNaNKey},
+                                                {"dO", Operand::kDO, kNaNHead, kNaNRow},
+                                                {"O", Operand::kO, kNaNKvHead, kNaNKey}};
+
+Shape BackwardNaNShape(DType dtype) {
+  return {.Nq = 37, .Nk = 53, .Hq = 4, .Hkv = 2, .d = 24, .dv = 20, .dtype = dtype};
+}
+
+// Runs `nan` on clean and x (built alike, x not yet injected) with the fused kernel on every compiled target
+// (default and 8×16 blocks) and with the standard reference; with the oracle too when `with_oracle` (it
+// recomputes O and LSE from the inputs, so it shares the expected rows only for a NaN in q or dO).
+void RunBackwardNaN(BackwardProblem& clean, BackwardProblem& x, const BackwardNaN& nan, bool with_oracle) {
+  Inject(x, nan);
+  const GradientReach reach = ExpectedReach(x, nan);
+  // Not vacuous: the NaN reaches some dQ row, unless it sits in a query row that saw no key.
+  const bool reaches_dq =
+      std::any_of(reach.dq.begin(), reach.dq.end(), [](Reach r) { return r != Reach::kClean; });
+  const bool in_row_without_keys = (nan.operand == Operand::kQ || nan.operand == Operand::kDO) &&
+                                   x.forward().Lse(0, nan.head, nan.row) == -kInf;
+  ASSERT_NE(reaches_dq, in_row_without_keys);
+  auto run = [&](BackwardAlgorithm algorithm, const std::string& label) {
+    SCOPED_TRACE(label);
+    clean.ResetGradients(), x.ResetGradients();
+    backward(clean.params(), algorithm);
+    backward(x.params(), algorithm);
+    ExpectReach(x, clean, reach);
+  };
+  for (std::int64_t target : kernels::FusedTargets()) {
+    kernels::RestrictFusedTargetForTest(target);
+    for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{0, 0}, {8, 16}}) {
+      for (BackwardProblem* p : {&clean, &x}) {
+        p->params().attention.tiling.block_rows = rows;
+        p->params().attention.tiling.block_cols = cols;
+      }
+      run(BackwardAlgorithm::kFused, "fused on " + kernels::FusedTargetName(target) + " blocks " +
+                                         std::to_string(rows) + "x" + std::to_string(cols));
+    }
+  }
+  kernels::RestrictFusedTargetForTest(0);
+  run(BackwardAlgorithm::kStandard, "standard");
+  if (with_oracle) run(BackwardAlgorithm::kOracle, "oracle");
+}
+
+void RunBackwardNaNs(DType dtype) {
+  const std::vector<Modifiers> modifiers = {{.causal = true},
+                                            {.causal = true, .softcap = 5.0f},
+                                            {.window_left = 8, .window_right = 2},
+                                            {.mask = MaskKind::kBool}};
+  for (const Modifiers& mods : modifiers)
+    for (const BackwardNaN& nan : kBackwardNaNs) {
+      SCOPED_TRACE("NaN in " + nan.name + " " + mods.ToString() + " " + std::string(ToString(dtype)));
+      BackwardProblem clean(BackwardNaNShape(dtype), mods, 7), x(BackwardNaNShape(dtype), mods, 7);
+      RunBackwardNaN(clean, x, nan, nan.operand == Operand::kQ || nan.operand == Operand::kDO);
+    }
+}
+
+// The pairs a row does not see used to form 0·NaN in every product: a NaN in q_i reached every dK row
+// (dK_j += dS_ijᵀ q_i with dS_ij = 0), one in k_j every dQ row of its group, one in v_j or dO_i every dQ or
+// dK row through dS_ij = 0·(dO_i·v_j − D_i), one in dO_i column c of every dV row (P_ij = 0 times dO_i); and
+// under softcap 1 − tanh² of a NaN score made dS_ij NaN for hidden pairs as well.
+TEST(NonFiniteBackward, Float32NaNReachesExactlyTheGradientsOfThePairsThatSeeIt) {
+  RunBackwardNaNs(DType::kF32);
+}
+
+TEST(NonFiniteBackward, HalfPrecisionNaNReachesExactlyTheGradientsOfThePairsThatSeeIt) {
+  RunBackwardNaNs(DType::kF16);
+  RunBackwardNaNs(DType::kBF16);
+}
+
+// A row whose every visible score is −∞ (here through the additive mask) saw no key: LSE = −∞, O = 0, and it
+// contributes nothing to any gradient even with a NaN in its q_i or dO_i (P_ij = 0 used to multiply them).
+// The mask's other −∞ entries are arithmetic: those pairs take part, and a NaN in k_j or v_j reaches the rows
+// of such pairs as IEEE arithmetic says.
+TEST(NonFiniteBackward, ARowThatSawNoKeyContributesNothingEvenWithNaN) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const BackwardNaN& nan : kBackwardNaNs) {
+      SCOPED_TRACE("NaN in " + nan.name + " " + std::string(ToString(dtype)));
+      const Shape shape = BackwardNaNShape(dtype);
+      const Modifiers additive{.mask = MaskKind::kAdditive};
+      BackwardProblem clean(shape, additive, 7), x(shape, additive, 7);
+      // The mask (1, Hq, Nq, Nk) with row kNaNRow of head kNaNHead all −∞.
+      const AttentionParams& p = clean.params().attention;
+      const auto* bias = static_cast<const float*>(p.mask.data);
+      std::vector<float> mask(bias, bias + shape.Hq * shape.Nq * shape.Nk);
+      const std::int64_t empty_row = kNaNHead * p.mask.stride_head + kNaNRow * p.mask.stride_row;
+      std::fill_n(mask.begin() + empty_row, shape.Nk, -kInf);
+      for (BackwardProblem* problem : {&clean, &x}) {
+        problem->forward().params().mask.data = mask.data();
+        problem->RecomputeForward();
+      }
+      ASSERT_EQ(x.forward().Lse(0, kNaNHead, kNaNRow), -kInf);
+      // The oracle recomputes the row's LSE from a NaN q_i as NaN.
+      RunBackwardNaN(clean, x, nan, nan.operand == Operand::kDO);
+    }
   }
 }
 

@@ -12,6 +12,11 @@
 //       write dK_j, dV_j once
 //     dQ = s·Σ_thread dQ^(thread), summed in thread order, written once
 //
+// A pair (i, j) that row i does not see (band, boolean mask), or of a row that saw no key (LSE_i = −∞),
+// contributes nothing, not even 0·NaN (issue 8). With finite operands its P_ij and dS_ij are 0 and the
+// products above are exact; a tile that hides some pair and holds an inf or NaN in Q_i, dO_i, D_i, K_j or
+// V_j sums over the pairs its rows see instead (AccumulateSeenPairs).
+//
 // No atomics: each thread accumulates dQ in a partial buffer of its own (group·Nq·d floats), and the
 // assignment of K/V blocks to threads and the order of every sum depend only on the thread count, so
 // repeated calls are bitwise identical. Extra memory: D (group·Nq) and the partials (threads·group·Nq·d) per
@@ -136,21 +141,55 @@ void RowDotDoO(const BackwardParams& bp, const Geometry& g, std::int64_t b, std:
   *D = sum;
 }
 
-// One tile: query rows [i0, i0 + rows) of head h against the K/V block at j0 (cols keys) held in x.
+// Whether n floats (n a multiple of Lanes) hold an inf or a NaN.
+inline bool HasNonFinite(const float* x, std::int64_t n) {
+  const DF df;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
+  auto finite = hn::IsFinite(hn::Zero(df));
+  for (std::int64_t e = 0; e < n; e += L) finite = hn::And(finite, hn::IsFinite(hn::LoadU(df, x + e)));
+  return !hn::AllTrue(df, finite);
+}
+
+// C[r] += Σ_{k : seen(r, k)} A[r][k]·B[k] over width_pad columns: AccumulateAB without the pairs a row does
+// not see, for a tile with hidden pairs and a non-finite operand. A hidden pair is left out instead of
+// multiplied by its 0 (0·NaN = NaN); the others are summed in AccumulateAB's order with its MulAdd, so an
+// element no inf or NaN reaches gets the fast path's value.
+template <typename Seen>
+void AccumulateSeenPairs(const float* A, std::int64_t lda, std::int64_t rows, std::int64_t inner,
+                         const float* B, std::int64_t ldb, std::int64_t width_pad, float* C, std::int64_t ldc,
+                         const Seen& seen) {
+  const DF df;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t k = 0; k < inner; ++k) {
+      if (!seen(r, k)) continue;
+      const VF a = hn::Set(df, A[r * lda + k]);
+      for (std::int64_t e = 0; e < width_pad; e += L) {
+        float* C_re = C + r * ldc + e;
+        hn::StoreU(hn::MulAdd(a, hn::LoadU(df, B + k * ldb + e), hn::LoadU(df, C_re)), df, C_re);
+      }
+    }
+  }
+}
+
+// One tile: query rows [i0, i0 + rows) of head h against the K/V block at j0 (cols keys) held in x;
+// `kv_non_finite` says whether K_j or V_j holds an inf or a NaN.
 template <typename T>
 void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifiers& mods,
                   const reference::Dropout& dropout, const Scratch& x, std::int64_t b, std::int64_t h,
-                  std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols, const float* D_head,
-                  float* dQ_head) {
+                  std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols, bool kv_non_finite,
+                  const float* D_head, float* dQ_head) {
   const AttentionParams& p = bp.attention;
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   const std::int64_t lds = g.Bc_pad;
   LoadRows(Row<T>(p.q, p.q_strides, b, h, i0), p.q_strides.seq, rows, g.d, g.d_pad, g.scale, x.Q_i);
   LoadRows(Row<T>(bp.d_o, bp.do_strides, b, h, i0), bp.do_strides.seq, rows, g.dv, g.dv_pad, 1.0f, x.dO_i);
+  bool row_without_keys = false;
   for (std::int64_t r = 0; r < rows; ++r) {
-    x.lse[r] = p.lse[(b * g.Hq + h) * g.Nq + i0 + r];
+    x.lse[r] = p.lse[(b * g.Hq + h) * g.Nq + i0 + r];  // finite or −∞ (validated)
     x.D[r] = D_head[i0 + r];
+    row_without_keys = row_without_keys || x.lse[r] == kNegInf;
   }
 
   // S_ij = (s·Q_i) K_jᵀ, then softcap, ALiBi, masks where the tile needs them.
@@ -198,6 +237,23 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
       x.dSt[c * g.Br + r] = dS_r[c];
     }
   }
+  // With finite operands a hidden pair's P_ij and dS_ij are 0 and add exact zeros below. A tile that hides
+  // some pair and holds an inf or NaN (Q_i, dO_i, D_i, K_j, V_j) may have NaN there, or 0 times a NaN
+  // operand: it sums over the pairs its rows see only. The check runs once per tile that hides some pair.
+  const bool hides_pairs = row_without_keys || mods.TileMayHideKeys(i0, i0 + rows, j0, j0 + cols);
+  if (hides_pairs && (kv_non_finite || HasNonFinite(x.Q_i, rows * g.d_pad) ||
+                      HasNonFinite(x.dO_i, rows * g.dv_pad) ||
+                      std::any_of(x.D, x.D + rows, [](float D_r) { return !std::isfinite(D_r); }))) {
+    const auto seen = [&](std::int64_t r, std::int64_t c) {
+      return x.lse[r] != kNegInf && mods.Sees(i0 + r, j0 + c);
+    };
+    const auto seen_t = [&](std::int64_t c, std::int64_t r) { return seen(r, c); };
+    AccumulateSeenPairs(x.Pt, g.Br, cols, rows, x.dO_i, g.dv_pad, g.dv_pad, x.dV_j, g.dv_pad, seen_t);
+    AccumulateSeenPairs(x.dSt, g.Br, cols, rows, x.Q_i, g.d_pad, g.d_pad, x.dK_j, g.d_pad, seen_t);
+    AccumulateSeenPairs(x.dP, lds, rows, cols, x.K_j, g.d_pad, g.d_pad, dQ_head + i0 * g.d_pad, g.d_pad,
+                        seen);
+    return;
+  }
   AccumulateAB(x.Pt, g.Br, cols, rows, x.dO_i, g.dv_pad, g.dv_pad, x.dV_j, g.dv_pad);  // dV_j += P̂ᵀ dO_i
   AccumulateAB(x.dSt, g.Br, cols, rows, x.Q_i, g.d_pad, g.d_pad, x.dK_j, g.d_pad);  // dK_j += dSᵀ (s·Q_i)
   AccumulateAB(x.dP, lds, rows, cols, x.K_j, g.d_pad, g.d_pad, dQ_head + i0 * g.d_pad,
@@ -217,6 +273,7 @@ void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const referenc
   PackPanels(x.V_j, g.dv_pad, cols, g.dv, g.Bc_pad, x.V_pan);
   std::fill(x.dK_j, x.dK_j + cols * g.d_pad, 0.0f);
   std::fill(x.dV_j, x.dV_j + cols * g.dv_pad, 0.0f);
+  const bool kv_non_finite = HasNonFinite(x.K_j, cols * g.d_pad) || HasNonFinite(x.V_j, cols * g.dv_pad);
   for (std::int64_t hg = 0; hg < g.group; ++hg) {
     const std::int64_t h = hkv * g.group + hg;
     const ScoreModifiers mods(p, b, h);
@@ -224,8 +281,8 @@ void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const referenc
     const std::int64_t first = std::max<std::int64_t>(0, j0 - mods.offset - mods.right);
     const std::int64_t last = std::min(g.Nq - 1, j0 + cols - 1 - mods.offset + mods.left);
     for (std::int64_t i0 = first / g.Br * g.Br; first <= last && i0 <= last; i0 += g.Br) {
-      BackwardTile<T>(bp, g, mods, dropout, x, b, h, i0, std::min(g.Br, g.Nq - i0), j0, cols, D + hg * g.Nq,
-                      dQ_partial + hg * g.Nq * g.d_pad);
+      BackwardTile<T>(bp, g, mods, dropout, x, b, h, i0, std::min(g.Br, g.Nq - i0), j0, cols, kv_non_finite,
+                      D + hg * g.Nq, dQ_partial + hg * g.Nq * g.d_pad);
     }
   }
   for (std::int64_t c = 0; c < cols; ++c) {

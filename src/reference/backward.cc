@@ -7,6 +7,9 @@
 //   dS_ij = P_ij (dP_ij − D_i) · cap'_ij                 (cap' = 1 − tanh²(s q_i·k_j / c), softcap c; else 1)
 //   dQ_i  = s Σ_j dS_ij k_j,   dK_j += s Σ_i dS_ij q_i
 // ALiBi and the mask tensor are constants added to S: they pass dS through unchanged and get no gradient.
+// Only the pairs (i, j) where row i sees key j (band, boolean mask) and saw some key (LSE_i > −∞) take part;
+// every other pair contributes nothing, not even 0·NaN, so a non-finite input reaches only the gradients of
+// the pairs it touches (issue 8). An additive mask's −∞ is arithmetic: that pair takes part with P_ij = 0.
 //   StandardBackward: float32 with P and dS materialized (Nq×Nk) and rounded to the element type, as a
 //                     framework's plain implementation stores them: the baseline of the kernel's error.
 //   OracleBackward:   float64 from Q, K, V and dO alone (O, LSE recomputed), the exact gradients of ⟨dO, O⟩.
@@ -95,24 +98,32 @@ void StandardBackwardGroup(const BackwardParams& bp, std::int64_t b, std::int64_
       x.D[i] = 0.0f;
       for (std::int64_t c = 0; c < dv; ++c) x.D[i] += x.dO[i * dv + c] * x.O[i * dv + c];
     }
+    const auto seen = [&](std::int64_t i, std::int64_t j) {  // pair (i, j) takes part
+      return x.lse[i] != kNegInf && problem.Sees(i, j);
+    };
     for (std::int64_t i = 0; i < Nq; ++i) {  // P_ij = exp(S_ij − LSE_i)
       for (std::int64_t j = 0; j < Nk; ++j) {
+        x.P[i * Nk + j] = 0.0f;
+        if (!seen(i, j)) continue;
         float q_dot_k = 0.0f;
         for (std::int64_t c = 0; c < d; ++c) q_dot_k += x.Q[i * d + c] * x.K[j * d + c];
         const float S_ij = problem.Score(i, j, q_dot_k);
-        x.P[i * Nk + j] =
-            S_ij == kNegInf || x.lse[i] == kNegInf ? 0.0f : RoundTo(dtype, std::exp(S_ij - x.lse[i]));
+        x.P[i * Nk + j] = RoundTo(dtype, std::exp(S_ij - x.lse[i]));
       }
     }
     for (std::int64_t i = 0; i < Nq; ++i) {  // dV_j += P_ij Z_ij dO_i
       dropout.RowMultipliers(b, h, i, 0, Nk, x.Z_i.data());
-      for (std::int64_t j = 0; j < Nk; ++j)
+      for (std::int64_t j = 0; j < Nk; ++j) {
+        if (!seen(i, j)) continue;
         for (std::int64_t c = 0; c < dv; ++c)
           x.dV[j * dv + c] += x.P[i * Nk + j] * x.Z_i[j] * x.dO[i * dv + c];
+      }
     }
     for (std::int64_t i = 0; i < Nq; ++i) {  // dS_ij = P_ij (Z_ij dO_i·v_j − D_i) cap'_ij
       dropout.RowMultipliers(b, h, i, 0, Nk, x.Z_i.data());
       for (std::int64_t j = 0; j < Nk; ++j) {
+        x.dS[i * Nk + j] = 0.0f;
+        if (!seen(i, j)) continue;
         float dO_dot_v = 0.0f, q_dot_k = 0.0f;
         for (std::int64_t c = 0; c < dv; ++c) dO_dot_v += x.dO[i * dv + c] * x.V[j * dv + c];
         for (std::int64_t c = 0; c < d; ++c) q_dot_k += x.Q[i * d + c] * x.K[j * d + c];
@@ -124,6 +135,7 @@ void StandardBackwardGroup(const BackwardParams& bp, std::int64_t b, std::int64_
     std::fill(x.dQ.begin(), x.dQ.end(), 0.0f);
     for (std::int64_t i = 0; i < Nq; ++i) {  // dQ_i = s Σ_j dS_ij k_j,  dK_j += s Σ_i dS_ij q_i
       for (std::int64_t j = 0; j < Nk; ++j) {
+        if (!seen(i, j)) continue;
         const float g = s * x.dS[i * Nk + j];
         for (std::int64_t c = 0; c < d; ++c) x.dQ[i * d + c] += g * x.K[j * d + c];
         for (std::int64_t c = 0; c < d; ++c) x.dK[j * d + c] += g * x.Q[i * d + c];
@@ -180,26 +192,27 @@ OracleGradients OracleBackwardGroup(const BackwardParams& bp, std::int64_t b, st
       for (std::int64_t c = 0; c < dv; ++c) dO_i[c] = LoadAt(bp.d_o, p.dtype, bp.do_strides, b, i, h, c);
       dropout.RowMultipliers(b, h, i, 0, Nk, Z_f.data());
       std::copy(Z_f.begin(), Z_f.end(), Z_i.begin());
-      double m = -inf;  // LSE_i = log Σ_j e^{S_ij}, by the safe softmax
+      double m = -inf;  // LSE_i = log Σ_j e^{S_ij}, by the safe softmax; a NaN score makes it NaN
       for (std::int64_t j = 0; j < Nk; ++j) {
         double q_dot_k = 0.0;
         for (std::int64_t c = 0; c < d; ++c) q_dot_k += Q[i * d + c] * K[j * d + c];
         S_i[j] = problem.Score(i, j, q_dot_k);
-        m = std::max(m, S_i[j]);
+        m = std::isnan(S_i[j]) ? S_i[j] : std::max(m, S_i[j]);
       }
       if (m == -inf) continue;  // no visible key: O_i = 0 and every P_ij = 0, no gradient flows
       double l = 0.0;
       for (std::int64_t j = 0; j < Nk; ++j) l += std::exp(S_i[j] - m);
       const double lse = m + std::log(l);
-      std::fill(O_i.begin(), O_i.end(), 0.0);  // O_i = Σ_j P_ij Z_ij v_j
+      std::fill(O_i.begin(), O_i.end(), 0.0);  // O_i = Σ_j P_ij Z_ij v_j over the keys row i sees
       for (std::int64_t j = 0; j < Nk; ++j) {
+        if (!problem.Sees(i, j)) continue;
         const double P_ij = std::exp(S_i[j] - lse);
         for (std::int64_t c = 0; c < dv; ++c) O_i[c] += P_ij * Z_i[j] * V[j * dv + c];
       }
       double D = 0.0;  // D_i = dO_i · O_i
       for (std::int64_t c = 0; c < dv; ++c) D += dO_i[c] * O_i[c];
       for (std::int64_t j = 0; j < Nk; ++j) {
-        if (S_i[j] == -inf) continue;
+        if (!problem.Sees(i, j)) continue;
         const double P_ij = std::exp(S_i[j] - lse);
         double dO_dot_v = 0.0, q_dot_k = 0.0;
         for (std::int64_t c = 0; c < dv; ++c) g.dV[j * dv + c] += P_ij * Z_i[j] * dO_i[c];

@@ -50,14 +50,19 @@ class HeadProblem {
     return j <= diagonal + right_ && j >= diagonal - left_;
   }
 
+  // Whether query row i sees key j: visible and kept by the boolean mask tensor, if any. (An additive mask's
+  // −inf is arithmetic: it makes S_ij = −inf, and P_ij = 0, but the pair is seen.)
+  bool Sees(std::int64_t i, std::int64_t j) const {
+    return Visible(i, j) && (mask_.kind != MaskKind::kBool || MaskKeeps(i, j));
+  }
+
   // S_ij from the dot product q_i·k_j: scale, softcap, ALiBi, mask tensor; −inf where masked out.
   template <typename T> T Score(std::int64_t i, std::int64_t j, T q_dot_k) const {
-    if (!Visible(i, j)) return -std::numeric_limits<T>::infinity();
+    if (!Sees(i, j)) return -std::numeric_limits<T>::infinity();
     T s = static_cast<T>(scale) * q_dot_k;
     if (softcap_ > 0) s = static_cast<T>(softcap_) * std::tanh(s / static_cast<T>(softcap_));
     if (alibi_slope_ != 0) s -= static_cast<T>(alibi_slope_) * static_cast<T>(std::llabs(i + Nk - Nq - j));
     if (mask_.kind == MaskKind::kAdditive) s += static_cast<T>(MaskAdditive(i, j));
-    if (mask_.kind == MaskKind::kBool && !MaskKeeps(i, j)) return -std::numeric_limits<T>::infinity();
     return s;
   }
 
