@@ -61,6 +61,7 @@ inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 using kernels::HWY_NAMESPACE::AccumulateAB;
 using kernels::HWY_NAMESPACE::DF;
 using kernels::HWY_NAMESPACE::FromF32;
+using kernels::HWY_NAMESPACE::HasNonFinite;
 using kernels::HWY_NAMESPACE::PackPanels;
 using kernels::HWY_NAMESPACE::ProductABt;
 using kernels::HWY_NAMESPACE::RoundUp;
@@ -139,15 +140,6 @@ void RowDotDoO(const BackwardParams& bp, const Geometry& g, std::int64_t b, std:
   float sum = 0.0f;
   for (std::int64_t e = 0; e < g.dv; ++e) sum += ToF32(dO[e]) * ToF32(O[e]);
   *D = sum;
-}
-
-// Whether n floats (n a multiple of Lanes) hold an inf or a NaN.
-inline bool HasNonFinite(const float* x, std::int64_t n) {
-  const DF df;
-  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
-  auto finite = hn::IsFinite(hn::Zero(df));
-  for (std::int64_t e = 0; e < n; e += L) finite = hn::And(finite, hn::IsFinite(hn::LoadU(df, x + e)));
-  return !hn::AllTrue(df, finite);
 }
 
 // C[r] += Σ_{k : seen(r, k)} A[r][k]·B[k] over width_pad columns: AccumulateAB without the pairs a row does

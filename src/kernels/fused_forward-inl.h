@@ -124,16 +124,6 @@ void PackVBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t 
   CopyVBlock(V, p.v_strides.seq, cols, g.dv, g.dv_pad, packed_v + jt * g.Bc * g.dv_pad);
 }
 
-// Whether `cols` rows of V_j (row stride ld, a multiple of Lanes, zero-padded) hold an inf or a NaN.
-template <typename T>
-bool HasNonFinite(const T* V_j, std::int64_t cols, std::int64_t ld) {
-  const DF df;
-  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
-  auto finite = hn::IsFinite(hn::Zero(df));
-  for (std::int64_t n = 0; n < cols * ld; n += L) finite = hn::And(finite, hn::IsFinite(LoadF32(df, V_j + n)));
-  return !hn::AllTrue(df, finite);
-}
-
 // Õ_r = α_r·Õ_r + Σ_{keys j0 + c that row i0 + r sees} P̃_rc v_c, scalar: the path of a tile with hidden keys
 // and a non-finite value in V_j. A hidden key's P̃ is 0, but it is left out instead of multiplied by 0, so
 // that its inf or NaN (0·NaN = NaN) does not reach rows that do not see it; the visible keys' products
@@ -229,7 +219,7 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
     const T* V_j = packed_v != nullptr ? packed_v + jt * g.Bc * g.dv_pad : x.V_j;
     if (packed_v == nullptr) CopyVBlock(V, p.v_strides.seq, cols, dv, g.dv_pad, x.V_j);
     const auto accumulate = [&](const auto* V_block) {
-      if (mods.TileMayHideKeys(i0, i0 + rows, j0, j0 + cols) && HasNonFinite(V_block, cols, g.dv_pad)) {
+      if (mods.TileMayHideKeys(i0, i0 + rows, j0, j0 + cols) && HasNonFinite(V_block, cols * g.dv_pad)) {
         AccumulateSeenKeys(mods, i0, rows, j0, cols, x.S_ij, lds, x.alpha, V_block, g.dv_pad, dv, x.O_i,
                            g.dv_pad);
       } else {

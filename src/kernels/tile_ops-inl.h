@@ -95,6 +95,17 @@ HWY_INLINE VF LoadF32(DF df, const hwy::bfloat16_t* p) {
   return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
 }
 
+// Whether n elements (n a multiple of Lanes) hold an inf or a NaN: the test that sends a tile with hidden
+// keys to the paths that leave them out instead of multiplying their zero weight by it (0·NaN = NaN).
+template <typename T>
+bool HasNonFinite(const T* x, std::int64_t n) {
+  const DF df;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
+  auto finite = hn::IsFinite(hn::Zero(df));
+  for (std::int64_t e = 0; e < n; e += L) finite = hn::And(finite, hn::IsFinite(LoadF32(df, x + e)));
+  return !hn::AllTrue(df, finite);
+}
+
 // dst[0, n) = float32(src[0, n)), n a multiple of Lanes: a float16/bfloat16 block widened once, so that
 // the micro-kernels that read it many times spend no conversion on it.
 template <typename T>
