@@ -1,7 +1,7 @@
 // The fused backward pass for one element type T, per Highway target (SPEC §4 `backward`, issue 5):
 //
 //   for each (batch b, K/V head):                                         [all threads]
-//     D_i = rowsum(dO_i ∘ O_i) for the rows of every query head of the group
+//     D_i = rowsum(dO_i ∘ O_i), and s·Q_i, dO_i in float32, for the rows of every query head of the group
 //     for each K/V block j (static round-robin over threads: the unit of parallel work):
 //       K_j, V_j → float32 copies and NR-wide panels;  dK_j = 0, dV_j = 0 (owned by this thread)
 //       for each query head h of the group, each Q block i whose band reaches block j:
@@ -19,11 +19,13 @@
 //
 // No atomics: each thread accumulates dQ in a partial buffer of its own (group·Nq·d floats), and the
 // assignment of K/V blocks to threads and the order of every sum depend only on the thread count, so
-// repeated calls are bitwise identical. Extra memory: D (group·Nq) and the partials (threads·group·Nq·d) per
-// K/V head, plus per-thread tiles; never Nq×Nk.
+// repeated calls are bitwise identical. Extra memory per K/V head: D, s·Q and dO in float32
+// (group·Nq·(1 + d + dv)) and the partials (threads·group·Nq·d), plus per-thread tiles; never Nq×Nk.
 //
-// Traffic per K/V head in main memory, with Tc = ⌈Nk/Bc⌉: K, V read and dK, dV written once; Q, dO, LSE, D
-// read once per K/V block (Tc·group·Nq·(d + dv + 2)); the dQ partial read and written once per tile.
+// Traffic per K/V head in main memory, with Tc = ⌈Nk/Bc⌉: K, V, Q, dO, O read and dK, dV written once; the
+// float32 s·Q, dO and LSE, D read once per K/V block (Tc·group·Nq·(d + dv + 2)); the dQ partial read and
+// written once per tile. The float32 copies are contiguous rows: in a (batch, seq, head, dim) layout a
+// tile's Q rows lie heads·d apart, and gathering them per tile cost 9% of the time (Zen 3).
 #if defined(FLASHATTN_BACKWARD_BACKWARD_KERNEL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_BACKWARD_BACKWARD_KERNEL_INL_H_
 #undef FLASHATTN_BACKWARD_BACKWARD_KERNEL_INL_H_
@@ -95,8 +97,6 @@ struct Scratch {
   float* V_pan;  // V_j as panels: Bc_pad × dv
   float* dK_j;   // Bc × d_pad
   float* dV_j;   // Bc × dv_pad
-  float* Q_i;    // Br × d_pad, s·Q
-  float* dO_i;   // Br × dv_pad
   float* S;      // Br × Bc_pad: S_ij, then P_ij
   float* S_raw;  // Br × Bc_pad: s·q·k before softcap (only with softcap)
   float* dP;     // Br × Bc_pad: dP_ij, then dS_ij
@@ -105,6 +105,14 @@ struct Scratch {
   float* Z;      // Bc_pad dropout multipliers of one row
   float* lse;    // Br
   float* D;      // Br
+};
+
+// The query-side rows of one query head (or, from FusedBackwardT, of a group's heads one after another), in
+// float32 once per call rather than once per K/V block: s·Q (Nq × d_pad), dO (Nq × dv_pad), D (Nq).
+struct HeadRows {
+  const float* Q;
+  const float* dO;
+  const float* D;
 };
 
 template <typename T>
@@ -164,19 +172,20 @@ void AccumulateSeenPairs(const float* A, std::int64_t lda, std::int64_t rows, st
   }
 }
 
-// One tile: query rows [i0, i0 + rows) of head h against the K/V block at j0 (cols keys) held in x;
-// `kv_non_finite` says whether K_j or V_j holds an inf or a NaN.
+// One tile: query rows [i0, i0 + rows) of head h (its rows of s·Q, dO and D in `head`) against the K/V block
+// at j0 (cols keys) held in x; `kv_non_finite` says whether K_j or V_j holds an inf or a NaN.
 template <typename T>
 void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifiers& mods,
                   const reference::Dropout& dropout, const Scratch& x, std::int64_t b, std::int64_t h,
                   std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols, bool kv_non_finite,
-                  const float* D_head, float* dQ_head) {
+                  const HeadRows& head, float* dQ_head) {
   const AttentionParams& p = bp.attention;
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   const std::int64_t lds = g.Bc_pad;
-  LoadRows(Row<T>(p.q, p.q_strides, b, h, i0), p.q_strides.seq, rows, g.d, g.d_pad, g.scale, x.Q_i);
-  LoadRows(Row<T>(bp.d_o, bp.do_strides, b, h, i0), bp.do_strides.seq, rows, g.dv, g.dv_pad, 1.0f, x.dO_i);
+  const float* Q_i = head.Q + i0 * g.d_pad;      // s·Q_i
+  const float* dO_i = head.dO + i0 * g.dv_pad;
+  const float* D_head = head.D;
   bool row_without_keys = false;
   for (std::int64_t r = 0; r < rows; ++r) {
     x.lse[r] = p.lse[(b * g.Hq + h) * g.Nq + i0 + r];  // finite or −∞ (validated)
@@ -185,7 +194,7 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
   }
 
   // S_ij = (s·Q_i) K_jᵀ, then softcap, ALiBi, masks where the tile needs them.
-  ProductABt(x.Q_i, g.d_pad, rows, x.K_pan, g.Bc_pad, g.d, x.S, lds);
+  ProductABt(Q_i, g.d_pad, rows, x.K_pan, g.Bc_pad, g.d, x.S, lds);
   if (g.softcap > 0.0f) std::copy(x.S, x.S + rows * lds, x.S_raw);
   if (mods.TileNeedsModifiers(i0, i0 + rows, j0, j0 + cols)) {
     kernels::HWY_NAMESPACE::ApplyScoreModifiers(mods, i0, rows, j0, cols, x.S, lds);
@@ -204,7 +213,7 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
     std::fill(P_r + cols, P_r + lds, 0.0f);
   }
   // dP_ij = dO_i V_jᵀ ∘ Z_ij;  dS_ij = P_ij (dP_ij − D_i) cap'_ij;  P̂ᵀ and dSᵀ for the products below.
-  ProductABt(x.dO_i, g.dv_pad, rows, x.V_pan, g.Bc_pad, g.dv, x.dP, lds);
+  ProductABt(dO_i, g.dv_pad, rows, x.V_pan, g.Bc_pad, g.dv, x.dP, lds);
   for (std::int64_t r = 0; r < rows; ++r) {
     float* P_r = x.S + r * lds;
     float* dS_r = x.dP + r * lds;
@@ -233,21 +242,21 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
   // some pair and holds an inf or NaN (Q_i, dO_i, D_i, K_j, V_j) may have NaN there, or 0 times a NaN
   // operand: it sums over the pairs its rows see only. The check runs once per tile that hides some pair.
   const bool hides_pairs = row_without_keys || mods.TileMayHideKeys(i0, i0 + rows, j0, j0 + cols);
-  if (hides_pairs && (kv_non_finite || HasNonFinite(x.Q_i, rows * g.d_pad) ||
-                      HasNonFinite(x.dO_i, rows * g.dv_pad) ||
+  if (hides_pairs && (kv_non_finite || HasNonFinite(Q_i, rows * g.d_pad) ||
+                      HasNonFinite(dO_i, rows * g.dv_pad) ||
                       std::any_of(x.D, x.D + rows, [](float D_r) { return !std::isfinite(D_r); }))) {
     const auto seen = [&](std::int64_t r, std::int64_t c) {
       return x.lse[r] != kNegInf && mods.Sees(i0 + r, j0 + c);
     };
     const auto seen_t = [&](std::int64_t c, std::int64_t r) { return seen(r, c); };
-    AccumulateSeenPairs(x.Pt, g.Br, cols, rows, x.dO_i, g.dv_pad, g.dv_pad, x.dV_j, g.dv_pad, seen_t);
-    AccumulateSeenPairs(x.dSt, g.Br, cols, rows, x.Q_i, g.d_pad, g.d_pad, x.dK_j, g.d_pad, seen_t);
+    AccumulateSeenPairs(x.Pt, g.Br, cols, rows, dO_i, g.dv_pad, g.dv_pad, x.dV_j, g.dv_pad, seen_t);
+    AccumulateSeenPairs(x.dSt, g.Br, cols, rows, Q_i, g.d_pad, g.d_pad, x.dK_j, g.d_pad, seen_t);
     AccumulateSeenPairs(x.dP, lds, rows, cols, x.K_j, g.d_pad, g.d_pad, dQ_head + i0 * g.d_pad, g.d_pad,
                         seen);
     return;
   }
-  AccumulateAB(x.Pt, g.Br, cols, rows, x.dO_i, g.dv_pad, g.dv_pad, x.dV_j, g.dv_pad);  // dV_j += P̂ᵀ dO_i
-  AccumulateAB(x.dSt, g.Br, cols, rows, x.Q_i, g.d_pad, g.d_pad, x.dK_j, g.d_pad);  // dK_j += dSᵀ (s·Q_i)
+  AccumulateAB(x.Pt, g.Br, cols, rows, dO_i, g.dv_pad, g.dv_pad, x.dV_j, g.dv_pad);  // dV_j += P̂ᵀ dO_i
+  AccumulateAB(x.dSt, g.Br, cols, rows, Q_i, g.d_pad, g.d_pad, x.dK_j, g.d_pad);  // dK_j += dSᵀ (s·Q_i)
   AccumulateAB(x.dP, lds, rows, cols, x.K_j, g.d_pad, g.d_pad, dQ_head + i0 * g.d_pad,
                g.d_pad);  // dQ_i += dS K_j
 }
@@ -255,8 +264,8 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
 // K/V block jt of (b, hkv): every tile that reaches it, then dK_j and dV_j written once.
 template <typename T>
 void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const reference::Dropout& dropout,
-                     const Scratch& x, std::int64_t b, std::int64_t hkv, std::int64_t jt, const float* D,
-                     float* dQ_partial) {
+                     const Scratch& x, std::int64_t b, std::int64_t hkv, std::int64_t jt,
+                     const HeadRows& group, float* dQ_partial) {
   const AttentionParams& p = bp.attention;
   const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
   LoadRows(Row<T>(p.k, p.k_strides, b, hkv, j0), p.k_strides.seq, cols, g.d, g.d_pad, 1.0f, x.K_j);
@@ -272,9 +281,10 @@ void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const referenc
     // Rows whose band [i + offset − left, i + offset + right] meets keys [j0, j0 + cols).
     const std::int64_t first = std::max<std::int64_t>(0, j0 - mods.offset - mods.right);
     const std::int64_t last = std::min(g.Nq - 1, j0 + cols - 1 - mods.offset + mods.left);
+    const HeadRows head{group.Q + hg * g.Nq * g.d_pad, group.dO + hg * g.Nq * g.dv_pad, group.D + hg * g.Nq};
     for (std::int64_t i0 = first / g.Br * g.Br; first <= last && i0 <= last; i0 += g.Br) {
       BackwardTile<T>(bp, g, mods, dropout, x, b, h, i0, std::min(g.Br, g.Nq - i0), j0, cols, kv_non_finite,
-                      D + hg * g.Nq, dQ_partial + hg * g.Nq * g.d_pad);
+                      head, dQ_partial + hg * g.Nq * g.d_pad);
     }
   }
   for (std::int64_t c = 0; c < cols; ++c) {
@@ -313,8 +323,6 @@ void FusedBackwardT(const BackwardParams& bp) {
                                 g.Bc_pad * g.dv,
                                 g.Bc_pad * g.d_pad,
                                 g.Bc_pad * g.dv_pad,
-                                g.Br * g.d_pad,
-                                g.Br * g.dv_pad,
                                 tile,
                                 g.softcap > 0.0f ? tile : 0,
                                 tile,
@@ -330,7 +338,12 @@ void FusedBackwardT(const BackwardParams& bp) {
   auto dQ_partials =
       hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, threads * partial)));
   auto D = hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, g.group * g.Nq)));
-  if (!scratch || !dQ_partials || !D) throw std::bad_alloc();
+  auto Q_group =
+      hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, g.group * g.Nq * g.d_pad)));
+  auto dO_group =
+      hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, g.group * g.Nq * g.dv_pad)));
+  if (!scratch || !dQ_partials || !D || !Q_group || !dO_group) throw std::bad_alloc();
+  const HeadRows group{Q_group.get(), dO_group.get(), D.get()};
 
 #pragma omp parallel num_threads(threads)
   {
@@ -344,18 +357,24 @@ void FusedBackwardT(const BackwardParams& bp) {
       return region;
     };
     x.K_j = take(sizes[0]), x.V_j = take(sizes[1]), x.K_pan = take(sizes[2]), x.V_pan = take(sizes[3]);
-    x.dK_j = take(sizes[4]), x.dV_j = take(sizes[5]), x.Q_i = take(sizes[6]), x.dO_i = take(sizes[7]);
-    x.S = take(sizes[8]), x.S_raw = take(sizes[9]), x.dP = take(sizes[10]), x.Pt = take(sizes[11]);
-    x.dSt = take(sizes[12]), x.Z = take(sizes[13]), x.lse = take(sizes[14]), x.D = take(sizes[15]);
+    x.dK_j = take(sizes[4]), x.dV_j = take(sizes[5]);
+    x.S = take(sizes[6]), x.S_raw = take(sizes[7]), x.dP = take(sizes[8]), x.Pt = take(sizes[9]);
+    x.dSt = take(sizes[10]), x.Z = take(sizes[11]), x.lse = take(sizes[12]), x.D = take(sizes[13]);
 
     for (std::int64_t b = 0; b < p.batch; ++b) {
       for (std::int64_t hkv = 0; hkv < g.Hkv; ++hkv) {
 #pragma omp for schedule(static)
         for (std::int64_t t = 0; t < threads; ++t)
           std::fill_n(dQ_partials.get() + t * partial, partial, 0.0f);
+        // Per row of the group's heads: D_i, and s·Q_i, dO_i in float32 for every tile that reads them.
 #pragma omp for schedule(static)
         for (std::int64_t n = 0; n < g.group * g.Nq; ++n) {
-          RowDotDoO<T>(bp, g, b, hkv * g.group + n / g.Nq, n % g.Nq, D.get() + n);
+          const std::int64_t h = hkv * g.group + n / g.Nq, i = n % g.Nq;
+          RowDotDoO<T>(bp, g, b, h, i, D.get() + n);
+          LoadRows(Row<T>(p.q, p.q_strides, b, h, i), 0, 1, g.d, g.d_pad, g.scale,
+                   Q_group.get() + n * g.d_pad);
+          LoadRows(Row<T>(bp.d_o, bp.do_strides, b, h, i), 0, 1, g.dv, g.dv_pad, 1.0f,
+                   dO_group.get() + n * g.dv_pad);
         }
         // The K/V blocks in snake order over the team: item k goes to thread k mod T and is block
         // r·T + (k mod T) in even rounds r = k div T, r·T + T − 1 − (k mod T) in odd ones, so that under a
@@ -368,7 +387,7 @@ void FusedBackwardT(const BackwardParams& bp) {
           const std::int64_t round = k / team, pos = k % team;
           const std::int64_t jt = round * team + (round % 2 == 0 ? pos : team - 1 - pos);
           if (jt < g.Tc)
-            BackwardKvBlock<T>(bp, g, dropout, x, b, hkv, jt, D.get(), dQ_partials.get() + thread * partial);
+            BackwardKvBlock<T>(bp, g, dropout, x, b, hkv, jt, group, dQ_partials.get() + thread * partial);
         }
         // dQ = s·Σ_t dQ^(t), in thread order.
 #pragma omp for schedule(static)
