@@ -129,11 +129,11 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
     const bool block_seen_whole =
         R > 0 && t.mods.Visible(diag_max, j0) && t.mods.Visible(diag_min, j0 + cols - 1);
     const bool full_block = plain_mods && block_seen_whole;
-    if (!widen) {  // K/V head 0's rows; keys past `cols` repeat a real row
+    if (!widen) {  // K/V head 0's rows; keys past `cols` repeat a real row (past the last block, K_next = K)
       for (std::int64_t c = 0; c < kBc; ++c) {
         K[c] = k_base + offset[c < cols ? c : 0];
         V[c] = v_base + offset[c < cols ? c : 0];
-        K_next[c] = k_base + next_offset[c < next_cols ? c : 0];
+        K_next[c] = next_cols > 0 ? k_base + next_offset[c < next_cols ? c : 0] : K[c];
       }
       // Line by line as key c's K row of head `head` is read: its V row and the K row of key c + kBc into L2
       ScoreBlock(x.Q, H, R, d_pad, K, t.head_stride, d, cols, x.S,
