@@ -166,7 +166,8 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
         ScoreBlock(x.Q + hk * R * d_pad, 1, R, d_pad, K_wide, 0, d_pad, cols, S_h,
                    [](std::int64_t, std::int64_t, std::int64_t) {});
       }
-      // Scores, then the online softmax (the fused kernel's row step; keys past `cols` take no part)
+      // The modifiers the block needs, then the online softmax (the fused kernel's row step; keys past `cols`
+      // take no part)
       for (std::int64_t r = 0; r < R; ++r) {
         float* S_r = S_h + r * kBc;
         if (!full_block) {
