@@ -8,10 +8,12 @@
 //   here); LSE does not depend on V and every other column is untouched.
 // - +inf in k_j[c]: S_ij = ±inf with the sign of q_i[c]. +inf makes m_i = +inf and P_ij = exp(inf − inf) =
 //   NaN: the row is NaN. −inf gives P_ij = 0: the row is attention without key j (the float64 oracle agrees).
-// - Every visible score −inf: the row is treated like a row without keys (SPEC §5): O = 0, LSE = −∞.
+// - Every visible score −inf: LSE = −∞ and O_i = Σ_j 0·v_j, which is 0 as for a row without keys (SPEC §5)
+//   unless a seen v_j holds inf or NaN (an additive mask's −∞ is arithmetic: its keys are seen).
 // - softcap c·tanh(S/c) maps ±inf scores to ±c: every row is finite and agrees with the oracle.
 // Checked for the fused kernel on every compiled SIMD target (default tiles and small forced ones, so that
-// the key lies inside a partly masked tile) and for decode(); memory a call does not read (cache slots
+// the key lies inside a partly masked tile), for the references (oracle, standard, flash1, flash2) and for
+// decode(); memory a call does not read (cache slots
 // beyond cache_seqlens) may hold NaN without effect. backward(): a NaN reaches the gradients of the pairs
 // (i, j) it touches among those that take part (row i sees key j and saw some key), and nothing else; the
 // derivation is above its tests below.
@@ -51,7 +53,8 @@ bool Sees(const AttentionParams& p, std::int64_t i, std::int64_t j) {
   return true;
 }
 // ... and the boolean mask, if any, keeps (i, j) for query head h of batch b.
-bool SeesThroughMask(const AttentionParams& p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
+bool SeesThroughMask(const AttentionParams& p, std::int64_t b, std::int64_t h, std::int64_t i,
+                     std::int64_t j) {
   if (!Sees(p, i, j)) return false;
   if (p.mask.kind != MaskKind::kBool) return true;
   const auto* keep = static_cast<const std::uint8_t*>(p.mask.data);
@@ -239,7 +242,8 @@ Shape InjectionShape(DType dtype) {
 }
 
 // Runs the named injections under the given modifiers, default and small tiles, with each algorithm.
-void RunInjections(DType dtype, const std::vector<std::string>& names, const std::vector<Modifiers>& modifiers,
+void RunInjections(DType dtype, const std::vector<std::string>& names,
+                   const std::vector<Modifiers>& modifiers,
                    const std::vector<Algorithm>& algorithms = {Algorithm::kFused}) {
   const Shape shape = InjectionShape(dtype);
   for (const Injection& injection : Injections()) {
