@@ -8,10 +8,12 @@
 //   here); LSE does not depend on V and every other column is untouched.
 // - +inf in k_j[c]: S_ij = ±inf with the sign of q_i[c]. +inf makes m_i = +inf and P_ij = exp(inf − inf) =
 //   NaN: the row is NaN. −inf gives P_ij = 0: the row is attention without key j (the float64 oracle agrees).
-// - Every visible score −inf: the row is treated like a row without keys (SPEC §5): O = 0, LSE = −∞.
+// - Every visible score −inf: LSE = −∞ and O_i = Σ_j 0·v_j, which is 0 as for a row without keys (SPEC §5)
+//   unless a seen v_j holds inf or NaN (an additive mask's −∞ is arithmetic: its keys are seen).
 // - softcap c·tanh(S/c) maps ±inf scores to ±c: every row is finite and agrees with the oracle.
 // Checked for the fused kernel on every compiled SIMD target (default tiles and small forced ones, so that
-// the key lies inside a partly masked tile) and for decode(); memory a call does not read (cache slots
+// the key lies inside a partly masked tile), for the references (oracle, standard, flash1, flash2) and for
+// decode(); memory a call does not read (cache slots
 // beyond cache_seqlens) may hold NaN without effect. backward(): a NaN reaches the gradients of the pairs
 // (i, j) it touches among those that take part (row i sees key j and saw some key), and nothing else; the
 // derivation is above its tests below.
@@ -50,9 +52,18 @@ bool Sees(const AttentionParams& p, std::int64_t i, std::int64_t j) {
   if (p.window_right >= 0 && j > diagonal + p.window_right) return false;
   return true;
 }
-bool SeesAnyKey(const AttentionParams& p, std::int64_t i) {
+// ... and the boolean mask, if any, keeps (i, j) for query head h of batch b.
+bool SeesThroughMask(const AttentionParams& p, std::int64_t b, std::int64_t h, std::int64_t i,
+                     std::int64_t j) {
+  if (!Sees(p, i, j)) return false;
+  if (p.mask.kind != MaskKind::kBool) return true;
+  const auto* keep = static_cast<const std::uint8_t*>(p.mask.data);
+  return keep[b * p.mask.stride_batch + h * p.mask.stride_head + i * p.mask.stride_row +
+              j * p.mask.stride_col] != 0;
+}
+bool SeesAnyKey(const AttentionParams& p, std::int64_t b, std::int64_t h, std::int64_t i) {
   for (std::int64_t j = 0; j < p.seqlen_k; ++j)
-    if (Sees(p, i, j)) return true;
+    if (SeesThroughMask(p, b, h, i, j)) return true;
   return false;
 }
 
@@ -73,7 +84,7 @@ constexpr std::int64_t kB = 1, kJ = 29, kHk = 1, kC = 5,
 std::vector<Injection> Injections() {
   auto group = [](const AttentionParams& p, std::int64_t h) { return h / (p.heads_q / p.heads_kv); };
   auto sees_key = [=](const AttentionParams& p, std::int64_t b, std::int64_t h, std::int64_t i) {
-    return b == kB && group(p, h) == kHk && Sees(p, i, kJ);
+    return b == kB && group(p, h) == kHk && SeesThroughMask(p, b, h, i, kJ);
   };
   auto no_sign = [](Problem&) {};
   // q_i[kC] = ±0.5 alternating over rows and heads, so +inf in k_j[kC] gives scores of both signs.
@@ -85,7 +96,7 @@ std::vector<Injection> Injections() {
       {"nan_in_q", no_sign, [](Problem& x) { x.SetQ(kB, kI, 2, kC, kNaN); },
        [](const AttentionParams& p, std::int64_t b, std::int64_t h, std::int64_t i) {
          if (b != kB || h != 2 || i != kI) return Expect::kClean;
-         return SeesAnyKey(p, i) ? Expect::kAllNaN : Expect::kClean;
+         return SeesAnyKey(p, b, h, i) ? Expect::kAllNaN : Expect::kClean;
        }},
       {"nan_in_k", no_sign, [](Problem& x) { x.SetK(kB, kJ, kHk, kC, kNaN); },
        [=](const AttentionParams& p, std::int64_t b, std::int64_t h, std::int64_t i) {
@@ -177,9 +188,10 @@ std::string RowError(const Problem& x, const Problem& clean, const Problem& orac
   return "";
 }
 
-// Runs the injection on every fused target; one failure per target names the wrong rows' count and the first.
-void RunFusedCase(const Shape& shape, const Modifiers& mods, std::int64_t block_rows, std::int64_t block_cols,
-                  const Injection& injection) {
+// Runs the injection with each algorithm, the fused kernel on every compiled target; one failure per run
+// names the wrong rows' count and the first.
+void RunCase(const Shape& shape, const Modifiers& mods, std::int64_t block_rows, std::int64_t block_cols,
+             const Injection& injection, const std::vector<Algorithm>& algorithms) {
   Problem clean(shape, mods, 5), x(shape, mods, 5), oracle(shape, mods, 5);
   for (Problem* p : {&clean, &x, &oracle}) {
     injection.prepare(*p);
@@ -190,12 +202,11 @@ void RunFusedCase(const Shape& shape, const Modifiers& mods, std::int64_t block_
   injection.inject(x);
   injection.inject(oracle);
   forward(oracle.params(), Algorithm::kOracle);
-  for (std::int64_t target : kernels::FusedTargets()) {
-    kernels::RestrictFusedTargetForTest(target);
+  auto check = [&](Algorithm algorithm, const std::string& label) {
     clean.ResetOutputs();
     x.ResetOutputs();
-    forward(clean.params(), Algorithm::kFused);
-    forward(x.params(), Algorithm::kFused);
+    forward(clean.params(), algorithm);
+    forward(x.params(), algorithm);
     std::int64_t wrong_rows = 0;
     std::string first;
     for (std::int64_t b = 0; b < shape.batch; ++b)
@@ -209,25 +220,39 @@ void RunFusedCase(const Shape& shape, const Modifiers& mods, std::int64_t block_
                     std::to_string(i) + "): " + error;
           }
         }
-    EXPECT_EQ(wrong_rows, 0) << kernels::FusedTargetName(target) << ": " << wrong_rows
-                             << " wrong rows, first " << first;
+    EXPECT_EQ(wrong_rows, 0) << label << ": " << wrong_rows << " wrong rows, first " << first;
+  };
+  for (Algorithm algorithm : algorithms) {
+    if (algorithm != Algorithm::kFused) {
+      check(algorithm, std::string(ToString(algorithm)));
+      continue;
+    }
+    for (std::int64_t target : kernels::FusedTargets()) {
+      kernels::RestrictFusedTargetForTest(target);
+      check(algorithm, "fused on " + kernels::FusedTargetName(target));
+    }
+    kernels::RestrictFusedTargetForTest(0);
   }
-  kernels::RestrictFusedTargetForTest(0);
 }
 
-// Runs the named injections under the given modifiers, default and small tiles, on every fused target.
+// Row kI = 30 of 37 sees keys ≤ 30 + 53 − 37 = 46 under the causal mask, so key kJ = 29 is visible to rows
+// 13..36 only; the window (8, 2) shows it to rows 11..21 only, and row kI = 30 sees keys 38..48 (not kJ).
+Shape InjectionShape(DType dtype) {
+  return {.batch = 2, .Nq = 37, .Nk = 53, .Hq = 4, .Hkv = 2, .d = 24, .dv = 20, .dtype = dtype};
+}
+
+// Runs the named injections under the given modifiers, default and small tiles, with each algorithm.
 void RunInjections(DType dtype, const std::vector<std::string>& names,
-                   const std::vector<Modifiers>& modifiers) {
-  // Row kI = 30 of 37 sees keys ≤ 30 + 53 − 37 = 46 under the causal mask, so key kJ = 29 is visible to rows
-  // 13..36 only; the window (8, 2) shows it to rows 11..21 only, and row kI = 30 sees keys 38..48 (not kJ).
-  const Shape shape{.batch = 2, .Nq = 37, .Nk = 53, .Hq = 4, .Hkv = 2, .d = 24, .dv = 20, .dtype = dtype};
+                   const std::vector<Modifiers>& modifiers,
+                   const std::vector<Algorithm>& algorithms = {Algorithm::kFused}) {
+  const Shape shape = InjectionShape(dtype);
   for (const Injection& injection : Injections()) {
     if (std::find(names.begin(), names.end(), injection.name) == names.end()) continue;
     for (const Modifiers& mods : modifiers) {
       for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{0, 0}, {8, 16}}) {
         SCOPED_TRACE(injection.name + " " + mods.ToString() + " tiles " + std::to_string(rows) + "x" +
                      std::to_string(cols));
-        RunFusedCase(shape, mods, rows, cols, injection);
+        RunCase(shape, mods, rows, cols, injection, algorithms);
       }
     }
   }
@@ -262,7 +287,7 @@ TEST(NonFiniteFused, BFloat16InjectionsReachExactlyTheRowsThatSeeThem) {
 TEST(NonFiniteFused, VInjectionsDoNotReachRowsThatCannotSeeTheKey) {
   for (DType dtype : {DType::kF32, DType::kF16}) {
     RunInjections(dtype, {"nan_in_v", "plus_inf_in_v"},
-                  {{.causal = true}, {.window_left = 8, .window_right = 2}});
+                  {{.causal = true}, {.window_left = 8, .window_right = 2}, {.mask = MaskKind::kBool}});
   }
 }
 
@@ -271,6 +296,60 @@ TEST(NonFiniteFused, VInjectionsDoNotReachRowsThatCannotSeeTheKey) {
 TEST(NonFiniteFused, Float16KAndVInjectionsOnEveryTarget) {
   RunInjections(DType::kF16, {"nan_in_k", "plus_inf_in_k"}, kAllModifiers);
   RunInjections(DType::kF16, {"nan_in_v", "plus_inf_in_v"}, kUnmasked);
+}
+
+// The reference algorithms follow the same rule, with the boolean mask too. They used to take a row of NaN
+// scores for a row without keys (std::max(−∞, NaN) is −∞: O = 0, LSE = −∞; the oracle), and to multiply the
+// P_ij = 0 of a key the row does not see by v_j (0·NaN = NaN in rows that cannot see key j; all four).
+const std::vector<Algorithm> kReferences = {Algorithm::kOracle, Algorithm::kStandard, Algorithm::kFlash1,
+                                            Algorithm::kFlash2};
+const std::vector<Modifiers> kAllModifiersAndBoolMask = {{},
+                                                         {.causal = true},
+                                                         {.window_left = 8, .window_right = 2},
+                                                         {.softcap = 4.0f},
+                                                         {.mask = MaskKind::kBool}};
+
+// Float32 only: standard keeps S and P in the element type, too coarse for the rows compared with the oracle.
+TEST(NonFiniteReference, Float32QAndKInjectionsReachExactlyTheRowsThatSeeThem) {
+  RunInjections(DType::kF32, {"nan_in_q", "nan_in_k", "plus_inf_in_k", "every_score_minus_inf"},
+                kAllModifiersAndBoolMask, kReferences);
+}
+
+TEST(NonFiniteReference, VInjectionsReachOneColumnOfTheRowsThatSeeTheKey) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    RunInjections(dtype, {"nan_in_v", "plus_inf_in_v"}, kAllModifiersAndBoolMask, kReferences);
+  }
+}
+
+// A row whose every score is −∞ through the additive mask has no weight: O = 0 and LSE = −∞, like a row
+// without keys. Its keys are seen, though, and the mask's −∞ is arithmetic: P_ij = 0 multiplies v_j, so a NaN
+// in v_j[c] makes column c of that row NaN, as in every other row that sees key j.
+TEST(NonFinite, ARowOfMinusInfinityUnderTheAdditiveMaskStillMultipliesItsValues) {
+  const Injection injection{
+      "nan_in_v_row_of_minus_inf",
+      [](Problem& x) {  // row kI of query head 2 all −∞, in the mask buffer that x owns
+        const MaskTensor& mask = x.params().mask;
+        float* bias = const_cast<float*>(static_cast<const float*>(mask.data));
+        std::fill_n(bias + 2 * mask.stride_head + kI * mask.stride_row, x.shape().Nk, -kInf);
+      },
+      [](Problem& x) { x.SetV(kB, kJ, kHk, kC, kNaN); },
+      [](const AttentionParams& p, std::int64_t b, std::int64_t h, std::int64_t i) {
+        const bool sees_key = b == kB && h / (p.heads_q / p.heads_kv) == kHk && Sees(p, i, kJ);
+        return sees_key ? Expect::kColumnNaN : Expect::kClean;
+      },
+      kC};
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    for (const Modifiers& mods : {Modifiers{.mask = MaskKind::kAdditive},
+                                  Modifiers{.causal = true, .mask = MaskKind::kAdditive}}) {
+      for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{0, 0}, {8, 16}}) {
+        SCOPED_TRACE(mods.ToString() + " " + std::string(ToString(dtype)) + " tiles " + std::to_string(rows) +
+                     "x" + std::to_string(cols));
+        RunCase(InjectionShape(dtype), mods, rows, cols, injection,
+                {Algorithm::kFused, Algorithm::kOracle, Algorithm::kStandard, Algorithm::kFlash1,
+                 Algorithm::kFlash2});
+      }
+    }
+  }
 }
 
 // ---- decode
@@ -414,10 +493,7 @@ void Inject(BackwardProblem& x, const BackwardNaN& nan) {
 // Whether pair (h, i, j) of batch 0 takes part: row i sees key j and saw some key.
 bool TakesPart(const BackwardProblem& x, std::int64_t h, std::int64_t i, std::int64_t j) {
   const AttentionParams& p = x.params().attention;
-  if (!Sees(p, i, j) || x.forward().Lse(0, h, i) == -kInf) return false;
-  if (p.mask.kind != MaskKind::kBool) return true;
-  const auto* keep = static_cast<const std::uint8_t*>(p.mask.data);
-  return keep[h * p.mask.stride_head + i * p.mask.stride_row + j * p.mask.stride_col] != 0;
+  return SeesThroughMask(p, 0, h, i, j) && x.forward().Lse(0, h, i) != -kInf;
 }
 
 // What one gradient row must be: the clean result, NaN in every column, or NaN in kNaNColumn only.

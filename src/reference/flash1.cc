@@ -58,23 +58,28 @@ void Flash1Head(const HeadProblem& problem, BlockSizes blocks, const Dropout& dr
           float q_dot_k = 0.0f;
           for (std::int64_t e = 0; e < d; ++e) q_dot_k += x.Q_i[r * d + e] * x.K_j[c * d + e];
           S_r[c] = problem.Score(i0 + r, j0 + c, q_dot_k);
-          m_tilde = std::max(m_tilde, S_r[c]);
+          m_tilde = MaxKeepingNaN(m_tilde, S_r[c]);
         }
         float l_tilde = 0.0f;  // P̃_ij = exp(S_ij − m̃_ij) (kept in S_r), l̃_ij = rowsum(P̃_ij)
         for (std::int64_t c = 0; c < cols; ++c) {
           S_r[c] = RescaleFactor(S_r[c], m_tilde);
           l_tilde += S_r[c];
         }
-        const float m_new = std::max(x.m_i[r], m_tilde);
+        const float m_new = MaxKeepingNaN(x.m_i[r], m_tilde);
         const float old_scale = RescaleFactor(x.m_i[r], m_new);   // e^{m_i − m_new}
         const float block_scale = RescaleFactor(m_tilde, m_new);  // e^{m̃_ij − m_new}
         const float l_new = old_scale * x.l_i[r] + block_scale * l_tilde;
         float* O_r = &x.O_i[r * dv];
         dropout.RowMultipliers(problem.b, problem.h, i0 + r, j0, cols, x.Z_r.data());
         for (std::int64_t e = 0; e < dv; ++e) {
-          float PV = 0.0f;  // ((P̃_ij ∘ Z_ij) V_j)_re
-          for (std::int64_t c = 0; c < cols; ++c) PV += S_r[c] * x.Z_r[c] * x.V_j[c * dv + e];
-          O_r[e] = l_new == 0.0f ? 0.0f : (x.l_i[r] * old_scale * O_r[e] + block_scale * PV) / l_new;
+          float PV = 0.0f;  // ((P̃_ij ∘ Z_ij) V_j)_re over the keys the row sees
+          for (std::int64_t c = 0; c < cols; ++c) {
+            if (!problem.Sees(i0 + r, j0 + c)) continue;  // P̃ = 0, but 0·v_c is NaN for an inf or NaN v_c
+            PV += S_r[c] * x.Z_r[c] * x.V_j[c * dv + e];
+          }
+          const float numerator = x.l_i[r] * old_scale * O_r[e] + block_scale * PV;
+          // l_new = 0: no weight seen yet (m_new = −∞, both scales 0); the numerator is 0, or NaN from 0·v_c
+          O_r[e] = l_new == 0.0f ? numerator : numerator / l_new;
         }
         x.l_i[r] = l_new;
         x.m_i[r] = m_new;

@@ -46,7 +46,7 @@ void Flash2Head(const HeadProblem& problem, BlockSizes blocks, const Dropout& dr
           float q_dot_k = 0.0f;
           for (std::int64_t e = 0; e < d; ++e) q_dot_k += x.Q_i[r * d + e] * x.K_j[c * d + e];
           S_r[c] = problem.Score(i0 + r, j0 + c, q_dot_k);
-          m_new = std::max(m_new, S_r[c]);
+          m_new = MaxKeepingNaN(m_new, S_r[c]);
         }
         const float rescale = RescaleFactor(x.m_i[r], m_new);  // e^{m_i − m_new}
         float row_sum = 0.0f;
@@ -59,7 +59,10 @@ void Flash2Head(const HeadProblem& problem, BlockSizes blocks, const Dropout& dr
         float* O_r = &x.O_i[r * dv];
         for (std::int64_t e = 0; e < dv; ++e) {
           float PV = 0.0f;
-          for (std::int64_t c = 0; c < cols; ++c) PV += S_r[c] * x.Z_r[c] * x.V_j[c * dv + e];
+          for (std::int64_t c = 0; c < cols; ++c) {
+            if (!problem.Sees(i0 + r, j0 + c)) continue;  // P̃ = 0, but 0·v_c is NaN for an inf or NaN v_c
+            PV += S_r[c] * x.Z_r[c] * x.V_j[c * dv + e];
+          }
           O_r[e] = rescale * O_r[e] + PV;
         }
         x.m_i[r] = m_new;

@@ -1,7 +1,7 @@
 // The float64 oracle: standard attention with every input converted exactly to double, so that its own
 // rounding error (~1e-16) is negligible against float32 kernels. It defines what "correct" means.
 //   S_ij = Score(q_i · k_j),  LSE_i = log Σ_j e^{S_ij},  O_i = Σ_j e^{S_ij − LSE_i} Z_ij v_j
-// (Z: the dropout multipliers of reference/dropout.h, all 1 without dropout)
+// (Z: the dropout multipliers of reference/dropout.h, all 1 without dropout; j over the keys row i sees)
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,32 +10,40 @@
 #include "reference/dropout.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
+#include "reference/softmax.h"
 
 namespace flashattn::reference {
 
 namespace {
 
-// One query row: fills o (dv values) and returns LSE_i.
+// One query row: fills o (dv values) and returns LSE_i. Keys the row does not see (Sees) take no part, not
+// even as 0·v_j, which is NaN for an inf or NaN in v_j; the keys it sees follow IEEE arithmetic.
 double OracleRow(const HeadProblem& problem, const Dropout& dropout, std::int64_t i,
-                 const std::vector<double>& q_i, const std::vector<double>& K, const std::vector<double>& V, std::vector<double>& S_i,
-                 double* o) {
+                 const std::vector<double>& q_i, const std::vector<double>& K, const std::vector<double>& V,
+                 std::vector<double>& S_i, double* o) {
   const std::int64_t Nk = problem.Nk, d = problem.d, dv = problem.dv;
-  double m = -std::numeric_limits<double>::infinity();
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  double m = neg_inf;  // max_j S_ij over the seen keys (unseen ones score −∞); NaN if some S_ij is
   for (std::int64_t j = 0; j < Nk; ++j) {
     double q_dot_k = 0.0;
     for (std::int64_t c = 0; c < d; ++c) q_dot_k += q_i[c] * K[j * d + c];
     S_i[j] = problem.Score(i, j, q_dot_k);
-    m = std::max(m, S_i[j]);
+    m = MaxKeepingNaN(m, S_i[j]);
+  }
+  // m = −∞: no key seen, or every seen score −∞ (additive mask). No weight to normalize: P_ij = 0, LSE = −∞.
+  const bool weighted = m != neg_inf;
+  double l = 0.0;
+  if (weighted) {
+    for (std::int64_t j = 0; j < Nk; ++j) l += std::exp(S_i[j] - m);
   }
   std::fill(o, o + dv, 0.0);
-  if (m == -std::numeric_limits<double>::infinity()) return m;  // no visible key: O_i = 0, LSE = −∞
-  double l = 0.0;
-  for (std::int64_t j = 0; j < Nk; ++j) l += std::exp(S_i[j] - m);
   for (std::int64_t j = 0; j < Nk; ++j) {
-    const double P_ij = std::exp(S_i[j] - m) / l * dropout.Multiplier(problem.b, problem.h, i, j);
-    for (std::int64_t c = 0; c < dv; ++c) o[c] += P_ij * V[j * dv + c];
+    if (!problem.Sees(i, j)) continue;
+    const double P_ij = weighted ? std::exp(S_i[j] - m) / l : 0.0;
+    const double Z_ij = dropout.Multiplier(problem.b, problem.h, i, j);
+    for (std::int64_t c = 0; c < dv; ++c) o[c] += P_ij * Z_ij * V[j * dv + c];
   }
-  return m + std::log(l);
+  return weighted ? m + std::log(l) : neg_inf;
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #ifndef FLASHATTN_REFERENCE_SOFTMAX_H_
 #define FLASHATTN_REFERENCE_SOFTMAX_H_
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -14,6 +16,13 @@ namespace flashattn::reference {
 
 // y_i = e^{x_i} / Σ_j e^{x_j}. Overflows to inf/NaN once some x_i > ~88 in float32.
 void SoftmaxNaive(std::span<const float> x, std::span<float> y);
+
+// max(a, b), NaN if either is NaN. std::max(−∞, NaN) is −∞, which would take a row of NaN scores for a row
+// without keys; a NaN score must make its row NaN.
+template <typename T>
+T MaxKeepingNaN(T a, T b) {
+  return std::isnan(b) ? b : std::max(a, b);  // std::max(a, b) is a when a is NaN
+}
 
 struct SoftmaxState;
 

@@ -7,8 +7,8 @@
 namespace flashattn::reference {
 
 SoftmaxState SoftmaxSafe(std::span<const float> x, std::span<float> y) {
-  float m = -std::numeric_limits<float>::infinity();  // pass 1: m = max_j x_j
-  for (float x_j : x) m = std::max(m, x_j);
+  float m = -std::numeric_limits<float>::infinity();  // pass 1: m = max_j x_j (NaN if some x_j is)
+  for (float x_j : x) m = MaxKeepingNaN(m, x_j);
   if (m == -std::numeric_limits<float>::infinity()) {  // every logit masked: empty distribution
     std::fill(y.begin(), y.end(), 0.0f);
     return SoftmaxState::Identity();

@@ -46,11 +46,13 @@ void StandardHead(const HeadProblem& problem, DType dtype, const Dropout& dropou
   }
   problem.LoadV(0, Nk, x.V.data());
   std::fill(x.O.begin(), x.O.end(), 0.0f);
-  for (std::int64_t i = 0; i < Nq; ++i) {  // O_i = Σ_j P_ij Z_ij v_j
+  for (std::int64_t i = 0; i < Nq; ++i) {  // O_i = Σ_j P_ij Z_ij v_j over the keys j row i sees
     P.Load(i * Nk, Nk, x.P_i.data());
     dropout.RowMultipliers(problem.b, problem.h, i, 0, Nk, x.Z_i.data());
-    for (std::int64_t j = 0; j < Nk; ++j)
+    for (std::int64_t j = 0; j < Nk; ++j) {
+      if (!problem.Sees(i, j)) continue;  // P_ij = 0, but 0·v_j is NaN for an inf or NaN in v_j
       for (std::int64_t c = 0; c < dv; ++c) x.O[i * dv + c] += x.P_i[j] * x.Z_i[j] * x.V[j * dv + c];
+    }
   }
   problem.StoreO(0, Nq, x.O.data());
   problem.StoreLse(0, Nq, x.lse.data());
