@@ -6,9 +6,10 @@
 //       K_j, V_j → float32 copies and NR-wide panels;  dK_j = 0, dV_j = 0 (owned by this thread)
 //       for each query head h of the group, each Q block i whose band reaches block j:
 //         S_ij = (s·Q_i) K_jᵀ, masks/modifiers         P_ij = exp(S_ij − LSE_i)   (0 for LSE_i = −∞)
-//         dP_ij = (dO_i V_jᵀ) ∘ Z_ij                    P̂_ij = P_ij ∘ Z_ij  (Z: dropout multipliers)
-//         dS_ij = P_ij ∘ (dP_ij − D_i) [∘ (1 − tanh²) under softcap]
+//         dP_ij = (dO_i V_jᵀ) ∘ Z_ij                    (Z: dropout multipliers)
+//         dS_ij = P_ij ∘ (dP_ij − D_i) [∘ (1 − tanh²) under softcap],   then P̂_ij = P_ij ∘ Z_ij in place
 //         dV_j += P̂_ijᵀ dO_i,   dK_j += dS_ijᵀ (s·Q_i),   dQ_i^(thread) += dS_ij K_j
+//           (the transposed products read P̂_ij and dS_ij as stored: ALayout::kTransposed)
 //       write dK_j, dV_j once
 //     dQ = s·Σ_thread dQ^(thread), summed in thread order, written once
 //
@@ -61,6 +62,7 @@ using kernels::ScoreModifiers;
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 using kernels::HWY_NAMESPACE::AccumulateAB;
+using kernels::HWY_NAMESPACE::ALayout;
 using kernels::HWY_NAMESPACE::DF;
 using kernels::HWY_NAMESPACE::FromF32;
 using kernels::HWY_NAMESPACE::HasNonFinite;
@@ -97,11 +99,9 @@ struct Scratch {
   float* V_pan;  // V_j as panels: Bc_pad × dv
   float* dK_j;   // Bc × d_pad
   float* dV_j;   // Bc × dv_pad
-  float* S;      // Br × Bc_pad: S_ij, then P_ij
+  float* S;      // Br × Bc_pad: S_ij, then P_ij, then P̂_ij
   float* S_raw;  // Br × Bc_pad: s·q·k before softcap (only with softcap)
   float* dP;     // Br × Bc_pad: dP_ij, then dS_ij
-  float* Pt;     // Bc × Br: P̂_ijᵀ
-  float* dSt;    // Bc × Br: dS_ijᵀ
   float* Z;      // Bc_pad dropout multipliers of one row
   float* lse;    // Br
   float* D;      // Br
@@ -150,11 +150,12 @@ void RowDotDoO(const BackwardParams& bp, const Geometry& g, std::int64_t b, std:
   *D = sum;
 }
 
-// C[r] += Σ_{k : seen(r, k)} A[r][k]·B[k] over width_pad columns: AccumulateAB without the pairs a row does
-// not see, for a tile with hidden pairs and a non-finite operand. A hidden pair is left out instead of
-// multiplied by its 0 (0·NaN = NaN); the others are summed in AccumulateAB's order with its MulAdd, so an
-// element no inf or NaN reaches gets the fast path's value.
-template <typename Seen>
+// C[r] += Σ_{k : seen(r, k)} A[r][k]·B[k] over width_pad columns, A row-major or transposed as in
+// AccumulateAB: AccumulateAB without the pairs a row does not see, for a tile with hidden pairs and a
+// non-finite operand. A hidden pair is left out instead of multiplied by its 0 (0·NaN = NaN); the others are
+// summed in AccumulateAB's order with its MulAdd, so an element no inf or NaN reaches gets the fast path's
+// value.
+template <ALayout kLayout, typename Seen>
 void AccumulateSeenPairs(const float* A, std::int64_t lda, std::int64_t rows, std::int64_t inner,
                          const float* B, std::int64_t ldb, std::int64_t width_pad, float* C, std::int64_t ldc,
                          const Seen& seen) {
@@ -163,7 +164,7 @@ void AccumulateSeenPairs(const float* A, std::int64_t lda, std::int64_t rows, st
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t k = 0; k < inner; ++k) {
       if (!seen(r, k)) continue;
-      const VF a = hn::Set(df, A[r * lda + k]);
+      const VF a = hn::Set(df, kLayout == ALayout::kTransposed ? A[k * lda + r] : A[r * lda + k]);
       for (std::int64_t e = 0; e < width_pad; e += L) {
         float* C_re = C + r * ldc + e;
         hn::StoreU(hn::MulAdd(a, hn::LoadU(df, B + k * ldb + e), hn::LoadU(df, C_re)), df, C_re);
@@ -212,7 +213,7 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
     }
     std::fill(P_r + cols, P_r + lds, 0.0f);
   }
-  // dP_ij = dO_i V_jᵀ ∘ Z_ij;  dS_ij = P_ij (dP_ij − D_i) cap'_ij;  P̂ᵀ and dSᵀ for the products below.
+  // dP_ij = dO_i V_jᵀ ∘ Z_ij;  dS_ij = P_ij (dP_ij − D_i) cap'_ij;  then P̂_ij = P_ij ∘ Z_ij.
   ProductABt(dO_i, g.dv_pad, rows, x.V_pan, g.Bc_pad, g.dv, x.dP, lds);
   for (std::int64_t r = 0; r < rows; ++r) {
     float* P_r = x.S + r * lds;
@@ -233,9 +234,8 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
         hn::StoreU(hn::Mul(hn::LoadU(df, dS_r + c), hn::NegMulAdd(t, t, one)), df, dS_r + c);
       }
     }
-    for (std::int64_t c = 0; c < cols; ++c) {
-      x.Pt[c * g.Br + r] = dropout.Active() ? P_r[c] * x.Z[c] : P_r[c];
-      x.dSt[c * g.Br + r] = dS_r[c];
+    if (dropout.Active()) {
+      for (std::int64_t c = 0; c < cols; ++c) P_r[c] *= x.Z[c];
     }
   }
   // With finite operands a hidden pair's P_ij and dS_ij are 0 and add exact zeros below. A tile that hides
@@ -249,16 +249,18 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
       return x.lse[r] != kNegInf && mods.Sees(i0 + r, j0 + c);
     };
     const auto seen_t = [&](std::int64_t c, std::int64_t r) { return seen(r, c); };
-    AccumulateSeenPairs(x.Pt, g.Br, cols, rows, dO_i, g.dv_pad, g.dv_pad, x.dV_j, g.dv_pad, seen_t);
-    AccumulateSeenPairs(x.dSt, g.Br, cols, rows, Q_i, g.d_pad, g.d_pad, x.dK_j, g.d_pad, seen_t);
-    AccumulateSeenPairs(x.dP, lds, rows, cols, x.K_j, g.d_pad, g.d_pad, dQ_head + i0 * g.d_pad, g.d_pad,
-                        seen);
+    AccumulateSeenPairs<ALayout::kTransposed>(x.S, lds, cols, rows, dO_i, g.dv_pad, g.dv_pad, x.dV_j,
+                                              g.dv_pad, seen_t);
+    AccumulateSeenPairs<ALayout::kTransposed>(x.dP, lds, cols, rows, Q_i, g.d_pad, g.d_pad, x.dK_j, g.d_pad,
+                                              seen_t);
+    AccumulateSeenPairs<ALayout::kRowMajor>(x.dP, lds, rows, cols, x.K_j, g.d_pad, g.d_pad,
+                                            dQ_head + i0 * g.d_pad, g.d_pad, seen);
     return;
   }
-  AccumulateAB(x.Pt, g.Br, cols, rows, dO_i, g.dv_pad, g.dv_pad, x.dV_j, g.dv_pad);  // dV_j += P̂ᵀ dO_i
-  AccumulateAB(x.dSt, g.Br, cols, rows, Q_i, g.d_pad, g.d_pad, x.dK_j, g.d_pad);  // dK_j += dSᵀ (s·Q_i)
-  AccumulateAB(x.dP, lds, rows, cols, x.K_j, g.d_pad, g.d_pad, dQ_head + i0 * g.d_pad,
-               g.d_pad);  // dQ_i += dS K_j
+  // dV_j += P̂ᵀ dO_i,  dK_j += dSᵀ (s·Q_i),  dQ_i += dS K_j
+  AccumulateAB<ALayout::kTransposed>(x.S, lds, cols, rows, dO_i, g.dv_pad, g.dv_pad, x.dV_j, g.dv_pad);
+  AccumulateAB<ALayout::kTransposed>(x.dP, lds, cols, rows, Q_i, g.d_pad, g.d_pad, x.dK_j, g.d_pad);
+  AccumulateAB(x.dP, lds, rows, cols, x.K_j, g.d_pad, g.d_pad, dQ_head + i0 * g.d_pad, g.d_pad);
 }
 
 // K/V block jt of (b, hkv): every tile that reaches it, then dK_j and dV_j written once.
@@ -326,8 +328,6 @@ void FusedBackwardT(const BackwardParams& bp) {
                                 tile,
                                 g.softcap > 0.0f ? tile : 0,
                                 tile,
-                                tile,
-                                tile,
                                 g.Bc_pad,
                                 g.Br,
                                 g.Br};
@@ -358,8 +358,8 @@ void FusedBackwardT(const BackwardParams& bp) {
     };
     x.K_j = take(sizes[0]), x.V_j = take(sizes[1]), x.K_pan = take(sizes[2]), x.V_pan = take(sizes[3]);
     x.dK_j = take(sizes[4]), x.dV_j = take(sizes[5]);
-    x.S = take(sizes[6]), x.S_raw = take(sizes[7]), x.dP = take(sizes[8]), x.Pt = take(sizes[9]);
-    x.dSt = take(sizes[10]), x.Z = take(sizes[11]), x.lse = take(sizes[12]), x.D = take(sizes[13]);
+    x.S = take(sizes[6]), x.S_raw = take(sizes[7]), x.dP = take(sizes[8]);
+    x.Z = take(sizes[9]), x.lse = take(sizes[10]), x.D = take(sizes[11]);
 
     for (std::int64_t b = 0; b < p.batch; ++b) {
       for (std::int64_t hkv = 0; hkv < g.Hkv; ++hkv) {

@@ -142,11 +142,12 @@ struct ColumnSpan {
   std::int64_t begin, end;
 };
 
-// How ProductABt finds A[r][e]: row-major with stride lda, or in row groups of kMR rows, each group
-// feature-major (A[g·kMR·width + e·kMR + r mod kMR]; a partial last group is padded to kMR rows). In row
-// groups the micro-kernel's kMR broadcasts of one step come from 24 contiguous bytes, one sequential stream
-// instead of kMR.
-enum class ALayout { kRowMajor, kRowGroups };
+// How a micro-kernel finds A[r][e]: row-major with stride lda; in row groups of kMR rows, each group
+// feature-major (A[g·kMR·width + e·kMR + r mod kMR]; a partial last group is padded to kMR rows; ProductABt
+// only); or transposed, A[e·lda + r] (AccumulateAB only: the backward pass's P̂ᵀ dO and dSᵀ Q read P̂ and dS
+// as they were computed). In row groups and transposed, the micro-kernel's kMR broadcasts of one step come
+// from 24 contiguous bytes, one sequential stream instead of kMR.
+enum class ALayout { kRowMajor, kRowGroups, kTransposed };
 
 // C[r][0, NR) = Σ_e A[r][e] · panel[e][0, NR) for kRows rows (A of one row group when kRowGroups).
 template <int kRows, typename T, ALayout kLayout = ALayout::kRowMajor>
@@ -172,9 +173,9 @@ HWY_INLINE void PanelTile(const float* HWY_RESTRICT A, std::int64_t lda, const T
 }
 
 // C[r][slice] = α_r·C[r][slice] + Σ_{begin ≤ c < end} A[r][c] · B[c][slice] for kRows rows and a slice of
-// kVecs vectors (1 or 2); α = 1 when `alpha` is null. The rescale is applied as the accumulators are
-// loaded, so C is read and written once per call.
-template <int kRows, int kVecs, typename T>
+// kVecs vectors (1 or 2), A row-major or transposed; α = 1 when `alpha` is null. The rescale is applied as
+// the accumulators are loaded, so C is read and written once per call.
+template <int kRows, int kVecs, ALayout kLayout, typename T>
 HWY_INLINE void AccumulateTile(const float* HWY_RESTRICT A, std::int64_t lda, const float* HWY_RESTRICT alpha,
                                const T* HWY_RESTRICT B, std::int64_t ldb, std::int64_t begin, std::int64_t end,
                                float* HWY_RESTRICT C, std::int64_t ldc) {
@@ -192,7 +193,7 @@ HWY_INLINE void AccumulateTile(const float* HWY_RESTRICT A, std::int64_t lda, co
     VF b[kVecs];
     HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) b[v] = LoadF32(df, B + c * ldb + v * L);
     HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) {
-      const VF a = hn::Set(df, A[r * lda + c]);
+      const VF a = hn::Set(df, kLayout == ALayout::kTransposed ? A[c * lda + r] : A[r * lda + c]);
       HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(a, b[v], acc[r][v]);
     }
   }
@@ -223,11 +224,12 @@ void ProductABt(const float* A, std::int64_t lda, std::int64_t rows, const T* pa
   }
 }
 
-// C (rows × width_pad, ldc) = diag(α) C + A (rows × inner, lda) · B (inner × width_pad, ldb), width_pad a
-// multiple of Lanes, α = 1 when `alpha` is null. In slices of two vectors of C's columns (B's slice stays in
-// L1 across the row groups), then one. With `spans` (one per row group), a group sums over its span of the
-// inner dimension only (its A is zero elsewhere).
-template <typename T>
+// C (rows × width_pad, ldc) = diag(α) C + A (rows × inner) · B (inner × width_pad, ldb), width_pad a
+// multiple of Lanes, α = 1 when `alpha` is null; A row-major (A[r·lda + c]) or, with kTransposed, given as
+// its transpose (A[c·lda + r]). In slices of two vectors of C's columns (B's slice stays in L1 across the
+// row groups), then one. With `spans` (one per row group), a group sums over its span of the inner
+// dimension only (its A is zero elsewhere).
+template <ALayout kLayout = ALayout::kRowMajor, typename T>
 void AccumulateAB(const float* A, std::int64_t lda, std::int64_t rows, std::int64_t inner, const T* B,
                   std::int64_t ldb, std::int64_t width_pad, float* C, std::int64_t ldc,
                   const float* alpha = nullptr, const ColumnSpan* spans = nullptr) {
@@ -239,12 +241,13 @@ void AccumulateAB(const float* A, std::int64_t lda, std::int64_t rows, std::int6
         constexpr int kRows = decltype(mr)::value;
         const float* alpha_r = alpha == nullptr ? nullptr : alpha + r0;
         const ColumnSpan span = spans == nullptr ? ColumnSpan{0, inner} : spans[r0 / kMR];
+        const float* A_group = A + (kLayout == ALayout::kTransposed ? r0 : r0 * lda);
         if (two) {
-          AccumulateTile<kRows, 2>(A + r0 * lda, lda, alpha_r, B + e0, ldb, span.begin, span.end,
-                                   C + r0 * ldc + e0, ldc);
+          AccumulateTile<kRows, 2, kLayout>(A_group, lda, alpha_r, B + e0, ldb, span.begin, span.end,
+                                            C + r0 * ldc + e0, ldc);
         } else {
-          AccumulateTile<kRows, 1>(A + r0 * lda, lda, alpha_r, B + e0, ldb, span.begin, span.end,
-                                   C + r0 * ldc + e0, ldc);
+          AccumulateTile<kRows, 1, kLayout>(A_group, lda, alpha_r, B + e0, ldb, span.begin, span.end,
+                                            C + r0 * ldc + e0, ldc);
         }
       });
     }
