@@ -34,6 +34,7 @@
 #include "flashattn/backward.h"
 #include "flashattn/decode.h"
 #include "kernels/fused_forward.h"
+#include "reference/reference.h"
 #include "test_problem.h"
 
 namespace flashattn::testing {
@@ -360,10 +361,54 @@ void StoreCache(void* cache, const DecodeCase& c, std::int64_t b, std::int64_t j
   StoreFromFloat(static_cast<std::uint16_t*>(cache), c.shape().dtype, c.CacheOffset(b, j, hk) + e, value);
 }
 
-// Three queries at positions cached − 3 + i (causal): a NaN in key or value cached − 2 reaches queries 1 and
-// 2 of that sequence and K/V head only; query 0 and every other sequence and head are bitwise the clean
-// result. (A NaN key used to be swallowed by the merge of the split partials, std::max dropping a NaN LSE;
-// a NaN value reached query 0, which cannot see it, as 0·NaN in P·V.)
+// The expectations of a NaN at (b0 = 1, key 21 − 2, K/V head 0, feature e0 = 7) in the k or v cache of the
+// case below (two sequences, 3 causal queries at positions cached − 3 + i, 4 query heads over 2 K/V heads):
+// queries 1 and 2 of that sequence and K/V head see it; their LSE (NaN in k) and O (every feature for k,
+// feature e0 for v) are NaN, and every other element is bitwise the clean result.
+constexpr std::int64_t kCacheNaNBatch = 1, kCacheNaNKey = 21 - 2, kCacheNaNHeadKv = 0, kCacheNaNFeature = 7;
+
+void ExpectNaNReachesOnlyTheQueriesThatSeeIt(const DecodeCase& clean, const DecodeCase& x, bool in_v,
+                                             const std::string& label) {
+  // Wrong elements: a NaN expected but not found, a clean value expected but changed.
+  std::int64_t missing_nan = 0, changed = 0;
+  std::string first_missing, first_changed;
+  auto note = [](std::int64_t& count, std::string& first, const std::string& where) {
+    if (count++ == 0) first = where;
+  };
+  for (std::int64_t b = 0; b < 2; ++b)
+    for (std::int64_t i = 0; i < 3; ++i)
+      for (std::int64_t h = 0; h < 4; ++h) {
+        const bool sees = b == kCacheNaNBatch && h / 2 == kCacheNaNHeadKv && i >= 1;
+        const std::string row =
+            "(b, i, h) = (" + std::to_string(b) + ", " + std::to_string(i) + ", " + std::to_string(h) + ")";
+        for (std::int64_t e = 0; e < 16; ++e) {
+          const float o = x.O(b, i, h, e);
+          const std::string where = "O" + row + "[" + std::to_string(e) + "] = " + std::to_string(o);
+          if (sees && (!in_v || e == kCacheNaNFeature)) {
+            if (!std::isnan(o)) note(missing_nan, first_missing, where);
+          } else if (!SameBits(o, clean.O(b, i, h, e))) {
+            note(changed, first_changed, where);
+          }
+        }
+        const float lse = x.Lse(b, h, i);
+        const std::string where = "LSE" + row + " = " + std::to_string(lse);
+        if (sees && !in_v) {
+          if (!std::isnan(lse)) note(missing_nan, first_missing, where);
+        } else if (!SameBits(lse, clean.Lse(b, h, i))) {
+          note(changed, first_changed, where);
+        }
+      }
+  EXPECT_EQ(missing_nan, 0) << label << ": NaN expected, first " << first_missing;
+  EXPECT_EQ(changed, 0) << label << ": clean result expected, first " << first_changed;
+}
+
+DecodeShape NaNCaseShape(std::int64_t page_size, DType dtype) {
+  return DecodeShape{.Nq = 3, .Hq = 4, .Hkv = 2, .d = 16, .Nmax = 40, .cached = {37, 21}, .dtype = dtype,
+                     .page_size = page_size};
+}
+
+// (A NaN key used to be swallowed by the merge of the split partials, std::max dropping a NaN LSE; a NaN
+// value reached query 0, which cannot see it, as 0·NaN in P·V.)
 // On every compiled target, float32 and float16 caches (emulated float16 widening must keep the NaN): R = 6
 // rows take the kernel's direct path where one register tile holds them (AVX-512), the widened one elsewhere.
 TEST(NonFiniteDecode, NaNInTheCacheReachesOnlyTheQueriesThatSeeIt) {
@@ -374,52 +419,43 @@ TEST(NonFiniteDecode, NaNInTheCacheReachesOnlyTheQueriesThatSeeIt) {
         kernels::RestrictFusedTargetForTest(target);
         SCOPED_TRACE(std::string(in_v ? "v_cache" : "k_cache") + (page_size ? " paged" : " contiguous") +
                      (dtype == DType::kF16 ? " f16" : " f32") + " on " + kernels::FusedTargetName(target));
-        const DecodeShape shape{.Nq = 3, .Hq = 4, .Hkv = 2, .d = 16, .Nmax = 40, .cached = {37, 21},
-                                .dtype = dtype, .page_size = page_size};
+        const DecodeShape shape = NaNCaseShape(page_size, dtype);
         DecodeCase clean(shape, DecodeMods{.causal = true}, 3), x(shape, DecodeMods{.causal = true}, 3);
-        const std::int64_t b0 = 1, j0 = 21 - 2, hk0 = 0, e0 = 7;
-        StoreCache(in_v ? x.params().v_cache : x.params().k_cache, x, b0, j0, hk0, e0, kNaN);
+        StoreCache(in_v ? x.params().v_cache : x.params().k_cache, x, kCacheNaNBatch, kCacheNaNKey, kCacheNaNHeadKv,
+                   kCacheNaNFeature, kNaN);
         for (std::int64_t splits : {1, 3}) {
           clean.params().num_splits = x.params().num_splits = splits;
           decode(clean.params());
           decode(x.params());
-          // Wrong elements: a NaN expected but not found, a clean value expected but changed.
-          std::int64_t missing_nan = 0, changed = 0;
-          std::string first_missing, first_changed;
-          auto note = [](std::int64_t& count, std::string& first, const std::string& where) {
-            if (count++ == 0) first = where;
-          };
-          for (std::int64_t b = 0; b < 2; ++b)
-            for (std::int64_t i = 0; i < 3; ++i)
-              for (std::int64_t h = 0; h < 4; ++h) {
-                const bool sees = b == b0 && h / 2 == hk0 && i >= 1;
-                const std::string row = "(b, i, h) = (" + std::to_string(b) + ", " + std::to_string(i) +
-                                        ", " + std::to_string(h) + ")";
-                for (std::int64_t e = 0; e < 16; ++e) {
-                  const float o = x.O(b, i, h, e);
-                  const std::string where = "O" + row + "[" + std::to_string(e) + "] = " + std::to_string(o);
-                  if (sees && (!in_v || e == e0)) {
-                    if (!std::isnan(o)) note(missing_nan, first_missing, where);
-                  } else if (!SameBits(o, clean.O(b, i, h, e))) {
-                    note(changed, first_changed, where);
-                  }
-                }
-                const float lse = x.Lse(b, h, i);
-                const std::string where = "LSE" + row + " = " + std::to_string(lse);
-                if (sees && !in_v) {
-                  if (!std::isnan(lse)) note(missing_nan, first_missing, where);
-                } else if (!SameBits(lse, clean.Lse(b, h, i))) {
-                  note(changed, first_changed, where);
-                }
-              }
-          EXPECT_EQ(missing_nan, 0) << "num_splits " << splits << ": NaN expected, first " << first_missing;
-          EXPECT_EQ(changed, 0) << "num_splits " << splits << ": clean result expected, first "
-                                << first_changed;
+          ExpectNaNReachesOnlyTheQueriesThatSeeIt(clean, x, in_v, "num_splits " + std::to_string(splits));
         }
       }
     }
   }
   kernels::RestrictFusedTargetForTest(0);
+}
+
+// The reference decode under the same expectations: it is the oracle the kernel is held to. (It used to
+// drop a NaN score in its maximum and in the merge of its chunks, std::max(−∞, NaN) being −∞, and to form
+// 0·NaN for a value its row does not see.)
+TEST(NonFiniteDecode, TheReferenceDecodeFollowsTheSameRule) {
+  for (const auto [page_size, dtype] : {std::pair<std::int64_t, DType>{0, DType::kF32}, {4, DType::kF16}}) {
+    for (bool in_v : {false, true}) {
+      SCOPED_TRACE(std::string(in_v ? "v_cache" : "k_cache") + (page_size ? " paged" : " contiguous") +
+                   (dtype == DType::kF16 ? " f16" : " f32"));
+      const DecodeShape shape = NaNCaseShape(page_size, dtype);
+      DecodeCase clean(shape, DecodeMods{.causal = true}, 3), x(shape, DecodeMods{.causal = true}, 3);
+      StoreCache(in_v ? x.params().v_cache : x.params().k_cache, x, kCacheNaNBatch, kCacheNaNKey, kCacheNaNHeadKv, kCacheNaNFeature,
+                 kNaN);
+      for (std::int64_t splits : {1, 3}) {
+        clean.params().num_splits = x.params().num_splits = splits;
+        Validate(x.params());
+        reference::Decode(clean.params());
+        reference::Decode(x.params());
+        ExpectNaNReachesOnlyTheQueriesThatSeeIt(clean, x, in_v, "num_splits " + std::to_string(splits));
+      }
+    }
+  }
 }
 
 // Cache slots at or beyond cache_seqlens[b] are not part of the sequence: NaN there changes nothing.

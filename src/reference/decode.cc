@@ -4,7 +4,9 @@
 //     split the keys [0, Nk) into num_splits chunks C_k; per chunk the state
 //       LSE_k = log Σ_{j∈C_k} e^{S_ij},  O_k = Σ_{j∈C_k} e^{S_ij − LSE_k} v_j
 //     and O, LSE = MergeStates(... MergeStates(state_0, state_1) ..., state_last)
-// Keys are looked up one at a time through the block table when the cache is paged.
+// Keys are looked up one at a time through the block table when the cache is paged. A key the row does not
+// see (window, causal) takes no part — not even as 0·v_j, which would be NaN for an inf or NaN in v_j — and a
+// NaN score makes its row NaN (SPEC §5, the non-finite rule of the fused kernels).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,6 +15,7 @@
 #include "common/element.h"
 #include "decode/score.h"
 #include "reference/reference.h"
+#include "reference/softmax.h"
 
 namespace flashattn::reference {
 
@@ -64,7 +67,7 @@ AttentionState ChunkState(const DecodeParams& p, const decoding::ScoreMods& mods
     double q_dot_k = 0.0;
     for (std::int64_t e = 0; e < d; ++e) q_dot_k += static_cast<double>(q[e]) * k[e];
     S[j - j_begin] = mods.Score(diagonal, j, slope, q_dot_k);
-    m = std::max(m, S[j - j_begin]);
+    m = MaxKeepingNaN(m, S[j - j_begin]);
   }
   AttentionState state{std::vector<double>(d, 0.0), m};
   if (m == -std::numeric_limits<double>::infinity()) return state;  // no visible key in the chunk
@@ -72,6 +75,7 @@ AttentionState ChunkState(const DecodeParams& p, const decoding::ScoreMods& mods
   for (double s : S) l += std::exp(s - m);
   state.lse = m + std::log(l);
   for (std::int64_t j = j_begin; j < j_end; ++j) {
+    if (!mods.Visible(diagonal, j)) continue;
     const double P_j = std::exp(S[j - j_begin] - state.lse);
     const std::vector<float> v = LoadRow(p.v_cache, p.dtype, CacheRow(p, b, j, hk), d);
     for (std::int64_t e = 0; e < d; ++e) state.O[e] += P_j * v[e];

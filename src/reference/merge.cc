@@ -11,12 +11,13 @@
 
 #include "common/element.h"
 #include "reference/reference.h"
+#include "reference/softmax.h"
 
 namespace flashattn::reference {
 
 AttentionState MergeStates(const AttentionState& a, const AttentionState& b) {
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-  const double m = std::max(a.lse, b.lse);
+  const double m = MaxKeepingNaN(a.lse, b.lse);  // a NaN state (a NaN score) makes the merge NaN
   AttentionState merged{std::vector<double>(a.O.size(), 0.0), kNegInf};
   if (m == kNegInf) return merged;  // both empty: never e^{−∞ − (−∞)}
   const double w_a = a.lse == kNegInf ? 0.0 : std::exp(a.lse - m);
