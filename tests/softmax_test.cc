@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "reference/softmax.h"
@@ -211,6 +212,35 @@ TEST(SoftmaxTest, RowsOfNegativeInfinityGiveZerosAndIdentityStateNeverNaN) {
     // The textbook definition has no answer for an empty distribution: Σ e^{x} = 0 and 0/0 = NaN.
     SoftmaxNaive(x, y);
     EXPECT_TRUE(std::isnan(y[0])) << "n=" << n;
+  }
+}
+
+// One NaN logit makes every output NaN, in every method, also among −∞ logits: std::max(−∞, NaN) is −∞,
+// which took such a row for one without logits (y = 0) in the online and blocked methods.
+TEST(SoftmaxTest, ANaNLogitMakesTheRowNaNAlsoAmongNegativeInfinity) {
+  std::mt19937_64 rng(8);
+  for (std::size_t n : kLengths) {
+    for (bool among_infinities : {true, false}) {
+      std::vector<float> x = among_infinities ? std::vector<float>(n, -kInf) : RandomLogits(rng, n, 3.0f);
+      x[n / 2] = std::numeric_limits<float>::quiet_NaN();
+      const std::string label = "n=" + std::to_string(n) + (among_infinities ? " among -inf" : " among logits");
+      const auto all_nan = [](const std::vector<float>& y) {
+        return std::all_of(y.begin(), y.end(), [](float v) { return std::isnan(v); });
+      };
+      std::vector<float> y(n, 0.0f);
+      SoftmaxSafe(x, y);
+      EXPECT_TRUE(all_nan(y)) << "safe " << label;
+      std::fill(y.begin(), y.end(), 0.0f);
+      SoftmaxOnline(x, y);
+      EXPECT_TRUE(all_nan(y)) << "online " << label;
+      for (std::int64_t block : {std::int64_t{1}, std::int64_t{4}, static_cast<std::int64_t>(n)}) {
+        std::fill(y.begin(), y.end(), 0.0f);
+        SoftmaxBlocked(x, y, block);
+        EXPECT_TRUE(all_nan(y)) << "blocked " << label << " block=" << block;
+      }
+      EXPECT_TRUE(std::isnan(SoftmaxState::Of(x).LogSumExp())) << label;
+      EXPECT_TRUE(std::isnan(MergeRandomTree(x, rng).LogSumExp())) << label;
+    }
   }
 }
 

@@ -12,7 +12,7 @@ float RescaleFactor(float m_part, float m_new) {
 }
 
 SoftmaxState SoftmaxState::Combine(const SoftmaxState& a, const SoftmaxState& b) {
-  const float m = std::max(a.m, b.m);
+  const float m = MaxKeepingNaN(a.m, b.m);  // a NaN side makes the merge NaN, even against the identity
   if (m == -std::numeric_limits<float>::infinity()) return Identity();
   return {m, a.d * RescaleFactor(a.m, m) + b.d * RescaleFactor(b.m, m)};
 }

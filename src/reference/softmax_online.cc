@@ -12,7 +12,7 @@ void SoftmaxOnline(std::span<const float> x, std::span<float> y) {
   float m = neg_inf;
   float d = 0.0f;
   for (float x_i : x) {  // m_i = max(m_{i−1}, x_i);  d_i = d_{i−1}·e^{m_{i−1} − m_i} + e^{x_i − m_i}
-    const float m_new = std::max(m, x_i);
+    const float m_new = MaxKeepingNaN(m, x_i);  // a NaN logit makes the row NaN, even after −∞
     if (m_new == neg_inf) continue;  // still nothing but −∞: the state stays (−∞, 0)
     d = d * std::exp(m - m_new) + std::exp(x_i - m_new);
     m = m_new;
