@@ -103,8 +103,6 @@ struct Scratch {
   float* S_raw;  // Br × Bc_pad: s·q·k before softcap (only with softcap)
   float* dP;     // Br × Bc_pad: dP_ij, then dS_ij
   float* Z;      // Bc_pad dropout multipliers of one row
-  float* lse;    // Br
-  float* D;      // Br
 };
 
 // The query-side rows of one query head (or, from FusedBackwardT, of a group's heads one after another), in
@@ -186,13 +184,9 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
   const std::int64_t lds = g.Bc_pad;
   const float* Q_i = head.Q + i0 * g.d_pad;      // s·Q_i
   const float* dO_i = head.dO + i0 * g.dv_pad;
-  const float* D_head = head.D;
-  bool row_without_keys = false;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    x.lse[r] = p.lse[(b * g.Hq + h) * g.Nq + i0 + r];  // finite or −∞ (validated)
-    x.D[r] = D_head[i0 + r];
-    row_without_keys = row_without_keys || x.lse[r] == kNegInf;
-  }
+  const float* D_i = head.D + i0;
+  const float* lse_i = p.lse + (b * g.Hq + h) * g.Nq + i0;  // finite or −∞ (validated)
+  const bool row_without_keys = std::any_of(lse_i, lse_i + rows, [](float lse) { return lse == kNegInf; });
 
   // S_ij = (s·Q_i) K_jᵀ, then softcap, ALiBi, masks where the tile needs them.
   ProductABt(Q_i, g.d_pad, rows, x.K_pan, g.Bc_pad, g.d, x.S, lds);
@@ -203,11 +197,11 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
   // P_ij = exp(S_ij − LSE_i); keys past `cols` and rows that saw no key give 0.
   for (std::int64_t r = 0; r < rows; ++r) {
     float* P_r = x.S + r * lds;
-    if (x.lse[r] == kNegInf) {
+    if (lse_i[r] == kNegInf) {
       std::fill(P_r, P_r + lds, 0.0f);
       continue;
     }
-    const VF lse = hn::Set(df, x.lse[r]);
+    const VF lse = hn::Set(df, lse_i[r]);
     for (std::int64_t c = 0; c < lds; c += L) {
       hn::StoreU(kernels::HWY_NAMESPACE::Exp(df, hn::Sub(hn::LoadU(df, P_r + c), lse)), df, P_r + c);
     }
@@ -222,7 +216,7 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
       dropout.RowMultipliers(b, h, i0 + r, j0, cols, x.Z);
       for (std::int64_t c = 0; c < cols; ++c) dS_r[c] *= x.Z[c];
     }
-    const VF D = hn::Set(df, x.D[r]);
+    const VF D = hn::Set(df, D_i[r]);
     for (std::int64_t c = 0; c < lds; c += L) {
       hn::StoreU(hn::Mul(hn::LoadU(df, P_r + c), hn::Sub(hn::LoadU(df, dS_r + c), D)), df, dS_r + c);
     }
@@ -244,9 +238,9 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
   const bool hides_pairs = row_without_keys || mods.TileMayHideKeys(i0, i0 + rows, j0, j0 + cols);
   if (hides_pairs && (kv_non_finite || HasNonFinite(Q_i, rows * g.d_pad) ||
                       HasNonFinite(dO_i, rows * g.dv_pad) ||
-                      std::any_of(x.D, x.D + rows, [](float D_r) { return !std::isfinite(D_r); }))) {
+                      std::any_of(D_i, D_i + rows, [](float D_r) { return !std::isfinite(D_r); }))) {
     const auto seen = [&](std::int64_t r, std::int64_t c) {
-      return x.lse[r] != kNegInf && mods.Sees(i0 + r, j0 + c);
+      return lse_i[r] != kNegInf && mods.Sees(i0 + r, j0 + c);
     };
     const auto seen_t = [&](std::int64_t c, std::int64_t r) { return seen(r, c); };
     AccumulateSeenPairs<ALayout::kTransposed>(x.S, lds, cols, rows, dO_i, g.dv_pad, g.dv_pad, x.dV_j,
@@ -328,9 +322,7 @@ void FusedBackwardT(const BackwardParams& bp) {
                                 tile,
                                 g.softcap > 0.0f ? tile : 0,
                                 tile,
-                                g.Bc_pad,
-                                g.Br,
-                                g.Br};
+                                g.Bc_pad};
   std::int64_t per_thread = 0;
   for (std::int64_t size : sizes) per_thread += RoundUp(size, align);
   const std::int64_t partial = RoundUp(g.group * g.Nq * g.d_pad, align);
@@ -359,7 +351,7 @@ void FusedBackwardT(const BackwardParams& bp) {
     x.K_j = take(sizes[0]), x.V_j = take(sizes[1]), x.K_pan = take(sizes[2]), x.V_pan = take(sizes[3]);
     x.dK_j = take(sizes[4]), x.dV_j = take(sizes[5]);
     x.S = take(sizes[6]), x.S_raw = take(sizes[7]), x.dP = take(sizes[8]);
-    x.Z = take(sizes[9]), x.lse = take(sizes[10]), x.D = take(sizes[11]);
+    x.Z = take(sizes[9]);
 
     for (std::int64_t b = 0; b < p.batch; ++b) {
       for (std::int64_t hkv = 0; hkv < g.Hkv; ++hkv) {
