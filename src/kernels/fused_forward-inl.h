@@ -156,9 +156,17 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
   const T* Q = static_cast<const T*>(p.q) + b * p.q_strides.batch + h * p.q_strides.head + i0 * p.q_strides.seq;
   // Q_i = s·Q rows in float32, in row groups of kMR rows (ALayout::kRowGroups; zero rows pad the last).
   std::fill(x.Q_i, x.Q_i + RoundUp(rows, kMR) * d, 0.0f);
+  const VF scale = hn::Set(df, g.scale);
+  alignas(64) float lanes[HWY_MAX_BYTES / sizeof(float)] = {};
   for (std::int64_t r = 0; r < rows; ++r) {
     float* group = x.Q_i + (r / kMR) * kMR * d + r % kMR;
-    for (std::int64_t e = 0; e < d; ++e) group[e * kMR] = g.scale * ToF32(Q[r * p.q_strides.seq + e]);
+    const T* Q_r = Q + r * p.q_strides.seq;
+    std::int64_t e = 0;
+    for (; e + L <= d; e += L) {  // widened a vector at a time (float16: F16C), scattered into the group
+      hn::Store(hn::Mul(scale, LoadF32(df, Q_r + e)), df, lanes);
+      for (std::int64_t k = 0; k < L; ++k) group[(e + k) * kMR] = lanes[k];
+    }
+    for (; e < d; ++e) group[e * kMR] = g.scale * ToF32(Q_r[e]);
     x.m[r] = kNegInf;
     x.l[r] = 0.0f;
   }
@@ -243,6 +251,9 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
     std::int64_t e = 0;
     if constexpr (std::is_same_v<T, float>) {
       for (; e + L <= dv; e += L) hn::StoreU(hn::Load(df, O_r + e), df, out + e);
+    } else if constexpr (std::is_same_v<T, hwy::float16_t> && kNativeF16Widening) {
+      const hn::Rebind<hwy::float16_t, DF> df16;  // the conversion instruction, rounding to nearest even
+      for (; e + L <= dv; e += L) hn::StoreU(hn::DemoteTo(df16, hn::Load(df, O_r + e)), df16, out + e);
     }
     for (; e < dv; ++e) out[e] = FromF32<T>(O_r[e]);
     if (lse != nullptr) lse[r] = lse_r;
