@@ -157,7 +157,7 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
   // Q_i = s·Q rows in float32, in row groups of kMR rows (ALayout::kRowGroups; zero rows pad the last).
   std::fill(x.Q_i, x.Q_i + RoundUp(rows, kMR) * d, 0.0f);
   const VF scale = hn::Set(df, g.scale);
-  alignas(64) float lanes[HWY_MAX_BYTES / sizeof(float)] = {};
+  float* lanes = x.O_i;  // one vector of staging (Õ's first row, zeroed below; dv_pad ≥ Lanes)
   for (std::int64_t r = 0; r < rows; ++r) {
     float* group = x.Q_i + (r / kMR) * kMR * d + r % kMR;
     const T* Q_r = Q + r * p.q_strides.seq;
