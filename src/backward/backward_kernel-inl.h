@@ -143,6 +143,8 @@ void RowDotDoO(const BackwardParams& bp, const Geometry& g, std::int64_t b, std:
   const AttentionParams& p = bp.attention;
   const T* dO = Row<T>(bp.d_o, bp.do_strides, b, h, i);
   const T* O = Row<T>(p.o, p.o_strides, b, h, i);
+  // Sequential, like the dP_ij = dO_i·v_j of ProductABt it is subtracted from: with one key (O = v) the
+  // two must cancel to within float32 rounding (a vector sum left 1.4e-6 in dQ at d = 256).
   float sum = 0.0f;
   for (std::int64_t e = 0; e < g.dv; ++e) sum += ToF32(dO[e]) * ToF32(O[e]);
   *D = sum;
@@ -381,17 +383,22 @@ void FusedBackwardT(const BackwardParams& bp) {
           if (jt < g.Tc)
             BackwardKvBlock<T>(bp, g, dropout, x, b, hkv, jt, group, dQ_partials.get() + thread * partial);
         }
-        // dQ = s·Σ_t dQ^(t), in thread order.
+        // dQ = s·Σ_t dQ^(t), in thread order, a vector at a time into thread 0's partial row (each row is
+        // summed by one thread and read by no other), then written in T.
 #pragma omp for schedule(static)
         for (std::int64_t n = 0; n < g.group * g.Nq; ++n) {
           const std::int64_t h = hkv * g.group + n / g.Nq, i = n % g.Nq;
           T* dQ = static_cast<T*>(bp.dq) + b * bp.dq_strides.batch + h * bp.dq_strides.head +
                   i * bp.dq_strides.seq;
-          for (std::int64_t e = 0; e < g.d; ++e) {
-            float sum = 0.0f;
-            for (std::int64_t t = 0; t < threads; ++t) sum += dQ_partials[t * partial + n * g.d_pad + e];
-            dQ[e] = FromF32<T>(g.scale * sum);
+          float* sum = dQ_partials.get() + n * g.d_pad;
+          for (std::int64_t e = 0; e < g.d_pad; e += L) {
+            VF total = hn::Load(df, sum + e);
+            for (std::int64_t t = 1; t < threads; ++t) {
+              total = hn::Add(total, hn::Load(df, dQ_partials.get() + t * partial + n * g.d_pad + e));
+            }
+            hn::Store(hn::Mul(hn::Set(df, g.scale), total), df, sum + e);
           }
+          for (std::int64_t e = 0; e < g.d; ++e) dQ[e] = FromF32<T>(sum[e]);
         }
       }
     }
