@@ -392,8 +392,8 @@ void FusedBackwardT(const BackwardParams& bp) {
                   i * bp.dq_strides.seq;
           float* sum = dQ_partials.get() + n * g.d_pad;
           for (std::int64_t e = 0; e < g.d_pad; e += L) {
-            VF total = hn::Load(df, sum + e);
-            for (std::int64_t t = 1; t < threads; ++t) {
+            VF total = hn::Zero(df);  // 0 + dQ^(0) + …: a −0 partial sums to +0, as in scalar code
+            for (std::int64_t t = 0; t < threads; ++t) {
               total = hn::Add(total, hn::Load(df, dQ_partials.get() + t * partial + n * g.d_pad + e));
             }
             hn::Store(hn::Mul(hn::Set(df, g.scale), total), df, sum + e);
