@@ -402,9 +402,26 @@ void ExpectNaNReachesOnlyTheQueriesThatSeeIt(const DecodeCase& clean, const Deco
   EXPECT_EQ(changed, 0) << label << ": clean result expected, first " << first_changed;
 }
 
-DecodeShape NaNCaseShape(std::int64_t page_size, DType dtype) {
-  return DecodeShape{.Nq = 3, .Hq = 4, .Hkv = 2, .d = 16, .Nmax = 40, .cached = {37, 21}, .dtype = dtype,
-                     .page_size = page_size};
+// The case of ExpectNaNReachesOnlyTheQueriesThatSeeIt: a clean cache and one with the NaN in k or v, each run
+// through `attend` (the kernel or the reference decode) with 1 and 3 splits.
+void RunCacheNaNCase(std::int64_t page_size, DType dtype, bool in_v,
+                     const std::function<void(DecodeParams&)>& attend) {
+  const DecodeShape shape{.Nq = 3, .Hq = 4, .Hkv = 2, .d = 16, .Nmax = 40, .cached = {37, 21}, .dtype = dtype,
+                          .page_size = page_size};
+  DecodeCase clean(shape, DecodeMods{.causal = true}, 3), x(shape, DecodeMods{.causal = true}, 3);
+  StoreCache(in_v ? x.params().v_cache : x.params().k_cache, x, kCacheNaNBatch, kCacheNaNKey, kCacheNaNHeadKv,
+             kCacheNaNFeature, kNaN);
+  for (std::int64_t splits : {1, 3}) {
+    clean.params().num_splits = x.params().num_splits = splits;
+    attend(clean.params());
+    attend(x.params());
+    ExpectNaNReachesOnlyTheQueriesThatSeeIt(clean, x, in_v, "num_splits " + std::to_string(splits));
+  }
+}
+
+std::string CacheNaNLabel(std::int64_t page_size, DType dtype, bool in_v) {
+  return std::string(in_v ? "v_cache" : "k_cache") + (page_size ? " paged" : " contiguous") +
+         (dtype == DType::kF16 ? " f16" : " f32");
 }
 
 // (A NaN key used to be swallowed by the merge of the split partials, std::max dropping a NaN LSE; a NaN
@@ -417,18 +434,8 @@ TEST(NonFiniteDecode, NaNInTheCacheReachesOnlyTheQueriesThatSeeIt) {
                                           {0, DType::kF16}, {4, DType::kF16}}) {
       for (bool in_v : {false, true}) {
         kernels::RestrictFusedTargetForTest(target);
-        SCOPED_TRACE(std::string(in_v ? "v_cache" : "k_cache") + (page_size ? " paged" : " contiguous") +
-                     (dtype == DType::kF16 ? " f16" : " f32") + " on " + kernels::FusedTargetName(target));
-        const DecodeShape shape = NaNCaseShape(page_size, dtype);
-        DecodeCase clean(shape, DecodeMods{.causal = true}, 3), x(shape, DecodeMods{.causal = true}, 3);
-        StoreCache(in_v ? x.params().v_cache : x.params().k_cache, x, kCacheNaNBatch, kCacheNaNKey, kCacheNaNHeadKv,
-                   kCacheNaNFeature, kNaN);
-        for (std::int64_t splits : {1, 3}) {
-          clean.params().num_splits = x.params().num_splits = splits;
-          decode(clean.params());
-          decode(x.params());
-          ExpectNaNReachesOnlyTheQueriesThatSeeIt(clean, x, in_v, "num_splits " + std::to_string(splits));
-        }
+        SCOPED_TRACE(CacheNaNLabel(page_size, dtype, in_v) + " on " + kernels::FusedTargetName(target));
+        RunCacheNaNCase(page_size, dtype, in_v, [](DecodeParams& params) { decode(params); });
       }
     }
   }
@@ -441,19 +448,11 @@ TEST(NonFiniteDecode, NaNInTheCacheReachesOnlyTheQueriesThatSeeIt) {
 TEST(NonFiniteDecode, TheReferenceDecodeFollowsTheSameRule) {
   for (const auto [page_size, dtype] : {std::pair<std::int64_t, DType>{0, DType::kF32}, {4, DType::kF16}}) {
     for (bool in_v : {false, true}) {
-      SCOPED_TRACE(std::string(in_v ? "v_cache" : "k_cache") + (page_size ? " paged" : " contiguous") +
-                   (dtype == DType::kF16 ? " f16" : " f32"));
-      const DecodeShape shape = NaNCaseShape(page_size, dtype);
-      DecodeCase clean(shape, DecodeMods{.causal = true}, 3), x(shape, DecodeMods{.causal = true}, 3);
-      StoreCache(in_v ? x.params().v_cache : x.params().k_cache, x, kCacheNaNBatch, kCacheNaNKey, kCacheNaNHeadKv, kCacheNaNFeature,
-                 kNaN);
-      for (std::int64_t splits : {1, 3}) {
-        clean.params().num_splits = x.params().num_splits = splits;
-        Validate(x.params());
-        reference::Decode(clean.params());
-        reference::Decode(x.params());
-        ExpectNaNReachesOnlyTheQueriesThatSeeIt(clean, x, in_v, "num_splits " + std::to_string(splits));
-      }
+      SCOPED_TRACE(CacheNaNLabel(page_size, dtype, in_v));
+      RunCacheNaNCase(page_size, dtype, in_v, [](DecodeParams& params) {
+        Validate(params);
+        reference::Decode(params);
+      });
     }
   }
 }

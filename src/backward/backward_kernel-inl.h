@@ -64,6 +64,7 @@ inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 using kernels::HWY_NAMESPACE::AccumulateAB;
 using kernels::HWY_NAMESPACE::ALayout;
 using kernels::HWY_NAMESPACE::DF;
+using kernels::HWY_NAMESPACE::ElementOfA;
 using kernels::HWY_NAMESPACE::FromF32;
 using kernels::HWY_NAMESPACE::HasNonFinite;
 using kernels::HWY_NAMESPACE::PackPanels;
@@ -164,7 +165,7 @@ void AccumulateSeenPairs(const float* A, std::int64_t lda, std::int64_t rows, st
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t k = 0; k < inner; ++k) {
       if (!seen(r, k)) continue;
-      const VF a = hn::Set(df, kLayout == ALayout::kTransposed ? A[k * lda + r] : A[r * lda + k]);
+      const VF a = hn::Set(df, ElementOfA<kLayout>(A, lda, r, k));
       for (std::int64_t e = 0; e < width_pad; e += L) {
         float* C_re = C + r * ldc + e;
         hn::StoreU(hn::MulAdd(a, hn::LoadU(df, B + k * ldb + e), hn::LoadU(df, C_re)), df, C_re);
@@ -391,12 +392,13 @@ void FusedBackwardT(const BackwardParams& bp) {
           T* dQ = static_cast<T*>(bp.dq) + b * bp.dq_strides.batch + h * bp.dq_strides.head +
                   i * bp.dq_strides.seq;
           float* sum = dQ_partials.get() + n * g.d_pad;
+          const VF scale = hn::Set(df, g.scale);
           for (std::int64_t e = 0; e < g.d_pad; e += L) {
             VF total = hn::Zero(df);  // 0 + dQ^(0) + …: a −0 partial sums to +0, as in scalar code
             for (std::int64_t t = 0; t < threads; ++t) {
               total = hn::Add(total, hn::Load(df, dQ_partials.get() + t * partial + n * g.d_pad + e));
             }
-            hn::Store(hn::Mul(hn::Set(df, g.scale), total), df, sum + e);
+            hn::Store(hn::Mul(scale, total), df, sum + e);
           }
           for (std::int64_t e = 0; e < g.d; ++e) dQ[e] = FromF32<T>(sum[e]);
         }

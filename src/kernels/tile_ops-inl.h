@@ -149,6 +149,14 @@ struct ColumnSpan {
 // from 24 contiguous bytes, one sequential stream instead of kMR.
 enum class ALayout { kRowMajor, kRowGroups, kTransposed };
 
+// A[r][e] in layout kLayout (for kRowGroups, A points at the row group and r < kMR).
+template <ALayout kLayout>
+HWY_INLINE float ElementOfA(const float* HWY_RESTRICT A, std::int64_t lda, std::int64_t r, std::int64_t e) {
+  if constexpr (kLayout == ALayout::kRowGroups) return A[e * kMR + r];
+  else if constexpr (kLayout == ALayout::kTransposed) return A[e * lda + r];
+  else return A[r * lda + e];
+}
+
 // C[r][0, NR) = Σ_e A[r][e] · panel[e][0, NR) for kRows rows (A of one row group when kRowGroups).
 template <int kRows, typename T, ALayout kLayout = ALayout::kRowMajor>
 HWY_INLINE void PanelTile(const float* HWY_RESTRICT A, std::int64_t lda, const T* HWY_RESTRICT panel,
@@ -161,7 +169,7 @@ HWY_INLINE void PanelTile(const float* HWY_RESTRICT A, std::int64_t lda, const T
     const VF b0 = LoadF32(df, panel + e * 2 * L);
     const VF b1 = LoadF32(df, panel + e * 2 * L + L);
     HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) {
-      const VF a = hn::Set(df, kLayout == ALayout::kRowGroups ? A[e * kMR + r] : A[r * lda + e]);
+      const VF a = hn::Set(df, ElementOfA<kLayout>(A, lda, r, e));
       acc0[r] = hn::MulAdd(a, b0, acc0[r]);
       acc1[r] = hn::MulAdd(a, b1, acc1[r]);
     }
@@ -193,7 +201,7 @@ HWY_INLINE void AccumulateTile(const float* HWY_RESTRICT A, std::int64_t lda, co
     VF b[kVecs];
     HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) b[v] = LoadF32(df, B + c * ldb + v * L);
     HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) {
-      const VF a = hn::Set(df, kLayout == ALayout::kTransposed ? A[c * lda + r] : A[r * lda + c]);
+      const VF a = hn::Set(df, ElementOfA<kLayout>(A, lda, r, c));
       HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(a, b[v], acc[r][v]);
     }
   }
@@ -210,6 +218,7 @@ template <ALayout kLayout = ALayout::kRowMajor, typename T>
 void ProductABt(const float* A, std::int64_t lda, std::int64_t rows, const T* panels, std::int64_t cols_pad,
                 std::int64_t width, float* C, std::int64_t ldc, const ColumnSpan* spans = nullptr,
                 std::int64_t first_col = 0) {
+  static_assert(kLayout != ALayout::kTransposed, "row groups are located for row-major or grouped A");
   const std::int64_t NR = 2 * static_cast<std::int64_t>(hn::Lanes(DF()));
   for (std::int64_t p0 = first_col; p0 < cols_pad; p0 += NR) {
     for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
@@ -233,6 +242,7 @@ template <ALayout kLayout = ALayout::kRowMajor, typename T>
 void AccumulateAB(const float* A, std::int64_t lda, std::int64_t rows, std::int64_t inner, const T* B,
                   std::int64_t ldb, std::int64_t width_pad, float* C, std::int64_t ldc,
                   const float* alpha = nullptr, const ColumnSpan* spans = nullptr) {
+  static_assert(kLayout != ALayout::kRowGroups, "row groups are located for row-major or transposed A");
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(DF()));
   for (std::int64_t e0 = 0; e0 < width_pad; e0 += 2 * L) {
     const bool two = e0 + 2 * L <= width_pad;
