@@ -271,10 +271,12 @@ inline constexpr std::int64_t kMaxAccumulateRows = kLanes >= 16 ? 8 : 4;
 inline constexpr std::int64_t kAccumulateKeys = 8;
 
 // Õ = diag(α) Õ + P̃ V_j for all R rows: Õ scaled first, then the keys in passes of kAccumulateKeys, each
-// pass over the rows in tiles of kMaxAccumulateRows rows, then 4 and 1.
-template <typename T>
+// pass over the rows in tiles of kMaxAccumulateRows rows, then 4 and 1. `prefetch_pass(c0, keys)` runs as
+// the pass over keys [c0, c0 + keys) begins.
+template <typename T, class PrefetchPass>
 HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* const* V, std::int64_t R,
-                                std::int64_t cols, std::int64_t width, float* O, std::int64_t ldo) {
+                                std::int64_t cols, std::int64_t width, float* O, std::int64_t ldo,
+                                const PrefetchPass& prefetch_pass) {
   const DF df;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
   for (std::int64_t r = 0; r < R; ++r) {
@@ -285,6 +287,7 @@ HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* con
   }
   for (std::int64_t c0 = 0; c0 < cols; c0 += kAccumulateKeys) {
     const std::int64_t keys = std::min(kAccumulateKeys, cols - c0);
+    prefetch_pass(c0, keys);
     std::int64_t r = 0;
     if constexpr (kMaxAccumulateRows == 8) {
       for (; r + 8 <= R; r += 8) AccumulatePV<8>(P + r * kBc + c0, V + c0, keys, width, O + r * ldo, ldo);
