@@ -8,7 +8,8 @@
 // R ≲ 8 the kernel is bound by main-memory bandwidth (on AVX2 at d = 128, to keep up with 20 GB/s of
 // float16, R = 4 needs 39% of the FMA peak, R = 8 needs 78%). Within a block of Bc keys the scores take the
 // keys in groups, each group for every head, so a (seq, head, dim) cache is read in address order, one
-// stream (the prefetchers' best case) instead of Hkv strided ones; V rows are requested as K rows are read.
+// stream (the prefetchers' best case) instead of Hkv strided ones; the next block's K is requested into L2
+// as K rows are read, its V as V rows are (AttendChunkT).
 #ifndef FLASHATTN_DECODE_ATTEND_H_
 #define FLASHATTN_DECODE_ATTEND_H_
 
