@@ -230,8 +230,7 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
             return;
           }
           for (std::int64_t c = c0; c < std::min(c0 + keys, next_cols); ++c) {
-            const auto* row = reinterpret_cast<const char*>(v_base + next_offset[c] + hk * t.head_stride);
-            for (std::int64_t byte = 0; byte < row_bytes; byte += 64) PrefetchLineToL2(row + byte);
+            PrefetchRowToL2(v_base + next_offset[c] + hk * t.head_stride, row_bytes);
           }
         });
       }

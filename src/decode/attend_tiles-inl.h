@@ -116,6 +116,14 @@ HWY_INLINE void PrefetchLineToL2(const char* line) {
 #endif
 }
 
+// Requests one row of row_bytes into L2 only, line by line.
+template <typename T>
+HWY_INLINE void PrefetchRowToL2(const T* row, std::int64_t row_bytes) {
+  for (std::int64_t byte = 0; byte < row_bytes; byte += 64) {
+    PrefetchLineToL2(reinterpret_cast<const char*>(row) + byte);
+  }
+}
+
 // Requests the K and V rows of one key (row_bytes each) into the cache.
 template <typename T>
 HWY_INLINE void PrefetchKey(const T* k_row, const T* v_row, std::int64_t row_bytes) {

@@ -7,11 +7,12 @@
 // Method (after Cephes expf): e^x = 2^n · e^r with n = round(x·log2 e) and r = x − n·ln 2, where ln 2 is split
 // in two parts (Cody–Waite) so that r is exact to float precision; |r| ≤ ln2/2, and e^r = 1 + r + r²·p(r)
 // with a degree-4 polynomial p fitted for relative error (worst 1.25 ulp from the exact e^x over the range,
-// as with Cephes' degree 5; 1 ulp from std::exp rounded to float in the test). n is rounded by adding 1.5·2^23 + 127 in the same FMA that forms x·log2 e: the sum's low
-// mantissa bits are then n + 127, the biased exponent of 2^n, so no rounding or conversion instruction is
-// needed. On x86 those (with Highway's overflow fix-up of the conversion) were 6 of the 24 instructions,
-// and the softmax spends them on the FMA ports the matrix products need (measured: 12.0 → 9.5 cycles per
-// vector on Zen 3; the fused forward pass spends about a tenth of its time here).
+// as with Cephes' degree 5; 1 ulp from std::exp rounded to float in the test). n is rounded by adding
+// 1.5·2^23 + 127 in the same FMA that forms x·log2 e: the sum's low mantissa bits are then n + 127, the
+// biased exponent of 2^n, so no rounding or conversion instruction is needed. On x86 those (with Highway's
+// overflow fix-up of the conversion) were 6 of the 24 instructions, and the softmax spends them on the FMA
+// ports the matrix products need (measured: 12.0 → 9.5 cycles per vector on Zen 3; the fused forward pass
+// spends about a tenth of its time here).
 #if defined(FLASHATTN_KERNELS_VEC_EXP_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_KERNELS_VEC_EXP_INL_H_
 #undef FLASHATTN_KERNELS_VEC_EXP_INL_H_
