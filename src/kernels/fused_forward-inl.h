@@ -56,7 +56,7 @@ struct Geometry {
 // One thread's fast-memory working set.
 template <typename T>
 struct Scratch {
-  T* V_j;        // Bc × dv_pad, the current V block, contiguous and zero-padded (when V is not packed)
+  T* V_j;        // Bc × dv_pad, the current V block in column slices, zero-padded (when V is not packed)
   float* Q_i;    // Br × d (Br rounded up to kMR), pre-scaled by s, in row groups of kMR rows
   float* S_ij;   // Br × Bc_pad, scores then P̃
   float* O_i;    // Br × dv_pad, the unnormalized accumulator Õ
@@ -89,7 +89,7 @@ void PackKBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t 
   PackPanels(K, p.k_strides.seq, cols, g.d, g.Bc_pad, packed + jt * g.Bc_pad * g.d);
 }
 
-// Asks for `rows` rows of `width` elements (row stride ld) to be brought into L2: the V rows that CopyVBlock
+// Asks for `rows` rows of `width` elements (row stride ld) to be brought into L2: the V rows that PackSlices
 // reads after the scores of a tile are done. Each row is usually in a page of its own, out of reach of the
 // hardware prefetcher.
 template <typename T>
@@ -102,42 +102,35 @@ HWY_INLINE void PrefetchRows(const T* rows_begin, std::int64_t ld, std::int64_t 
   }
 }
 
-// V_j as `cols` contiguous rows of dv_pad elements, zero beyond dv. The caller's rows are often a power of
-// two apart (heads × dv elements), so reading them in place would map a whole column slice onto one L1
-// set, and every row would be in a page of its own.
-template <typename T>
-void CopyVBlock(const T* V, std::int64_t ldv, std::int64_t cols, std::int64_t dv, std::int64_t dv_pad, T* V_j) {
-  for (std::int64_t c = 0; c < cols; ++c) {
-    std::copy(V + c * ldv, V + c * ldv + dv, V_j + c * dv_pad);
-    std::fill(V_j + c * dv_pad + dv, V_j + (c + 1) * dv_pad, T{});
-  }
-}
-
-// Copies V block jt of one (batch, K/V head) into its contiguous place, once for all query blocks and query
-// heads of the group (when the head is small enough to be packed whole; see FusedForwardT).
+// V_j is copied before the products read it: into column slices (BLayout::kSlices, zero beyond dv), so
+// that the slice AccumulateAB reads for every row group is contiguous. (The caller's rows are often a power
+// of two apart, heads × dv elements, and every row in a page of its own.)
+//
+// Copies V block jt of one (batch, K/V head) into its place, once for all query blocks and query heads of
+// the group (when the head is small enough to be packed whole; see FusedForwardT).
 template <typename T>
 void PackVBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
                       std::int64_t jt, T* packed_v) {
   const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
   const T* V =
       static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
-  CopyVBlock(V, p.v_strides.seq, cols, g.dv, g.dv_pad, packed_v + jt * g.Bc * g.dv_pad);
+  PackSlices(V, p.v_strides.seq, cols, g.dv, g.dv_pad, packed_v + jt * g.Bc * g.dv_pad);
 }
 
 // Õ_r = α_r·Õ_r + Σ_{keys j0 + c that row i0 + r sees} P̃_rc v_c, scalar: the path of a tile with hidden keys
-// and a non-finite value in V_j. A hidden key's P̃ is 0, but it is left out instead of multiplied by 0, so
-// that its inf or NaN (0·NaN = NaN) does not reach rows that do not see it; the visible keys' products
-// follow IEEE arithmetic as in the vector path.
+// and a non-finite value in V_j (in slices of `cols` rows, dv_pad columns). A hidden key's P̃ is 0, but it
+// is left out instead of multiplied by 0, so that its inf or NaN (0·NaN = NaN) does not reach rows that do
+// not see it; the visible keys' products follow IEEE arithmetic as in the vector path.
 template <typename T>
 void AccumulateSeenKeys(const ScoreModifiers& mods, std::int64_t i0, std::int64_t rows, std::int64_t j0,
                         std::int64_t cols, const float* P, std::int64_t ldp, const float* alpha, const T* V_j,
-                        std::int64_t ldv, std::int64_t dv, float* O, std::int64_t ldo) {
+                        std::int64_t dv_pad, std::int64_t dv, float* O, std::int64_t ldo) {
   for (std::int64_t r = 0; r < rows; ++r) {
     float* O_r = O + r * ldo;
     for (std::int64_t e = 0; e < dv; ++e) O_r[e] *= alpha[r];
     for (std::int64_t c = 0; c < cols; ++c) {
       if (!mods.Sees(i0 + r, j0 + c)) continue;
-      for (std::int64_t e = 0; e < dv; ++e) O_r[e] += P[r * ldp + c] * ToF32(V_j[c * ldv + e]);
+      for (std::int64_t e = 0; e < dv; ++e) O_r[e] += P[r * ldp + c] * ToF32(V_j[SliceOffset(cols, dv_pad, c, e)]);
     }
   }
 }
@@ -225,13 +218,14 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
     }
     // Õ = diag(α) Õ + P̃_ij V_j, leaving out the keys a row does not see when V_j is not all finite
     const T* V_j = packed_v != nullptr ? packed_v + jt * g.Bc * g.dv_pad : x.V_j;
-    if (packed_v == nullptr) CopyVBlock(V, p.v_strides.seq, cols, dv, g.dv_pad, x.V_j);
+    if (packed_v == nullptr) PackSlices(V, p.v_strides.seq, cols, dv, g.dv_pad, x.V_j);
     const auto accumulate = [&](const auto* V_block) {
       if (mods.TileMayHideKeys(i0, i0 + rows, j0, j0 + cols) && HasNonFinite(V_block, cols * g.dv_pad)) {
         AccumulateSeenKeys(mods, i0, rows, j0, cols, x.S_ij, lds, x.alpha, V_block, g.dv_pad, dv, x.O_i,
                            g.dv_pad);
       } else {
-        AccumulateAB(x.S_ij, lds, rows, cols, V_block, g.dv_pad, g.dv_pad, x.O_i, g.dv_pad, x.alpha, spans);
+        AccumulateAB<ALayout::kRowMajor, BLayout::kSlices>(x.S_ij, lds, rows, cols, V_block, cols, g.dv_pad,
+                                                            x.O_i, g.dv_pad, x.alpha, spans);
       }
     };
     if (widen) {
