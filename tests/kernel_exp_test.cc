@@ -77,5 +77,29 @@ TEST(FusedExpTest, SpecialValuesOnEveryTarget) {
   kernels::RestrictFusedTargetForTest(0);
 }
 
+// The softmax's variant drops only the overflow test: bit-identical to Exp wherever it is defined (up to
+// 88.37, which includes every S − max ≤ 0), NaN included.
+TEST(FusedExpTest, NonPositiveVariantEqualsExpOnItsDomainOnEveryTarget) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x = DenseSweep(-88.0f, 88.376f);
+  for (float special : {-inf, -1e30f, -100.0f, -87.34f, -0.0f, nan}) x.push_back(special);
+  std::vector<float> expected(x.size()), y(x.size());
+  for (std::int64_t target : kernels::FusedTargets()) {
+    kernels::RestrictFusedTargetForTest(target);
+    kernels::FusedExp(x.data(), expected.data(), x.size());
+    kernels::FusedExpOfNonPositive(x.data(), y.data(), x.size());
+    std::size_t mismatches = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (std::bit_cast<std::uint32_t>(y[i]) != std::bit_cast<std::uint32_t>(expected[i]) &&
+          !(std::isnan(y[i]) && std::isnan(expected[i])) && mismatches++ < 3) {
+        ADD_FAILURE() << kernels::FusedTargetName(target) << " x = " << x[i] << ": " << y[i] << " vs " << expected[i];
+      }
+    }
+    EXPECT_EQ(mismatches, 0u) << kernels::FusedTargetName(target);
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(y[x.size() - 6]), 0u) << "e^−∞ must be exactly +0";
+  }
+  kernels::RestrictFusedTargetForTest(0);
+}
+
 }  // namespace
 }  // namespace flashattn::testing

@@ -43,6 +43,8 @@ std::int64_t FusedDispatchedTarget();
 
 // y_i = e^{x_i} with the kernel's vector exp on the currently dispatched target (for the accuracy test).
 void FusedExp(const float* x, float* y, std::size_t n);
+// The same with the softmax's ExpOfNonPositive, which skips the overflow test (valid for x ≤ 88.37).
+void FusedExpOfNonPositive(const float* x, float* y, std::size_t n);
 
 }  // namespace flashattn::kernels
 

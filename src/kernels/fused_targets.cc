@@ -10,14 +10,16 @@ HWY_BEFORE_NAMESPACE();
 namespace flashattn::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-void ExpArray(const float* x, float* y, std::size_t n) {
+// y = Exp(x), or ExpOfNonPositive(x) (the softmax's variant) when `non_positive`.
+void ExpArray(const float* x, float* y, std::size_t n, bool non_positive) {
+  const auto exp = [non_positive](auto d, auto v) { return non_positive ? ExpOfNonPositive(d, v) : Exp(d, v); };
   const hn::ScalableTag<float> df;
   const std::size_t L = hn::Lanes(df);
   std::size_t i = 0;
-  for (; i + L <= n; i += L) hn::StoreU(Exp(df, hn::LoadU(df, x + i)), df, y + i);
+  for (; i + L <= n; i += L) hn::StoreU(exp(df, hn::LoadU(df, x + i)), df, y + i);
   for (; i < n; ++i) {  // the tail through the same vector code, one lane at a time
     const hn::CappedTag<float, 1> d1;
-    hn::StoreU(Exp(d1, hn::LoadU(d1, x + i)), d1, y + i);
+    hn::StoreU(exp(d1, hn::LoadU(d1, x + i)), d1, y + i);
   }
 }
 
@@ -46,7 +48,11 @@ void FusedForward(const AttentionParams& params) {
 HWY_EXPORT(ExpArray);
 HWY_EXPORT(DispatchedTarget);
 
-void FusedExp(const float* x, float* y, std::size_t n) { HWY_DYNAMIC_DISPATCH(ExpArray)(x, y, n); }
+void FusedExp(const float* x, float* y, std::size_t n) { HWY_DYNAMIC_DISPATCH(ExpArray)(x, y, n, false); }
+
+void FusedExpOfNonPositive(const float* x, float* y, std::size_t n) {
+  HWY_DYNAMIC_DISPATCH(ExpArray)(x, y, n, true);
+}
 
 std::int64_t FusedDispatchedTarget() { return HWY_DYNAMIC_DISPATCH(DispatchedTarget)(); }
 

@@ -37,7 +37,8 @@ HWY_INLINE float RowMax(const float* HWY_RESTRICT S, std::int64_t n) {
   return hn::GetLane(hn::MaxOfLanes(df, hn::Max(max0, max1)));
 }
 
-// S[c] ← e^{S[c] − m} for n elements (a multiple of Lanes); returns their sum.
+// S[c] ← e^{S[c] − m} for n elements (a multiple of Lanes; m ≥ every S[c], so the arguments are ≤ 0);
+// returns their sum.
 HWY_INLINE float ExpAndRowSum(float* HWY_RESTRICT S, std::int64_t n, float m) {
   const hn::ScalableTag<float> df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
@@ -45,15 +46,15 @@ HWY_INLINE float ExpAndRowSum(float* HWY_RESTRICT S, std::int64_t n, float m) {
   auto sum0 = hn::Zero(df), sum1 = sum0;
   std::int64_t c = 0;
   for (; c + 2 * L <= n; c += 2 * L) {
-    const auto p0 = Exp(df, hn::Sub(hn::Load(df, S + c), vm));
-    const auto p1 = Exp(df, hn::Sub(hn::Load(df, S + c + L), vm));
+    const auto p0 = ExpOfNonPositive(df, hn::Sub(hn::Load(df, S + c), vm));
+    const auto p1 = ExpOfNonPositive(df, hn::Sub(hn::Load(df, S + c + L), vm));
     hn::Store(p0, df, S + c);
     hn::Store(p1, df, S + c + L);
     sum0 = hn::Add(sum0, p0);
     sum1 = hn::Add(sum1, p1);
   }
   if (c < n) {
-    const auto p0 = Exp(df, hn::Sub(hn::Load(df, S + c), vm));
+    const auto p0 = ExpOfNonPositive(df, hn::Sub(hn::Load(df, S + c), vm));
     hn::Store(p0, df, S + c);
     sum0 = hn::Add(sum0, p0);
   }

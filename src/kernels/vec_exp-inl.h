@@ -28,8 +28,10 @@ HWY_BEFORE_NAMESPACE();
 namespace flashattn::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// Exp without its overflow test, for the softmax's S − max ≤ 0: the same result for x ≤ 88.37 and NaN,
+// garbage above. The test's compare and select would take two of the FMA ports' instructions per vector.
 template <class D, class V = hn::Vec<D>>
-HWY_INLINE V Exp(D d, V x) {
+HWY_INLINE V ExpOfNonPositive(D d, V x) {
   const hn::RebindToUnsigned<D> du;
   const V shifter = hn::Set(d, 12582912.0f + 127.0f);                 // 1.5·2^23 + 127
   const V t = hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), shifter);  // low bits: n + 127
@@ -43,13 +45,17 @@ HWY_INLINE V Exp(D d, V x) {
   p = hn::MulAdd(p, r, hn::Set(d, 4.9999988079e-1f));
   const V e_r = hn::MulAdd(p, hn::Mul(r, r), hn::Add(r, hn::Set(d, 1.0f)));
   // 2^n for n in [−126, 127]: n + 127 shifted into the exponent field (the 1.5·2^23 above it shifts out).
-  // Outside that range the bits are garbage and the selects below replace the result; a NaN x makes e_r,
-  // and so the product, NaN whatever the bits.
+  // Outside that range the bits are garbage and a select replaces the result; a NaN x makes e_r, and so
+  // the product, NaN whatever the bits.
   const V two_n = hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(du, t)));
-  const V y = hn::Mul(e_r, two_n);
-  const V too_small = hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, -87.3365447f)), y);  // ln FLT_MIN
-  return hn::IfThenElse(hn::Gt(x, hn::Set(d, 88.3762626f)),                          // (127.5)·ln 2
-                        hn::Set(d, std::numeric_limits<float>::infinity()), too_small);
+  return hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, -87.3365447f)), hn::Mul(e_r, two_n));  // ln FLT_MIN
+}
+
+// e^x for every x (the contract above).
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V Exp(D d, V x) {
+  return hn::IfThenElse(hn::Gt(x, hn::Set(d, 88.3762626f)),  // (127.5)·ln 2
+                        hn::Set(d, std::numeric_limits<float>::infinity()), ExpOfNonPositive(d, x));
 }
 
 }  // namespace flashattn::kernels::HWY_NAMESPACE
