@@ -236,9 +236,9 @@ void ProductABt(const float* A, std::int64_t lda, std::int64_t rows, const T* pa
 // How AccumulateAB finds B[c][e]: row-major with stride ldb; or in column slices (the forward pass's V_j),
 // the columns cut into slices of two vectors (the last one vector wide when width_pad is an odd number of
 // vectors), each slice holding all ldb rows contiguously. A slice is what the micro-kernel reads for every
-// row group: in slices it is one contiguous block that stays in L1, whereas rows a power of two apart (V's
-// dv floats) put one slice of a row-major B into a few L1 sets, and it was read again from L2 for each
-// row group (the sliced V made Õ += P̃ V 3–4% faster in place).
+// row group: in slices it is one sequential block of a few KiB, where a slice of a row-major B is 64-byte
+// pieces a row apart (at dv = 128: over 16 pages, in 8 of the L1's 64 sets). The sliced V made Õ += P̃ V
+// 3–4% faster in place (docs/fused_kernel.md, "V").
 enum class BLayout { kRowMajor, kSlices };
 
 // Where B[c][e] is in the slice layout of `height` rows and width_pad columns.
