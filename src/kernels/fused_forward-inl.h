@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <new>
 #include <type_traits>
-#include <vector>
 
 #include "common/element.h"
 #include "flashattn/flashattn.h"
@@ -309,21 +308,6 @@ void FusedForwardT(const AttentionParams& p) {
   auto spans = hwy::AllocateAligned<ColumnSpan>(static_cast<std::size_t>(threads * groups_per_block));
   if (!packed || !packed_v || !scratch || !scratch_v || !spans) throw std::bad_alloc();
 
-  // The Q blocks of a head in decreasing order of work (rows × keys they reach; the band is the same for
-  // every head), handed out in that order: the blocks that finish a chunk are then the shortest, and the
-  // threads reach its barrier together. Under a causal mask that is the last blocks first; without one, the
-  // short last block goes at the end instead of the start.
-  std::vector<std::int64_t> by_work(static_cast<std::size_t>(g.Tr));
-  std::vector<std::int64_t> work(static_cast<std::size_t>(g.Tr));
-  const ScoreModifiers band(p, 0, 0);
-  for (std::int64_t qb = 0; qb < g.Tr; ++qb) {
-    const std::int64_t i0 = qb * g.Br, i1 = std::min(g.Nq, i0 + g.Br);
-    const VisibleKeys keys = band.KeysOfRows(i0, i1, g.Nk);
-    by_work[qb] = g.Tr - 1 - qb;
-    work[qb] = (i1 - i0) * std::max<std::int64_t>(0, keys.last - keys.first + 1);
-  }
-  std::stable_sort(by_work.begin(), by_work.end(), [&](std::int64_t a, std::int64_t b) { return work[a] > work[b]; });
-
 #pragma omp parallel num_threads(threads)
   {
     float* base = scratch.get() + omp_get_thread_num() * per_thread;
@@ -351,12 +335,13 @@ void FusedForwardT(const AttentionParams& p) {
         }
       }
       // Work items head by head, so that a head's K and V stay in the shared cache while every Q block
-      // reads them; within a head largest first (by_work).
+      // reads them; within a head in decreasing Q block order, because under a causal mask the last blocks
+      // are the longest and handing them out first balances the dynamic schedule.
       const std::int64_t per_head = g.Tr * g.group;
 #pragma omp for schedule(dynamic, 1)
       for (std::int64_t t = 0; t < count * per_head; ++t) {
         const std::int64_t local = t / per_head, head = first + local;
-        const std::int64_t qb = by_work[static_cast<std::size_t>((t % per_head) / g.group)];
+        const std::int64_t qb = g.Tr - 1 - (t % per_head) / g.group;
         const std::int64_t h = (head % g.Hkv) * g.group + t % g.group;
         SolveQBlock(p, g, dropout, x, head / g.Hkv, h, qb, packed.get() + local * g.packed_head,
                     pack_v ? packed_v.get() + local * g.packed_v_head : nullptr);
