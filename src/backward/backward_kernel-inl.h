@@ -63,11 +63,13 @@ inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 using kernels::HWY_NAMESPACE::AccumulateAB;
 using kernels::HWY_NAMESPACE::ALayout;
+using kernels::HWY_NAMESPACE::BLayout;
 using kernels::HWY_NAMESPACE::DF;
 using kernels::HWY_NAMESPACE::ElementOfA;
 using kernels::HWY_NAMESPACE::FromF32;
 using kernels::HWY_NAMESPACE::HasNonFinite;
 using kernels::HWY_NAMESPACE::PackPanels;
+using kernels::HWY_NAMESPACE::PackSlices;
 using kernels::HWY_NAMESPACE::ProductABt;
 using kernels::HWY_NAMESPACE::RoundUp;
 using kernels::HWY_NAMESPACE::SoftcapTanh;
@@ -95,6 +97,7 @@ inline void ChooseBlocks(const AttentionParams& p, Geometry& g) {
 // One thread's fast-memory working set, all float32.
 struct Scratch {
   float* K_j;    // Bc × d_pad
+  float* K_sl;   // K_j in column slices (BLayout::kSlices), the B of dQ_i += dS K_j
   float* V_j;    // Bc × dv_pad
   float* K_pan;  // K_j as panels: Bc_pad × d
   float* V_pan;  // V_j as panels: Bc_pad × dv
@@ -257,7 +260,8 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
   // dV_j += P̂ᵀ dO_i,  dK_j += dSᵀ (s·Q_i),  dQ_i += dS K_j
   AccumulateAB<ALayout::kTransposed>(x.S, lds, cols, rows, dO_i, g.dv_pad, g.dv_pad, x.dV_j, g.dv_pad);
   AccumulateAB<ALayout::kTransposed>(x.dP, lds, cols, rows, Q_i, g.d_pad, g.d_pad, x.dK_j, g.d_pad);
-  AccumulateAB(x.dP, lds, rows, cols, x.K_j, g.d_pad, g.d_pad, dQ_head + i0 * g.d_pad, g.d_pad);
+  AccumulateAB<ALayout::kRowMajor, BLayout::kSlices>(x.dP, lds, rows, cols, x.K_sl, cols, g.d_pad,
+                                                      dQ_head + i0 * g.d_pad, g.d_pad);
 }
 
 // K/V block jt of (b, hkv): every tile that reaches it, then dK_j and dV_j written once.
@@ -270,6 +274,7 @@ void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const referenc
   LoadRows(Row<T>(p.k, p.k_strides, b, hkv, j0), p.k_strides.seq, cols, g.d, g.d_pad, 1.0f, x.K_j);
   LoadRows(Row<T>(p.v, p.v_strides, b, hkv, j0), p.v_strides.seq, cols, g.dv, g.dv_pad, 1.0f, x.V_j);
   PackPanels(x.K_j, g.d_pad, cols, g.d, g.Bc_pad, x.K_pan);
+  PackSlices(x.K_j, g.d_pad, cols, g.d_pad, g.d_pad, x.K_sl);
   PackPanels(x.V_j, g.dv_pad, cols, g.dv, g.Bc_pad, x.V_pan);
   std::fill(x.dK_j, x.dK_j + cols * g.d_pad, 0.0f);
   std::fill(x.dV_j, x.dV_j + cols * g.dv_pad, 0.0f);
@@ -317,6 +322,7 @@ void FusedBackwardT(const BackwardParams& bp) {
   const std::int64_t align = 16;  // floats: one AVX-512 vector
   const std::int64_t tile = RoundUp(g.Br * g.Bc_pad, align);
   const std::int64_t sizes[] = {g.Bc_pad * g.d_pad,
+                                g.Bc_pad * g.d_pad,
                                 g.Bc_pad * g.dv_pad,
                                 g.Bc_pad * g.d,
                                 g.Bc_pad * g.dv,
@@ -351,10 +357,11 @@ void FusedBackwardT(const BackwardParams& bp) {
       next += RoundUp(size, align);
       return region;
     };
-    x.K_j = take(sizes[0]), x.V_j = take(sizes[1]), x.K_pan = take(sizes[2]), x.V_pan = take(sizes[3]);
-    x.dK_j = take(sizes[4]), x.dV_j = take(sizes[5]);
-    x.S = take(sizes[6]), x.S_raw = take(sizes[7]), x.dP = take(sizes[8]);
-    x.Z = take(sizes[9]);
+    x.K_j = take(sizes[0]), x.K_sl = take(sizes[1]), x.V_j = take(sizes[2]);
+    x.K_pan = take(sizes[3]), x.V_pan = take(sizes[4]);
+    x.dK_j = take(sizes[5]), x.dV_j = take(sizes[6]);
+    x.S = take(sizes[7]), x.S_raw = take(sizes[8]), x.dP = take(sizes[9]);
+    x.Z = take(sizes[10]);
 
     for (std::int64_t b = 0; b < p.batch; ++b) {
       for (std::int64_t hkv = 0; hkv < g.Hkv; ++hkv) {
