@@ -164,7 +164,7 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
       for (std::int64_t c = 0; c < kBc; ++c) {
         K[c] = k_base + offset[c < cols ? c : 0];
         V[c] = v_base + offset[c < cols ? c : 0];
-        K_next[c] = next_cols > 0 ? k_base + next_offset[c < next_cols ? c : 0] : K[c];
+        if (!whole_rows) K_next[c] = next_cols > 0 ? k_base + next_offset[c < next_cols ? c : 0] : K[c];
       }
       // As each line of key c's K row of head `head` is read: a line of the next block's K, or the same line
       // of key c + kBc

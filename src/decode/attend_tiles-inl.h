@@ -15,8 +15,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/prefetch.h"
 #include "decode/attend.h"
-#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kernels/tile_ops-inl.h"
 
@@ -97,32 +97,6 @@ HWY_INLINE VF ReduceTransposed(const VF* acc) {
   }
 }
 #endif  // HWY_TARGET == HWY_SCALAR
-
-// Requests one row of row_bytes into the cache closest to the core.
-template <typename T>
-HWY_INLINE void PrefetchRow(const T* row, std::int64_t row_bytes) {
-  for (std::int64_t byte = 0; byte < row_bytes; byte += 64) hwy::Prefetch(reinterpret_cast<const char*>(row) + byte);
-}
-
-// Requests one 64-byte line into L2 only (x86 prefetcht1), for data wanted after L1 will have turned over.
-HWY_INLINE void PrefetchLineToL2(const char* line) {
-#if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(line, /*rw=*/0, /*locality=*/2);
-  // GCC finds a function that only prefetches pure and drops calls to it whose result goes unused (every
-  // prefetch of ScoreBlock's callback vanished); an empty volatile asm that takes the address keeps it.
-  asm volatile("" : : "r"(line));
-#else
-  hwy::Prefetch(line);
-#endif
-}
-
-// Requests one row of row_bytes into L2 only, line by line.
-template <typename T>
-HWY_INLINE void PrefetchRowToL2(const T* row, std::int64_t row_bytes) {
-  for (std::int64_t byte = 0; byte < row_bytes; byte += 64) {
-    PrefetchLineToL2(reinterpret_cast<const char*>(row) + byte);
-  }
-}
 
 // Requests the K and V rows of one key (row_bytes each) into the cache.
 template <typename T>

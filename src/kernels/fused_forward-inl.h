@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "common/element.h"
+#include "common/prefetch.h"
 #include "flashattn/flashattn.h"
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
@@ -94,12 +95,8 @@ void PackKBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t 
 // hardware prefetcher.
 template <typename T>
 HWY_INLINE void PrefetchRows(const T* rows_begin, std::int64_t ld, std::int64_t rows, std::int64_t width) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const char* row = reinterpret_cast<const char*>(rows_begin + r * ld);
-    for (std::int64_t byte = 0; byte < width * static_cast<std::int64_t>(sizeof(T)); byte += 64) {
-      __builtin_prefetch(row + byte, 0, 2);
-    }
-  }
+  const std::int64_t row_bytes = width * static_cast<std::int64_t>(sizeof(T));
+  for (std::int64_t r = 0; r < rows; ++r) PrefetchRowToL2(rows_begin + r * ld, row_bytes);
 }
 
 // V_j is copied before the products read it: into column slices (BLayout::kSlices, zero beyond dv), so
