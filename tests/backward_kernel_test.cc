@@ -95,6 +95,17 @@ TEST(FusedBackwardTest, DropoutWithEveryModifierWithinTwiceStandard) {
   }
 }
 
+TEST(FusedBackwardTest, HalfPrecisionDropoutWithinThreeTimesSamePrecisionStandard) {
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    for (const Modifiers& m : {Modifiers{}, Modifiers{.causal = true, .softcap = 3.0f, .alibi = true}}) {
+      Shape shape{.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 59};
+      shape.dtype = dtype;
+      ExpectFusedWithinStandard({shape, m, {.p = 0.3f, .seed = 23, .offset = 9}},
+                                std::string(ToString(dtype)) + " dropout " + m.ToString());
+    }
+  }
+}
+
 // Block sizes that are not multiples of anything: many ragged tiles on both axes, band edges inside tiles.
 TEST(FusedBackwardTest, TinyAndRaggedTilesWithinTwiceStandard) {
   for (auto [Br, Bc] :

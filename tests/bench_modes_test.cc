@@ -3,8 +3,8 @@
 // sequences of different lengths, an empty one), and the OpenBLAS standard backward against the float64
 // oracle's gradients (shapes with tails, Nq ≠ Nk under the causal mask, GQA, d ≠ dv, three element types), in
 // both threading arrangements. Also the decode parameters the benchmark builds (contiguous and paged), and
-// `--mode backward`'s row end to end (RunBackward on a tiny shape): the JSON fields issue 5 asks for, and
-// FLOPs counted as 2.5× the forward's.
+// each mode's row end to end on a tiny shape: the JSON fields issues 3, 4 and 5 ask for, the FLOPs (2.5× the
+// forward's for the backward pass), a decode row's bytes and bandwidth fractions.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include "bench/backward_mode.h"
 #include "bench/decode_baseline.h"
 #include "bench/decode_mode.h"
+#include "bench/forward_mode.h"
 #include "bench/mode_common.h"
 #include "bench/report.h"
 
@@ -227,6 +228,105 @@ void ExpectJsonNear(const std::string& json, const std::string& key, double expe
   const std::optional<double> value = JsonNumber(json, key);
   ASSERT_TRUE(value.has_value()) << key << " missing or null in " << json;
   EXPECT_NEAR(*value, expected, 1e-5 * std::abs(expected)) << key << " in " << json;
+}
+
+// The shape fields every row carries (issue 3's list), as the case gave them.
+void ExpectShapeFields(const std::string& json, const BenchCase& c) {
+  EXPECT_NE(json.find("\"name\": \"" + c.Name() + "\""), std::string::npos);
+  EXPECT_EQ(JsonNumber(json, "batch"), c.batch);
+  EXPECT_EQ(JsonNumber(json, "heads"), c.heads);
+  EXPECT_EQ(JsonNumber(json, "heads_kv"), c.heads_kv);
+  EXPECT_EQ(JsonNumber(json, "seqlen_q"), c.seqlen_q);
+  EXPECT_EQ(JsonNumber(json, "seqlen_k"), c.seqlen_k);
+  EXPECT_EQ(JsonNumber(json, "headdim"), c.headdim);
+  EXPECT_NE(json.find(std::string("\"causal\": ") + (c.causal ? "true" : "false")), std::string::npos);
+  EXPECT_NE(json.find("\"dtype\": \"" + std::string(ToString(c.dtype)) + "\""), std::string::npos);
+  EXPECT_EQ(JsonNumber(json, "threads"), c.threads);
+}
+
+TEST(ForwardMode, RowHasTheIssueFieldsAndAgreesWithTheBaseline) {
+  Limits limits;  // a made-up peak, as in the backward row's test
+  limits.peak.gflops = 40.0;
+  limits.peak.cpu_gflops = 50.0;
+  limits.peak.target = "TEST";
+  RunOptions options;
+  options.timing = {.repeats = 3, .min_time_s = 0.0, .max_repeats = 3, .warmup = true};
+  for (bool causal : {false, true}) {
+    BenchCase c;
+    c.batch = 2;
+    c.heads = 4;
+    c.heads_kv = 2;
+    c.seqlen_q = 37;
+    c.seqlen_k = 53;
+    c.headdim = 24;
+    c.causal = causal;
+    c.threads = 2;
+    const Row row = RunForward(c, options, limits);
+    const std::string json = ToJson(row);
+    SCOPED_TRACE(json);
+    EXPECT_NE(json.find("\"mode\": \"forward\""), std::string::npos);
+    ExpectShapeFields(json, c);
+
+    const double flops = 4.0 * 2 * 4 * 37 * 53 * 24 / (causal ? 2 : 1);  // 4·b·h·Nq·Nk·d, halved for causal
+    EXPECT_EQ(row.flops, flops);
+    ASSERT_GT(row.timing.median_ms, 0.0);
+    ExpectJsonNear(json, "median_ms", row.timing.median_ms);
+    ExpectJsonNear(json, "gflops", flops / (row.timing.median_ms * 1e6));
+    ExpectJsonNear(json, "peak_fraction", flops / (row.timing.median_ms * 1e6) / 40.0);
+
+    ASSERT_TRUE(row.baseline.has_value()) << row.note;
+    ExpectJsonNear(json, "baseline_median_ms", row.baseline->timing.median_ms);
+    ExpectJsonNear(json, "speedup_vs_baseline", row.baseline->timing.median_ms / row.timing.median_ms);
+    const std::optional<double> diff = JsonNumber(json, "max_abs_diff_vs_baseline");
+    ASSERT_TRUE(diff.has_value());
+    EXPECT_LE(*diff, 1e-5);  // float32 outputs of unit-variance inputs, both exact attention
+    EXPECT_EQ(json.find("bytes_read"), std::string::npos);  // a decode row's field only
+  }
+}
+
+TEST(DecodeMode, RowReportsTheBytesReadAndItsFractionsOfTheMeasuredBandwidth) {
+  Limits limits;  // made-up peak and bandwidths: the row divides by them, nothing is timed against them
+  limits.peak.gflops = 40.0;
+  limits.bandwidth = io_model::Bandwidth{.read_gbs = 20.0, .triad_gbs = 25.0, .threads = 2, .array_bytes = 1};
+  RunOptions options;
+  options.timing = {.repeats = 3, .min_time_s = 0.0, .max_repeats = 3, .warmup = true};
+  for (std::int64_t page_size : {0, 16}) {
+    BenchCase c;
+    c.mode = Mode::kDecode;
+    c.batch = 2;
+    c.heads = 4;
+    c.heads_kv = 2;
+    c.seqlen_q = 1;
+    c.seqlen_k = 300;
+    c.headdim = 24;
+    c.dtype = DType::kF16;
+    c.threads = 2;
+    c.num_splits = 3;
+    c.page_size = page_size;
+    const Row row = RunDecode(c, options, limits);
+    const std::string json = ToJson(row);
+    SCOPED_TRACE(json);
+    EXPECT_NE(json.find("\"mode\": \"decode\""), std::string::npos);
+    ExpectShapeFields(json, c);
+    EXPECT_EQ(JsonNumber(json, "page_size"), page_size);
+    EXPECT_EQ(JsonNumber(json, "num_splits"), 3);
+
+    const double bytes = 2.0 * 2 * 300 * 2 * 24 * 2;  // K and V: b · N · Hkv · d float16 elements each
+    EXPECT_EQ(JsonNumber(json, "bytes_read"), bytes);
+    ASSERT_GT(row.timing.median_ms, 0.0);
+    const double gbps = bytes / (row.timing.median_ms * 1e-3) * 1e-9;
+    ExpectJsonNear(json, "gbps", gbps);
+    ExpectJsonNear(json, "bandwidth_gbps", 25.0);
+    ExpectJsonNear(json, "bandwidth_fraction", gbps / 25.0);
+    ExpectJsonNear(json, "read_bandwidth_fraction", gbps / 20.0);
+
+    // The OpenBLAS decode over the cache's float32 copy: the same result up to float16 output rounding.
+    ASSERT_TRUE(row.baseline.has_value()) << row.note;
+    ExpectJsonNear(json, "speedup_vs_baseline", row.baseline->timing.median_ms / row.timing.median_ms);
+    const std::optional<double> diff = JsonNumber(json, "max_abs_diff_vs_baseline");
+    ASSERT_TRUE(diff.has_value());
+    EXPECT_LE(*diff, 1e-3);
+  }
 }
 
 TEST(BackwardMode, RowHasTheIssueFieldsAndCountsTwoAndAHalfForwardFlops) {

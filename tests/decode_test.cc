@@ -91,6 +91,27 @@ TEST(Decode, AnySplitCountGivesTheSameResultWithinRounding) {
   }
 }
 
+// LSE is optional: without it (lse = nullptr) O is the same, bit for bit, split or not, with keys appended.
+TEST(Decode, WithoutLseGivesTheSameOutput) {
+  for (std::int64_t splits : {1, 3}) {
+    const DecodeShape shape = BatchShape(DType::kF16, /*page_size=*/3, /*Nq=*/2, /*Nnew=*/2);
+    DecodeCase with_lse(shape, DecodeMods{.causal = true, .alibi = true}, 31);
+    DecodeCase without(shape, DecodeMods{.causal = true, .alibi = true}, 31);
+    with_lse.params().num_splits = without.params().num_splits = splits;
+    without.params().lse = nullptr;
+    decode(with_lse.params());
+    decode(without.params());
+    EXPECT_LE(CompareWithForward(with_lse, std::nullopt).o, Tolerance(DType::kF16)) << "splits " << splits;
+    EXPECT_EQ(without.CacheSnapshot(), with_lse.CacheSnapshot()) << "splits " << splits;
+    for (std::int64_t b = 0; b < with_lse.batch(); ++b)
+      for (std::int64_t i = 0; i < shape.Nq; ++i)
+        for (std::int64_t h = 0; h < shape.Hq; ++h)
+          for (std::int64_t e = 0; e < shape.d; ++e) {
+            ASSERT_EQ(without.O(b, i, h, e), with_lse.O(b, i, h, e)) << "splits " << splits;
+          }
+  }
+}
+
 TEST(Decode, PagedEqualsContiguousForEveryPageSize) {
   for (DType dtype : {DType::kF16, DType::kF32}) {
     const auto shape = [dtype](std::int64_t page_size) {
