@@ -399,6 +399,46 @@ TEST_F(CliTest, NoSubcommandIsAOneLineError) {
   EXPECT_EQ(std::count(outcome.err.begin(), outcome.err.end(), '\n'), 1) << outcome.err;
 }
 
+// `flashattn bench` with each mode's shape options on the command line: one JSON row per call that carries
+// them (a tiny configuration, no baseline); a bad value is a one-line error that names its option.
+TEST_F(CliTest, BenchTakesEachModesOptionsFromTheCommandLine) {
+  const std::vector<std::string> common = {"bench", "--json", "--threads", "1", "--repeats", "1",
+                                           "--min-time", "0", "--no-baseline", "--batch", "2",
+                                           "--heads", "4", "--heads-kv", "2", "--headdim", "24"};
+  const auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), common.begin(), common.end());
+    const Outcome outcome = Run(args);
+    EXPECT_EQ(outcome.status, 0) << outcome.err;
+    EXPECT_EQ(std::count(outcome.out.begin(), outcome.out.end(), '\n'), 1) << outcome.out;
+    return outcome.out;
+  };
+  const auto has = [](const std::string& json, const std::string& field) {
+    EXPECT_NE(json.find(field), std::string::npos) << field << " not in " << json;
+  };
+  const std::string forward = run({"--mode", "forward", "--seqlen", "33", "--seqlen-k", "17", "--causal",
+                                   "--dtype", "bf16"});
+  for (const char* field : {"\"mode\": \"forward\"", "\"batch\": 2", "\"heads\": 4", "\"heads_kv\": 2",
+                            "\"seqlen_q\": 33", "\"seqlen_k\": 17", "\"headdim\": 24", "\"causal\": true",
+                            "\"dtype\": \"bf16\"", "\"threads\": 1", "\"speedup_vs_baseline\": null"})
+    has(forward, field);
+  const std::string decode = run({"--mode", "decode", "--cache-len", "100", "--num-splits", "3", "--paged", "7",
+                                  "--dtype", "f16"});
+  for (const char* field : {"\"mode\": \"decode\"", "\"seqlen_q\": 1", "\"cache_len\": 100",
+                            "\"num_splits\": 3", "\"page_size\": 7", "\"dtype\": \"f16\"",
+                            "\"bytes_read\": 38400", "\"bandwidth_fraction\": "})
+    has(decode, field);
+  const std::string backward = run({"--mode", "backward", "--seqlen", "20", "--seqlen-k", "31"});
+  for (const char* field : {"\"mode\": \"backward\"", "\"seqlen_q\": 20", "\"seqlen_k\": 31",
+                            "\"causal\": false", "\"dtype\": \"f32\""})
+    has(backward, field);
+
+  const Outcome bad = Run({"bench", "--mode", "sideways", "--no-baseline"});
+  EXPECT_NE(bad.status, 0);
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+  EXPECT_NE(bad.err.find("--mode"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("sideways"), std::string::npos) << bad.err;
+}
+
 TEST_F(CliTest, DemoPrintsARowPerAlgorithmAndPassesTheOracleCheck) {
   for (const std::string causal : {"--causal", "--no-causal"}) {
     const Outcome outcome = Run(

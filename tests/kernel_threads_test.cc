@@ -1,8 +1,11 @@
 // Threads and the fused kernel: every row is computed by one thread in a fixed order, so results are
-// bitwise identical for any thread count, on repeated calls, and when several callers run at once.
+// bitwise identical for any thread count, on repeated calls, and when several callers run at once; and the
+// thread count in the params is the number of threads a call runs on.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -67,6 +70,32 @@ TEST(FusedThreadsTest, ConcurrentCallersMatchSerialResults) {
   }
   for (std::thread& caller : callers) caller.join();
   for (int k = 0; k < kCallers; ++k) EXPECT_TRUE(BitwiseEqual(serial[k], concurrent[k])) << "caller " << k;
+}
+
+// The threads of this process, as the kernel lists them.
+int OsThreads() {
+  int count = 0;
+  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task")) ++count;
+  return count;
+}
+
+// In a fresh process (the death-test child re-runs this test alone), the first forward call with
+// num_threads = n starts the OpenMP team: the process gains n − 1 threads. The child exits with that
+// number plus one, the size of the team it ran on.
+void ExitWithTeamSizeOfFirstCall(int threads) {
+  // A first thread of our own starts whatever helper thread a runtime starts with the first thread of a
+  // process (ThreadSanitizer's background thread), so that only the OpenMP team is counted below.
+  std::thread([] {}).join();
+  const int before = OsThreads();
+  Problem problem(kShape, kModifiers, 40);
+  RunFused(problem, threads);
+  std::exit(OsThreads() - before + 1);
+}
+
+TEST(FusedThreadsTest, ParamsThreadCountIsTheTeamSize) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(ExitWithTeamSizeOfFirstCall(1), ::testing::ExitedWithCode(1), "");
+  EXPECT_EXIT(ExitWithTeamSizeOfFirstCall(3), ::testing::ExitedWithCode(3), "");
 }
 
 }  // namespace
