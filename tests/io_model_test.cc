@@ -180,16 +180,16 @@ std::vector<FusedCase> FusedGrid() {
 
 INSTANTIATE_TEST_SUITE_P(Grid, IoModelFusedGridTest, ::testing::ValuesIn(FusedGrid()));
 
-// Batches, GQA, d ≠ dv (dv not a multiple of any vector width), float16/bfloat16 bytes, the head-major
-// layout, no LSE, windows, one thread, the kernel's default blocks, and the modifiers that do not change
-// the traffic (softcap, ALiBi, a boolean mask, dropout).
+// Batches, GQA, d ≠ dv (dv not a multiple of any vector width), float16/bfloat16 bytes (packed as float32,
+// and with 6-row Q blocks in float16), the head-major layout, no LSE, windows, one thread, the kernel's
+// default blocks, and the modifiers that do not change the traffic (softcap, ALiBi, a boolean mask, dropout).
 class IoModelFusedShapeTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(IoModelFusedShapeTest, CountedTrafficEqualsClosedForm) {
   const int variant = GetParam();
   Shape shape{.batch = 2, .Nq = 37, .Nk = 53, .Hq = 4, .Hkv = 2, .d = 24, .dv = 40};
   Modifiers modifiers;
-  if (variant == 1) shape.dtype = DType::kF16;
+  if (variant == 1 || variant == 8) shape.dtype = DType::kF16;
   if (variant == 2) shape.dtype = DType::kBF16, shape.head_major = true;
   if (variant == 4) modifiers = {.window_left = 5, .window_right = 3};
   if (variant == 6) modifiers = {.causal = true, .softcap = 5.0f, .alibi = true, .mask = MaskKind::kBool};
@@ -200,10 +200,32 @@ TEST_P(IoModelFusedShapeTest, CountedTrafficEqualsClosedForm) {
   if (variant == 5) problem.params().num_threads = 1;
   if (variant == 6) problem.params().dropout_p = 0.2f;
   if (variant == 7) problem.params().tiling = {};
+  if (variant == 8) problem.params().tiling = {.fast_memory_bytes = 0, .block_rows = 6, .block_cols = 20};
   ExpectFusedCountEqualsModel(problem.params());
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, IoModelFusedShapeTest, ::testing::Range(0, 8));
+INSTANTIATE_TEST_SUITE_P(Shapes, IoModelFusedShapeTest, ::testing::Range(0, 9));
+
+// float16/bfloat16 K and V are packed as float32 when a Q block has more than one register tile of 6 rows,
+// and in their own type otherwise (kernels::PacksWide); float32 is packed as float32.
+TEST(IoModelTest, PackedElementBytesFollowTheKernelsRule) {
+  AttentionParams p;
+  p.seqlen_q = p.seqlen_k = 100;
+  p.head_dim = 64;
+  const auto bytes = [&](DType dtype, std::int64_t block_rows) {
+    p.dtype = dtype;
+    p.tiling = {.fast_memory_bytes = 0, .block_rows = block_rows, .block_cols = 32};
+    return io_model::FusedGeometryOf(p).packed_element_bytes;
+  };
+  EXPECT_EQ(bytes(DType::kF16, 7), 4);
+  EXPECT_EQ(bytes(DType::kBF16, 64), 4);
+  EXPECT_EQ(bytes(DType::kF16, 6), 2);
+  EXPECT_EQ(bytes(DType::kBF16, 1), 2);
+  EXPECT_EQ(bytes(DType::kF32, 64), 4);
+  EXPECT_EQ(bytes(DType::kF32, 6), 4);
+  p.seqlen_q = 5;  // the block is clamped to the 5 rows there are
+  EXPECT_EQ(bytes(DType::kF16, 64), 2);
+}
 
 // The padding of K to whole panels and of V rows to whole vectors depends on the SIMD target: the count and
 // the model agree on every target compiled in that this CPU runs, and the lanes are the target's.

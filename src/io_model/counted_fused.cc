@@ -2,7 +2,8 @@
 // geometry (FusedGeometryOf) and its main-memory arrays, in plain scalar code through the counting accessors
 // of src/reference/problem.h. What the kernel keeps in main memory is counted here as such:
 //   for each (batch b, K/V head hk):
-//     K_packed[j] ← K_j with zero rows up to Bc_pad        (read K_j: cols·d; write Bc_pad·d)
+//     K_packed[j] ← K_j with zero rows up to Bc_pad        (read K_j: cols·d; write Bc_pad·d; packed
+//                                                          elements of g.packed_element_bytes)
 //     if packs_v: V_packed[j] ← V_j with zero columns up to dv_pad (read V_j: cols·dv; write cols·dv_pad)
 //     for each query head h of the group, each Q block i:
 //       load Q_i;  Õ = 0, l = 0, m = −∞
@@ -108,8 +109,8 @@ IoCount SolveKvHead(const AttentionParams& params, const FusedGeometry& g, const
   IoCount io;
   // The packing is charged to the group's first query head, whose problem addresses this K/V head.
   const HeadProblem packer(params, b, hk * group);
-  const MainMemoryArray K_packed(packer, x.K_packed.data(), packer.ElementBytes());
-  const MainMemoryArray V_packed(packer, x.V_packed.data(), packer.ElementBytes());
+  const MainMemoryArray K_packed(packer, x.K_packed.data(), g.packed_element_bytes);
+  const MainMemoryArray V_packed(packer, x.V_packed.data(), g.packed_element_bytes);
   for (std::int64_t jt = 0; jt < g.Tc; ++jt) {
     const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, Nk - j0);
     std::fill(x.K_j.begin(), x.K_j.end(), 0.0f);
@@ -127,8 +128,8 @@ IoCount SolveKvHead(const AttentionParams& params, const FusedGeometry& g, const
   io += packer.io();
   for (std::int64_t h = hk * group; h < (hk + 1) * group; ++h) {
     const HeadProblem problem(params, b, h);
-    const MainMemoryArray K_read(problem, x.K_packed.data(), problem.ElementBytes());
-    const MainMemoryArray V_read(problem, x.V_packed.data(), problem.ElementBytes());
+    const MainMemoryArray K_read(problem, x.K_packed.data(), g.packed_element_bytes);
+    const MainMemoryArray V_read(problem, x.V_packed.data(), g.packed_element_bytes);
     const kernels::ScoreModifiers mods(params, b, h);
     for (std::int64_t i0 = 0; i0 < Nq; i0 += g.Br) {
       SolveQBlock(problem, g, dropout, K_read, V_read, mods, i0, std::min(g.Br, Nq - i0), x);

@@ -141,10 +141,13 @@ FusedGeometry FusedGeometryOf(const AttentionParams& params) {
   g.Tr = CeilDiv(Nq, g.Br), g.Tc = CeilDiv(Nk, g.Bc);
   g.L = FusedFloatLanes(), g.NR = 2 * g.L;
   g.Bc_pad = CeilDiv(g.Bc, g.NR) * g.NR, g.dv_pad = CeilDiv(dv, g.L) * g.L;
-  // FusedForwardT packs V next to K when the packed K and V of one (batch, K/V head) fit kPackBudgetBytes.
-  constexpr std::int64_t kPackBudgetBytes = 16 << 20;
+  // FusedForwardT widens float16/bfloat16 as it packs when a Q block has more than kMR = 6 rows
+  // (PacksWide); SolveAllBlocks packs V next to K when the packed K and V of one (batch, K/V head) fit
+  // kPackBudgetBytes.
   const std::int64_t E = static_cast<std::int64_t>(SizeOf(params.dtype));
-  g.packs_v = g.Tc * g.Bc_pad * d * E + g.Tc * g.Bc * g.dv_pad * E <= kPackBudgetBytes;
+  g.packed_element_bytes = params.dtype != DType::kF32 && g.Br > 6 ? kF32 : E;
+  constexpr std::int64_t kPackBudgetBytes = 16 << 20;
+  g.packs_v = (g.Tc * g.Bc_pad * d + g.Tc * g.Bc * g.dv_pad) * g.packed_element_bytes <= kPackBudgetBytes;
   return g;
 }
 
@@ -156,9 +159,11 @@ Cost Fused(const AttentionParams& params) {
   if (params.batch == 0 || Nq == 0) return cost;  // the kernel returns before packing
   // Per (batch, K/V head): K_j read (cols·d) and written as Bc_pad·d packed keys; V_j read (cols·dv) and
   // written as cols·dv_pad when V is packed.
+  // Packed elements are counted as float32 when packed wide (PacksWide), else in the call's element type.
+  const bool wide = g.packed_element_bytes != E;
   HeadCount pack;
   pack.read = Nk * d + (g.packs_v ? Nk * dv : 0);
-  pack.written = g.Tc * g.Bc_pad * d + (g.packs_v ? Nk * g.dv_pad : 0);
+  (wide ? pack.written_f32 : pack.written) = g.Tc * g.Bc_pad * d + (g.packs_v ? Nk * g.dv_pad : 0);
   // Per (batch, query head): Q once, O (and LSE) once; per Q block the K/V blocks from ⌊lo/Bc⌋ to ⌊hi/Bc⌋
   // (as in Flash2SkippingMaskedTiles): K_j padded to whole panels of NR keys — Bc_pad for every block but
   // the last, whose cols_last = Nk − (Tc − 1)·Bc keys round up to a multiple of NR — and V_j.
@@ -178,7 +183,8 @@ Cost Fused(const AttentionParams& params) {
     const std::int64_t keys = std::min(Nk, (last + 1) * g.Bc) - first * g.Bc;
     const std::int64_t panel_keys =
         (last - first + 1) * g.Bc_pad - (last == g.Tc - 1 ? g.Bc_pad - last_panel_keys : 0);
-    head.read += panel_keys * d + keys * (g.packs_v ? g.dv_pad : dv);
+    (wide ? head.read_f32 : head.read) += panel_keys * d + (g.packs_v ? keys * g.dv_pad : 0);
+    if (!g.packs_v) head.read += keys * dv;  // the caller's V rows
     flops += ProductFlops(rows, keys, d, dv);
   }
   cost.io = ForCall(pack, params.batch * params.heads_kv, E);

@@ -54,6 +54,9 @@ struct FusedGeometry {
   std::int64_t Bc_pad = 0;      // keys per packed K block: Bc rounded up to NR (the padding is zeros)
   std::int64_t dv_pad = 0;      // elements per packed V row: dv rounded up to L
   bool packs_v = false;         // V is packed next to K: both fit the kernel's 16 MiB packing budget
+  // Bytes per packed K and V element: float16/bfloat16 are packed as float32 when Br > 6 (PacksWide), else
+  // packed in their own type.
+  std::int64_t packed_element_bytes = 0;
 };
 FusedGeometry FusedGeometryOf(const AttentionParams& params);
 // Float32 lanes per vector on the target the next fused-kernel call dispatches to.
@@ -63,7 +66,7 @@ std::int64_t FusedFloatLanes();
 // detected L2, not from params.tiling.fast_memory_bytes; block_rows/block_cols override). Its loops, for a
 // call with at least one query row (a call without any returns at once and moves nothing):
 //   per (batch, K/V head): K read once and written as packed panels, Bc_pad keys per block; if packs_v,
-//     V read once and written as rows of dv_pad elements;
+//     V read once and written as rows of dv_pad elements (packed elements of packed_element_bytes);
 //   per (query head, Q block): Q_i read; for each K/V block the band of the Q block reaches (blocks wholly
 //     outside the causal/window band are skipped) the packed K_j read, padded to whole panels, and V_j
 //     read, packed (dv_pad per row) or from the caller's V (dv per row); O (and LSE) written once.

@@ -1,7 +1,8 @@
 // The fused forward pass for one element type T, per Highway target (see docs/fused_kernel.md):
 //
 //   for each chunk of (batch, K/V head) pairs:                        [all threads]
-//     pack every K_j of the chunk into NR-wide panels (once, shared)
+//     pack every K_j (NR-wide panels) and V_j (column slices) of the chunk, once, shared; float16/bfloat16
+//     widened to float32 here when the Q blocks have more than kMR rows (PacksWide)
 //     for each (query head of the GQA group, Q block i), largest work first:   [one thread each]
 //       Q_i ← s·Q rows (float32),  Õ = 0, l = 0, m = −∞
 //       for each K/V block j that the band of rows i reaches:
@@ -54,10 +55,10 @@ struct Geometry {
   float scale;
 };
 
-// One thread's fast-memory working set.
-template <typename T>
+// One thread's fast-memory working set (P: the packed K and V element type, see PacksWide).
+template <typename P>
 struct Scratch {
-  T* V_j;        // Bc × dv_pad, the current V block in column slices, zero-padded (when V is not packed)
+  P* V_j;        // Bc × dv_pad, the current V block in column slices, zero-padded (when V is not packed)
   float* Q_i;    // Br × d (Br rounded up to kMR), pre-scaled by s, in row groups of kMR rows
   float* S_ij;   // Br × Bc_pad, scores then P̃
   float* O_i;    // Br × dv_pad, the unnormalized accumulator Õ
@@ -66,24 +67,24 @@ struct Scratch {
   float* alpha;  // Br rescale factors of the current tile
   float* Z;      // Bc_pad dropout multipliers of one row
   ColumnSpan* spans;  // ⌈Br / kMR⌉ per-row-group key spans of a band boundary tile
-  float* K_wide;  // Bc_pad × d, the tile's K panels widened to float32 (float16/bfloat16 only)
-  float* V_wide;  // Bc × dv_pad, the tile's V_j widened to float32 (float16/bfloat16 only)
 };
 
-// float16/bfloat16 K_j and V_j are widened to float32 once per tile when the Q block has more than one
-// register tile of rows: the conversion then costs 1/rows of the products instead of competing with every
-// FMA (AVX-512 converts on the FMA ports), while K and V are still read from memory in their own type. A
-// block of at most kMR rows converts as the micro-kernel loads.
+// float16/bfloat16 K and V are widened to float32 as they are packed, once per (batch, K/V head), when a Q
+// block has more than one register tile of rows: every Q block and query head then reads float32 panels,
+// as in a float32 call, instead of converting next to every FMA (AVX-512 converts on the FMA ports) or
+// widening each tile once per Q block (3–4% of a float16 pass at N = 4096). The caller's K and V are still
+// read from memory in their own type. Blocks of at most kMR rows (Nq ≤ kMR) pack them in their own type and
+// convert as the micro-kernel loads.
 template <typename T>
-bool WidensTiles(std::int64_t rows) {
-  return !std::is_same_v<T, float> && rows > kMR;
+bool PacksWide(std::int64_t Br) {
+  return !std::is_same_v<T, float> && Br > kMR;
 }
 
 // Packs K block jt of one (batch, K/V head) into panels; done once and shared by all query blocks and
 // query heads of the group.
-template <typename T>
+template <typename T, typename P>
 void PackKBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
-                      std::int64_t jt, T* packed) {
+                      std::int64_t jt, P* packed) {
   const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
   const T* K =
       static_cast<const T*>(p.k) + b * p.k_strides.batch + hkv * p.k_strides.head + j0 * p.k_strides.seq;
@@ -104,10 +105,10 @@ HWY_INLINE void PrefetchRows(const T* rows_begin, std::int64_t ld, std::int64_t 
 // of two apart, heads × dv elements, and every row in a page of its own.)
 //
 // Copies V block jt of one (batch, K/V head) into its place, once for all query blocks and query heads of
-// the group (when the head is small enough to be packed whole; see FusedForwardT).
-template <typename T>
+// the group (when the head is small enough to be packed whole; see SolveAllBlocks).
+template <typename T, typename P>
 void PackVBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
-                      std::int64_t jt, T* packed_v) {
+                      std::int64_t jt, P* packed_v) {
   const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
   const T* V =
       static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
@@ -133,10 +134,10 @@ void AccumulateSeenKeys(const ScoreModifiers& mods, std::int64_t i0, std::int64_
 }
 
 // Rows [i0, i0 + rows) of query head h: the whole inner loop over K/V blocks, then the one write of O, LSE.
-template <typename T>
+template <typename T, typename P>
 void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::Dropout& dropout,
-                 const Scratch<T>& x, std::int64_t b,
-                 std::int64_t h, std::int64_t qb, const T* packed, const T* packed_v) {
+                 const Scratch<P>& x, std::int64_t b, std::int64_t h, std::int64_t qb, const P* packed,
+                 const P* packed_v) {
   const DF df;
   const std::int64_t L = g.L, NR = g.NR, d = g.d, dv = g.dv;
   const std::int64_t i0 = qb * g.Br, rows = std::min(g.Br, g.Nq - i0);
@@ -166,10 +167,9 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
   const std::int64_t lds = g.Bc_pad;
   for (std::int64_t jt = reach.first / g.Bc; reach.first <= reach.last && jt <= reach.last / g.Bc; ++jt) {
     const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0), cols_L = RoundUp(cols, L);
-    const T* panels = packed + jt * g.Bc_pad * d;
+    const P* panels = packed + jt * g.Bc_pad * d;
     const T* V =
         static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
-    const bool widen = WidensTiles<T>(rows);
     // A tile on the causal/window band's boundary: each row group computes and sums over only the keys
     // its rows may see (the diagonal tiles of a causal mask do half the work); the scores it skips are
     // masked to −∞ below.
@@ -185,21 +185,13 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
     }
     // S_ij = Q_i K_jᵀ. When V is not packed, its rows are prefetched into L2 meanwhile, a panel's worth at
     // a time, for the copy below.
-    const auto scores = [&](const auto* K_panels) {
-      if (packed_v != nullptr) {
-        ProductABt<ALayout::kRowGroups>(x.Q_i, d, rows, K_panels, RoundUp(cols, NR), d, x.S_ij, lds, spans);
-        return;
-      }
+    if (packed_v != nullptr) {
+      ProductABt<ALayout::kRowGroups>(x.Q_i, d, rows, panels, RoundUp(cols, NR), d, x.S_ij, lds, spans);
+    } else {
       for (std::int64_t p0 = 0; p0 < cols; p0 += NR) {
         PrefetchRows(V + p0 * p.v_strides.seq, p.v_strides.seq, std::min(NR, cols - p0), dv);
-        ProductABt<ALayout::kRowGroups>(x.Q_i, d, rows, K_panels, p0 + NR, d, x.S_ij, lds, spans, p0);
+        ProductABt<ALayout::kRowGroups>(x.Q_i, d, rows, panels, p0 + NR, d, x.S_ij, lds, spans, p0);
       }
-    };
-    if (widen) {
-      WidenToF32(panels, RoundUp(cols, NR) * d, x.K_wide);
-      scores(x.K_wide);
-    } else {
-      scores(panels);
     }
     if (mods.TileNeedsModifiers(i0, i0 + rows, j0, j0 + cols)) {
       ApplyScoreModifiers(mods, i0, rows, j0, cols, x.S_ij, lds);
@@ -214,22 +206,13 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
       }
     }
     // Õ = diag(α) Õ + P̃_ij V_j, leaving out the keys a row does not see when V_j is not all finite
-    const T* V_j = packed_v != nullptr ? packed_v + jt * g.Bc * g.dv_pad : x.V_j;
+    const P* V_j = packed_v != nullptr ? packed_v + jt * g.Bc * g.dv_pad : x.V_j;
     if (packed_v == nullptr) PackSlices(V, p.v_strides.seq, cols, dv, g.dv_pad, x.V_j);
-    const auto accumulate = [&](const auto* V_block) {
-      if (mods.TileMayHideKeys(i0, i0 + rows, j0, j0 + cols) && HasNonFinite(V_block, cols * g.dv_pad)) {
-        AccumulateSeenKeys(mods, i0, rows, j0, cols, x.S_ij, lds, x.alpha, V_block, g.dv_pad, dv, x.O_i,
-                           g.dv_pad);
-      } else {
-        AccumulateAB<ALayout::kRowMajor, BLayout::kSlices>(x.S_ij, lds, rows, cols, V_block, cols, g.dv_pad,
-                                                            x.O_i, g.dv_pad, x.alpha, spans);
-      }
-    };
-    if (widen) {
-      WidenToF32(V_j, cols * g.dv_pad, x.V_wide);
-      accumulate(x.V_wide);
+    if (mods.TileMayHideKeys(i0, i0 + rows, j0, j0 + cols) && HasNonFinite(V_j, cols * g.dv_pad)) {
+      AccumulateSeenKeys(mods, i0, rows, j0, cols, x.S_ij, lds, x.alpha, V_j, g.dv_pad, dv, x.O_i, g.dv_pad);
     } else {
-      accumulate(V_j);
+      AccumulateAB<ALayout::kRowMajor, BLayout::kSlices>(x.S_ij, lds, rows, cols, V_j, cols, g.dv_pad, x.O_i,
+                                                          g.dv_pad, x.alpha, spans);
     }
   }
 
@@ -251,6 +234,84 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
   }
 }
 
+// Packs K and V as P and solves every Q block (all threads).
+template <typename T, typename P>
+void SolveAllBlocks(const AttentionParams& p, Geometry g, const reference::Dropout& dropout) {
+  // Several (batch, K/V head) pairs are packed at once when they are small, so that short sequences
+  // still give every thread work; one pair at a time when it alone is large. V is packed next to K when
+  // both fit the budget; a longer head copies V_j per tile instead, which keeps the scratch of a very long
+  // sequence at one packed K.
+  constexpr std::int64_t kPackBudgetBytes = 16 << 20;
+  const std::int64_t heads = p.batch * g.Hkv;
+  const std::int64_t k_head_bytes = g.packed_head * static_cast<std::int64_t>(sizeof(P));
+  const std::int64_t v_head_bytes = g.Tc * g.Bc * g.dv_pad * static_cast<std::int64_t>(sizeof(P));
+  const bool pack_v = k_head_bytes + v_head_bytes <= kPackBudgetBytes;
+  g.packed_v_head = pack_v ? g.Tc * g.Bc * g.dv_pad : 0;
+  const std::int64_t head_bytes = k_head_bytes + (pack_v ? v_head_bytes : 0);
+  const std::int64_t chunk =
+      std::clamp<std::int64_t>(kPackBudgetBytes / std::max<std::int64_t>(1, head_bytes), 1, heads);
+  // No more threads (and per-thread scratch) than there are work items.
+  const std::int64_t items = p.batch * g.Hq * g.Tr;
+  const int threads = static_cast<int>(
+      std::min<std::int64_t>(items, p.num_threads > 0 ? p.num_threads : omp_get_max_threads()));
+
+  // All memory before any output is written: a failed allocation leaves the caller's arrays untouched.
+  const std::int64_t align = 16;  // floats: one AVX-512 vector, so every region starts aligned
+  const std::int64_t per_thread = RoundUp(RoundUp(g.Br, kMR) * g.d, align) + RoundUp(g.Br * g.Bc_pad, align) +
+                                  RoundUp(g.Br * g.dv_pad, align) + 3 * RoundUp(g.Br, align) +
+                                  RoundUp(g.Bc_pad, align);
+  const std::int64_t per_thread_v = pack_v ? 0 : RoundUp(g.Bc * g.dv_pad, align);
+  auto packed =
+      hwy::AllocateAligned<P>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.packed_head)));
+  auto packed_v =
+      hwy::AllocateAligned<P>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.packed_v_head)));
+  auto scratch = hwy::AllocateAligned<float>(static_cast<std::size_t>(threads * per_thread));
+  auto scratch_v =
+      hwy::AllocateAligned<P>(static_cast<std::size_t>(std::max<std::int64_t>(1, threads * per_thread_v)));
+  const std::int64_t groups_per_block = (g.Br + kMR - 1) / kMR;
+  auto spans = hwy::AllocateAligned<ColumnSpan>(static_cast<std::size_t>(threads * groups_per_block));
+  if (!packed || !packed_v || !scratch || !scratch_v || !spans) throw std::bad_alloc();
+
+#pragma omp parallel num_threads(threads)
+  {
+    float* base = scratch.get() + omp_get_thread_num() * per_thread;
+    Scratch<P> x;
+    x.V_j = scratch_v.get() + omp_get_thread_num() * per_thread_v;
+    x.spans = spans.get() + omp_get_thread_num() * groups_per_block;
+    x.Q_i = base, base += RoundUp(RoundUp(g.Br, kMR) * g.d, align);
+    x.S_ij = base, base += RoundUp(g.Br * g.Bc_pad, align);
+    x.O_i = base, base += RoundUp(g.Br * g.dv_pad, align);
+    x.m = base, base += RoundUp(g.Br, align);
+    x.l = base, base += RoundUp(g.Br, align);
+    x.alpha = base, base += RoundUp(g.Br, align);
+    x.Z = base, base += RoundUp(g.Bc_pad, align);
+    for (std::int64_t first = 0; first < heads; first += chunk) {
+      const std::int64_t count = std::min(chunk, heads - first);
+#pragma omp for schedule(static)
+      for (std::int64_t t = 0; t < count * g.Tc; ++t) {
+        const std::int64_t head = first + t / g.Tc;
+        PackKBlockOfHead<T>(p, g, head / g.Hkv, head % g.Hkv, t % g.Tc, packed.get() + (t / g.Tc) * g.packed_head);
+        if (pack_v) {
+          PackVBlockOfHead<T>(p, g, head / g.Hkv, head % g.Hkv, t % g.Tc,
+                           packed_v.get() + (t / g.Tc) * g.packed_v_head);
+        }
+      }
+      // Work items head by head, so that a head's K and V stay in the shared cache while every Q block
+      // reads them; within a head in decreasing Q block order, because under a causal mask the last blocks
+      // are the longest and handing them out first balances the dynamic schedule.
+      const std::int64_t per_head = g.Tr * g.group;
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t t = 0; t < count * per_head; ++t) {
+        const std::int64_t local = t / per_head, head = first + local;
+        const std::int64_t qb = g.Tr - 1 - (t % per_head) / g.group;
+        const std::int64_t h = (head % g.Hkv) * g.group + t % g.group;
+        SolveQBlock<T>(p, g, dropout, x, head / g.Hkv, h, qb, packed.get() + local * g.packed_head,
+                    pack_v ? packed_v.get() + local * g.packed_v_head : nullptr);
+      }
+    }
+  }
+}
+
 template <typename T>
 void FusedForwardT(const AttentionParams& p) {
   if (p.batch == 0 || p.seqlen_q == 0) return;
@@ -269,81 +330,10 @@ void FusedForwardT(const AttentionParams& p) {
   g.packed_head = g.Tc * g.Bc_pad * g.d;
   g.scale = p.scale.value_or(1.0f / std::sqrt(static_cast<float>(g.d)));
 
-  // Several (batch, K/V head) pairs are packed at once when they are small, so that short sequences
-  // still give every thread work; one pair at a time when it alone is large. V is packed next to K when
-  // both fit the budget; a longer head copies V_j per tile instead, which keeps the scratch of a very long
-  // sequence at one packed K.
-  constexpr std::int64_t kPackBudgetBytes = 16 << 20;
-  const std::int64_t heads = p.batch * g.Hkv;
-  const std::int64_t k_head_bytes = g.packed_head * static_cast<std::int64_t>(sizeof(T));
-  const std::int64_t v_head_bytes = g.Tc * g.Bc * g.dv_pad * static_cast<std::int64_t>(sizeof(T));
-  const bool pack_v = k_head_bytes + v_head_bytes <= kPackBudgetBytes;
-  g.packed_v_head = pack_v ? g.Tc * g.Bc * g.dv_pad : 0;
-  const std::int64_t head_bytes = k_head_bytes + (pack_v ? v_head_bytes : 0);
-  const std::int64_t chunk =
-      std::clamp<std::int64_t>(kPackBudgetBytes / std::max<std::int64_t>(1, head_bytes), 1, heads);
-  // No more threads (and per-thread scratch) than there are work items.
-  const std::int64_t items = p.batch * g.Hq * g.Tr;
-  const int threads = static_cast<int>(
-      std::min<std::int64_t>(items, p.num_threads > 0 ? p.num_threads : omp_get_max_threads()));
-
-  // All memory before any output is written: a failed allocation leaves the caller's arrays untouched.
-  const std::int64_t align = 16;  // floats: one AVX-512 vector, so every region starts aligned
-  const std::int64_t wide_floats = RoundUp(g.Bc_pad * g.d, align) + RoundUp(g.Bc * g.dv_pad, align);
-  const std::int64_t per_thread = RoundUp(RoundUp(g.Br, kMR) * g.d, align) + RoundUp(g.Br * g.Bc_pad, align) +
-                                  RoundUp(g.Br * g.dv_pad, align) + 3 * RoundUp(g.Br, align) +
-                                  RoundUp(g.Bc_pad, align) + (std::is_same_v<T, float> ? 0 : wide_floats);
-  const std::int64_t per_thread_v = pack_v ? 0 : RoundUp(g.Bc * g.dv_pad, align);
-  auto packed =
-      hwy::AllocateAligned<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.packed_head)));
-  auto packed_v =
-      hwy::AllocateAligned<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.packed_v_head)));
-  auto scratch = hwy::AllocateAligned<float>(static_cast<std::size_t>(threads * per_thread));
-  auto scratch_v =
-      hwy::AllocateAligned<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, threads * per_thread_v)));
-  const std::int64_t groups_per_block = (g.Br + kMR - 1) / kMR;
-  auto spans = hwy::AllocateAligned<ColumnSpan>(static_cast<std::size_t>(threads * groups_per_block));
-  if (!packed || !packed_v || !scratch || !scratch_v || !spans) throw std::bad_alloc();
-
-#pragma omp parallel num_threads(threads)
-  {
-    float* base = scratch.get() + omp_get_thread_num() * per_thread;
-    Scratch<T> x;
-    x.V_j = scratch_v.get() + omp_get_thread_num() * per_thread_v;
-    x.spans = spans.get() + omp_get_thread_num() * groups_per_block;
-    x.Q_i = base, base += RoundUp(RoundUp(g.Br, kMR) * g.d, align);
-    x.S_ij = base, base += RoundUp(g.Br * g.Bc_pad, align);
-    x.O_i = base, base += RoundUp(g.Br * g.dv_pad, align);
-    x.m = base, base += RoundUp(g.Br, align);
-    x.l = base, base += RoundUp(g.Br, align);
-    x.alpha = base, base += RoundUp(g.Br, align);
-    x.Z = base, base += RoundUp(g.Bc_pad, align);
-    x.K_wide = x.V_wide = nullptr;
-    if constexpr (!std::is_same_v<T, float>) x.K_wide = base, x.V_wide = base + RoundUp(g.Bc_pad * g.d, align);
-    for (std::int64_t first = 0; first < heads; first += chunk) {
-      const std::int64_t count = std::min(chunk, heads - first);
-#pragma omp for schedule(static)
-      for (std::int64_t t = 0; t < count * g.Tc; ++t) {
-        const std::int64_t head = first + t / g.Tc;
-        PackKBlockOfHead(p, g, head / g.Hkv, head % g.Hkv, t % g.Tc, packed.get() + (t / g.Tc) * g.packed_head);
-        if (pack_v) {
-          PackVBlockOfHead(p, g, head / g.Hkv, head % g.Hkv, t % g.Tc,
-                           packed_v.get() + (t / g.Tc) * g.packed_v_head);
-        }
-      }
-      // Work items head by head, so that a head's K and V stay in the shared cache while every Q block
-      // reads them; within a head in decreasing Q block order, because under a causal mask the last blocks
-      // are the longest and handing them out first balances the dynamic schedule.
-      const std::int64_t per_head = g.Tr * g.group;
-#pragma omp for schedule(dynamic, 1)
-      for (std::int64_t t = 0; t < count * per_head; ++t) {
-        const std::int64_t local = t / per_head, head = first + local;
-        const std::int64_t qb = g.Tr - 1 - (t % per_head) / g.group;
-        const std::int64_t h = (head % g.Hkv) * g.group + t % g.group;
-        SolveQBlock(p, g, dropout, x, head / g.Hkv, h, qb, packed.get() + local * g.packed_head,
-                    pack_v ? packed_v.get() + local * g.packed_v_head : nullptr);
-      }
-    }
+  if (PacksWide<T>(g.Br)) {
+    SolveAllBlocks<T, float>(p, g, dropout);
+  } else {
+    SolveAllBlocks<T, T>(p, g, dropout);
   }
 }
 

@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "common/element.h"
+#include "flashattn/flashattn.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -106,30 +107,41 @@ bool HasNonFinite(const T* x, std::int64_t n) {
   return !hn::AllTrue(df, finite);
 }
 
-// dst[0, n) = float32(src[0, n)), n a multiple of Lanes: a float16/bfloat16 block widened once, so that
-// the micro-kernels that read it many times spend no conversion on it.
+// out[0, width) = float32(row[0, width)): a vector at a time (F16C on x86), then element by element.
 template <typename T>
-void WidenToF32(const T* HWY_RESTRICT src, std::int64_t n, float* HWY_RESTRICT dst) {
+HWY_INLINE void RowToF32(const T* HWY_RESTRICT row, std::int64_t width, float* HWY_RESTRICT out) {
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
-  for (std::int64_t i = 0; i < n; i += L) hn::Store(LoadF32(df, src + i), df, dst + i);
+  std::int64_t e = 0;
+  for (; e + L <= width; e += L) hn::StoreU(LoadF32(df, row + e), df, out + e);
+  for (; e < width; ++e) out[e] = ToF32(row[e]);
 }
 
-// Rows [0, rows) of B (row stride ldb, `width` features) as panels of NR = 2·Lanes rows:
+// Packing copies elements of S into D: the same type, or float16/bfloat16 widened to float32 on the way
+// (the forward pass's K and V, widened once per head instead of in every micro-kernel step).
+template <typename S, typename D>
+inline constexpr bool kPackable = std::is_same_v<S, D> || std::is_same_v<D, float>;
+
+// Rows [0, rows) of B (row stride ldb, `width` ≤ kMaxHeadDim features) as panels of NR = 2·Lanes rows:
 // panels[p·NR·width + e·NR + n] = B[p·NR + n][e], zero for rows in [rows, rows_pad). The micro-kernel then
 // reads one contiguous NR-wide strip per feature e.
-template <typename T>
-void PackPanels(const T* B, std::int64_t ldb, std::int64_t rows, std::int64_t width, std::int64_t rows_pad,
-                T* panels) {
+template <typename S, typename D>
+void PackPanels(const S* B, std::int64_t ldb, std::int64_t rows, std::int64_t width, std::int64_t rows_pad,
+                D* panels) {
+  static_assert(kPackable<S, D>);
   const std::int64_t NR = 2 * static_cast<std::int64_t>(hn::Lanes(DF()));
   for (std::int64_t p0 = 0; p0 < rows_pad; p0 += NR) {
-    T* panel = panels + p0 * width;
+    D* panel = panels + p0 * width;
     for (std::int64_t n = 0; n < NR; ++n) {
       const std::int64_t row = p0 + n;
-      if (row < rows) {
+      if (row >= rows) {
+        for (std::int64_t e = 0; e < width; ++e) panel[e * NR + n] = D{};
+      } else if constexpr (std::is_same_v<S, D>) {
         for (std::int64_t e = 0; e < width; ++e) panel[e * NR + n] = B[row * ldb + e];
       } else {
-        for (std::int64_t e = 0; e < width; ++e) panel[e * NR + n] = T{};
+        float wide[kMaxHeadDim];
+        RowToF32(B + row * ldb, width, wide);
+        for (std::int64_t e = 0; e < width; ++e) panel[e * NR + n] = wide[e];
       }
     }
   }
@@ -248,18 +260,29 @@ HWY_INLINE std::int64_t SliceOffset(std::int64_t height, std::int64_t width_pad,
   return e0 * height + c * std::min(two_vectors, width_pad - e0) + (e - e0);
 }
 
-// B (rows × width of row-major src, row stride ld) in the slice layout of `rows` rows and width_pad
-// columns, zero in the columns [width, width_pad).
-template <typename T>
-void PackSlices(const T* src, std::int64_t ld, std::int64_t rows, std::int64_t width, std::int64_t width_pad,
-                T* slices) {
+// B (rows × width of row-major src, row stride ld; width ≤ kMaxHeadDim) in the slice layout of `rows` rows
+// and width_pad columns, zero in the columns [width, width_pad).
+template <typename S, typename D>
+void PackSlices(const S* src, std::int64_t ld, std::int64_t rows, std::int64_t width, std::int64_t width_pad,
+                D* slices) {
+  static_assert(kPackable<S, D>);
   const std::int64_t two_vectors = 2 * static_cast<std::int64_t>(hn::Lanes(DF()));
-  for (std::int64_t e0 = 0; e0 < width_pad; e0 += two_vectors) {
-    const std::int64_t w = std::min(two_vectors, width_pad - e0), copied = std::clamp<std::int64_t>(width - e0, 0, w);
-    T* slice = slices + e0 * rows;
+  // Row c's piece of the slice at column e0 from `row` (S or its widened copy): w = the slice's width.
+  const auto copy_piece = [&](const auto* row, std::int64_t c, std::int64_t e0) {
+    const std::int64_t w = std::min(two_vectors, width_pad - e0);
+    const std::int64_t copied = std::clamp<std::int64_t>(width - e0, 0, w);
+    D* piece = slices + e0 * rows + c * w;
+    std::copy(row + e0, row + e0 + copied, piece);
+    std::fill(piece + copied, piece + w, D{});
+  };
+  if constexpr (std::is_same_v<S, D>) {  // slice by slice: each written in order
+    for (std::int64_t e0 = 0; e0 < width_pad; e0 += two_vectors)
+      for (std::int64_t c = 0; c < rows; ++c) copy_piece(src + c * ld, c, e0);
+  } else {  // row by row, each widened once
+    float wide[kMaxHeadDim];
     for (std::int64_t c = 0; c < rows; ++c) {
-      std::copy(src + c * ld + e0, src + c * ld + e0 + copied, slice + c * w);
-      std::fill(slice + c * w + copied, slice + (c + 1) * w, T{});
+      RowToF32(src + c * ld, width, wide);
+      for (std::int64_t e0 = 0; e0 < width_pad; e0 += two_vectors) copy_piece(wide, c, e0);
     }
   }
 }
