@@ -402,6 +402,9 @@ TEST_F(CliTest, NoSubcommandIsAOneLineError) {
 // `flashattn bench` with each mode's shape options on the command line: one JSON row per call that carries
 // them (a tiny configuration, no baseline); a bad value is a one-line error that names its option.
 TEST_F(CliTest, BenchTakesEachModesOptionsFromTheCommandLine) {
+#ifndef FLASHATTN_WITH_BENCH
+  GTEST_SKIP() << "built without `flashattn bench` (FLASHATTN_ENABLE_BENCH=OFF, as in the sanitizer builds)";
+#endif
   const std::vector<std::string> common = {"bench", "--json", "--threads", "1", "--repeats", "1",
                                            "--min-time", "0", "--no-baseline", "--batch", "2",
                                            "--heads", "4", "--heads-kv", "2", "--headdim", "24"};
