@@ -244,24 +244,43 @@ void ExpectShapeFields(const std::string& json, const BenchCase& c) {
   EXPECT_EQ(JsonNumber(json, "threads"), c.threads);
 }
 
-TEST(ForwardMode, RowHasTheIssueFieldsAndAgreesWithTheBaseline) {
-  Limits limits;  // a made-up peak, as in the backward row's test
+// A made-up FMA peak (40 GFLOP/s, 50 per CPU-second): the rows' fractions are checked against it, nothing
+// is timed against it.
+Limits MadeUpLimits() {
+  Limits limits;
   limits.peak.gflops = 40.0;
   limits.peak.cpu_gflops = 50.0;
   limits.peak.target = "TEST";
+  return limits;
+}
+
+// Three timed calls after a warm-up, however short.
+RunOptions ThreeCalls() {
   RunOptions options;
   options.timing = {.repeats = 3, .min_time_s = 0.0, .max_repeats = 3, .warmup = true};
+  return options;
+}
+
+// The small GQA shape the forward and backward rows run: batch 2, Hq 4, Hkv 2, Nq 37, Nk 53, d 24, 2 threads.
+BenchCase SmallCase(Mode mode, bool causal) {
+  BenchCase c;
+  c.mode = mode;
+  c.batch = 2;
+  c.heads = 4;
+  c.heads_kv = 2;
+  c.seqlen_q = 37;
+  c.seqlen_k = 53;
+  c.headdim = 24;
+  c.causal = causal;
+  c.threads = 2;
+  return c;
+}
+
+TEST(ForwardMode, RowHasTheIssueFieldsAndAgreesWithTheBaseline) {
+  const Limits limits = MadeUpLimits();
   for (bool causal : {false, true}) {
-    BenchCase c;
-    c.batch = 2;
-    c.heads = 4;
-    c.heads_kv = 2;
-    c.seqlen_q = 37;
-    c.seqlen_k = 53;
-    c.headdim = 24;
-    c.causal = causal;
-    c.threads = 2;
-    const Row row = RunForward(c, options, limits);
+    const BenchCase c = SmallCase(Mode::kForward, causal);
+    const Row row = RunForward(c, ThreeCalls(), limits);
     const std::string json = ToJson(row);
     SCOPED_TRACE(json);
     EXPECT_NE(json.find("\"mode\": \"forward\""), std::string::npos);
@@ -285,11 +304,8 @@ TEST(ForwardMode, RowHasTheIssueFieldsAndAgreesWithTheBaseline) {
 }
 
 TEST(DecodeMode, RowReportsTheBytesReadAndItsFractionsOfTheMeasuredBandwidth) {
-  Limits limits;  // made-up peak and bandwidths: the row divides by them, nothing is timed against them
-  limits.peak.gflops = 40.0;
+  Limits limits = MadeUpLimits();  // and made-up bandwidths, which the row divides by as well
   limits.bandwidth = io_model::Bandwidth{.read_gbs = 20.0, .triad_gbs = 25.0, .threads = 2, .array_bytes = 1};
-  RunOptions options;
-  options.timing = {.repeats = 3, .min_time_s = 0.0, .max_repeats = 3, .warmup = true};
   for (std::int64_t page_size : {0, 16}) {
     BenchCase c;
     c.mode = Mode::kDecode;
@@ -303,7 +319,7 @@ TEST(DecodeMode, RowReportsTheBytesReadAndItsFractionsOfTheMeasuredBandwidth) {
     c.threads = 2;
     c.num_splits = 3;
     c.page_size = page_size;
-    const Row row = RunDecode(c, options, limits);
+    const Row row = RunDecode(c, ThreeCalls(), limits);
     const std::string json = ToJson(row);
     SCOPED_TRACE(json);
     EXPECT_NE(json.find("\"mode\": \"decode\""), std::string::npos);
@@ -330,24 +346,10 @@ TEST(DecodeMode, RowReportsTheBytesReadAndItsFractionsOfTheMeasuredBandwidth) {
 }
 
 TEST(BackwardMode, RowHasTheIssueFieldsAndCountsTwoAndAHalfForwardFlops) {
-  Limits limits;  // a made-up peak: the row's fractions are checked against it, nothing is timed against it
-  limits.peak.gflops = 40.0;
-  limits.peak.cpu_gflops = 50.0;
-  limits.peak.target = "TEST";
-  RunOptions options;
-  options.timing = {.repeats = 3, .min_time_s = 0.0, .max_repeats = 3, .warmup = true};
+  const Limits limits = MadeUpLimits();
   for (bool causal : {false, true}) {
-    BenchCase c;
-    c.mode = Mode::kBackward;
-    c.batch = 2;
-    c.heads = 4;
-    c.heads_kv = 2;
-    c.seqlen_q = 37;
-    c.seqlen_k = 53;
-    c.headdim = 24;
-    c.causal = causal;
-    c.threads = 2;
-    const Row row = RunBackward(c, options, limits);
+    const BenchCase c = SmallCase(Mode::kBackward, causal);
+    const Row row = RunBackward(c, ThreeCalls(), limits);
     const std::string json = ToJson(row);
     SCOPED_TRACE(json);
 

@@ -207,7 +207,7 @@ TEST_P(IoModelFusedShapeTest, CountedTrafficEqualsClosedForm) {
 INSTANTIATE_TEST_SUITE_P(Shapes, IoModelFusedShapeTest, ::testing::Range(0, 9));
 
 // float16/bfloat16 K and V are packed as float32 when a Q block has more than one register tile of 6 rows,
-// and in their own type otherwise (kernels::PacksWide); float32 is packed as float32.
+// and in their own type otherwise (kernels::PacksKvWide); float32 is packed as float32.
 TEST(IoModelTest, PackedElementBytesFollowTheKernelsRule) {
   AttentionParams p;
   p.seqlen_q = p.seqlen_k = 100;

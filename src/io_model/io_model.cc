@@ -141,11 +141,10 @@ FusedGeometry FusedGeometryOf(const AttentionParams& params) {
   g.Tr = CeilDiv(Nq, g.Br), g.Tc = CeilDiv(Nk, g.Bc);
   g.L = FusedFloatLanes(), g.NR = 2 * g.L;
   g.Bc_pad = CeilDiv(g.Bc, g.NR) * g.NR, g.dv_pad = CeilDiv(dv, g.L) * g.L;
-  // FusedForwardT widens float16/bfloat16 as it packs when a Q block has more than kMR = 6 rows
-  // (PacksWide); SolveAllBlocks packs V next to K when the packed K and V of one (batch, K/V head) fit
-  // kPackBudgetBytes.
+  // FusedForwardT widens float16/bfloat16 as it packs (PacksKvWide); SolveAllBlocks packs V next to K when
+  // the packed K and V of one (batch, K/V head) fit kPackBudgetBytes.
   const std::int64_t E = static_cast<std::int64_t>(SizeOf(params.dtype));
-  g.packed_element_bytes = params.dtype != DType::kF32 && g.Br > 6 ? kF32 : E;
+  g.packed_element_bytes = kernels::PacksKvWide(params.dtype, g.Br) ? kF32 : E;
   constexpr std::int64_t kPackBudgetBytes = 16 << 20;
   g.packs_v = (g.Tc * g.Bc_pad * d + g.Tc * g.Bc * g.dv_pad) * g.packed_element_bytes <= kPackBudgetBytes;
   return g;
@@ -159,7 +158,7 @@ Cost Fused(const AttentionParams& params) {
   if (params.batch == 0 || Nq == 0) return cost;  // the kernel returns before packing
   // Per (batch, K/V head): K_j read (cols·d) and written as Bc_pad·d packed keys; V_j read (cols·dv) and
   // written as cols·dv_pad when V is packed.
-  // Packed elements are counted as float32 when packed wide (PacksWide), else in the call's element type.
+  // Packed elements are counted as float32 when packed wide (PacksKvWide), else in the call's element type.
   const bool wide = g.packed_element_bytes != E;
   HeadCount pack;
   pack.read = Nk * d + (g.packs_v ? Nk * dv : 0);

@@ -54,7 +54,7 @@ struct FusedGeometry {
   std::int64_t Bc_pad = 0;      // keys per packed K block: Bc rounded up to NR (the padding is zeros)
   std::int64_t dv_pad = 0;      // elements per packed V row: dv rounded up to L
   bool packs_v = false;         // V is packed next to K: both fit the kernel's 16 MiB packing budget
-  // Bytes per packed K and V element: float16/bfloat16 are packed as float32 when Br > 6 (PacksWide), else
+  // Bytes per packed K and V element: float16/bfloat16 are packed as float32 when Br > 6 (PacksKvWide), else
   // packed in their own type.
   std::int64_t packed_element_bytes = 0;
 };

@@ -2,7 +2,7 @@
 //
 //   for each chunk of (batch, K/V head) pairs:                        [all threads]
 //     pack every K_j (NR-wide panels) and V_j (column slices) of the chunk, once, shared; float16/bfloat16
-//     widened to float32 here when the Q blocks have more than kMR rows (PacksWide)
+//     widened to float32 here when the Q blocks have more than kMR rows (PacksKvWide)
 //     for each (query head of the GQA group, Q block i), largest work first:   [one thread each]
 //       Q_i ← s·Q rows (float32),  Õ = 0, l = 0, m = −∞
 //       for each K/V block j that the band of rows i reaches:
@@ -55,7 +55,7 @@ struct Geometry {
   float scale;
 };
 
-// One thread's fast-memory working set (P: the packed K and V element type, see PacksWide).
+// One thread's fast-memory working set (P: the packed K and V element type, see PacksKvWide).
 template <typename P>
 struct Scratch {
   P* V_j;        // Bc × dv_pad, the current V block in column slices, zero-padded (when V is not packed)
@@ -70,15 +70,12 @@ struct Scratch {
 };
 
 // float16/bfloat16 K and V are widened to float32 as they are packed, once per (batch, K/V head), when a Q
-// block has more than one register tile of rows: every Q block and query head then reads float32 panels,
-// as in a float32 call, instead of converting next to every FMA (AVX-512 converts on the FMA ports) or
-// widening each tile once per Q block (3–4% of a float16 pass at N = 4096). The caller's K and V are still
-// read from memory in their own type. Blocks of at most kMR rows (Nq ≤ kMR) pack them in their own type and
-// convert as the micro-kernel loads.
-template <typename T>
-bool PacksWide(std::int64_t Br) {
-  return !std::is_same_v<T, float> && Br > kMR;
-}
+// block has more than one register tile of rows (PacksKvWide): every Q block and query head then reads
+// float32 panels, as in a float32 call, instead of converting next to every FMA (AVX-512 converts on the
+// FMA ports) or widening each tile once per Q block (3–4% of a float16 pass at N = 4096). The caller's K and
+// V are still read from memory in their own type. Blocks of at most kMR rows (Nq ≤ kMR) pack them in their
+// own type and convert as the micro-kernel loads.
+static_assert(kMR == 6, "PacksKvWide (fused_forward.h) states the register tile's rows");
 
 // Packs K block jt of one (batch, K/V head) into panels; done once and shared by all query blocks and
 // query heads of the group.
@@ -290,11 +287,9 @@ void SolveAllBlocks(const AttentionParams& p, Geometry g, const reference::Dropo
 #pragma omp for schedule(static)
       for (std::int64_t t = 0; t < count * g.Tc; ++t) {
         const std::int64_t head = first + t / g.Tc;
-        PackKBlockOfHead<T>(p, g, head / g.Hkv, head % g.Hkv, t % g.Tc, packed.get() + (t / g.Tc) * g.packed_head);
-        if (pack_v) {
-          PackVBlockOfHead<T>(p, g, head / g.Hkv, head % g.Hkv, t % g.Tc,
-                           packed_v.get() + (t / g.Tc) * g.packed_v_head);
-        }
+        const std::int64_t b = head / g.Hkv, hkv = head % g.Hkv, jt = t % g.Tc;
+        PackKBlockOfHead<T>(p, g, b, hkv, jt, packed.get() + (t / g.Tc) * g.packed_head);
+        if (pack_v) PackVBlockOfHead<T>(p, g, b, hkv, jt, packed_v.get() + (t / g.Tc) * g.packed_v_head);
       }
       // Work items head by head, so that a head's K and V stay in the shared cache while every Q block
       // reads them; within a head in decreasing Q block order, because under a causal mask the last blocks
@@ -306,7 +301,7 @@ void SolveAllBlocks(const AttentionParams& p, Geometry g, const reference::Dropo
         const std::int64_t qb = g.Tr - 1 - (t % per_head) / g.group;
         const std::int64_t h = (head % g.Hkv) * g.group + t % g.group;
         SolveQBlock<T>(p, g, dropout, x, head / g.Hkv, h, qb, packed.get() + local * g.packed_head,
-                    pack_v ? packed_v.get() + local * g.packed_v_head : nullptr);
+                       pack_v ? packed_v.get() + local * g.packed_v_head : nullptr);
       }
     }
   }
@@ -330,7 +325,7 @@ void FusedForwardT(const AttentionParams& p) {
   g.packed_head = g.Tc * g.Bc_pad * g.d;
   g.scale = p.scale.value_or(1.0f / std::sqrt(static_cast<float>(g.d)));
 
-  if (PacksWide<T>(g.Br)) {
+  if (PacksKvWide(p.dtype, g.Br)) {
     SolveAllBlocks<T, float>(p, g, dropout);
   } else {
     SolveAllBlocks<T, T>(p, g, dropout);

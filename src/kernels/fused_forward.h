@@ -23,6 +23,11 @@ struct FusedTiling {
 // otherwise the rule of docs/fused_kernel.md derived from the detected per-core cache sizes.
 FusedTiling ChooseFusedTiling(const AttentionParams& params);
 
+// Whether a call packs float16/bfloat16 K and V as float32, once per head (its Q blocks of Br rows span more
+// than one register tile of 6 rows: fused_forward-inl.h, kMR), rather than in their own type. The IO model
+// charges the packed elements by the same rule.
+inline bool PacksKvWide(DType dtype, std::int64_t Br) { return dtype != DType::kF32 && Br > 6; }
+
 // Per-core cache sizes in bytes, read once from the operating system (defaults if unavailable).
 struct CacheSizes {
   std::int64_t l1d, l2;
