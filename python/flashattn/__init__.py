@@ -28,12 +28,7 @@ Conventions
     ``deterministic`` is accepted for compatibility: the backward pass is deterministic by construction.
 """
 
-import operator
-import os
-
-import numpy as np
-
-from . import _core
+from . import _arguments, _core, _kvcache
 
 __all__ = [
     "flash_attn_func",
@@ -44,72 +39,6 @@ __all__ = [
     "merge_attention_states",
     "scaled_dot_product_attention",
 ]
-
-_UINT64 = 1 << 64
-
-
-def _draw_seed():
-    return int.from_bytes(os.urandom(8), "little")
-
-
-def _seed(seed, dropout_p, required=False):
-    """The dropout seed: the given one, or a fresh one (required=True: the caller must give it)."""
-    if seed is None:
-        if required and dropout_p > 0:
-            raise ValueError("seed must be given when dropout_p > 0 (the forward pass's seed), got None")
-        return _draw_seed()
-    seed = operator.index(seed)
-    if not 0 <= seed < _UINT64:
-        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
-    return seed
-
-
-def _window(window_size):
-    try:
-        left, right = window_size
-        return operator.index(left), operator.index(right)
-    except (TypeError, ValueError):
-        raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}") from None
-
-
-def _float32(x, name):
-    """A C-contiguous float32 copy of x, or x itself when it is one already."""
-    array = np.asarray(x)
-    if array.dtype.kind not in "fiu":
-        raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}")
-    return np.ascontiguousarray(array, dtype=np.float32)
-
-
-def _int32(x, name, ndim):
-    """A C-contiguous int32 version of an integer array (a copy only when needed); values must fit."""
-    array = np.asarray(x)
-    if array.dtype.kind not in "iu":
-        raise TypeError(f"{name} must have an integer dtype (int32), got {array.dtype}")
-    if array.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension{'s' if ndim != 1 else ''}, got {array.ndim}")
-    if array.dtype != np.int32 and array.size > 0:
-        low, high = int(array.min()), int(array.max())
-        if low < -(2**31) or high >= 2**31:
-            raise ValueError(f"{name} values must fit in int32, got range [{low}, {high}]")
-    return np.ascontiguousarray(array, dtype=np.int32)
-
-
-def _modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed):
-    m = _core.Modifiers()
-    m.dropout_p = float(dropout_p)
-    m.softmax_scale = None if softmax_scale is None else float(softmax_scale)
-    m.causal = bool(causal)
-    m.window_left, m.window_right = _window(window_size)
-    m.softcap = float(softcap)
-    if alibi_slopes is not None:
-        slopes = _float32(alibi_slopes, "alibi_slopes")
-        if slopes.ndim not in (1, 2):
-            raise ValueError(
-                f"alibi_slopes must have shape (heads_q,) or (batch, heads_q), got {slopes.shape}"
-            )
-        m.alibi_slopes = slopes
-    m.seed = seed
-    return m
 
 
 def flash_attn_func(
@@ -146,10 +75,9 @@ def flash_attn_func(
     is 0.
     """
     del deterministic
-    seed = _seed(seed, dropout_p)
-    m = _modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed)
+    m = _arguments.modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed)
     out, lse, keep = _core.forward(
-        q, k, v, m, return_lse=bool(return_attn_probs), return_dropout_mask=bool(return_attn_probs)
+        q, k, v, modifiers=m, return_lse=bool(return_attn_probs), return_dropout_mask=bool(return_attn_probs)
     )
     return (out, lse, keep) if return_attn_probs else out
 
@@ -180,9 +108,10 @@ def flash_attn_backward(
     K/V head. No gradient flows to alibi_slopes. Deterministic: the same inputs give the same bits.
     """
     del deterministic
-    seed = _seed(seed, dropout_p, required=True)
-    m = _modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed)
-    dq, dk, dv = _core.backward(dout, q, k, v, out, softmax_lse, m)
+    m = _arguments.modifiers(
+        dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed, seed_required=True
+    )
+    dq, dk, dv = _core.backward(dout, q, k, v, out, softmax_lse, modifiers=m)
     return dq, dk, dv
 
 
@@ -218,17 +147,13 @@ def flash_attn_varlen_func(
     dropout_p is 0.
     """
     del deterministic
-    seed = _seed(seed, dropout_p)
-    m = _modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed)
+    m = _arguments.modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed)
     out, lse, keep = _core.varlen_forward(
         q,
         k,
         v,
-        _int32(cu_seqlens_q, "cu_seqlens_q", 1),
-        _int32(cu_seqlens_k, "cu_seqlens_k", 1),
-        operator.index(max_seqlen_q),
-        operator.index(max_seqlen_k),
-        m,
+        **_arguments.packed_sequences(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
+        modifiers=m,
         return_dropout_mask=bool(return_attn_probs),
     )
     return (out, lse, keep) if return_attn_probs else out
@@ -259,8 +184,9 @@ def flash_attn_varlen_backward(
     them (return_attn_probs=True), the forward call's seed when dropout_p > 0. Computed sequence by sequence;
     deterministic."""
     del deterministic
-    seed = _seed(seed, dropout_p, required=True)
-    m = _modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed)
+    m = _arguments.modifiers(
+        dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed, seed_required=True
+    )
     return _core.varlen_backward(
         dout,
         q,
@@ -268,79 +194,9 @@ def flash_attn_varlen_backward(
         v,
         out,
         softmax_lse,
-        _int32(cu_seqlens_q, "cu_seqlens_q", 1),
-        _int32(cu_seqlens_k, "cu_seqlens_k", 1),
-        operator.index(max_seqlen_q),
-        operator.index(max_seqlen_k),
-        m,
+        **_arguments.packed_sequences(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
+        modifiers=m,
     )
-
-
-def _kvcache(
-    q,
-    k_cache,
-    v_cache,
-    k,
-    v,
-    rotary_cos,
-    rotary_sin,
-    cache_seqlens,
-    block_table,
-    softmax_scale,
-    causal,
-    window_size,
-    softcap,
-    rotary_interleaved,
-    alibi_slopes,
-    num_splits,
-    bf16=False,
-):
-    """flash_attn_with_kvcache on arrays (bfloat16 as int16 when bf16): converts the side arrays, returns
-    (out, softmax_lse)."""
-    paged = block_table is not None
-    q_batch = q.shape[0] if isinstance(q, np.ndarray) and q.ndim == 4 else 0
-    if cache_seqlens is None:
-        if isinstance(k_cache, np.ndarray) and k_cache.ndim == 4:
-            capacity = k_cache.shape[1] * (
-                np.shape(block_table)[1] if paged and np.ndim(block_table) == 2 else 1
-            )
-        else:
-            capacity = 0
-        cache_seqlens = np.full(q_batch, capacity, dtype=np.int32)
-    elif np.ndim(cache_seqlens) == 0 and np.asarray(cache_seqlens).dtype.kind in "iu":
-        cache_seqlens = np.full(q_batch, int(cache_seqlens), dtype=np.int64)
-    cache_seqlens = _int32(cache_seqlens, "cache_seqlens", 1)
-    if paged:
-        block_table = _int32(block_table, "block_table", 2)
-    if rotary_cos is not None:
-        rotary_cos = _float32(rotary_cos, "rotary_cos")
-    if rotary_sin is not None:
-        rotary_sin = _float32(rotary_sin, "rotary_sin")
-    if alibi_slopes is not None:
-        alibi_slopes = _float32(alibi_slopes, "alibi_slopes")
-    left, right = _window(window_size)
-    out, lse = _core.kvcache(
-        q,
-        k_cache,
-        v_cache,
-        k,
-        v,
-        rotary_cos,
-        rotary_sin,
-        cache_seqlens,
-        block_table,
-        alibi_slopes,
-        None if softmax_scale is None else float(softmax_scale),
-        bool(causal),
-        left,
-        right,
-        float(softcap),
-        bool(rotary_interleaved),
-        operator.index(num_splits),
-        True,
-        bf16,
-    )
-    return out, lse
 
 
 def flash_attn_with_kvcache(
@@ -380,23 +236,24 @@ def flash_attn_with_kvcache(
     return_softmax_lse=True. Everything is checked before the caches are written: a call that raises leaves
     them unchanged.
     """
-    out, lse = _kvcache(
+    out, lse = _kvcache.kvcache(
         q,
         k_cache,
         v_cache,
-        k,
-        v,
-        rotary_cos,
-        rotary_sin,
-        cache_seqlens,
-        block_table,
-        softmax_scale,
-        causal,
-        window_size,
-        softcap,
-        rotary_interleaved,
-        alibi_slopes,
-        num_splits,
+        k=k,
+        v=v,
+        rotary_cos=rotary_cos,
+        rotary_sin=rotary_sin,
+        cache_seqlens=cache_seqlens,
+        block_table=block_table,
+        softmax_scale=softmax_scale,
+        causal=causal,
+        window_size=window_size,
+        softcap=softcap,
+        rotary_interleaved=rotary_interleaved,
+        alibi_slopes=alibi_slopes,
+        num_splits=num_splits,
+        return_lse=return_softmax_lse,
     )
     return (out, lse) if return_softmax_lse else out
 
@@ -409,66 +266,8 @@ def merge_attention_states(outs, lses):
     are stacked into float32 arrays (a copy). Returns (out, lse): out of the partials' dtype,
     lse = log Σ exp(lse_k), out = Σ exp(lse_k − lse)·out_k; a row that no partial saw is 0 with lse −inf.
     """
-    outs, lses = list(outs), list(lses)
-    if len(outs) != len(lses):
-        raise ValueError(f"outs and lses must have the same length, got {len(outs)} and {len(lses)}")
-    if not outs:
-        raise ValueError("outs must hold at least one partial result, got an empty list")
-    for i, o in enumerate(outs):
-        if not isinstance(o, np.ndarray):
-            raise TypeError(f"outs[{i}] must be a numpy.ndarray, got {type(o).__name__}")
-        if o.dtype != outs[0].dtype:
-            raise TypeError(f"outs[{i}] has dtype {o.dtype} but outs[0] has {outs[0].dtype}; they must agree")
-        if o.shape != outs[0].shape:
-            raise ValueError(
-                f"outs[{i}] has shape {o.shape} but outs[0] has {outs[0].shape}; they must agree"
-            )
-    for i, lse in enumerate(lses):
-        if np.shape(lse) != np.shape(lses[0]):
-            raise ValueError(f"lses[{i}] has shape {np.shape(lse)} but lses[0] has {np.shape(lses[0])}")
-    if outs[0].dtype not in (np.float32, np.float16):
-        raise TypeError(f"outs must have dtype float32 or float16, got {outs[0].dtype}")
-    o_partials = np.stack([o.astype(np.float32, copy=False) for o in outs])
-    lse_partials = np.stack([_float32(lse, f"lses[{i}]") for i, lse in enumerate(lses)])
-    if o_partials.ndim != 5:
-        raise ValueError(f"outs must be (batch, seqlen, heads, dv) arrays, got shape {outs[0].shape}")
-    return _core.merge(o_partials, lse_partials, outs[0])
-
-
-def _sdpa_mask(attn_mask, shape):
-    """attn_mask as a bool or float32 array broadcast (zero strides, no copy) to `shape`."""
-    mask = np.asarray(attn_mask)
-    if mask.dtype != np.bool_:
-        if mask.dtype.kind != "f":
-            raise TypeError(f"attn_mask must have dtype bool or a float dtype, got {mask.dtype}")
-        mask = mask.astype(np.float32, copy=False)
-    try:
-        if mask.ndim > 4:
-            raise ValueError
-        return np.broadcast_to(mask, shape)
-    except ValueError:
-        raise ValueError(
-            f"attn_mask of shape {mask.shape} is not broadcastable to (batch, heads, L, S) = "
-            f"{tuple(shape)}"
-        ) from None
-
-
-def _sdpa_arguments(query, key, value, attn_mask, dropout_p, is_causal, scale):
-    """The mask broadcast to (batch, heads, L, S) and the checked scalars shared by both APIs."""
-    if attn_mask is not None and is_causal:
-        raise ValueError(
-            "attn_mask and is_causal cannot both be set (PyTorch's rule); fold the causal mask "
-            "into attn_mask"
-        )
-    for name, x in (("query", query), ("key", key)):
-        if not isinstance(x, np.ndarray) or x.ndim != 4:
-            raise ValueError(
-                f"{name} must be a 4-dimensional array (batch, heads, seqlen, dim), got "
-                f"{getattr(x, 'ndim', type(x).__name__)}"
-            )
-    if attn_mask is not None:
-        attn_mask = _sdpa_mask(attn_mask, (query.shape[0], query.shape[1], query.shape[2], key.shape[2]))
-    return attn_mask, float(dropout_p), bool(is_causal), None if scale is None else float(scale)
+    o_partials, lse_partials, like = _arguments.merge_partials(outs, lses)
+    return _core.merge(o_partials, lse_partials, like=like)
 
 
 def scaled_dot_product_attention(
@@ -494,10 +293,7 @@ def scaled_dot_product_attention(
     h // (heads // heads_kv), as repeat_interleave does); otherwise the head counts must agree.
     dropout_p with seed (None: fresh) as in flash_attn_func. Returns (batch, heads, L, Ev) of query's dtype.
     """
-    attn_mask, dropout_p, is_causal, scale = _sdpa_arguments(
-        query, key, value, attn_mask, dropout_p, is_causal, scale
-    )
-    out, _ = _core.sdpa_forward(
-        query, key, value, attn_mask, dropout_p, is_causal, scale, bool(enable_gqa), _seed(seed, dropout_p)
-    )
+    attn_mask = _arguments.sdpa_mask(query, key, attn_mask, is_causal)
+    options = _arguments.sdpa_options(attn_mask, dropout_p, is_causal, scale, enable_gqa, seed)
+    out, _ = _core.sdpa_forward(query, key, value, **options)
     return out

@@ -1,5 +1,5 @@
 // The keyword arguments that flash_attn_func, its varlen form and their backward passes share, applied to
-// AttentionParams. The Python layer fills a Modifiers object from its keywords (flashattn/__init__.py).
+// AttentionParams. The Python layer fills a Modifiers object from its keywords (flashattn/_arguments.py).
 #ifndef FLASHATTN_PYTHON_MODIFIERS_H_
 #define FLASHATTN_PYTHON_MODIFIERS_H_
 

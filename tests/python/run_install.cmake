@@ -33,12 +33,17 @@ endif()
 file(GLOB_RECURSE installed RELATIVE ${root} ${root}/*)
 file(GLOB package RELATIVE ${site}/flashattn ${site}/flashattn/*)
 list(SORT package)
-if(NOT package MATCHES "^__init__\\.py;_core[^;]*\\.so;torch\\.py$")
-  message(FATAL_ERROR "expected _core*.so, __init__.py and torch.py in ${site}/flashattn, got: ${package}\n"
+# The public modules, their private helper modules and the compiled module, whatever its tag
+# (_core.cpython-311-x86_64-linux-gnu.so), listed as _core.so.
+list(TRANSFORM package REPLACE "^_core[^;]*\\.so$" "_core.so")
+set(expected __init__.py _arguments.py _autograd.py _core.so _kvcache.py _tensors.py torch.py)
+if(NOT package STREQUAL expected)
+  message(FATAL_ERROR "expected ${expected} in ${site}/flashattn, got: ${package}\n"
                       "everything installed under ${root}: ${installed}")
 endif()
 list(LENGTH installed count)
-if(NOT count EQUAL 3)
+list(LENGTH expected expected_count)
+if(NOT count EQUAL expected_count)
   message(FATAL_ERROR "the python component installed more than the package: ${installed}")
 endif()
 

@@ -1,0 +1,100 @@
+"""flashattn.torch's autograd Functions, and the library's backward pass on tensors that both their
+backward methods (loss.backward()) and flashattn.torch's flash_attn_backward functions run. Imports torch,
+so only flashattn.torch imports it."""
+
+import torch
+
+from . import _core, _tensors
+
+
+def backward(dout, q, k, v, out, lse, *, modifiers, bf16, sequences=None):
+    """The library's backward pass on tensors (dout as NumPy already): new (dq, dk, dv) tensors. sequences:
+    for a varlen call, the keywords of flashattn._arguments.packed_sequences."""
+    arrays = _tensors.arrays(q=q, k=k, v=v, out=out, softmax_lse=lse)
+    if sequences is None:
+        grads = _core.backward(dout, *arrays, modifiers=modifiers, bf16=bf16)
+    else:
+        grads = _core.varlen_backward(dout, *arrays, **sequences, modifiers=modifiers, bf16=bf16)
+    return tuple(_tensors.tensor(g, bf16) for g in grads)
+
+
+class FlashAttnFunc(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, modifiers, return_dropout_mask):
+        bf16 = _tensors.is_bf16(q)
+        out, lse, keep = _core.forward(
+            *_tensors.arrays(q=q, k=k, v=v),
+            modifiers=modifiers,
+            return_lse=True,
+            return_dropout_mask=return_dropout_mask,
+            bf16=bf16,
+        )
+        out, lse = _tensors.tensor(out, bf16), _tensors.tensor(lse)
+        keep = _tensors.tensor(keep) if keep is not None else torch.empty(0, dtype=torch.bool)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.modifiers, ctx.bf16 = modifiers, bf16
+        ctx.mark_non_differentiable(lse, keep)
+        return out, lse, keep
+
+    @staticmethod
+    def backward(ctx, dout, _dlse, _dkeep):
+        q, k, v, out, lse = ctx.saved_tensors
+        grads = backward(
+            _tensors.grad_array(dout, "dout"), q, k, v, out, lse, modifiers=ctx.modifiers, bf16=ctx.bf16
+        )
+        return grads + (None, None)
+
+
+class FlashAttnVarlenFunc(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, sequences, modifiers):
+        bf16 = _tensors.is_bf16(q)
+        out, lse, _ = _core.varlen_forward(
+            *_tensors.arrays(q=q, k=k, v=v), **sequences, modifiers=modifiers, bf16=bf16
+        )
+        out, lse = _tensors.tensor(out, bf16), _tensors.tensor(lse)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.sequences, ctx.modifiers, ctx.bf16 = sequences, modifiers, bf16
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        grads = backward(
+            _tensors.grad_array(dout, "dout"),
+            q,
+            k,
+            v,
+            out,
+            lse,
+            modifiers=ctx.modifiers,
+            bf16=ctx.bf16,
+            sequences=ctx.sequences,
+        )
+        return grads + (None, None)
+
+
+class ScaledDotProductAttentionFunc(torch.autograd.Function):
+    """options: the keywords of flashattn._arguments.sdpa_options (the mask broadcast to NumPy already)."""
+
+    @staticmethod
+    def forward(ctx, query, key, value, options):
+        bf16 = _tensors.is_bf16(query)
+        arrays = _tensors.arrays(query=query, key=key, value=value)
+        out, lse = _core.sdpa_forward(*arrays, **options, bf16=bf16)
+        out, lse = _tensors.tensor(out, bf16), _tensors.tensor(lse)
+        ctx.save_for_backward(query, key, value, out, lse)
+        ctx.options, ctx.bf16 = options, bf16
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        query, key, value, out, lse = ctx.saved_tensors
+        grads = _core.sdpa_backward(
+            _tensors.grad_array(dout, "dout"),
+            *_tensors.arrays(query=query, key=key, value=value, out=out, lse=lse),
+            **ctx.options,
+            bf16=ctx.bf16,
+        )
+        return tuple(_tensors.tensor(g, ctx.bf16) for g in grads) + (None,)
