@@ -66,7 +66,7 @@ py::tuple Backward(const py::handle& dout_in, const py::handle& q_in, const py::
 
 void RegisterBackward(py::module_& m) {
   m.def("backward", &Backward, py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
-        py::arg("softmax_lse"), py::arg("modifiers"), py::arg("bf16") = false,
+        py::arg("softmax_lse"), py::kw_only(), py::arg("modifiers"), py::arg("bf16") = false,
         "flash_attn_backward's computation: returns (dq, dk, dv).");
 }
 

@@ -64,7 +64,7 @@ py::tuple Forward(const py::handle& q_in, const py::handle& k_in, const py::hand
 }  // namespace
 
 void RegisterForward(py::module_& m) {
-  m.def("forward", &Forward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("modifiers"),
+  m.def("forward", &Forward, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("modifiers"),
         py::arg("return_lse"), py::arg("return_dropout_mask"), py::arg("bf16") = false,
         "flash_attn_func's computation: returns (out, softmax_lse or None, dropout keep mask or None).");
 }

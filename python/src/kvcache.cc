@@ -137,11 +137,11 @@ py::tuple Kvcache(const py::handle& q_in, const py::handle& k_cache_in, const py
 }  // namespace
 
 void RegisterKvcache(py::module_& m) {
-  m.def("kvcache", &Kvcache, py::arg("q"), py::arg("k_cache"), py::arg("v_cache"), py::arg("k"), py::arg("v"),
-        py::arg("rotary_cos"), py::arg("rotary_sin"), py::arg("cache_seqlens"), py::arg("block_table"),
-        py::arg("alibi_slopes"), py::arg("softmax_scale"), py::arg("causal"), py::arg("window_left"),
-        py::arg("window_right"), py::arg("softcap"), py::arg("rotary_interleaved"), py::arg("num_splits"),
-        py::arg("return_lse"), py::arg("bf16") = false,
+  m.def("kvcache", &Kvcache, py::arg("q"), py::arg("k_cache"), py::arg("v_cache"), py::kw_only(),
+        py::arg("k"), py::arg("v"), py::arg("rotary_cos"), py::arg("rotary_sin"), py::arg("cache_seqlens"),
+        py::arg("block_table"), py::arg("alibi_slopes"), py::arg("softmax_scale"), py::arg("causal"),
+        py::arg("window_left"), py::arg("window_right"), py::arg("softcap"), py::arg("rotary_interleaved"),
+        py::arg("num_splits"), py::arg("return_lse"), py::arg("bf16") = false,
         "flash_attn_with_kvcache's computation: returns (out, softmax_lse or None); appends k, v in place.");
 }
 

@@ -42,7 +42,7 @@ py::tuple Merge(const py::handle& o_partials_in, const py::handle& lse_partials_
 }  // namespace
 
 void RegisterMerge(py::module_& m) {
-  m.def("merge", &Merge, py::arg("o_partials"), py::arg("lse_partials"), py::arg("like"),
+  m.def("merge", &Merge, py::arg("o_partials"), py::arg("lse_partials"), py::kw_only(), py::arg("like"),
         py::arg("bf16") = false, "merge_attention_states' computation: returns (out of like's dtype, lse).");
 }
 

@@ -1,7 +1,7 @@
 // flashattn._core: the compiled half of the Python package. Each function takes NumPy arrays, checks them
 // (TypeError for element types, ValueError for shapes and values), fills the library's parameter struct and
-// runs the computation with the GIL released. flashattn/__init__.py gives them flash-attn's and PyTorch's
-// signatures.
+// runs the computation with the GIL released. Every argument after the arrays is keyword-only. The public
+// modules flashattn/__init__.py and flashattn/torch.py give them flash-attn's and PyTorch's signatures.
 #include <pybind11/pybind11.h>
 
 #include "bindings.h"

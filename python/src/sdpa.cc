@@ -150,13 +150,14 @@ py::tuple SdpaBackward(const py::handle& dout_in, const py::handle& query, const
 }  // namespace
 
 void RegisterSdpa(py::module_& m) {
-  m.def("sdpa_forward", &SdpaForward, py::arg("query"), py::arg("key"), py::arg("value"),
+  m.def("sdpa_forward", &SdpaForward, py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(),
         py::arg("attn_mask"), py::arg("dropout_p"), py::arg("is_causal"), py::arg("scale"),
         py::arg("enable_gqa"), py::arg("seed"), py::arg("bf16") = false,
         "scaled_dot_product_attention's computation: returns (out, lse).");
   m.def("sdpa_backward", &SdpaBackward, py::arg("dout"), py::arg("query"), py::arg("key"), py::arg("value"),
-        py::arg("out"), py::arg("lse"), py::arg("attn_mask"), py::arg("dropout_p"), py::arg("is_causal"),
-        py::arg("scale"), py::arg("enable_gqa"), py::arg("seed"), py::arg("bf16") = false,
+        py::arg("out"), py::arg("lse"), py::kw_only(), py::arg("attn_mask"), py::arg("dropout_p"),
+        py::arg("is_causal"), py::arg("scale"), py::arg("enable_gqa"), py::arg("seed"),
+        py::arg("bf16") = false,
         "The gradients (dquery, dkey, dvalue) of scaled_dot_product_attention.");
 }
 

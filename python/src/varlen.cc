@@ -211,14 +211,15 @@ py::tuple VarlenBackward(const py::handle& dout_in, const py::handle& q, const p
 }  // namespace
 
 void RegisterVarlen(py::module_& m) {
-  m.def("varlen_forward", &VarlenForward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"),
-        py::arg("cu_seqlens_k"), py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("modifiers"),
-        py::arg("return_dropout_mask") = false, py::arg("bf16") = false,
+  m.def("varlen_forward", &VarlenForward, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(),
+        py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"), py::arg("max_seqlen_q"), py::arg("max_seqlen_k"),
+        py::arg("modifiers"), py::arg("return_dropout_mask") = false, py::arg("bf16") = false,
         "flash_attn_varlen_func's computation: returns (out, softmax_lse (Hq, total_q), per-sequence dropout "
         "keep masks (Hq, Nq_b, Nk_b) or None).");
   m.def("varlen_backward", &VarlenBackward, py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"),
-        py::arg("out"), py::arg("softmax_lse"), py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"),
-        py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("modifiers"), py::arg("bf16") = false,
+        py::arg("out"), py::arg("softmax_lse"), py::kw_only(), py::arg("cu_seqlens_q"),
+        py::arg("cu_seqlens_k"), py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("modifiers"),
+        py::arg("bf16") = false,
         "The gradients (dq, dk, dv) of flash_attn_varlen_func.");
 }
 
