@@ -4,10 +4,10 @@ attention() computes O = softmax(mask(scale·Q Kᵀ → softcap → + ALiBi + ad
 gradients, materializing S and P. With compute=np.float64 it is the reference. With compute=np.float32 and
 `low` set to the inputs' dtype it is the "standard implementation in the same precision": products
 accumulated in float32 and every intermediate (S, P, O, dP, dS, gradients) rounded to `low`, as a
-float16 GEMM with float32 accumulation does; its backward pass is the one of SPEC §4 (P recomputed from the
-float32 LSE, D = rowsum(dO ∘ O)), materialized. Tolerances are then relative to that baseline's own
-error (flash-attn's rule): |ours − ref| ≤ 2·|baseline − ref| (+ the result's own rounding, see
-assert_within_baseline).
+float16 GEMM with float32 accumulation does; its backward pass is the library's (docs/backward.md: P
+recomputed from the float32 LSE, D = rowsum(dO ∘ O)), materialized. Tolerances are then relative to that
+baseline's own error (flash-attn's rule): |ours − ref| ≤ 2·|baseline − ref| (+ the result's own rounding,
+see assert_within_baseline).
 """
 
 import numpy as np
@@ -96,7 +96,7 @@ def attention(
     O = rnd(Pd @ vr)
     result = {"o": O, "lse": lse[..., 0]}
     if dout is not None:
-        # The backward pass of SPEC §4 materialized: P recomputed from the stored float32 LSE, D from O.
+        # docs/backward.md's backward pass materialized: P recomputed from the stored float32 LSE, D from O.
         with np.errstate(invalid="ignore", over="ignore"):
             lse32 = lse.astype(np.float32).astype(compute)
             P = rnd(

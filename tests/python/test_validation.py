@@ -1,7 +1,7 @@
-"""The Python part of issue 8's validation matrix: every bad input raises TypeError (element types) or
-ValueError (everything else) whose message names the argument, and no array passed in changes (the key/value
-caches included). Python has no null pointers (None where an array is required is a TypeError naming it),
-and outputs are always new arrays, so 'output overlaps an input' cannot be expressed here."""
+"""The Python part of the validation matrix (docs/robustness.md): every bad input raises TypeError (element
+types) or ValueError (everything else) whose message names the argument, and no array passed in changes (the
+key/value caches included). Python has no null pointers (None where an array is required is a TypeError
+naming it), and outputs are always new arrays, so 'output overlaps an input' cannot be expressed here."""
 
 import numpy as np
 import pytest
