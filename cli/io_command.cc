@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "common/checked.h"
+#include "common/cpu_caches.h"
 #include "flashattn/flashattn.h"
 #include "io_model/io_model.h"
 #include "kernels/fused_forward.h"
@@ -133,9 +134,9 @@ void PrintRow(const std::string& name, const std::string& blocks, const std::str
 
 void RunIo(IoOptions o) {
   CheckOptions(o);
-  const std::int64_t detected_l2 = io_model::DetectL2CacheBytes();
+  const CacheSize l2 = DetectedCpuCaches().l2;
   const bool fast_memory_given = o.fast_memory_given;
-  if (!fast_memory_given) o.fast_memory = detected_l2 > 0 ? detected_l2 : kDefaultFastMemoryBytes;
+  if (!fast_memory_given) o.fast_memory = l2.bytes;
   float lse_marker = 0.0f;
   const AttentionParams shape = ShapeParams(o, &lse_marker);
 
@@ -147,8 +148,8 @@ void RunIo(IoOptions o) {
               o.no_lse ? "not written" : "written");
   std::printf("fast memory M: %lld bytes (%s)\n", static_cast<long long>(o.fast_memory),
               fast_memory_given ? "--fast-memory"
-              : detected_l2 > 0 ? "detected per-core L2"
-                                : "default; the L2 size could not be detected");
+              : l2.detected()   ? "detected per-core L2"
+                                : "default per-core L2; its size could not be detected");
   if (!o.no_measure) {
     const io_model::Machine machine = io_model::MeasureMachine(o.threads);
     std::printf("machine: FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s on %d threads -> ridge point "

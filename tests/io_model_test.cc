@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/cpu_caches.h"
 #include "io_model/io_model.h"
 #include "io_model/machine.h"
 #include "kernels/fused_forward.h"
@@ -397,7 +398,8 @@ TEST(IoModelTest, RidgeBandwidthArraysOutgrowTheL3) {
   EXPECT_EQ(io_model::RidgeArrayBytes(0), std::int64_t{128} << 20);  // L3 unknown: MeasureBandwidth's default
   EXPECT_EQ(io_model::RidgeArrayBytes(std::int64_t{32} << 20), std::int64_t{128} << 20);  // Zen 3
   EXPECT_EQ(io_model::RidgeArrayBytes(std::int64_t{260} << 20), std::int64_t{520} << 20);  // this Xeon
-  EXPECT_GE(io_model::RidgeArrayBytes(io_model::DetectL3CacheBytes()), 2 * io_model::DetectL3CacheBytes());
+  const std::int64_t l3 = DetectedCpuCaches().l3.bytes;
+  EXPECT_GE(io_model::RidgeArrayBytes(l3), 2 * l3);
 }
 
 TEST(IoModelTest, RunCountedRejectsAlgorithmsWithoutInstrumentation) {

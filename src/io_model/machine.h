@@ -8,11 +8,6 @@
 
 namespace flashattn::io_model {
 
-// Per-core L2 size in bytes from sysconf, else from /sys/devices/system/cpu/cpu0/cache; 0 if neither knows.
-std::int64_t DetectL2CacheBytes();
-// The last-level (L3) cache size in bytes, found the same way; 0 if unknown.
-std::int64_t DetectL3CacheBytes();
-
 // Bytes per array of the bandwidth measurement behind the ridge point: 128 MiB (MeasureBandwidth's
 // default), or twice the L3 when that is larger, so that the array read cannot stay in the cache (a 260 MiB
 // L3 holds a 128 MiB array, and the "main-memory" rate measured from it is twice the DRAM's).
@@ -22,7 +17,7 @@ struct Machine {
   int threads = 0;
   double fma_gflops = 0.0;     // FmaPeak::cpu_gflops of io_model/measure.h (per CPU time: robust to sharing)
   double bandwidth_gbs = 0.0;  // Bandwidth::read_gbs of io_model/measure.h (all threads at once), arrays of
-                               // RidgeArrayBytes(DetectL3CacheBytes())
+                               // RidgeArrayBytes(DetectedCpuCaches().l3.bytes)
   double RidgePoint() const { return bandwidth_gbs > 0 ? fma_gflops / bandwidth_gbs : 0.0; }  // FLOP/byte
 };
 

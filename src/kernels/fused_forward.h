@@ -28,12 +28,6 @@ FusedTiling ChooseFusedTiling(const AttentionParams& params);
 // charges the packed elements by the same rule.
 inline bool PacksKvWide(DType dtype, std::int64_t Br) { return dtype != DType::kF32 && Br > 6; }
 
-// Per-core cache sizes in bytes, read once from the operating system (defaults if unavailable).
-struct CacheSizes {
-  std::int64_t l1d, l2;
-};
-const CacheSizes& DetectedCacheSizes();
-
 // Computes O (and LSE) for already-validated params. Dispatches once to the best SIMD target.
 void FusedForward(const AttentionParams& params);
 
