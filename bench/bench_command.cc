@@ -133,9 +133,9 @@ void RunBench(const BenchOptions& options, std::ostream& out) {
   const std::vector<BenchCase> cases = PlanCases(options);
 
   Limits limits;
-  limits.peak = io_model::MeasureFmaPeak(cases.front().threads);
+  limits.peak = measure::MeasureFmaPeak(cases.front().threads);
   if (std::any_of(cases.begin(), cases.end(), [](const BenchCase& c) { return c.mode == Mode::kDecode; }))
-    limits.bandwidth = io_model::MeasureBandwidth(cases.front().threads);
+    limits.bandwidth = measure::MeasureBandwidth(cases.front().threads);
   if (!options.json) {
     out << "FMA peak: " << limits.peak.gflops << " GFLOP/s on " << limits.peak.threads << " threads ("
         << limits.peak.target << "), " << limits.peak.cpu_gflops << " per CPU time";

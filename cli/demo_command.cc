@@ -19,7 +19,7 @@
 
 #include "commands.h"
 #include "flashattn/flashattn.h"
-#include "io_model/measure.h"
+#include "measure/measure.h"
 #include "reference/reference.h"
 
 namespace flashattn::cli {
@@ -137,7 +137,7 @@ Measurement Measure(Workload& w, Algorithm algorithm, const std::vector<Sample>&
   // still shows its scratch as growth.
   malloc_trim(0);
   Measurement m;
-  const io_model::PeakRssProbe probe;
+  const measure::PeakRssProbe probe;
   const auto start = std::chrono::steady_clock::now();
   forward(w.params, algorithm);
   const auto stop = std::chrono::steady_clock::now();

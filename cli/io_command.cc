@@ -1,6 +1,6 @@
-// flashattn io: the IO model of SPEC §6 for one shape. For each algorithm, the elements and bytes it moves
+// flashattn io: the IO model (docs/io.md) for one shape. For each algorithm, the elements and bytes it moves
 // between main memory and fast memory, its FLOPs and arithmetic intensity, from two sources that must agree:
-// the closed form (src/io_model/io_model.h, derived in docs/io.md) and a run of the reference algorithm in
+// the closed form (tools/io_model/io_model.h, derived in docs/io.md) and a run of the reference algorithm in
 // which every main-memory access is counted. Next to them, this machine's ridge point, measured.
 #include <algorithm>
 #include <cstdint>
@@ -11,10 +11,8 @@
 
 #include "commands.h"
 #include "common/checked.h"
-#include "common/cpu_caches.h"
 #include "flashattn/flashattn.h"
 #include "io_model/io_model.h"
-#include "kernels/fused_forward.h"
 #include "io_model/machine.h"
 
 namespace flashattn::cli {
@@ -134,7 +132,7 @@ void PrintRow(const std::string& name, const std::string& blocks, const std::str
 
 void RunIo(IoOptions o) {
   CheckOptions(o);
-  const CacheSize l2 = DetectedCpuCaches().l2;
+  const io_model::L2Cache l2 = io_model::DetectedL2Cache();
   const bool fast_memory_given = o.fast_memory_given;
   if (!fast_memory_given) o.fast_memory = l2.bytes;
   float lse_marker = 0.0f;
@@ -148,7 +146,7 @@ void RunIo(IoOptions o) {
               o.no_lse ? "not written" : "written");
   std::printf("fast memory M: %lld bytes (%s)\n", static_cast<long long>(o.fast_memory),
               fast_memory_given ? "--fast-memory"
-              : l2.detected()   ? "detected per-core L2"
+              : l2.detected     ? "detected per-core L2"
                                 : "default per-core L2; its size could not be detected");
   if (!o.no_measure) {
     const io_model::Machine machine = io_model::MeasureMachine(o.threads);
@@ -159,7 +157,7 @@ void RunIo(IoOptions o) {
   std::printf("\nTraffic between main memory and fast memory for the whole call. 'model' is the closed form "
               "of docs/io.md;\n'counted' runs the algorithm's loops with every main-memory access counted: "
               "the reference algorithms\nthemselves, and for fused and decode the kernels' loops in scalar "
-              "code (src/io_model/counted_*.cc).\nFLOPs: the two matrix products over the tiles visited. "
+              "code (tools/io_model/counted_*.cc).\nFLOPs: the two matrix products over the tiles visited. "
               "The reference flash1/flash2 visit every tile,\nmasked or not; the fused kernel and decode "
               "skip keys outside the causal/window band. FLOP/byte is the\narithmetic intensity to compare "
               "with the ridge point.\n\n");
@@ -212,7 +210,7 @@ void RunIo(IoOptions o) {
   std::printf("\nBlocks: flash1 and flash2 from M by the seeds' rule. fused: kernels::ChooseFusedTiling "
               "from the detected\nL2 (not --fast-memory), clamped to Nq and Nk as the kernel clamps them; on "
               "this %s target the kernel packs\nK in panels of %lld keys (%lld per block) and %s.\n",
-              kernels::FusedTargetName(kernels::FusedDispatchedTarget()).c_str(),
+              io_model::FusedTargetName().c_str(),
               static_cast<long long>(g.NR), static_cast<long long>(g.Bc_pad),
               g.packs_v ? "V once per K/V head next to it"
                         : "reads V from the caller per tile (K and V of one head exceed its 16 MiB "

@@ -12,17 +12,17 @@
 #include "bench/convert.h"
 #include "bench/timing.h"
 #include "common/element.h"
-#include "io_model/measure.h"
+#include "measure/measure.h"
 
 namespace flashattn::bench {
 namespace {
 
-using io_model::FmaPeak;
-using io_model::kFmaChains;
-using io_model::MeasureFmaPeak;
-using io_model::PeakRssProbe;
-using io_model::RunFmaChains;
-using io_model::StatusFieldKib;
+using measure::FmaPeak;
+using measure::kFmaChains;
+using measure::MeasureFmaPeak;
+using measure::PeakRssProbe;
+using measure::RunFmaChains;
+using measure::StatusFieldKib;
 
 TEST(Timing, MedianOfOddEvenAndEmpty) {
   EXPECT_EQ(Median({5, 1, 3}), 3);
@@ -126,17 +126,17 @@ TEST(Bandwidth, KernelsComputeTheSumAndTheTriadOnTheirRange) {
   for (std::size_t i = 0; i < words.size(); ++i) words[i] = i * i;
   std::uint64_t expected = 0;
   for (std::int64_t i = 5; i < 1002; ++i) expected += words[i];
-  EXPECT_EQ(io_model::SumWords(words.data(), 5, 1002), expected);  // a tail that is not a multiple of 4
-  EXPECT_EQ(io_model::SumWords(words.data(), 7, 7), 0u);
+  EXPECT_EQ(measure::SumWords(words.data(), 5, 1002), expected);  // a tail that is not a multiple of 4
+  EXPECT_EQ(measure::SumWords(words.data(), 7, 7), 0u);
 
   std::vector<double> a(21, -1.0), b(21), c(21);
   for (int i = 0; i < 21; ++i) b[i] = i, c[i] = 0.5 * i;
-  io_model::Triad(a.data(), b.data(), c.data(), 3.0, 2, 19);
+  measure::Triad(a.data(), b.data(), c.data(), 3.0, 2, 19);
   for (int i = 0; i < 21; ++i) EXPECT_EQ(a[i], i >= 2 && i < 19 ? i + 1.5 * i : -1.0) << i;
 }
 
 TEST(Bandwidth, MeasuresPositiveRatesOnSmallArrays) {
-  const io_model::Bandwidth bw = io_model::MeasureBandwidth(2, 1 << 20, 2);
+  const measure::Bandwidth bw = measure::MeasureBandwidth(2, 1 << 20, 2);
   EXPECT_EQ(bw.threads, 2);
   EXPECT_EQ(bw.array_bytes, 1 << 20);
   EXPECT_GT(bw.read_gbs, 0);

@@ -1,5 +1,6 @@
-# The IO model (src/io_model/) against the instrumented reference run.
+# The IO model (tools/io_model/) against the instrumented reference run.
 flashattn_add_test(io_model_test io_model_test.cc)
+target_link_libraries(io_model_test PRIVATE flashattn_tools)
 
 # `flashattn io` driven as a subprocess: both numbers agree, nonsense arguments are rejected.
 if(TARGET flashattn_cli)

@@ -33,6 +33,9 @@ IoCount ForCall(const HeadCount& head, std::int64_t problems, std::int64_t eleme
   return io;
 }
 
+// A counted run's traffic, as the reference layer's accessors summed it.
+IoCount OfCall(const reference::IoCount& io) { return {io.read, io.written, io.read_bytes, io.written_bytes}; }
+
 std::int64_t CeilDiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 struct Shape {
@@ -105,9 +108,9 @@ Cost Flash2(const AttentionParams& params) {
 Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, std::int64_t Bc) {
   if (Br < 1 || Bc < 1) Fail("block sizes must be >= 1, got Br=", Br, " Bc=", Bc);
   const auto [problems, Nq, Nk, d, dv, lse, E] = ShapeOf(params);
-  // Row r sees keys [r + δ − left, r + δ + right] (SPEC §5, δ = Nk − Nq). These bands move by one per row,
-  // so the rows of a Q block together see one interval [lo, hi], and a K/V tile holds a visible key iff it
-  // meets that interval.
+  // Row r sees keys [r + δ − left, r + δ + right] (docs/algorithms.md §6, δ = Nk − Nq). These bands move by
+  // one per row, so the rows of a Q block together see one interval [lo, hi], and a K/V tile holds a visible
+  // key iff it meets that interval.
   const auto [left, right] = WindowReachOf(params.causal, params.window_left, params.window_right);
   const std::int64_t delta = Nk - Nq;
   HeadCount head;
@@ -251,12 +254,12 @@ std::int64_t DecodeSplits(const AttentionParams& params) {
 
 IoCount RunCounted(const AttentionParams& params, Algorithm algorithm) {
   Validate(params);
-  IoCount io;
+  reference::IoCount io;
   switch (algorithm) {
-    case Algorithm::kStandard: reference::Standard(params, &io); return io;
-    case Algorithm::kFlash1: reference::Flash1(params, &io); return io;
-    case Algorithm::kFlash2: reference::Flash2(params, &io); return io;
-    case Algorithm::kFused: return CountFused(params);
+    case Algorithm::kStandard: reference::Standard(params, &io); return OfCall(io);
+    case Algorithm::kFlash1: reference::Flash1(params, &io); return OfCall(io);
+    case Algorithm::kFlash2: reference::Flash2(params, &io); return OfCall(io);
+    case Algorithm::kFused: return OfCall(CountFused(params));
     default: break;
   }
   Fail("algorithm ", ToString(algorithm), " has no instrumented run (only standard, flash1, flash2, fused)");
@@ -266,7 +269,7 @@ IoCount RunCountedDecode(const AttentionParams& params, std::int64_t splits) {
   if (splits < 1) Fail("splits must be >= 1, got ", splits);
   Validate(params);
   CheckDecodable(params);
-  return CountDecode(params, splits);
+  return OfCall(CountDecode(params, splits));
 }
 
 }  // namespace flashattn::io_model

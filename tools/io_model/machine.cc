@@ -1,4 +1,4 @@
-// The ridge point from the two measurements of io_model/measure.h.
+// The detected L2, and the ridge point from the two measurements of measure/measure.h.
 #include "io_model/machine.h"
 
 #include <omp.h>
@@ -6,9 +6,14 @@
 #include <algorithm>
 
 #include "common/cpu_caches.h"
-#include "io_model/measure.h"
+#include "measure/measure.h"
 
 namespace flashattn::io_model {
+
+L2Cache DetectedL2Cache() {
+  const CacheSize l2 = DetectedCpuCaches().l2;
+  return {l2.bytes, l2.detected()};
+}
 
 std::int64_t RidgeArrayBytes(std::int64_t l3_bytes) {
   return std::max<std::int64_t>(std::int64_t{128} << 20, 2 * l3_bytes);
@@ -17,9 +22,10 @@ std::int64_t RidgeArrayBytes(std::int64_t l3_bytes) {
 Machine MeasureMachine(int threads) {
   Machine machine;
   machine.threads = threads > 0 ? threads : omp_get_max_threads();
-  machine.fma_gflops = MeasureFmaPeak(machine.threads).cpu_gflops;
+  machine.fma_gflops = measure::MeasureFmaPeak(machine.threads).cpu_gflops;
   machine.bandwidth_gbs =
-      MeasureBandwidth(machine.threads, RidgeArrayBytes(DetectedCpuCaches().l3.bytes), /*trials=*/10).read_gbs;
+      measure::MeasureBandwidth(machine.threads, RidgeArrayBytes(DetectedCpuCaches().l3.bytes), /*trials=*/10)
+          .read_gbs;
   return machine;
 }
 
