@@ -20,7 +20,7 @@
 #include "commands.h"
 #include "flashattn/flashattn.h"
 #include "measure/measure.h"
-#include "reference/reference.h"
+#include "support/oracle.h"
 
 namespace flashattn::cli {
 namespace {
@@ -88,7 +88,7 @@ std::vector<Sample> SampleOracle(const AttentionParams& p, const DemoOptions& o)
       while (static_cast<std::int64_t>(rows.size()) < o.rows_per_head) rows.push_back(row(rng));
       rows.resize(static_cast<std::size_t>(std::min<std::int64_t>(o.rows_per_head, p.seqlen_q)));
       for (std::int64_t i : rows) {
-        reference::OracleRows ref = reference::OracleHeadRows(p, b, h, i, i + 1);
+        support::OracleRows ref = support::OracleHeadRows(p, b, h, i, i + 1);
         samples.push_back({b, h, i, std::move(ref.o), ref.lse[0]});
       }
     }

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "commands.h"
-#include "common/checked.h"
 #include "flashattn/flashattn.h"
 #include "io_model/io_model.h"
 #include "io_model/machine.h"
+#include "support/fail.h"
 
 namespace flashattn::cli {
 namespace {
@@ -34,7 +34,7 @@ struct IoOptions {
 };
 
 void CheckAtLeast(const char* option, std::int64_t value, std::int64_t min) {
-  if (value < min) Fail(option, " must be >= ", min, ", got ", value);
+  if (value < min) support::Fail(option, " must be >= ", min, ", got ", value);
 }
 
 // The shape as params without tensors: the closed forms read only sizes, dtype, masks, tiling and whether
@@ -57,39 +57,39 @@ void CheckOptions(IoOptions& o) {
   if (!o.seqlen_k_given) o.seqlen_k = o.seqlen;
   CheckAtLeast("--seqlen-k", o.seqlen_k, 1);
   CheckAtLeast("--headdim", o.headdim, 1);
-  if (o.headdim > kMaxHeadDim) Fail("--headdim must be <= ", kMaxHeadDim, ", got ", o.headdim);
+  if (o.headdim > kMaxHeadDim) support::Fail("--headdim must be <= ", kMaxHeadDim, ", got ", o.headdim);
   if (!o.headdim_v_given) o.headdim_v = o.headdim;
   CheckAtLeast("--headdim-v", o.headdim_v, 1);
-  if (o.headdim_v > kMaxHeadDim) Fail("--headdim-v must be <= ", kMaxHeadDim, ", got ", o.headdim_v);
+  if (o.headdim_v > kMaxHeadDim) support::Fail("--headdim-v must be <= ", kMaxHeadDim, ", got ", o.headdim_v);
   CheckAtLeast("--batch", o.batch, 1);
   CheckAtLeast("--heads", o.heads, 1);
   if (!o.heads_kv_given) o.heads_kv = o.heads;
   CheckAtLeast("--heads-kv", o.heads_kv, 1);
   if (o.heads % o.heads_kv != 0) {
-    Fail("--heads must be a multiple of --heads-kv, got --heads ", o.heads, " --heads-kv ", o.heads_kv);
+    support::Fail("--heads must be a multiple of --heads-kv, got --heads ", o.heads, " --heads-kv ", o.heads_kv);
   }
   CheckAtLeast("--threads", o.threads, 0);
   // The library's bound on num_threads.
-  if (o.threads > 1024) Fail("--threads must be <= 1024, got ", o.threads);
-  if (!(o.max_counted_work >= 0.0)) Fail("--max-counted-work must be >= 0, got ", o.max_counted_work);
+  if (o.threads > 1024) support::Fail("--threads must be <= 1024, got ", o.threads);
+  if (!(o.max_counted_work >= 0.0)) support::Fail("--max-counted-work must be >= 0, got ", o.max_counted_work);
   // The closed forms count elements and bytes in int64; every count is a small multiple of this product.
   const double work = static_cast<double>(o.batch) * static_cast<double>(o.heads) *
                       static_cast<double>(o.seqlen) * static_cast<double>(o.seqlen_k) *
                       static_cast<double>(o.headdim + o.headdim_v);
   if (work > 0x1p57) {
-    Fail("--batch ", o.batch, " --heads ", o.heads, " --seqlen ", o.seqlen, " --seqlen-k ", o.seqlen_k,
+    support::Fail("--batch ", o.batch, " --heads ", o.heads, " --seqlen ", o.seqlen, " --seqlen-k ", o.seqlen_k,
          " --headdim ", o.headdim, " --headdim-v ", o.headdim_v,
          ": batch*heads*Nq*Nk*(d+dv) exceeds 2^57, beyond the 64-bit counts of the IO models");
   }
   if (o.splits_given) {  // more chunks than keys only adds empty ones
     CheckAtLeast("--splits", o.splits, 1);
-    if (o.splits > o.seqlen_k) Fail("--splits must be <= --seqlen-k (", o.seqlen_k, "), got ", o.splits);
+    if (o.splits > o.seqlen_k) support::Fail("--splits must be <= --seqlen-k (", o.seqlen_k, "), got ", o.splits);
   }
   if (o.fast_memory_given) {
     CheckAtLeast("--fast-memory", o.fast_memory, 1);
     const std::int64_t tile = io_model::TileBytes(1, 1, o.headdim, o.headdim_v);
     if (o.fast_memory < tile) {
-      Fail("--fast-memory ", o.fast_memory, " bytes is too small for one 1x1 tile, which needs ", tile,
+      support::Fail("--fast-memory ", o.fast_memory, " bytes is too small for one 1x1 tile, which needs ", tile,
            " bytes at d=", o.headdim, " dv=", o.headdim_v);
     }
   }
@@ -218,7 +218,7 @@ void RunIo(IoOptions o) {
   std::printf("decode: splits x keys per chunk; splits from ChooseNumSplits(batch, Nk, threads) as decode() "
               "chooses\nthem, or --splits.\n");
   if (!count) std::printf("\nThe counted runs were skipped; pass a larger --max-counted-work to run them.\n");
-  if (!all_equal) Fail("the counted traffic differs from the closed form (see the rows marked DIFFERS)");
+  if (!all_equal) support::Fail("the counted traffic differs from the closed form (see the rows marked DIFFERS)");
 }
 
 }  // namespace

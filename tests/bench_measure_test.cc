@@ -1,6 +1,7 @@
 // The measuring parts of the benchmark, checked on what they compute rather than on how fast: the median
 // loop's call counts, the peak-RSS probe against a known allocation, the FMA chains against their closed
-// form, and the vectorized helpers of the baseline (conversions, safe softmax) against scalar code.
+// form, and the baseline's vectorized safe softmax against scalar code. (The baseline's row conversions are
+// the library's: tests/support_test.cc.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,9 +10,7 @@
 #include <vector>
 
 #include "bench/baseline_softmax.h"
-#include "bench/convert.h"
 #include "bench/timing.h"
-#include "common/element.h"
 #include "measure/measure.h"
 
 namespace flashattn::bench {
@@ -142,34 +141,6 @@ TEST(Bandwidth, MeasuresPositiveRatesOnSmallArrays) {
   EXPECT_GT(bw.read_gbs, 0);
   EXPECT_GT(bw.triad_gbs, 0);
   EXPECT_TRUE(std::isfinite(bw.read_gbs) && std::isfinite(bw.triad_gbs));
-}
-
-// Values that exercise rounding, subnormals, infinities and NaN in all three element types.
-std::vector<float> AwkwardValues(std::int64_t n) {
-  std::vector<float> x(static_cast<std::size_t>(n));
-  const float specials[] = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 1e-7f, -3e-5f, 1e30f,
-                            std::numeric_limits<float>::infinity(), 0.1f, 1.0f / 3, 70000.0f};
-  for (std::int64_t i = 0; i < n; ++i) x[i] = specials[i % 12] * (1.0f + 0.001f * static_cast<float>(i));
-  return x;
-}
-
-TEST(Convert, MatchesTheScalarConversionsAtEveryLength) {
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-    for (std::int64_t n = 0; n <= 40; ++n) {
-      const std::vector<float> x = AwkwardValues(n);
-      std::vector<std::uint16_t> stored(static_cast<std::size_t>(2 * n + 2), 0xabcd);
-      ConvertFromF32(x.data(), n, dtype, stored.data());
-      std::vector<float> back(static_cast<std::size_t>(n + 1), -1.0f);
-      ConvertToF32(stored.data(), dtype, n, back.data());
-      EXPECT_EQ(back[n], -1.0f) << "wrote past n";
-      for (std::int64_t i = 0; i < n; ++i) {
-        const float expected = RoundTo(dtype, x[i]);
-        EXPECT_TRUE(back[i] == expected || (std::isnan(back[i]) && std::isnan(expected)))
-            << ToString(dtype) << " n=" << n << " i=" << i << ": " << x[i] << " -> " << back[i] << ", want "
-            << expected;
-      }
-    }
-  }
 }
 
 TEST(SafeSoftmaxRow, MatchesFloat64OverThePrefixAndZeroesTheRest) {
