@@ -19,11 +19,11 @@ namespace {
 
 constexpr std::int64_t kDefaultSeqlen = 4096, kDefaultCacheLen = 32768;
 
-// The default sweep: the issue-3 target shape (batch 1, 8 heads, N = 4096, d = 128) with and without the
-// causal mask and in all three element types, a shorter d = 64 shape, a grouped-query one; the issue-4
-// decode targets (f16 cache of 32 query heads on 8 K/V heads over 32768 keys, its f32 cache, and one K/V
-// head over 131072 keys); the issue-5 backward target (N = 2048, full and causal). About two and a half
-// minutes on 2 quiet cores, most of it in the baselines.
+// The default sweep (the shapes of docs/performance.md): the forward target shape (batch 1, 8 heads,
+// N = 4096, d = 128) with and without the causal mask and in all three element types, a shorter d = 64
+// shape, a grouped-query one; the decode targets (f16 cache of 32 query heads on 8 K/V heads over 32768
+// keys, its f32 cache, and one K/V head over 131072 keys); the backward target (N = 2048, full and causal).
+// About two and a half minutes on 2 quiet cores, most of it in the baselines.
 std::vector<BenchCase> DefaultSweep(int threads, std::optional<Algorithm> algorithm) {
   struct Shape {
     Mode mode;

@@ -1,6 +1,6 @@
 // flashattn demo, the main job: one workload through every algorithm, each checked against the float64
-// oracle on sampled rows, with its time, throughput and the extra memory it needed — the seeds' story
-// (standard materializes the N×N scores, FlashAttention does not) measured on this machine.
+// oracle on sampled rows, with its time, throughput and the extra memory it needed — the story of
+// docs/algorithms.md (standard materializes the N×N scores, FlashAttention does not) measured on this machine.
 #include <malloc.h>
 
 #include <algorithm>

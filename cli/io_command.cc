@@ -207,9 +207,10 @@ void RunIo(IoOptions o) {
     rows("decode", std::to_string(splits) + "x" + std::to_string(decode.Bc), decode, "",
          [splits](const AttentionParams& p) { return io_model::RunCountedDecode(p, splits); });
   }
-  std::printf("\nBlocks: flash1 and flash2 from M by the seeds' rule. fused: kernels::ChooseFusedTiling "
-              "from the detected\nL2 (not --fast-memory), clamped to Nq and Nk as the kernel clamps them; on "
-              "this %s target the kernel packs\nK in panels of %lld keys (%lld per block) and %s.\n",
+  std::printf("\nBlocks: flash1 and flash2 from M by FlashAttention's rule (docs/algorithms.md). fused:\n"
+              "kernels::ChooseFusedTiling from the detected L2 (not --fast-memory), clamped to Nq and Nk as the "
+              "kernel\nclamps them; on this %s target the kernel packs K in panels of %lld keys (%lld per block) "
+              "and\n%s.\n",
               io_model::FusedTargetName().c_str(),
               static_cast<long long>(g.NR), static_cast<long long>(g.Bc_pad),
               g.packs_v ? "V once per K/V head next to it"
@@ -244,7 +245,7 @@ void AddIoCommand(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   io->add_flag("--causal", options->causal,
                "causal mask (the reference flash1/flash2 still visit every tile)");
-  io->add_flag("--no-lse", options->no_lse, "do not write LSE (the seed's 4Nd + 4N^2 has no LSE)");
+  io->add_flag("--no-lse", options->no_lse, "do not write LSE (the textbook 4Nd + 4N^2 has no LSE)");
   CLI::Option* splits = io->add_option("--splits", options->splits,
                                        "K/V chunks of decode, 1..Nk (default: decode()'s ChooseNumSplits)");
   io->add_option("--threads", options->threads, "threads for the counted runs and measurements (0 = all)");

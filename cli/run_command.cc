@@ -66,8 +66,8 @@ Tensor4 CheckInput(const std::string& option, const std::string& path, const npy
   return t;
 }
 
-// Checks the scalar options against the rules of SPEC §5 with the option's name in the message (the library
-// checks them again; these messages say which command-line argument was wrong).
+// Checks the scalar options against the rules of docs/algorithms.md §6 with the option's name in the message
+// (the library checks them again; these messages say which command-line argument was wrong).
 void CheckScalars(const RunOptions& o) {
   if (o.window.size() == 2 && (o.window[0] < -1 || o.window[1] < -1)) {
     Fail("--window: left and right must be >= -1 (-1 = unbounded), got ", o.window[0], " ", o.window[1]);

@@ -1,4 +1,4 @@
-// The fused forward kernel (issue 3): FlashAttention-2 with SIMD micro-kernels, every mask, three element
+// The fused forward kernel: FlashAttention-2 with SIMD micro-kernels, every mask, three element
 // types, OpenMP threads. The design and its memory traffic are worked out in docs/fused_kernel.md.
 //
 // This header holds no SIMD types: the kernel is compiled for every Highway target and one of them is
