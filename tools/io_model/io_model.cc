@@ -52,6 +52,17 @@ double ProductFlops(std::int64_t rows, std::int64_t cols, std::int64_t d, std::i
   return 2.0 * static_cast<double>(rows) * static_cast<double>(cols) * static_cast<double>(d + dv);
 }
 
+// The cost of a call of `problems` (batch, query head) problems that each move `head`, with block sizes
+// (Br, Bc) and `head_flops` per problem.
+Cost CostOfCall(const HeadCount& head, std::int64_t problems, std::int64_t element_bytes, std::int64_t Br,
+                std::int64_t Bc, double head_flops) {
+  Cost cost;
+  cost.io = ForCall(head, problems, element_bytes);
+  cost.Br = Br, cost.Bc = Bc;
+  cost.flops = static_cast<double>(problems) * head_flops;
+  return cost;
+}
+
 }  // namespace
 
 std::int64_t TileBytes(std::int64_t Br, std::int64_t Bc, std::int64_t d, std::int64_t dv) {
@@ -66,10 +77,7 @@ Cost Standard(const AttentionParams& params) {
               + Nq * Nk + Nk * dv;  // pass 3: P, V
   head.written = Nq * Nk + Nq * Nk + Nq * dv;  // S, P, O
   head.written_f32 = lse * Nq;
-  Cost cost;
-  cost.io = ForCall(head, problems, E);
-  cost.flops = problems * ProductFlops(Nq, Nk, d, dv);
-  return cost;
+  return CostOfCall(head, problems, E, 0, 0, ProductFlops(Nq, Nk, d, dv));
 }
 
 Cost Flash1(const AttentionParams& params) {
@@ -83,11 +91,7 @@ Cost Flash1(const AttentionParams& params) {
   head.read_f32 = Tc * 2 * Nq + lse * 2 * Nq;  // l, m per outer step; again for LSE = m + log l
   head.written = Nq * dv + Tc * Nq * dv;
   head.written_f32 = 2 * Nq + Tc * 2 * Nq + lse * Nq;
-  Cost cost;
-  cost.io = ForCall(head, problems, E);
-  cost.Br = Br, cost.Bc = Bc;
-  cost.flops = problems * ProductFlops(Nq, Nk, d, dv);
-  return cost;
+  return CostOfCall(head, problems, E, Br, Bc, ProductFlops(Nq, Nk, d, dv));
 }
 
 Cost Flash2(const AttentionParams& params) {
@@ -98,11 +102,7 @@ Cost Flash2(const AttentionParams& params) {
   head.read = Nq * d + Tr * Nk * (d + dv);  // Q_i once; all of K, V once per Q block
   head.written = Nq * dv;
   head.written_f32 = lse * Nq;
-  Cost cost;
-  cost.io = ForCall(head, problems, E);
-  cost.Br = Br, cost.Bc = Bc;
-  cost.flops = problems * ProductFlops(Nq, Nk, d, dv);
-  return cost;
+  return CostOfCall(head, problems, E, Br, Bc, ProductFlops(Nq, Nk, d, dv));
 }
 
 Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, std::int64_t Bc) {
@@ -127,11 +127,7 @@ Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, s
     head.read += cols * (d + dv);
     flops += ProductFlops(rows, cols, d, dv);
   }
-  Cost cost;
-  cost.io = ForCall(head, problems, E);
-  cost.Br = Br, cost.Bc = Bc;
-  cost.flops = problems * flops;
-  return cost;
+  return CostOfCall(head, problems, E, Br, Bc, flops);
 }
 
 FusedGeometry FusedGeometryOf(const AttentionParams& params) {
