@@ -1,5 +1,6 @@
 // The counted runs of io_model.h that are not reference algorithms: the fused kernel's and decode()'s loops
 // in plain scalar code, every main-memory access through the accessors of src/reference/problem.h.
+// Private to tools/io_model/: it names the reference layer's counter, which the programs do not see.
 #ifndef FLASHATTN_TOOLS_IO_MODEL_COUNTED_H_
 #define FLASHATTN_TOOLS_IO_MODEL_COUNTED_H_
 
