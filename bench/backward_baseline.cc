@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "bench/baseline_softmax.h"
-#include "bench/convert.h"
-#include "common/checked.h"
+#include "support/elements.h"
+#include "support/fail.h"
 
 namespace flashattn::bench {
 
@@ -37,7 +37,7 @@ F32Block Load(const void* base, DType dtype, std::int64_t row_stride, std::int64
               std::vector<float>& copy, int threads) {
   if (dtype == DType::kF32) return {static_cast<float*>(const_cast<void*>(base)), row_stride};
   ForRows(rows, threads, [&](std::int64_t r) {
-    ConvertToF32(At(base, dtype, r * row_stride), dtype, width, copy.data() + r * width);
+    support::ConvertToF32(At(base, dtype, r * row_stride), dtype, width, copy.data() + r * width);
   });
   return {copy.data(), width};
 }
@@ -45,7 +45,7 @@ void Store(const F32Block& block, std::int64_t rows, std::int64_t width, DType d
            std::int64_t row_stride, int threads) {
   if (dtype == DType::kF32) return;
   ForRows(rows, threads, [&](std::int64_t r) {
-    ConvertFromF32(block.data + r * block.ld, width, dtype, At(base, dtype, r * row_stride));
+    support::ConvertFromF32(block.data + r * block.ld, width, dtype, At(base, dtype, r * row_stride));
   });
 }
 
@@ -59,11 +59,11 @@ BlasBackwardBaseline::BlasBackwardBaseline(const BackwardParams& params, Baselin
   const AttentionParams& p = params.attention;
   if (p.window_left >= 0 || p.window_right >= 0 || p.softcap > 0 || p.alibi_slopes != nullptr ||
       p.mask.kind != MaskKind::kNone || p.dropout_p > 0) {
-    Fail("the BLAS backward baseline supports causal masking only; got window (", p.window_left, ", ",
+    support::Fail("the BLAS backward baseline supports causal masking only; got window (", p.window_left, ", ",
          p.window_right, "), softcap ", p.softcap, ", alibi ", p.alibi_slopes != nullptr, ", mask tensor ",
          p.mask.kind != MaskKind::kNone, ", dropout ", p.dropout_p);
   }
-  if (p.num_threads < 1) Fail("num_threads must be resolved (>= 1) for the baseline, got ", p.num_threads);
+  if (p.num_threads < 1) support::Fail("num_threads must be resolved (>= 1) for the baseline, got ", p.num_threads);
   scale_ = p.scale.value_or(1.0f / std::sqrt(static_cast<float>(p.head_dim)));
   const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.HeadDimV();
   scratch_.resize(static_cast<std::size_t>(Workers()));

@@ -68,7 +68,7 @@ Row RunBackward(const BenchCase& c, const RunOptions& options, const Limits& lim
   TimingOptions timing = options.timing;
   if (options.report_memory) {
     malloc_trim(0);
-    const io_model::PeakRssProbe probe;
+    const measure::PeakRssProbe probe;
     call();
     if (probe.available()) row.peak_rss_growth_bytes = probe.PeakGrowthBytes();
     else row.note = "peak RSS unavailable (/proc/self/clear_refs not writable)";

@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "bench/baseline_softmax.h"
-#include "bench/convert.h"
-#include "common/checked.h"
+#include "support/elements.h"
+#include "support/fail.h"
 
 namespace flashattn::bench {
 
@@ -42,7 +42,7 @@ void ForRows(std::int64_t n, int threads, const Fn& fn) {
 void RowsToF32(const void* base, DType dtype, std::int64_t row_stride, std::int64_t rows, std::int64_t width,
                float* dst, int threads) {
   ForRows(rows, threads, [&](std::int64_t r) {
-    ConvertToF32(ElementAt(base, dtype, r * row_stride), dtype, width, dst + r * width);
+    support::ConvertToF32(ElementAt(base, dtype, r * row_stride), dtype, width, dst + r * width);
   });
 }
 
@@ -53,12 +53,12 @@ BlasBaseline::BlasBaseline(const AttentionParams& params, BaselineArrangement ar
   Validate(params);
   if (params.window_left >= 0 || params.window_right >= 0 || params.softcap > 0 ||
       params.alibi_slopes != nullptr || params.mask.kind != MaskKind::kNone) {
-    Fail("the BLAS baseline supports causal masking only; got window (", params.window_left, ", ",
+    support::Fail("the BLAS baseline supports causal masking only; got window (", params.window_left, ", ",
          params.window_right, "), softcap ", params.softcap, ", alibi ", params.alibi_slopes != nullptr,
          ", mask tensor ", params.mask.kind != MaskKind::kNone);
   }
   if (params.num_threads < 1)
-    Fail("num_threads must be resolved (>= 1) for the baseline, got ", params.num_threads);
+    support::Fail("num_threads must be resolved (>= 1) for the baseline, got ", params.num_threads);
   scale_ = params.scale.value_or(1.0f / std::sqrt(static_cast<float>(params.head_dim)));
 
   const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim, dv = params.HeadDimV();
@@ -145,7 +145,7 @@ void BlasBaseline::Head(std::int64_t b, std::int64_t h, Scratch& s, int row_thre
               static_cast<int>(ldo));
   if (!f32) {
     ForRows(Nq, row_threads, [&](std::int64_t i) {
-      ConvertFromF32(O + i * dv, dv, p.dtype, ElementAt(o, p.dtype, i * p.o_strides.seq));
+      support::ConvertFromF32(O + i * dv, dv, p.dtype, ElementAt(o, p.dtype, i * p.o_strides.seq));
     });
   }
 }

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "common/checked.h"
+#include "support/fail.h"
 
 namespace flashattn::bench {
 
@@ -18,13 +18,13 @@ std::string_view ToString(Mode mode) {
 Mode ParseMode(std::string_view name, std::string_view argument) {
   for (Mode mode : {Mode::kForward, Mode::kDecode, Mode::kBackward})
     if (name == ToString(mode)) return mode;
-  Fail(argument, " must be one of forward, decode, backward; got '", name, "'");
+  support::Fail(argument, " must be one of forward, decode, backward; got '", name, "'");
 }
 
 DType ParseDType(std::string_view name, std::string_view argument) {
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16})
     if (name == ToString(dtype)) return dtype;
-  Fail(argument, " must be one of f32, f16, bf16; got '", name, "'");
+  support::Fail(argument, " must be one of f32, f16, bf16; got '", name, "'");
 }
 
 std::string BenchCase::AlgorithmName() const {

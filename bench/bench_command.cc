@@ -11,7 +11,7 @@
 #include "bench/decode_mode.h"
 #include "bench/forward_mode.h"
 #include "bench/report.h"
-#include "common/checked.h"
+#include "support/fail.h"
 
 namespace flashattn::bench {
 
@@ -19,11 +19,11 @@ namespace {
 
 constexpr std::int64_t kDefaultSeqlen = 4096, kDefaultCacheLen = 32768;
 
-// The default sweep: the issue-3 target shape (batch 1, 8 heads, N = 4096, d = 128) with and without the
-// causal mask and in all three element types, a shorter d = 64 shape, a grouped-query one; the issue-4
-// decode targets (f16 cache of 32 query heads on 8 K/V heads over 32768 keys, its f32 cache, and one K/V
-// head over 131072 keys); the issue-5 backward target (N = 2048, full and causal). About two and a half
-// minutes on 2 quiet cores, most of it in the baselines.
+// The default sweep (the shapes of docs/performance.md): the forward target shape (batch 1, 8 heads,
+// N = 4096, d = 128) with and without the causal mask and in all three element types, a shorter d = 64
+// shape, a grouped-query one; the decode targets (f16 cache of 32 query heads on 8 K/V heads over 32768
+// keys, its f32 cache, and one K/V head over 131072 keys); the backward target (N = 2048, full and causal).
+// About two and a half minutes on 2 quiet cores, most of it in the baselines.
 std::vector<BenchCase> DefaultSweep(int threads, std::optional<Algorithm> algorithm) {
   struct Shape {
     Mode mode;
@@ -66,7 +66,7 @@ std::vector<BenchCase> DefaultSweep(int threads, std::optional<Algorithm> algori
 }  // namespace
 
 std::vector<BenchCase> PlanCases(const BenchOptions& o) {
-  if (o.threads < 0) Fail("--threads must be >= 0 (0 = all cores), got ", o.threads);
+  if (o.threads < 0) support::Fail("--threads must be >= 0 (0 = all cores), got ", o.threads);
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
   std::optional<Algorithm> algorithm;
   if (!o.algorithm.empty()) algorithm = ParseAlgorithm(o.algorithm, "--algorithm");
@@ -82,25 +82,25 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
   c.causal = o.causal;
   c.threads = threads;
   const auto positive = [](const char* option, std::int64_t value) {
-    if (value < 1) Fail(option, " must be >= 1, got ", value);
+    if (value < 1) support::Fail(option, " must be >= 1, got ", value);
   };
   const auto only_for = [&](const char* option, bool given, Mode mode) {
     if (given && c.mode != mode)
-      Fail(option, " applies to --mode ", ToString(mode), " only, got --mode ", o.mode);
+      support::Fail(option, " applies to --mode ", ToString(mode), " only, got --mode ", o.mode);
   };
   only_for("--algorithm", algorithm.has_value(), Mode::kForward);
   only_for("--cache-len", o.cache_len.has_value(), Mode::kDecode);
   only_for("--num-splits", o.num_splits.has_value(), Mode::kDecode);
   only_for("--paged", o.paged.has_value(), Mode::kDecode);
   if (c.mode == Mode::kDecode) {
-    if (o.seqlen_k) Fail("--seqlen-k does not apply to --mode decode (use --cache-len), got ", *o.seqlen_k);
+    if (o.seqlen_k) support::Fail("--seqlen-k does not apply to --mode decode (use --cache-len), got ", *o.seqlen_k);
     c.seqlen_q = o.seqlen.value_or(1);
     c.seqlen_k = o.cache_len.value_or(kDefaultCacheLen);
     c.num_splits = o.num_splits.value_or(0);
     c.page_size = o.paged.value_or(0);
     positive("--cache-len", c.seqlen_k);
-    if (c.seqlen_k > std::int64_t{0x7fffffff}) Fail("--cache-len must fit in int32, got ", c.seqlen_k);
-    if (c.num_splits < 0) Fail("--num-splits must be >= 0 (0 = heuristic), got ", c.num_splits);
+    if (c.seqlen_k > std::int64_t{0x7fffffff}) support::Fail("--cache-len must fit in int32, got ", c.seqlen_k);
+    if (c.num_splits < 0) support::Fail("--num-splits must be >= 0 (0 = heuristic), got ", c.num_splits);
     if (o.paged) positive("--paged", c.page_size);
   } else {
     c.seqlen_q = o.seqlen.value_or(kDefaultSeqlen);
@@ -114,28 +114,28 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
   positive("--seqlen-k", c.seqlen_k);
   positive("--headdim", c.headdim);
   if (c.heads % c.heads_kv != 0)
-    Fail("--heads-kv must divide --heads, got --heads ", c.heads, " and --heads-kv ", c.heads_kv);
-  if (c.headdim > kMaxHeadDim) Fail("--headdim must be <= ", kMaxHeadDim, ", got ", c.headdim);
+    support::Fail("--heads-kv must divide --heads, got --heads ", c.heads, " and --heads-kv ", c.heads_kv);
+  if (c.headdim > kMaxHeadDim) support::Fail("--headdim must be <= ", kMaxHeadDim, ", got ", c.headdim);
   // Each tensor is allocated in full: refuse sizes that cannot be (the library validates the rest).
   const double largest = static_cast<double>(c.batch) *
                          static_cast<double>(std::max(c.seqlen_q, c.seqlen_k)) *
                          static_cast<double>(c.heads) * static_cast<double>(c.headdim) * SizeOf(c.dtype);
   if (largest > 0x1p40)
-    Fail("--batch, --seqlen, --seqlen-k, --cache-len, --heads, --headdim: a tensor would need ",
+    support::Fail("--batch, --seqlen, --seqlen-k, --cache-len, --heads, --headdim: a tensor would need ",
          largest / 0x1p30, " GiB");
   return {c};
 }
 
 void RunBench(const BenchOptions& options, std::ostream& out) {
-  if (options.run.timing.repeats < 1) Fail("--repeats must be >= 1, got ", options.run.timing.repeats);
+  if (options.run.timing.repeats < 1) support::Fail("--repeats must be >= 1, got ", options.run.timing.repeats);
   if (!(options.run.timing.min_time_s >= 0))
-    Fail("--min-time must be >= 0 seconds, got ", options.run.timing.min_time_s);
+    support::Fail("--min-time must be >= 0 seconds, got ", options.run.timing.min_time_s);
   const std::vector<BenchCase> cases = PlanCases(options);
 
   Limits limits;
-  limits.peak = io_model::MeasureFmaPeak(cases.front().threads);
+  limits.peak = measure::MeasureFmaPeak(cases.front().threads);
   if (std::any_of(cases.begin(), cases.end(), [](const BenchCase& c) { return c.mode == Mode::kDecode; }))
-    limits.bandwidth = io_model::MeasureBandwidth(cases.front().threads);
+    limits.bandwidth = measure::MeasureBandwidth(cases.front().threads);
   if (!options.json) {
     out << "FMA peak: " << limits.peak.gflops << " GFLOP/s on " << limits.peak.threads << " threads ("
         << limits.peak.target << "), " << limits.peak.cpu_gflops << " per CPU time";

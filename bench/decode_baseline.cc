@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "bench/baseline_softmax.h"
-#include "common/checked.h"
+#include "support/fail.h"
 
 namespace flashattn::bench {
 
@@ -15,12 +15,12 @@ BlasDecodeBaseline::BlasDecodeBaseline(const DecodeBaselineProblem& problem, Bas
     : p_(problem), arrangement_(arrangement) {
   const DecodeBaselineProblem& p = p_;
   if (p.batch < 1 || p.seqlen_q < 1 || p.heads_kv < 1 || p.heads_q % p.heads_kv != 0 || p.head_dim < 1)
-    Fail("decode baseline: bad shape batch ", p.batch, ", Nq ", p.seqlen_q, ", Hq ", p.heads_q, ", Hkv ",
+    support::Fail("decode baseline: bad shape batch ", p.batch, ", Nq ", p.seqlen_q, ", Hq ", p.heads_q, ", Hkv ",
          p.heads_kv, ", d ", p.head_dim);
-  if (p.num_threads < 1) Fail("decode baseline: num_threads must be >= 1, got ", p.num_threads);
+  if (p.num_threads < 1) support::Fail("decode baseline: num_threads must be >= 1, got ", p.num_threads);
   for (std::int64_t b = 0; b < p.batch; ++b)
     if (p.cache_seqlens[b] < 0 || p.cache_seqlens[b] > p.cache_seqlen_max)
-      Fail("decode baseline: cache_seqlens[", b, "] = ", p.cache_seqlens[b], " outside [0, ",
+      support::Fail("decode baseline: cache_seqlens[", b, "] = ", p.cache_seqlens[b], " outside [0, ",
            p.cache_seqlen_max, "]");
   scale_ = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   const std::int64_t G = p.heads_q / p.heads_kv;

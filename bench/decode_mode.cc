@@ -7,9 +7,8 @@
 #include <numeric>
 #include <random>
 
-#include "bench/convert.h"
 #include "bench/decode_baseline.h"
-#include "common/element.h"
+#include "support/elements.h"
 
 namespace flashattn::bench {
 
@@ -45,8 +44,8 @@ void MakeBaselineCache(const DecodeParams& p, std::int64_t N, BaselineCache* cac
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t j = 0; j < N; ++j) {
       const std::int64_t src = CacheRow(p, b, j) * elem, dst = (b * N + j) * row;
-      ConvertToF32(static_cast<const char*>(p.k_cache) + src, p.dtype, row, cache->k.data() + dst);
-      ConvertToF32(static_cast<const char*>(p.v_cache) + src, p.dtype, row, cache->v.data() + dst);
+      support::ConvertToF32(static_cast<const char*>(p.k_cache) + src, p.dtype, row, cache->k.data() + dst);
+      support::ConvertToF32(static_cast<const char*>(p.v_cache) + src, p.dtype, row, cache->v.data() + dst);
     }
   cache->k_data = cache->k.data();
   cache->v_data = cache->v.data();
@@ -118,7 +117,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   TimingOptions timing = options.timing;
   if (options.report_memory) {
     malloc_trim(0);
-    const io_model::PeakRssProbe probe;
+    const measure::PeakRssProbe probe;
     decode(p);
     if (probe.available()) row.peak_rss_growth_bytes = probe.PeakGrowthBytes();
     else row.note = "peak RSS unavailable (/proc/self/clear_refs not writable)";
@@ -131,7 +130,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
     MakeBaselineCache(p, c.seqlen_k, &cache);
     traffic.baseline_cache = cache.description;
     std::vector<float> q32(static_cast<std::size_t>(q_elems)), o32(static_cast<std::size_t>(q_elems));
-    ConvertToF32(q.data(), c.dtype, q_elems, q32.data());
+    support::ConvertToF32(q.data(), c.dtype, q_elems, q32.data());
     DecodeBaselineProblem problem;
     problem.q = q32.data();
     problem.k = cache.k_data;

@@ -57,7 +57,7 @@ Row RunForward(const BenchCase& c, const RunOptions& options, const Limits& limi
     // Heap pages that earlier rows freed go back to the kernel first, or scratch reusing them would not
     // show; every tensor above is resident, so only the call's own memory counts.
     malloc_trim(0);
-    const io_model::PeakRssProbe probe;
+    const measure::PeakRssProbe probe;
     call();
     if (probe.available()) row.peak_rss_growth_bytes = probe.PeakGrowthBytes();
     else row.note = "peak RSS unavailable (/proc/self/clear_refs not writable)";

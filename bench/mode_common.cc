@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "bench/blas_core.h"
-#include "common/element.h"
+#include "support/elements.h"
 
 namespace flashattn::bench {
 
@@ -19,7 +19,7 @@ std::vector<std::uint16_t> RandomElements(std::int64_t n, DType dtype, std::uint
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     x ^= x >> 31;
     const float unit = static_cast<float>(x >> 40) * 0x1p-24f;  // [0, 1)
-    StoreFromFloat(data.data(), dtype, i, (2 * unit - 1) * 1.7320508f);
+    support::StoreFromFloat(data.data(), dtype, i, (2 * unit - 1) * 1.7320508f);
   }
   return data;
 }
@@ -27,7 +27,8 @@ std::vector<std::uint16_t> RandomElements(std::int64_t n, DType dtype, std::uint
 double MaxAbsDiff(const void* a, DType a_dtype, const void* b, DType b_dtype, std::int64_t n) {
   double diff = 0;
   for (std::int64_t i = 0; i < n; ++i) {
-    const double d = std::abs(static_cast<double>(LoadAsFloat(a, a_dtype, i)) - LoadAsFloat(b, b_dtype, i));
+    const double d = std::abs(static_cast<double>(support::LoadAsFloat(a, a_dtype, i)) -
+                              support::LoadAsFloat(b, b_dtype, i));
     if (std::isnan(d)) return d;
     diff = std::max(diff, d);
   }

@@ -14,7 +14,7 @@
 #include "bench/report.h"
 #include "bench/timing.h"
 #include "flashattn/flashattn.h"
-#include "io_model/measure.h"
+#include "measure/measure.h"
 
 namespace flashattn::bench {
 
@@ -30,8 +30,8 @@ struct RunOptions {
 
 // Measured once per run, before the first row, on the rows' thread count.
 struct Limits {
-  io_model::FmaPeak peak;
-  std::optional<io_model::Bandwidth> bandwidth;  // only when a decode row is planned
+  measure::FmaPeak peak;
+  std::optional<measure::Bandwidth> bandwidth;  // only when a decode row is planned
 };
 
 // n elements of `dtype` in 16-bit slots (float32 takes two), uniform in [−√3, √3) (unit variance) from a

@@ -1,6 +1,6 @@
 // flashattn demo, the main job: one workload through every algorithm, each checked against the float64
-// oracle on sampled rows, with its time, throughput and the extra memory it needed — the seeds' story
-// (standard materializes the N×N scores, FlashAttention does not) measured on this machine.
+// oracle on sampled rows, with its time, throughput and the extra memory it needed — the story of
+// docs/algorithms.md (standard materializes the N×N scores, FlashAttention does not) measured on this machine.
 #include <malloc.h>
 
 #include <algorithm>
@@ -19,8 +19,8 @@
 
 #include "commands.h"
 #include "flashattn/flashattn.h"
-#include "io_model/measure.h"
-#include "reference/reference.h"
+#include "measure/measure.h"
+#include "support/oracle.h"
 
 namespace flashattn::cli {
 namespace {
@@ -88,7 +88,7 @@ std::vector<Sample> SampleOracle(const AttentionParams& p, const DemoOptions& o)
       while (static_cast<std::int64_t>(rows.size()) < o.rows_per_head) rows.push_back(row(rng));
       rows.resize(static_cast<std::size_t>(std::min<std::int64_t>(o.rows_per_head, p.seqlen_q)));
       for (std::int64_t i : rows) {
-        reference::OracleRows ref = reference::OracleHeadRows(p, b, h, i, i + 1);
+        support::OracleRows ref = support::OracleHeadRows(p, b, h, i, i + 1);
         samples.push_back({b, h, i, std::move(ref.o), ref.lse[0]});
       }
     }
@@ -137,7 +137,7 @@ Measurement Measure(Workload& w, Algorithm algorithm, const std::vector<Sample>&
   // still shows its scratch as growth.
   malloc_trim(0);
   Measurement m;
-  const io_model::PeakRssProbe probe;
+  const measure::PeakRssProbe probe;
   const auto start = std::chrono::steady_clock::now();
   forward(w.params, algorithm);
   const auto stop = std::chrono::steady_clock::now();

@@ -1,6 +1,6 @@
-// flashattn io: the IO model of SPEC §6 for one shape. For each algorithm, the elements and bytes it moves
+// flashattn io: the IO model (docs/io.md) for one shape. For each algorithm, the elements and bytes it moves
 // between main memory and fast memory, its FLOPs and arithmetic intensity, from two sources that must agree:
-// the closed form (src/io_model/io_model.h, derived in docs/io.md) and a run of the reference algorithm in
+// the closed form (tools/io_model/io_model.h, derived in docs/io.md) and a run of the reference algorithm in
 // which every main-memory access is counted. Next to them, this machine's ridge point, measured.
 #include <algorithm>
 #include <cstdint>
@@ -10,11 +10,10 @@
 #include <vector>
 
 #include "commands.h"
-#include "common/checked.h"
 #include "flashattn/flashattn.h"
 #include "io_model/io_model.h"
-#include "kernels/fused_forward.h"
 #include "io_model/machine.h"
+#include "support/fail.h"
 
 namespace flashattn::cli {
 namespace {
@@ -35,7 +34,7 @@ struct IoOptions {
 };
 
 void CheckAtLeast(const char* option, std::int64_t value, std::int64_t min) {
-  if (value < min) Fail(option, " must be >= ", min, ", got ", value);
+  if (value < min) support::Fail(option, " must be >= ", min, ", got ", value);
 }
 
 // The shape as params without tensors: the closed forms read only sizes, dtype, masks, tiling and whether
@@ -58,39 +57,39 @@ void CheckOptions(IoOptions& o) {
   if (!o.seqlen_k_given) o.seqlen_k = o.seqlen;
   CheckAtLeast("--seqlen-k", o.seqlen_k, 1);
   CheckAtLeast("--headdim", o.headdim, 1);
-  if (o.headdim > kMaxHeadDim) Fail("--headdim must be <= ", kMaxHeadDim, ", got ", o.headdim);
+  if (o.headdim > kMaxHeadDim) support::Fail("--headdim must be <= ", kMaxHeadDim, ", got ", o.headdim);
   if (!o.headdim_v_given) o.headdim_v = o.headdim;
   CheckAtLeast("--headdim-v", o.headdim_v, 1);
-  if (o.headdim_v > kMaxHeadDim) Fail("--headdim-v must be <= ", kMaxHeadDim, ", got ", o.headdim_v);
+  if (o.headdim_v > kMaxHeadDim) support::Fail("--headdim-v must be <= ", kMaxHeadDim, ", got ", o.headdim_v);
   CheckAtLeast("--batch", o.batch, 1);
   CheckAtLeast("--heads", o.heads, 1);
   if (!o.heads_kv_given) o.heads_kv = o.heads;
   CheckAtLeast("--heads-kv", o.heads_kv, 1);
   if (o.heads % o.heads_kv != 0) {
-    Fail("--heads must be a multiple of --heads-kv, got --heads ", o.heads, " --heads-kv ", o.heads_kv);
+    support::Fail("--heads must be a multiple of --heads-kv, got --heads ", o.heads, " --heads-kv ", o.heads_kv);
   }
   CheckAtLeast("--threads", o.threads, 0);
   // The library's bound on num_threads.
-  if (o.threads > 1024) Fail("--threads must be <= 1024, got ", o.threads);
-  if (!(o.max_counted_work >= 0.0)) Fail("--max-counted-work must be >= 0, got ", o.max_counted_work);
+  if (o.threads > 1024) support::Fail("--threads must be <= 1024, got ", o.threads);
+  if (!(o.max_counted_work >= 0.0)) support::Fail("--max-counted-work must be >= 0, got ", o.max_counted_work);
   // The closed forms count elements and bytes in int64; every count is a small multiple of this product.
   const double work = static_cast<double>(o.batch) * static_cast<double>(o.heads) *
                       static_cast<double>(o.seqlen) * static_cast<double>(o.seqlen_k) *
                       static_cast<double>(o.headdim + o.headdim_v);
   if (work > 0x1p57) {
-    Fail("--batch ", o.batch, " --heads ", o.heads, " --seqlen ", o.seqlen, " --seqlen-k ", o.seqlen_k,
+    support::Fail("--batch ", o.batch, " --heads ", o.heads, " --seqlen ", o.seqlen, " --seqlen-k ", o.seqlen_k,
          " --headdim ", o.headdim, " --headdim-v ", o.headdim_v,
          ": batch*heads*Nq*Nk*(d+dv) exceeds 2^57, beyond the 64-bit counts of the IO models");
   }
   if (o.splits_given) {  // more chunks than keys only adds empty ones
     CheckAtLeast("--splits", o.splits, 1);
-    if (o.splits > o.seqlen_k) Fail("--splits must be <= --seqlen-k (", o.seqlen_k, "), got ", o.splits);
+    if (o.splits > o.seqlen_k) support::Fail("--splits must be <= --seqlen-k (", o.seqlen_k, "), got ", o.splits);
   }
   if (o.fast_memory_given) {
     CheckAtLeast("--fast-memory", o.fast_memory, 1);
     const std::int64_t tile = io_model::TileBytes(1, 1, o.headdim, o.headdim_v);
     if (o.fast_memory < tile) {
-      Fail("--fast-memory ", o.fast_memory, " bytes is too small for one 1x1 tile, which needs ", tile,
+      support::Fail("--fast-memory ", o.fast_memory, " bytes is too small for one 1x1 tile, which needs ", tile,
            " bytes at d=", o.headdim, " dv=", o.headdim_v);
     }
   }
@@ -133,9 +132,9 @@ void PrintRow(const std::string& name, const std::string& blocks, const std::str
 
 void RunIo(IoOptions o) {
   CheckOptions(o);
-  const std::int64_t detected_l2 = io_model::DetectL2CacheBytes();
+  const io_model::L2Cache l2 = io_model::DetectedL2Cache();
   const bool fast_memory_given = o.fast_memory_given;
-  if (!fast_memory_given) o.fast_memory = detected_l2 > 0 ? detected_l2 : kDefaultFastMemoryBytes;
+  if (!fast_memory_given) o.fast_memory = l2.bytes;
   float lse_marker = 0.0f;
   const AttentionParams shape = ShapeParams(o, &lse_marker);
 
@@ -147,8 +146,8 @@ void RunIo(IoOptions o) {
               o.no_lse ? "not written" : "written");
   std::printf("fast memory M: %lld bytes (%s)\n", static_cast<long long>(o.fast_memory),
               fast_memory_given ? "--fast-memory"
-              : detected_l2 > 0 ? "detected per-core L2"
-                                : "default; the L2 size could not be detected");
+              : l2.detected     ? "detected per-core L2"
+                                : "default per-core L2; its size could not be detected");
   if (!o.no_measure) {
     const io_model::Machine machine = io_model::MeasureMachine(o.threads);
     std::printf("machine: FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s on %d threads -> ridge point "
@@ -158,7 +157,7 @@ void RunIo(IoOptions o) {
   std::printf("\nTraffic between main memory and fast memory for the whole call. 'model' is the closed form "
               "of docs/io.md;\n'counted' runs the algorithm's loops with every main-memory access counted: "
               "the reference algorithms\nthemselves, and for fused and decode the kernels' loops in scalar "
-              "code (src/io_model/counted_*.cc).\nFLOPs: the two matrix products over the tiles visited. "
+              "code (tools/io_model/counted_*.cc).\nFLOPs: the two matrix products over the tiles visited. "
               "The reference flash1/flash2 visit every tile,\nmasked or not; the fused kernel and decode "
               "skip keys outside the causal/window band. FLOP/byte is the\narithmetic intensity to compare "
               "with the ridge point.\n\n");
@@ -208,10 +207,11 @@ void RunIo(IoOptions o) {
     rows("decode", std::to_string(splits) + "x" + std::to_string(decode.Bc), decode, "",
          [splits](const AttentionParams& p) { return io_model::RunCountedDecode(p, splits); });
   }
-  std::printf("\nBlocks: flash1 and flash2 from M by the seeds' rule. fused: kernels::ChooseFusedTiling "
-              "from the detected\nL2 (not --fast-memory), clamped to Nq and Nk as the kernel clamps them; on "
-              "this %s target the kernel packs\nK in panels of %lld keys (%lld per block) and %s.\n",
-              kernels::FusedTargetName(kernels::FusedDispatchedTarget()).c_str(),
+  std::printf("\nBlocks: flash1 and flash2 from M by FlashAttention's rule (docs/algorithms.md). fused:\n"
+              "kernels::ChooseFusedTiling from the detected L2 (not --fast-memory), clamped to Nq and Nk as the "
+              "kernel\nclamps them; on this %s target the kernel packs K in panels of %lld keys (%lld per block) "
+              "and\n%s.\n",
+              io_model::FusedTargetName().c_str(),
               static_cast<long long>(g.NR), static_cast<long long>(g.Bc_pad),
               g.packs_v ? "V once per K/V head next to it"
                         : "reads V from the caller per tile (K and V of one head exceed its 16 MiB "
@@ -219,7 +219,7 @@ void RunIo(IoOptions o) {
   std::printf("decode: splits x keys per chunk; splits from ChooseNumSplits(batch, Nk, threads) as decode() "
               "chooses\nthem, or --splits.\n");
   if (!count) std::printf("\nThe counted runs were skipped; pass a larger --max-counted-work to run them.\n");
-  if (!all_equal) Fail("the counted traffic differs from the closed form (see the rows marked DIFFERS)");
+  if (!all_equal) support::Fail("the counted traffic differs from the closed form (see the rows marked DIFFERS)");
 }
 
 }  // namespace
@@ -245,7 +245,7 @@ void AddIoCommand(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   io->add_flag("--causal", options->causal,
                "causal mask (the reference flash1/flash2 still visit every tile)");
-  io->add_flag("--no-lse", options->no_lse, "do not write LSE (the seed's 4Nd + 4N^2 has no LSE)");
+  io->add_flag("--no-lse", options->no_lse, "do not write LSE (the textbook 4Nd + 4N^2 has no LSE)");
   CLI::Option* splits = io->add_option("--splits", options->splits,
                                        "K/V chunks of decode, 1..Nk (default: decode()'s ChooseNumSplits)");
   io->add_option("--threads", options->threads, "threads for the counted runs and measurements (0 = all)");

@@ -12,8 +12,6 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -21,9 +19,12 @@
 #include "flashattn/flashattn.h"
 #include "npy.h"
 #include "output_file.h"
+#include "support/fail.h"
 
 namespace flashattn::cli {
 namespace {
+
+using support::Fail;
 
 struct RunOptions {
   std::string q, k, v, out, lse, alibi, algorithm;
@@ -34,13 +35,6 @@ struct RunOptions {
   bool has_scale = false;
   int threads = 0;
 };
-
-template <typename... Parts>
-[[noreturn]] void Fail(const Parts&... parts) {
-  std::ostringstream message;
-  (message << ... << parts);
-  throw std::runtime_error(message.str());
-}
 
 npy::Array ReadArgument(const std::string& option, const std::string& path) {
   try {
@@ -72,8 +66,8 @@ Tensor4 CheckInput(const std::string& option, const std::string& path, const npy
   return t;
 }
 
-// Checks the scalar options against the rules of SPEC §5 with the option's name in the message (the library
-// checks them again; these messages say which command-line argument was wrong).
+// Checks the scalar options against the rules of docs/algorithms.md §6 with the option's name in the message
+// (the library checks them again; these messages say which command-line argument was wrong).
 void CheckScalars(const RunOptions& o) {
   if (o.window.size() == 2 && (o.window[0] < -1 || o.window[1] < -1)) {
     Fail("--window: left and right must be >= -1 (-1 = unbounded), got ", o.window[0], " ", o.window[1]);

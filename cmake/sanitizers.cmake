@@ -1,5 +1,5 @@
-# Sanitizer and fuzzing builds (issue 8; docs/robustness.md). Included by the top-level CMakeLists.txt before
-# any target is created, so the flags reach the library, the command line and the tests alike.
+# Sanitizer and fuzzing builds (docs/robustness.md). Included by the top-level CMakeLists.txt before any
+# target is created, so the flags reach the library, the command line and the tests alike.
 #
 #   FLASHATTN_SANITIZE  ""                  plain build (default)
 #                       "address;undefined" AddressSanitizer + UndefinedBehaviorSanitizer, every report fatal

@@ -1,6 +1,6 @@
-# The fuzz targets (issue 8; docs/robustness.md), included by tests/robustness.cmake. With FLASHATTN_FUZZ
-# (clang) each is a libFuzzer program; otherwise it gets replay_main.cc. Either way a CTest test replays
-# its seed corpus and every crash reproducer kept in fuzz/regressions/<target>/.
+# The fuzz targets (docs/robustness.md), included by tests/robustness.cmake. With FLASHATTN_FUZZ (clang)
+# each is a libFuzzer program; otherwise it gets replay_main.cc. Either way a CTest test replays its seed
+# corpus and every crash reproducer kept in fuzz/regressions/<target>/.
 add_library(flashattn_fuzz_support STATIC ${CMAKE_CURRENT_LIST_DIR}/oracle_check.cc)
 target_include_directories(flashattn_fuzz_support PUBLIC ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(flashattn_fuzz_support PUBLIC flashattn::flashattn)
@@ -8,17 +8,23 @@ target_link_libraries(flashattn_fuzz_support PUBLIC flashattn::flashattn)
 # runs them serially (no OpenMP runtime in the fuzzer builds) and its pragmas are ignored on purpose.
 target_compile_options(flashattn_fuzz_support PRIVATE -Wall -Wextra -Wno-unknown-pragmas)
 
+# Each target and the input directories its replay reads: its seed corpus, and the crash reproducers kept
+# in fuzz/regressions/<target>/ for the targets that have any.
 set(flashattn_fuzz_targets forward decode)
-if(TARGET flashattn_npy)
+set(flashattn_fuzz_inputs_forward corpus/forward regressions/forward)
+set(flashattn_fuzz_inputs_decode corpus/decode regressions/decode)
+if(FLASHATTN_ENABLE_CLI)  # the .npy reader lives in cli/ (flashattn_npy)
   list(APPEND flashattn_fuzz_targets npy)
+  set(flashattn_fuzz_inputs_npy corpus/npy)
 endif()
 foreach(target IN LISTS flashattn_fuzz_targets)
   set(program ${target}_fuzzer)
   set(inputs)
-  foreach(dir corpus regressions)
-    if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${dir}/${target})
-      list(APPEND inputs ${CMAKE_CURRENT_LIST_DIR}/${dir}/${target})
+  foreach(dir IN LISTS flashattn_fuzz_inputs_${target})
+    if(NOT IS_DIRECTORY ${CMAKE_CURRENT_LIST_DIR}/${dir})
+      message(FATAL_ERROR "fuzz/${dir}: the inputs of ${program} are missing")
     endif()
+    list(APPEND inputs ${CMAKE_CURRENT_LIST_DIR}/${dir})
   endforeach()
   if(FLASHATTN_FUZZ)
     add_executable(${program} ${CMAKE_CURRENT_LIST_DIR}/${program}.cc)
@@ -34,6 +40,6 @@ foreach(target IN LISTS flashattn_fuzz_targets)
   add_test(NAME fuzz_${target}_replay COMMAND ${program} ${replay_args} ${inputs})
   set_tests_properties(fuzz_${target}_replay PROPERTIES LABELS fuzz TIMEOUT 300)
 endforeach()
-if(TARGET npy_fuzzer)
+if(FLASHATTN_ENABLE_CLI)
   target_link_libraries(npy_fuzzer PRIVATE flashattn_npy)
 endif()

@@ -61,8 +61,8 @@ LL=${LL:-$(cache 2 size),$(cache 2 ways_of_associativity)}
 src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-g++ -std=c++20 -O2 -fopenmp -I "$src/include" -I "$src/src" "$root/scripts/io_probe.cc" \
-  "$build/libflashattn.a" -lhwy_contrib -lhwy -o "$work/io_probe"
+g++ -std=c++20 -O2 -fopenmp -I "$src/include" -I "$src/tools" -I "$src/src" "$root/scripts/io_probe.cc" \
+  "$build/tools/libflashattn_tools.a" "$build/libflashattn.a" -lhwy_contrib -lhwy -o "$work/io_probe"
 
 echo "# algorithm N d LL_bytes model_bytes counted_bytes measured_bytes Br Bc simd_target"
 echo "# valgrind --tool=callgrind --cache-sim=yes --D1=$D1,64 --LL=$LL,64 --instr-atstart=no" \

@@ -54,8 +54,8 @@ fi
 src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-g++ -std=c++20 -O2 -fopenmp -I "$src/include" -I "$src/src" "$root/scripts/io_probe.cc" \
-  "$build/libflashattn.a" -lhwy_contrib -lhwy -o "$work/io_probe"
+g++ -std=c++20 -O2 -fopenmp -I "$src/include" -I "$src/tools" -I "$src/src" "$root/scripts/io_probe.cc" \
+  "$build/tools/libflashattn_tools.a" "$build/libflashattn.a" -lhwy_contrib -lhwy -o "$work/io_probe"
 
 blocks_args() {  # $1 $2 = Br Bc; 0 0 = the kernel's choice
   if [[ $1 != 0 || $2 != 0 ]]; then echo "--blocks $1 $2"; fi

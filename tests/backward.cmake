@@ -1,10 +1,8 @@
-# The backward pass (issue 5): dropout generator, reference gradients against finite differences, the fused
+# The backward pass: dropout generator, reference gradients against finite differences, the fused
 # kernel against the float64 oracle on every compiled target, determinism, rejected inputs.
 add_library(flashattn_backward_test_support STATIC ${CMAKE_CURRENT_LIST_DIR}/backward_test_problem.cc)
 target_link_libraries(flashattn_backward_test_support PUBLIC flashattn_test_support)
 foreach(name backward_dropout_test backward_reference_test backward_kernel_test backward_validation_test)
-  if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${name}.cc)
-    flashattn_add_test(${name} ${CMAKE_CURRENT_LIST_DIR}/${name}.cc)
-    target_link_libraries(${name} PRIVATE flashattn_backward_test_support)
-  endif()
+  flashattn_add_test(${name} ${CMAKE_CURRENT_LIST_DIR}/${name}.cc)
+  target_link_libraries(${name} PRIVATE flashattn_backward_test_support)
 endforeach()

@@ -1,7 +1,7 @@
 # The benchmark program's checkable logic (bench/): FLOP and byte counts, option handling, JSON and table
 # output, the median loop, the peak-RSS probe, the FMA chains and bandwidth kernels, and that the OpenBLAS
 # baselines (forward, decode, backward) compute what the library computes. No timings are asserted.
-if(TARGET flashattn_bench)
+if(FLASHATTN_ENABLE_BENCH)
   flashattn_add_test(bench_case_test bench_case_test.cc)
   target_link_libraries(bench_case_test PRIVATE flashattn_bench)
 

@@ -1,6 +1,7 @@
 // The measuring parts of the benchmark, checked on what they compute rather than on how fast: the median
 // loop's call counts, the peak-RSS probe against a known allocation, the FMA chains against their closed
-// form, and the vectorized helpers of the baseline (conversions, safe softmax) against scalar code.
+// form, and the baseline's vectorized safe softmax against scalar code. (The baseline's row conversions are
+// the library's: tests/support_test.cc.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,20 +10,18 @@
 #include <vector>
 
 #include "bench/baseline_softmax.h"
-#include "bench/convert.h"
 #include "bench/timing.h"
-#include "common/element.h"
-#include "io_model/measure.h"
+#include "measure/measure.h"
 
 namespace flashattn::bench {
 namespace {
 
-using io_model::FmaPeak;
-using io_model::kFmaChains;
-using io_model::MeasureFmaPeak;
-using io_model::PeakRssProbe;
-using io_model::RunFmaChains;
-using io_model::StatusFieldKib;
+using measure::FmaPeak;
+using measure::kFmaChains;
+using measure::MeasureFmaPeak;
+using measure::PeakRssProbe;
+using measure::RunFmaChains;
+using measure::StatusFieldKib;
 
 TEST(Timing, MedianOfOddEvenAndEmpty) {
   EXPECT_EQ(Median({5, 1, 3}), 3);
@@ -126,50 +125,22 @@ TEST(Bandwidth, KernelsComputeTheSumAndTheTriadOnTheirRange) {
   for (std::size_t i = 0; i < words.size(); ++i) words[i] = i * i;
   std::uint64_t expected = 0;
   for (std::int64_t i = 5; i < 1002; ++i) expected += words[i];
-  EXPECT_EQ(io_model::SumWords(words.data(), 5, 1002), expected);  // a tail that is not a multiple of 4
-  EXPECT_EQ(io_model::SumWords(words.data(), 7, 7), 0u);
+  EXPECT_EQ(measure::SumWords(words.data(), 5, 1002), expected);  // a tail that is not a multiple of 4
+  EXPECT_EQ(measure::SumWords(words.data(), 7, 7), 0u);
 
   std::vector<double> a(21, -1.0), b(21), c(21);
   for (int i = 0; i < 21; ++i) b[i] = i, c[i] = 0.5 * i;
-  io_model::Triad(a.data(), b.data(), c.data(), 3.0, 2, 19);
+  measure::Triad(a.data(), b.data(), c.data(), 3.0, 2, 19);
   for (int i = 0; i < 21; ++i) EXPECT_EQ(a[i], i >= 2 && i < 19 ? i + 1.5 * i : -1.0) << i;
 }
 
 TEST(Bandwidth, MeasuresPositiveRatesOnSmallArrays) {
-  const io_model::Bandwidth bw = io_model::MeasureBandwidth(2, 1 << 20, 2);
+  const measure::Bandwidth bw = measure::MeasureBandwidth(2, 1 << 20, 2);
   EXPECT_EQ(bw.threads, 2);
   EXPECT_EQ(bw.array_bytes, 1 << 20);
   EXPECT_GT(bw.read_gbs, 0);
   EXPECT_GT(bw.triad_gbs, 0);
   EXPECT_TRUE(std::isfinite(bw.read_gbs) && std::isfinite(bw.triad_gbs));
-}
-
-// Values that exercise rounding, subnormals, infinities and NaN in all three element types.
-std::vector<float> AwkwardValues(std::int64_t n) {
-  std::vector<float> x(static_cast<std::size_t>(n));
-  const float specials[] = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 1e-7f, -3e-5f, 1e30f,
-                            std::numeric_limits<float>::infinity(), 0.1f, 1.0f / 3, 70000.0f};
-  for (std::int64_t i = 0; i < n; ++i) x[i] = specials[i % 12] * (1.0f + 0.001f * static_cast<float>(i));
-  return x;
-}
-
-TEST(Convert, MatchesTheScalarConversionsAtEveryLength) {
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-    for (std::int64_t n = 0; n <= 40; ++n) {
-      const std::vector<float> x = AwkwardValues(n);
-      std::vector<std::uint16_t> stored(static_cast<std::size_t>(2 * n + 2), 0xabcd);
-      ConvertFromF32(x.data(), n, dtype, stored.data());
-      std::vector<float> back(static_cast<std::size_t>(n + 1), -1.0f);
-      ConvertToF32(stored.data(), dtype, n, back.data());
-      EXPECT_EQ(back[n], -1.0f) << "wrote past n";
-      for (std::int64_t i = 0; i < n; ++i) {
-        const float expected = RoundTo(dtype, x[i]);
-        EXPECT_TRUE(back[i] == expected || (std::isnan(back[i]) && std::isnan(expected)))
-            << ToString(dtype) << " n=" << n << " i=" << i << ": " << x[i] << " -> " << back[i] << ", want "
-            << expected;
-      }
-    }
-  }
 }
 
 TEST(SafeSoftmaxRow, MatchesFloat64OverThePrefixAndZeroesTheRest) {

@@ -1,5 +1,5 @@
 # The command-line program (cli/): the .npy reader/writer, and flashattn run/demo driven as a subprocess.
-if(TARGET flashattn_npy AND TARGET flashattn_cli)
+if(FLASHATTN_ENABLE_CLI)
   flashattn_add_test(npy_test npy_test.cc)
   target_link_libraries(npy_test PRIVATE flashattn_npy)
 

@@ -1,8 +1,8 @@
-// The closed forms of src/io_model/ against the counted runs: over a grid of shapes, fast memory sizes or
+// The closed forms of tools/io_model/ against the counted runs: over a grid of shapes, fast memory sizes or
 // block sizes, splits and masks (tails included), the counted traffic equals the model exactly, in elements
 // and in bytes, for standard, flash1, flash2, the fused kernel's loops and decode's. The counted fused and
-// decode loops also compute attention (checked against the float64 oracle). Also the seed's 4Nd + 4N² for
-// standard, and the tile-skipping model against a brute-force count.
+// decode loops also compute attention (checked against the float64 oracle). Also standard's 4Nd + 4N²
+// (docs/algorithms.md §3), and the tile-skipping model against a brute-force count.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/cpu_caches.h"
 #include "io_model/io_model.h"
 #include "io_model/machine.h"
 #include "kernels/fused_forward.h"
@@ -86,13 +87,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, IoModelShapeTest,
                                                               Algorithm::kFlash2),
                                             ::testing::Range(0, 6)));
 
-TEST(IoModelTest, StandardIsTheSeedsFourNdPlusFourNSquared) {
+TEST(IoModelTest, StandardIsFourNdPlusFourNSquared) {
   for (std::int64_t N : {1, 64, 1000, 4096})
     for (std::int64_t d : {16, 64, 128}) {
       AttentionParams params;
       params.seqlen_q = params.seqlen_k = N;
       params.head_dim = d;
-      const io_model::Cost cost = io_model::Standard(params);  // no LSE requested, as in the seed
+      const io_model::Cost cost = io_model::Standard(params);  // no LSE requested, as in docs/algorithms.md §3
       EXPECT_EQ(cost.io.read + cost.io.written, 4 * N * d + 4 * N * N) << "N=" << N << " d=" << d;
       EXPECT_EQ(cost.io.read_bytes + cost.io.written_bytes, 4 * (4 * N * d + 4 * N * N));
     }
@@ -397,7 +398,8 @@ TEST(IoModelTest, RidgeBandwidthArraysOutgrowTheL3) {
   EXPECT_EQ(io_model::RidgeArrayBytes(0), std::int64_t{128} << 20);  // L3 unknown: MeasureBandwidth's default
   EXPECT_EQ(io_model::RidgeArrayBytes(std::int64_t{32} << 20), std::int64_t{128} << 20);  // Zen 3
   EXPECT_EQ(io_model::RidgeArrayBytes(std::int64_t{260} << 20), std::int64_t{520} << 20);  // this Xeon
-  EXPECT_GE(io_model::RidgeArrayBytes(io_model::DetectL3CacheBytes()), 2 * io_model::DetectL3CacheBytes());
+  const std::int64_t l3 = DetectedCpuCaches().l3.bytes;
+  EXPECT_GE(io_model::RidgeArrayBytes(l3), 2 * l3);
 }
 
 TEST(IoModelTest, RunCountedRejectsAlgorithmsWithoutInstrumentation) {

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/cpu_caches.h"
 #include "kernels/fused_forward.h"
 #include "test_problem.h"
 
@@ -97,7 +98,7 @@ TEST(FusedKernelTest, EveryForcedBlockSizeMatchesOracle) {
 
 TEST(FusedKernelTest, DefaultTilingFillsL2WithWholeTilesAndIsOverridable) {
   AttentionParams params;
-  const std::int64_t M = kernels::DetectedCacheSizes().l2 / 4;  // floats
+  const std::int64_t M = DetectedCpuCaches().l2.bytes / 4;  // floats
   for (std::int64_t d : {1, 64, 128, 256, 512}) {
     params.head_dim = d;
     const kernels::FusedTiling tiling = kernels::ChooseFusedTiling(params);

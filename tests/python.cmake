@@ -1,7 +1,7 @@
 # The Python package's tests: pytest over tests/python/ with the build tree's package on the path.
 # Two CTest tests, so that `ctest -j2` runs the NumPy and the PyTorch halves side by side; each uses one
 # thread per call. The torch half fails where python3-torch is missing (scripts/install-deps.sh installs it).
-if(TARGET flashattn_python)
+if(FLASHATTN_BUILD_PYTHON)
   foreach(part numpy torch)
     add_test(NAME python_${part}_test
              COMMAND ${FLASHATTN_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider -m ${part}

@@ -1,4 +1,4 @@
-# Robustness (issue 8; docs/robustness.md).
+# Robustness (docs/robustness.md).
 #
 # 1. The fuzz targets (fuzz/): in every build a CTest test replays each one's seed corpus and crash
 #    reproducers; with FLASHATTN_FUZZ they are libFuzzer programs for scripts/fuzz.sh.
@@ -42,10 +42,10 @@ else()
 endif()
 
 # flashattn_sanitized_test(<test executable> <gtest pattern>...): the executable's cases that match any of
-# the patterns, if the executable exists.
+# the patterns.
 function(flashattn_sanitized_test name)
   if(NOT TARGET ${name})
-    return()
+    message(FATAL_ERROR "flashattn_sanitized_test: no test executable ${name}")
   endif()
   list(JOIN ARGN ":" filter)
   add_test(NAME sanitize.${name} COMMAND ${name} --gtest_brief=1 --gtest_filter=${filter})
@@ -56,8 +56,9 @@ endfunction()
 
 if(flashattn_sanitize_label STREQUAL "asan")
   # Every entry point with the whole validation matrix, non-finite inputs and concurrent callers; every
-  # kernel on every compiled SIMD target, the reference layer, the .npy reader and the command line. The big
-  # parameterized matrices are cut to a few shapes each (odd sizes, GQA, d != dv, one query row).
+  # kernel on every compiled SIMD target, the reference layer, the cache detection, the tools' conversions,
+  # the .npy reader and the command line. The big parameterized matrices are cut to a few shapes each (odd
+  # sizes, GQA, d != dv, one query row).
   flashattn_sanitized_test(validation_test "*")
   flashattn_sanitized_test(validation_matrix_decode_test "*")
   flashattn_sanitized_test(validation_matrix_merge_varlen_test "*")
@@ -86,8 +87,12 @@ if(flashattn_sanitize_label STREQUAL "asan")
   flashattn_sanitized_test(backward_reference_test "StandardBackwardTest.*" "BackwardEdgeTest.*")
   flashattn_sanitized_test(backward_dropout_test "PhiloxTest.*" "DropoutForwardTest.*")
   flashattn_sanitized_test(backward_varlen_test "*")
-  flashattn_sanitized_test(npy_test "*")
-  flashattn_sanitized_test(cli_test "*")
+  flashattn_sanitized_test(cpu_caches_test "*")
+  flashattn_sanitized_test(support_test "*")
+  if(FLASHATTN_ENABLE_CLI)
+    flashattn_sanitized_test(npy_test "*")
+    flashattn_sanitized_test(cli_test "*")
+  endif()
 else()
   # The threaded paths: the fused forward on 1, 2 and 4 threads and from concurrent callers, decode's
   # splits merged across threads, the backward pass's threads, varlen, and the concurrency suite.

@@ -1,4 +1,4 @@
-// The fused forward kernel (issue 3): FlashAttention-2 with SIMD micro-kernels, every mask, three element
+// The fused forward kernel: FlashAttention-2 with SIMD micro-kernels, every mask, three element
 // types, OpenMP threads. The design and its memory traffic are worked out in docs/fused_kernel.md.
 //
 // This header holds no SIMD types: the kernel is compiled for every Highway target and one of them is
@@ -27,12 +27,6 @@ FusedTiling ChooseFusedTiling(const AttentionParams& params);
 // than one register tile of 6 rows: fused_forward-inl.h, kMR), rather than in their own type. The IO model
 // charges the packed elements by the same rule.
 inline bool PacksKvWide(DType dtype, std::int64_t Br) { return dtype != DType::kF32 && Br > 6; }
-
-// Per-core cache sizes in bytes, read once from the operating system (defaults if unavailable).
-struct CacheSizes {
-  std::int64_t l1d, l2;
-};
-const CacheSizes& DetectedCacheSizes();
 
 // Computes O (and LSE) for already-validated params. Dispatches once to the best SIMD target.
 void FusedForward(const AttentionParams& params);

@@ -1,7 +1,5 @@
-# The fast kernels, added to the flashattn library target (included by the top-level CMakeLists.txt).
-# HWY_COMPILE_ALL_ATTAINABLE compiles every x86 target (scalar, SSSE3, SSE4, AVX2, AVX3) into the library,
-# so that the tests can run each one this CPU supports; the best is chosen at run time. (On Arm: NEON and
-# scalar, below.)
+# The fast kernels, added to the flashattn library target (included by the top-level CMakeLists.txt),
+# compiled for every Highway target (cmake/simd_targets.cmake); the best is chosen at run time.
 target_sources(flashattn PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/tiling.cc
   ${CMAKE_CURRENT_LIST_DIR}/fused_targets.cc
@@ -9,10 +7,4 @@ target_sources(flashattn PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/fused_forward_f16.cc
   ${CMAKE_CURRENT_LIST_DIR}/fused_forward_bf16.cc
 )
-target_compile_definitions(flashattn PRIVATE HWY_COMPILE_ALL_ATTAINABLE)
-# On Arm, Highway's SVE targets have sizeless vector types, which cannot be array elements: the micro-kernels'
-# register tiles are arrays of vectors. The library is compiled for NEON (every AArch64 CPU) and the scalar
-# baseline there.
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
-  target_compile_definitions(flashattn PRIVATE "HWY_DISABLED_TARGETS=(HWY_SVE|HWY_SVE2|HWY_SVE_256|HWY_SVE2_128)")
-endif()
+flashattn_compile_for_every_simd_target(flashattn)

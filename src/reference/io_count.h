@@ -1,5 +1,5 @@
 // Traffic between main memory and fast memory, as the reference algorithms count it (problem.h) and the
-// IO model predicts it (src/io_model/).
+// IO model predicts it (tools/io_model/).
 #ifndef FLASHATTN_REFERENCE_IO_COUNT_H_
 #define FLASHATTN_REFERENCE_IO_COUNT_H_
 

@@ -1,14 +1,14 @@
 // Zen 3 has two FMA pipes of latency 4, so at least 8 independent vector chains are needed to keep both busy;
 // kFmaChains = 12 leaves margin and still fits the 16 AVX2 registers with the two constants.
-#include "io_model/measure.h"
+#include "measure/measure.h"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "io_model/fma_peak.cc"
+#define HWY_TARGET_INCLUDE "measure/fma_peak.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::io_model {
+namespace flashattn::measure {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
@@ -46,7 +46,7 @@ double FmaChains(std::int64_t iterations, float a, float b, std::int64_t* lanes,
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace flashattn::io_model
+}  // namespace flashattn::measure
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
@@ -56,7 +56,7 @@ HWY_AFTER_NAMESPACE();
 #include <chrono>
 #include <ctime>
 
-namespace flashattn::io_model {
+namespace flashattn::measure {
 
 HWY_EXPORT(FmaChains);
 
@@ -134,5 +134,5 @@ FmaPeak MeasureFmaPeak(int threads, double seconds) {
   return peak;
 }
 
-}  // namespace flashattn::io_model
+}  // namespace flashattn::measure
 #endif  // HWY_ONCE

@@ -5,15 +5,15 @@
 //               the widest SIMD target this CPU supports (Highway picks it at run time).
 //   Bandwidth:  STREAM-style kernels over arrays far larger than the last-level cache, all threads at once.
 //   Peak RSS:   Linux's VmHWM, reset through /proc/self/clear_refs.
-#ifndef FLASHATTN_IO_MODEL_MEASURE_H_
-#define FLASHATTN_IO_MODEL_MEASURE_H_
+#ifndef FLASHATTN_TOOLS_MEASURE_MEASURE_H_
+#define FLASHATTN_TOOLS_MEASURE_MEASURE_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
-namespace flashattn::io_model {
+namespace flashattn::measure {
 
 // ---- FMA peak --------------------------------------------------------------------------------------------
 struct FmaPeak {
@@ -75,6 +75,6 @@ class PeakRssProbe {
   std::int64_t rss_at_reset_kib_ = 0;
 };
 
-}  // namespace flashattn::io_model
+}  // namespace flashattn::measure
 
-#endif  // FLASHATTN_IO_MODEL_MEASURE_H_
+#endif  // FLASHATTN_TOOLS_MEASURE_MEASURE_H_

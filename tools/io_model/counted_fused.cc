@@ -102,11 +102,11 @@ void SolveQBlock(const HeadProblem& problem, const FusedGeometry& g, const refer
 
 // One (batch b, K/V head hk): pack, then every Q block of every query head of its group. Returns the
 // traffic of all of it.
-IoCount SolveKvHead(const AttentionParams& params, const FusedGeometry& g, const reference::Dropout& dropout,
+reference::IoCount SolveKvHead(const AttentionParams& params, const FusedGeometry& g, const reference::Dropout& dropout,
                     std::int64_t b, std::int64_t hk, Scratch& x) {
   const std::int64_t group = params.heads_q / params.heads_kv;
   const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim, dv = params.HeadDimV();
-  IoCount io;
+  reference::IoCount io;
   // The packing is charged to the group's first query head, whose problem addresses this K/V head.
   const HeadProblem packer(params, b, hk * group);
   const MainMemoryArray K_packed(packer, x.K_packed.data(), g.packed_element_bytes);
@@ -141,8 +141,8 @@ IoCount SolveKvHead(const AttentionParams& params, const FusedGeometry& g, const
 
 }  // namespace
 
-IoCount CountFused(const AttentionParams& params) {
-  IoCount total;
+reference::IoCount CountFused(const AttentionParams& params) {
+  reference::IoCount total;
   if (params.batch == 0 || params.seqlen_q == 0) return total;  // the kernel returns before packing
   const FusedGeometry g = FusedGeometryOf(params);
   const std::int64_t d = params.head_dim, dv = params.HeadDimV();
@@ -169,7 +169,7 @@ IoCount CountFused(const AttentionParams& params) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (std::int64_t pair = 0; pair < pairs; ++pair) {
     try {
-      const IoCount io = SolveKvHead(params, g, dropout, pair / params.heads_kv, pair % params.heads_kv,
+      const reference::IoCount io = SolveKvHead(params, g, dropout, pair / params.heads_kv, pair % params.heads_kv,
                                      scratch[omp_get_thread_num()]);
       const std::lock_guard<std::mutex> lock(mutex);
       total += io;

@@ -1,17 +1,21 @@
 // What `flashattn io` compares the model with: the fast memory the tiles are sized for (the per-core L2)
 // and the machine's ridge point, FMA peak / main-memory bandwidth, both measured in a fraction of a second.
 // An algorithm whose arithmetic intensity (FLOPs per byte) is below the ridge point is bound by memory.
-#ifndef FLASHATTN_IO_MODEL_MACHINE_H_
-#define FLASHATTN_IO_MODEL_MACHINE_H_
+#ifndef FLASHATTN_TOOLS_IO_MODEL_MACHINE_H_
+#define FLASHATTN_TOOLS_IO_MODEL_MACHINE_H_
 
 #include <cstdint>
 
 namespace flashattn::io_model {
 
-// Per-core L2 size in bytes from sysconf, else from /sys/devices/system/cpu/cpu0/cache; 0 if neither knows.
-std::int64_t DetectL2CacheBytes();
-// The last-level (L3) cache size in bytes, found the same way; 0 if unknown.
-std::int64_t DetectL3CacheBytes();
+// The per-core L2 the fused kernel sizes its blocks from (the one detection of src/common/cpu_caches.h):
+// `flashattn io`'s fast memory M unless --fast-memory is given. `detected` is false when the operating
+// system did not report it and the documented default stands.
+struct L2Cache {
+  std::int64_t bytes = 0;
+  bool detected = false;
+};
+L2Cache DetectedL2Cache();
 
 // Bytes per array of the bandwidth measurement behind the ridge point: 128 MiB (MeasureBandwidth's
 // default), or twice the L3 when that is larger, so that the array read cannot stay in the cache (a 260 MiB
@@ -20,9 +24,9 @@ std::int64_t RidgeArrayBytes(std::int64_t l3_bytes);
 
 struct Machine {
   int threads = 0;
-  double fma_gflops = 0.0;     // FmaPeak::cpu_gflops of io_model/measure.h (per CPU time: robust to sharing)
-  double bandwidth_gbs = 0.0;  // Bandwidth::read_gbs of io_model/measure.h (all threads at once), arrays of
-                               // RidgeArrayBytes(DetectL3CacheBytes())
+  double fma_gflops = 0.0;     // FmaPeak::cpu_gflops of measure/measure.h (per CPU time: robust to sharing)
+  double bandwidth_gbs = 0.0;  // Bandwidth::read_gbs of measure/measure.h (all threads at once), arrays of
+                               // RidgeArrayBytes(DetectedCpuCaches().l3.bytes)
   double RidgePoint() const { return bandwidth_gbs > 0 ? fma_gflops / bandwidth_gbs : 0.0; }  // FLOP/byte
 };
 
@@ -31,4 +35,4 @@ Machine MeasureMachine(int threads);
 
 }  // namespace flashattn::io_model
 
-#endif  // FLASHATTN_IO_MODEL_MACHINE_H_
+#endif  // FLASHATTN_TOOLS_IO_MODEL_MACHINE_H_

@@ -33,6 +33,9 @@ IoCount ForCall(const HeadCount& head, std::int64_t problems, std::int64_t eleme
   return io;
 }
 
+// A counted run's traffic, as the reference layer's accessors summed it.
+IoCount OfCall(const reference::IoCount& io) { return {io.read, io.written, io.read_bytes, io.written_bytes}; }
+
 std::int64_t CeilDiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 struct Shape {
@@ -49,6 +52,17 @@ double ProductFlops(std::int64_t rows, std::int64_t cols, std::int64_t d, std::i
   return 2.0 * static_cast<double>(rows) * static_cast<double>(cols) * static_cast<double>(d + dv);
 }
 
+// The cost of a call of `problems` (batch, query head) problems that each move `head`, with block sizes
+// (Br, Bc) and `head_flops` per problem.
+Cost CostOfCall(const HeadCount& head, std::int64_t problems, std::int64_t element_bytes, std::int64_t Br,
+                std::int64_t Bc, double head_flops) {
+  Cost cost;
+  cost.io = ForCall(head, problems, element_bytes);
+  cost.Br = Br, cost.Bc = Bc;
+  cost.flops = static_cast<double>(problems) * head_flops;
+  return cost;
+}
+
 }  // namespace
 
 std::int64_t TileBytes(std::int64_t Br, std::int64_t Bc, std::int64_t d, std::int64_t dv) {
@@ -63,10 +77,7 @@ Cost Standard(const AttentionParams& params) {
               + Nq * Nk + Nk * dv;  // pass 3: P, V
   head.written = Nq * Nk + Nq * Nk + Nq * dv;  // S, P, O
   head.written_f32 = lse * Nq;
-  Cost cost;
-  cost.io = ForCall(head, problems, E);
-  cost.flops = problems * ProductFlops(Nq, Nk, d, dv);
-  return cost;
+  return CostOfCall(head, problems, E, 0, 0, ProductFlops(Nq, Nk, d, dv));
 }
 
 Cost Flash1(const AttentionParams& params) {
@@ -80,11 +91,7 @@ Cost Flash1(const AttentionParams& params) {
   head.read_f32 = Tc * 2 * Nq + lse * 2 * Nq;  // l, m per outer step; again for LSE = m + log l
   head.written = Nq * dv + Tc * Nq * dv;
   head.written_f32 = 2 * Nq + Tc * 2 * Nq + lse * Nq;
-  Cost cost;
-  cost.io = ForCall(head, problems, E);
-  cost.Br = Br, cost.Bc = Bc;
-  cost.flops = problems * ProductFlops(Nq, Nk, d, dv);
-  return cost;
+  return CostOfCall(head, problems, E, Br, Bc, ProductFlops(Nq, Nk, d, dv));
 }
 
 Cost Flash2(const AttentionParams& params) {
@@ -95,19 +102,15 @@ Cost Flash2(const AttentionParams& params) {
   head.read = Nq * d + Tr * Nk * (d + dv);  // Q_i once; all of K, V once per Q block
   head.written = Nq * dv;
   head.written_f32 = lse * Nq;
-  Cost cost;
-  cost.io = ForCall(head, problems, E);
-  cost.Br = Br, cost.Bc = Bc;
-  cost.flops = problems * ProductFlops(Nq, Nk, d, dv);
-  return cost;
+  return CostOfCall(head, problems, E, Br, Bc, ProductFlops(Nq, Nk, d, dv));
 }
 
 Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, std::int64_t Bc) {
   if (Br < 1 || Bc < 1) Fail("block sizes must be >= 1, got Br=", Br, " Bc=", Bc);
   const auto [problems, Nq, Nk, d, dv, lse, E] = ShapeOf(params);
-  // Row r sees keys [r + δ − left, r + δ + right] (SPEC §5, δ = Nk − Nq). These bands move by one per row,
-  // so the rows of a Q block together see one interval [lo, hi], and a K/V tile holds a visible key iff it
-  // meets that interval.
+  // Row r sees keys [r + δ − left, r + δ + right] (docs/algorithms.md §6, δ = Nk − Nq). These bands move by
+  // one per row, so the rows of a Q block together see one interval [lo, hi], and a K/V tile holds a visible
+  // key iff it meets that interval.
   const auto [left, right] = WindowReachOf(params.causal, params.window_left, params.window_right);
   const std::int64_t delta = Nk - Nq;
   HeadCount head;
@@ -124,11 +127,7 @@ Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, s
     head.read += cols * (d + dv);
     flops += ProductFlops(rows, cols, d, dv);
   }
-  Cost cost;
-  cost.io = ForCall(head, problems, E);
-  cost.Br = Br, cost.Bc = Bc;
-  cost.flops = problems * flops;
-  return cost;
+  return CostOfCall(head, problems, E, Br, Bc, flops);
 }
 
 FusedGeometry FusedGeometryOf(const AttentionParams& params) {
@@ -251,12 +250,12 @@ std::int64_t DecodeSplits(const AttentionParams& params) {
 
 IoCount RunCounted(const AttentionParams& params, Algorithm algorithm) {
   Validate(params);
-  IoCount io;
+  reference::IoCount io;
   switch (algorithm) {
-    case Algorithm::kStandard: reference::Standard(params, &io); return io;
-    case Algorithm::kFlash1: reference::Flash1(params, &io); return io;
-    case Algorithm::kFlash2: reference::Flash2(params, &io); return io;
-    case Algorithm::kFused: return CountFused(params);
+    case Algorithm::kStandard: reference::Standard(params, &io); return OfCall(io);
+    case Algorithm::kFlash1: reference::Flash1(params, &io); return OfCall(io);
+    case Algorithm::kFlash2: reference::Flash2(params, &io); return OfCall(io);
+    case Algorithm::kFused: return OfCall(CountFused(params));
     default: break;
   }
   Fail("algorithm ", ToString(algorithm), " has no instrumented run (only standard, flash1, flash2, fused)");
@@ -266,7 +265,7 @@ IoCount RunCountedDecode(const AttentionParams& params, std::int64_t splits) {
   if (splits < 1) Fail("splits must be >= 1, got ", splits);
   Validate(params);
   CheckDecodable(params);
-  return CountDecode(params, splits);
+  return OfCall(CountDecode(params, splits));
 }
 
 }  // namespace flashattn::io_model

@@ -1,4 +1,4 @@
-// The IO model of SPEC §6 as closed forms: elements and bytes each algorithm moves between main memory
+// The IO model (docs/io.md) as closed forms: elements and bytes each algorithm moves between main memory
 // ("HBM"; DRAM on a CPU) and fast memory (the per-core cache), its FLOPs and its arithmetic intensity,
 // for a whole call (every batch and query head). The forms are read off the loops of src/reference/, of the
 // fused kernel (src/kernels/) and of decode() (src/decode/), and must equal the counts of RunCounted and
@@ -6,18 +6,28 @@
 //
 // Byte sizes: Q, K, V, O, the S, P matrices of standard and the fused kernel's packed K and V move in the
 // element type; l, m, LSE, and decode's gathered Q tile and partial results in float32.
-#ifndef FLASHATTN_IO_MODEL_IO_MODEL_H_
-#define FLASHATTN_IO_MODEL_IO_MODEL_H_
+#ifndef FLASHATTN_TOOLS_IO_MODEL_IO_MODEL_H_
+#define FLASHATTN_TOOLS_IO_MODEL_IO_MODEL_H_
 
 #include <cstdint>
 #include <string>
 
 #include "flashattn/flashattn.h"
-#include "reference/io_count.h"
 
 namespace flashattn::io_model {
 
-using reference::IoCount;
+// Elements and bytes read from and written to main memory, for a whole call: the closed forms, and the
+// counted runs (the reference layer's own counts, src/reference/io_count.h, summed over every head).
+struct IoCount {
+  std::int64_t read = 0, written = 0;
+  std::int64_t read_bytes = 0, written_bytes = 0;
+  IoCount& operator+=(const IoCount& other) {
+    read += other.read, written += other.written;
+    read_bytes += other.read_bytes, written_bytes += other.written_bytes;
+    return *this;
+  }
+  bool operator==(const IoCount&) const = default;
+};
 
 // One algorithm's cost for one call.
 struct Cost {
@@ -29,7 +39,7 @@ struct Cost {
 };
 
 // standard: Q, K read once; S written, read; P written, read; V read once; O (and LSE) written.
-// Per head with Nq = Nk = N, d = dv and no LSE this is the seed's 4Nd + 4N² elements.
+// Per head with Nq = Nk = N, d = dv and no LSE this is 4Nd + 4N² elements (docs/algorithms.md).
 Cost Standard(const AttentionParams& params);
 
 // flash1 with the block sizes of reference::ChooseBlockSizes: K, V read once; Q, O, l, m read and O, l, m
@@ -59,10 +69,12 @@ struct FusedGeometry {
   std::int64_t packed_element_bytes = 0;
 };
 FusedGeometry FusedGeometryOf(const AttentionParams& params);
-// Float32 lanes per vector on the target the next fused-kernel call dispatches to.
+// Float32 lanes per vector on the target the next fused-kernel call dispatches to, and that target's name
+// (e.g. "AVX3").
 std::int64_t FusedFloatLanes();
+std::string FusedTargetName();
 
-// The fused kernel (src/kernels/, issue 3) with the block sizes it really uses (FusedGeometryOf: from the
+// The fused kernel (src/kernels/) with the block sizes it really uses (FusedGeometryOf: from the
 // detected L2, not from params.tiling.fast_memory_bytes; block_rows/block_cols override). Its loops, for a
 // call with at least one query row (a call without any returns at once and moves nothing):
 //   per (batch, K/V head): K read once and written as packed panels, Bc_pad keys per block; if packs_v,
@@ -88,9 +100,9 @@ std::int64_t DecodeSplits(const AttentionParams& params);
 // Runs an algorithm on `params` — which must own real buffers — with every main-memory access counted, and
 // returns the traffic summed over all heads. Validates first. standard, flash1 and flash2 are the reference
 // algorithms themselves; fused is a counted FlashAttention-2 loop with the fused kernel's geometry, packing
-// and tile skipping (src/io_model/counted_fused.cc). Each writes O and LSE.
+// and tile skipping (tools/io_model/counted_fused.cc). Each writes O and LSE.
 IoCount RunCounted(const AttentionParams& params, Algorithm algorithm);
-// decode()'s split-KV loop counted the same way (src/io_model/counted_decode.cc): gathered Q, chunks,
+// decode()'s split-KV loop counted the same way (tools/io_model/counted_decode.cc): gathered Q, chunks,
 // partials, merge. Writes O and LSE; fails where Decode does.
 IoCount RunCountedDecode(const AttentionParams& params, std::int64_t splits);
 
@@ -100,4 +112,4 @@ std::int64_t TileBytes(std::int64_t Br, std::int64_t Bc, std::int64_t d, std::in
 
 }  // namespace flashattn::io_model
 
-#endif  // FLASHATTN_IO_MODEL_IO_MODEL_H_
+#endif  // FLASHATTN_TOOLS_IO_MODEL_IO_MODEL_H_

@@ -1,7 +1,8 @@
 // The counted runs of io_model.h that are not reference algorithms: the fused kernel's and decode()'s loops
 // in plain scalar code, every main-memory access through the accessors of src/reference/problem.h.
-#ifndef FLASHATTN_IO_MODEL_COUNTED_H_
-#define FLASHATTN_IO_MODEL_COUNTED_H_
+// Private to tools/io_model/: it names the reference layer's counter, which the programs do not see.
+#ifndef FLASHATTN_TOOLS_IO_MODEL_COUNTED_H_
+#define FLASHATTN_TOOLS_IO_MODEL_COUNTED_H_
 
 #include <cstdint>
 
@@ -16,4 +17,4 @@ reference::IoCount CountDecode(const AttentionParams& params, std::int64_t split
 
 }  // namespace flashattn::io_model
 
-#endif  // FLASHATTN_IO_MODEL_COUNTED_H_
+#endif  // FLASHATTN_TOOLS_IO_MODEL_COUNTED_H_

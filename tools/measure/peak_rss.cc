@@ -1,12 +1,12 @@
 // VmHWM from /proc/self/status, reset through /proc/self/clear_refs (see proc(5)).
-#include "io_model/measure.h"
+#include "measure/measure.h"
 
 #include <charconv>
 #include <fstream>
 #include <sstream>
 #include <string>
 
-namespace flashattn::io_model {
+namespace flashattn::measure {
 
 namespace {
 
@@ -58,4 +58,4 @@ std::int64_t PeakRssProbe::PeakGrowthBytes() const {
   return (*hwm - rss_at_reset_kib_) * 1024;
 }
 
-}  // namespace flashattn::io_model
+}  // namespace flashattn::measure

@@ -7,9 +7,9 @@
 #include <chrono>
 #include <vector>
 
-#include "io_model/measure.h"
+#include "measure/measure.h"
 
-namespace flashattn::io_model {
+namespace flashattn::measure {
 
 std::uint64_t SumWords(const std::uint64_t* data, std::int64_t begin, std::int64_t end) {
   // Four streams, one per quarter of the range, read side by side: one stream per core is bound by the
@@ -96,4 +96,4 @@ Bandwidth MeasureBandwidth(int threads, std::int64_t array_bytes, int trials) {
   return result;
 }
 
-}  // namespace flashattn::io_model
+}  // namespace flashattn::measure
