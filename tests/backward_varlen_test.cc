@@ -46,9 +46,9 @@ Packed MakePacked(std::vector<std::int32_t> cu_q, std::vector<std::int32_t> cu_k
 VarlenBackwardParams Params(Packed& p, bool causal, bool alibi) {
   VarlenBackwardParams x;
   VarlenParams& f = x.forward;
-  f.base.heads_q = kHq, f.base.heads_kv = kHkv, f.base.head_dim = kD, f.base.head_dim_v = kDv;
-  f.base.causal = causal;
-  if (alibi) f.base.alibi_slopes = p.alibi.data(), f.base.alibi_batch_stride = kHq;
+  f.heads_q = kHq, f.heads_kv = kHkv, f.head_dim = kD, f.head_dim_v = kDv;
+  f.causal = causal;
+  if (alibi) f.alibi_slopes = p.alibi.data(), f.alibi_batch_stride = kHq;
   f.q = p.q.data(), f.k = p.k.data(), f.v = p.v.data(), f.o = p.o.data(), f.lse = p.lse.data();
   f.total_q = p.TotalQ(), f.total_k = p.TotalK(), f.batch = p.Batch();
   f.cu_seqlens_q = p.cu_q.data(), f.cu_seqlens_k = p.cu_k.data();
@@ -87,7 +87,7 @@ Gradients OracleBySequence(const Packed& p, bool causal, bool alibi) {
     if (alibi) a.alibi_slopes = p.alibi.data() + b * kHq;
     a.q = q.data(), a.k = k.data(), a.v = v.data(), a.o = o.data(), a.lse = lse.data();
     x.d_o = d_o.data(), x.dq = dq.data(), x.dk = dk.data(), x.dv = dv.data();
-    x.SetContiguousStrides();
+    x.set_contiguous_strides();
     backward(x, BackwardAlgorithm::kOracle);
     std::copy(dq.begin(), dq.end(), g.dq.begin() + q0 * kHq * kD);
     std::copy(dk.begin(), dk.end(), g.dk.begin() + k0 * kHkv * kD);
@@ -139,12 +139,14 @@ TEST(BackwardVarlen, RejectsBadInputWithoutWritingGradients) {
   };
   static std::vector<std::int32_t> decreasing = {0, 5, 3};
   const Case cases[] = {
-      {"null dq", "dq", [](VarlenBackwardParams& x, Packed&) { x.dq = nullptr; }},
-      {"null lse", "lse", [](VarlenBackwardParams& x, Packed&) { x.forward.lse = nullptr; }},
-      {"decreasing cu_seqlens_q", "cu_seqlens_q",
+      {"null dq", "dq is a null pointer", [](VarlenBackwardParams& x, Packed&) { x.dq = nullptr; }},
+      {"null lse", "forward.lse is required by backward_varlen",
+       [](VarlenBackwardParams& x, Packed&) { x.forward.lse = nullptr; }},
+      {"decreasing cu_seqlens_q", "cu_seqlens_q must be non-decreasing",
        [](VarlenBackwardParams& x, Packed&) { x.forward.cu_seqlens_q = decreasing.data(); }},
-      {"dk overlapping k", "dk", [](VarlenBackwardParams& x, Packed& p) { x.dk = p.k.data(); }},
-      {"dropout", "dropout", [](VarlenBackwardParams& x, Packed&) { x.forward.base.dropout_p = 0.1f; }},
+      {"dk overlapping k", "dk overlaps forward.k", [](VarlenBackwardParams& x, Packed& p) { x.dk = p.k.data(); }},
+      {"dropout_p above 1", "dropout_p must be in [0, 1), got 1.5",
+       [](VarlenBackwardParams& x, Packed&) { x.forward.dropout_p = 1.5f; }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.label);

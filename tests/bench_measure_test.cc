@@ -165,7 +165,7 @@ TEST(Convert, MatchesTheScalarConversionsAtEveryLength) {
       for (std::int64_t i = 0; i < n; ++i) {
         const float expected = RoundTo(dtype, x[i]);
         EXPECT_TRUE(back[i] == expected || (std::isnan(back[i]) && std::isnan(expected)))
-            << ToString(dtype) << " n=" << n << " i=" << i << ": " << x[i] << " -> " << back[i] << ", want "
+            << to_string(dtype) << " n=" << n << " i=" << i << ": " << x[i] << " -> " << back[i] << ", want "
             << expected;
       }
     }

@@ -225,7 +225,7 @@ void RunCase(const Shape& shape, const Modifiers& mods, std::int64_t block_rows,
   };
   for (Algorithm algorithm : algorithms) {
     if (algorithm != Algorithm::kFused) {
-      check(algorithm, std::string(ToString(algorithm)));
+      check(algorithm, std::string(to_string(algorithm)));
       continue;
     }
     for (std::int64_t target : kernels::FusedTargets()) {
@@ -343,7 +343,7 @@ TEST(NonFinite, ARowOfMinusInfinityUnderTheAdditiveMaskStillMultipliesItsValues)
     for (const Modifiers& mods : {Modifiers{.mask = MaskKind::kAdditive},
                                   Modifiers{.causal = true, .mask = MaskKind::kAdditive}}) {
       for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{0, 0}, {8, 16}}) {
-        SCOPED_TRACE(mods.ToString() + " " + std::string(ToString(dtype)) + " tiles " + std::to_string(rows) +
+        SCOPED_TRACE(mods.ToString() + " " + std::string(to_string(dtype)) + " tiles " + std::to_string(rows) +
                      "x" + std::to_string(cols));
         RunCase(InjectionShape(dtype), mods, rows, cols, injection,
                 {Algorithm::kFused, Algorithm::kOracle, Algorithm::kStandard, Algorithm::kFlash1,
@@ -450,7 +450,7 @@ TEST(NonFiniteDecode, TheReferenceDecodeFollowsTheSameRule) {
     for (bool in_v : {false, true}) {
       SCOPED_TRACE(CacheNaNLabel(page_size, dtype, in_v));
       RunCacheNaNCase(page_size, dtype, in_v, [](DecodeParams& params) {
-        Validate(params);
+        validate(params);
         reference::Decode(params);
       });
     }
@@ -651,7 +651,7 @@ void RunBackwardNaNs(DType dtype) {
                                             {.mask = MaskKind::kBool}};
   for (const Modifiers& mods : modifiers)
     for (const BackwardNaN& nan : kBackwardNaNs) {
-      SCOPED_TRACE("NaN in " + nan.name + " " + mods.ToString() + " " + std::string(ToString(dtype)));
+      SCOPED_TRACE("NaN in " + nan.name + " " + mods.ToString() + " " + std::string(to_string(dtype)));
       BackwardProblem clean(BackwardNaNShape(dtype), mods, 7), x(BackwardNaNShape(dtype), mods, 7);
       RunBackwardNaN(clean, x, nan, nan.operand == Operand::kQ || nan.operand == Operand::kDO);
     }
@@ -677,7 +677,7 @@ TEST(NonFiniteBackward, HalfPrecisionNaNReachesExactlyTheGradientsOfThePairsThat
 TEST(NonFiniteBackward, ARowThatSawNoKeyContributesNothingEvenWithNaN) {
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     for (const BackwardNaN& nan : kBackwardNaNs) {
-      SCOPED_TRACE("NaN in " + nan.name + " " + std::string(ToString(dtype)));
+      SCOPED_TRACE("NaN in " + nan.name + " " + std::string(to_string(dtype)));
       const Shape shape = BackwardNaNShape(dtype);
       const Modifiers additive{.mask = MaskKind::kAdditive};
       BackwardProblem clean(shape, additive, 7), x(shape, additive, 7);

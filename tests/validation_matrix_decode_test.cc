@@ -78,7 +78,7 @@ struct DecodeFixture {
     p.rotary_cos = cos, p.rotary_sin = sin, p.rotary_dim = kRotary, p.rotary_max_pos = Nmax;
     p.causal = true;
     p.alibi_slopes = alibi, p.alibi_batch_stride = Hq;
-    p.SetContiguousStrides();
+    p.set_contiguous_strides();
   }
 };
 
@@ -86,7 +86,7 @@ using Row = Rejection<DecodeFixture>;
 using F = DecodeFixture;
 
 void RunDecode(F& f) { decode(f.params); }
-void ValidateOnly(F& f) { Validate(f.params); }
+void ValidateOnly(F& f) { validate(f.params); }
 
 // Rows that apply to both cache layouts.
 std::vector<Row> CommonRows() {

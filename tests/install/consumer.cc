@@ -50,7 +50,7 @@ int main() {
   p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = o.data(), p.lse = lse.data();
   p.batch = B, p.seqlen_q = Nq, p.seqlen_k = Nk, p.heads_q = Hq, p.heads_kv = Hkv, p.head_dim = d;
   p.causal = true;
-  p.SetContiguousStrides();
+  p.set_contiguous_strides();
   flashattn::forward(p);
 
   double max_error = 0;
