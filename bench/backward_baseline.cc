@@ -98,7 +98,7 @@ std::int64_t BlasBackwardBaseline::ScratchBytes(const BackwardParams& params,
                                    : std::min<std::int64_t>(std::max(p.num_threads, 1), p.batch * p.heads_kv);
   std::int64_t per_worker = 2 * p.seqlen_q * p.seqlen_k + p.seqlen_q;
   if (p.dtype != DType::kF32)
-    per_worker += p.seqlen_q * 2 * (p.head_dim + p.value_head_dim()) + p.seqlen_k * 2 * (p.head_dim + p.value_head_dim());
+    per_worker += (p.seqlen_q + p.seqlen_k) * 2 * (p.head_dim + p.value_head_dim());
   return workers * per_worker * static_cast<std::int64_t>(sizeof(float));
 }
 

@@ -1,4 +1,4 @@
-# The fuzz targets (issue 8; docs/robustness.md), included by tests/robustness.cmake. With FLASHATTN_FUZZ
+# The fuzz targets (docs/robustness.md), included by tests/robustness.cmake. With FLASHATTN_FUZZ
 # (clang) each is a libFuzzer program; otherwise it gets replay_main.cc. Either way a CTest test replays
 # its seed corpus and every crash reproducer kept in fuzz/regressions/<target>/.
 add_library(flashattn_fuzz_support STATIC ${CMAKE_CURRENT_LIST_DIR}/oracle_check.cc)

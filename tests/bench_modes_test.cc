@@ -3,7 +3,7 @@
 // sequences of different lengths, an empty one), and the OpenBLAS standard backward against the float64
 // oracle's gradients (shapes with tails, Nq ≠ Nk under the causal mask, GQA, d ≠ dv, three element types), in
 // both threading arrangements. Also the decode parameters the benchmark builds (contiguous and paged), and
-// each mode's row end to end on a tiny shape: the JSON fields issues 3, 4 and 5 ask for, the FLOPs (2.5× the
+// each mode's row end to end on a tiny shape: the JSON fields docs/performance.md reads, the FLOPs (2.5× the
 // forward's for the backward pass), a decode row's bytes and bandwidth fractions.
 #include <gtest/gtest.h>
 
@@ -230,7 +230,7 @@ void ExpectJsonNear(const std::string& json, const std::string& key, double expe
   EXPECT_NEAR(*value, expected, 1e-5 * std::abs(expected)) << key << " in " << json;
 }
 
-// The shape fields every row carries (issue 3's list), as the case gave them.
+// The shape fields every row carries, as the case gave them.
 void ExpectShapeFields(const std::string& json, const BenchCase& c) {
   EXPECT_NE(json.find("\"name\": \"" + c.Name() + "\""), std::string::npos);
   EXPECT_EQ(JsonNumber(json, "batch"), c.batch);

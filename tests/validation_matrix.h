@@ -1,4 +1,4 @@
-// The validation matrix's shared part (issue 8): every tensor of a call lives in one arena, so a test can
+// The validation matrix's shared part (docs/robustness.md): every tensor of a call lives in one arena, so a test can
 // check that a rejected call changed no byte the caller owns, and one routine checks a table of rejections:
 // the error is a flashattn::Error, its message holds every expected part (the argument and the offending
 // values), the arena is unchanged, and validate() alone gives the same message.

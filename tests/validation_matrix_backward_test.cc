@@ -1,4 +1,4 @@
-// The validation matrix of backward() (issue 8), for every backward algorithm: each row throws
+// The validation matrix of backward() (docs/robustness.md), for every backward algorithm: each row throws
 // flashattn::Error naming the argument and the offending values, and leaves the gradients, the forward
 // call's tensors (O and LSE included) and every other byte of the arena unchanged.
 #include <gtest/gtest.h>

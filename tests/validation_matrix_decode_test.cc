@@ -1,4 +1,4 @@
-// The validation matrix of decode() (issue 8): contiguous and paged caches with appended keys, rotary, ALiBi
+// The validation matrix of decode() (docs/robustness.md): contiguous and paged caches with appended keys, rotary, ALiBi
 // and LSE in use. Every row must throw flashattn::Error naming the argument and the offending values, and
 // leave q, the caches, the new keys, O, LSE, the tables and every other byte of the arena unchanged.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The validation matrix of merge_attention_states() and forward_varlen() (issue 8): each row throws
+// The validation matrix of merge_attention_states() and forward_varlen() (docs/robustness.md): each row throws
 // flashattn::Error naming the argument and the offending values and leaves every byte of the arena unchanged.
 #include <gtest/gtest.h>
 

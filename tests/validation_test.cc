@@ -273,7 +273,7 @@ TEST_P(ValidInputTest, ZeroLengthProblemsAreValid) {
     EXPECT_NO_THROW(forward(with_strides(no_batches), GetParam()));
     EXPECT_EQ(std::memcmp(before.data(), arena.memory.data(), sizeof(float) * before.size()), 0);
 
-    // No keys: every row sees nothing, so O = 0 and LSE = −∞ (SPEC §5).
+    // No keys: every row sees nothing, so O = 0 and LSE = −∞ (docs/algorithms.md §6).
     AttentionParams no_keys = arena.params;
     no_keys.seqlen_k = 0;
     no_keys.k = no_keys.v = nullptr, no_keys.mask.data = nullptr;

@@ -1,7 +1,8 @@
 // merge_attention_states: partial attention results over disjoint key sets, merged by their log-sum-exps:
 //   LSE = log Σ_k e^{LSE_k},   O = Σ_k e^{LSE_k − LSE} O_k
 // A partial with LSE_k = −∞ (it saw no key) contributes nothing; if every partial is −∞ the result is O = 0
-// and LSE = −∞. LSEs are natural logarithms, as forward() writes them. It is the merge of blocked softmax states (docs/algorithms.md).
+// and LSE = −∞. LSEs are natural logarithms, as forward() writes them. It is the merge of blocked softmax
+// states (docs/algorithms.md).
 #ifndef FLASHATTN_MERGE_H_
 #define FLASHATTN_MERGE_H_
 
