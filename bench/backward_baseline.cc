@@ -15,10 +15,10 @@ namespace flashattn::bench {
 namespace {
 
 const void* At(const void* base, DType dtype, std::int64_t index) {
-  return static_cast<const char*>(base) + index * static_cast<std::int64_t>(SizeOf(dtype));
+  return static_cast<const char*>(base) + index * static_cast<std::int64_t>(size_of(dtype));
 }
 void* At(void* base, DType dtype, std::int64_t index) {
-  return static_cast<char*>(base) + index * static_cast<std::int64_t>(SizeOf(dtype));
+  return static_cast<char*>(base) + index * static_cast<std::int64_t>(size_of(dtype));
 }
 
 template <typename Fn>
@@ -55,7 +55,7 @@ int Int(std::int64_t x) { return static_cast<int>(x); }
 
 BlasBackwardBaseline::BlasBackwardBaseline(const BackwardParams& params, BaselineArrangement arrangement)
     : params_(params), arrangement_(arrangement), threads_(params.attention.num_threads) {
-  Validate(params);
+  validate(params);
   const AttentionParams& p = params.attention;
   if (p.window_left >= 0 || p.window_right >= 0 || p.softcap > 0 || p.alibi_slopes != nullptr ||
       p.mask.kind != MaskKind::kNone || p.dropout_p > 0) {
@@ -65,7 +65,7 @@ BlasBackwardBaseline::BlasBackwardBaseline(const BackwardParams& params, Baselin
   }
   if (p.num_threads < 1) support::Fail("num_threads must be resolved (>= 1) for the baseline, got ", p.num_threads);
   scale_ = p.scale.value_or(1.0f / std::sqrt(static_cast<float>(p.head_dim)));
-  const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.HeadDimV();
+  const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.value_head_dim();
   scratch_.resize(static_cast<std::size_t>(Workers()));
   for (Scratch& s : scratch_) {
     s.P.resize(static_cast<std::size_t>(Nq * Nk));
@@ -98,7 +98,7 @@ std::int64_t BlasBackwardBaseline::ScratchBytes(const BackwardParams& params,
                                    : std::min<std::int64_t>(std::max(p.num_threads, 1), p.batch * p.heads_kv);
   std::int64_t per_worker = 2 * p.seqlen_q * p.seqlen_k + p.seqlen_q;
   if (p.dtype != DType::kF32)
-    per_worker += p.seqlen_q * 2 * (p.head_dim + p.HeadDimV()) + p.seqlen_k * 2 * (p.head_dim + p.HeadDimV());
+    per_worker += (p.seqlen_q + p.seqlen_k) * 2 * (p.head_dim + p.value_head_dim());
   return workers * per_worker * static_cast<std::int64_t>(sizeof(float));
 }
 
@@ -121,7 +121,7 @@ void BlasBackwardBaseline::Group(std::int64_t b, std::int64_t hk, Scratch& s, in
   const BackwardParams& bp = params_;
   const AttentionParams& p = bp.attention;
   const DType t = p.dtype;
-  const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.HeadDimV();
+  const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.value_head_dim();
   const std::int64_t G = p.heads_q / p.heads_kv;
   const F32Block K =
       Load(At(p.k, t, b * p.k_strides.batch + hk * p.k_strides.head), t, p.k_strides.seq, Nk, d, s.k, T);

@@ -19,12 +19,12 @@ struct Tensors {
   Tensors(const AttentionParams& p, std::uint64_t seed)
       : q(RandomElements(p.batch * p.seqlen_q * p.heads_q * p.head_dim, p.dtype, seed)),
         k(RandomElements(p.batch * p.seqlen_k * p.heads_kv * p.head_dim, p.dtype, seed + 1)),
-        v(RandomElements(p.batch * p.seqlen_k * p.heads_kv * p.HeadDimV(), p.dtype, seed + 2)),
-        o(RandomElements(p.batch * p.seqlen_q * p.heads_q * p.HeadDimV(), p.dtype, 0)),
-        d_o(RandomElements(p.batch * p.seqlen_q * p.heads_q * p.HeadDimV(), p.dtype, seed + 3)),
+        v(RandomElements(p.batch * p.seqlen_k * p.heads_kv * p.value_head_dim(), p.dtype, seed + 2)),
+        o(RandomElements(p.batch * p.seqlen_q * p.heads_q * p.value_head_dim(), p.dtype, 0)),
+        d_o(RandomElements(p.batch * p.seqlen_q * p.heads_q * p.value_head_dim(), p.dtype, seed + 3)),
         dq(RandomElements(p.batch * p.seqlen_q * p.heads_q * p.head_dim, p.dtype, 0)),
         dk(RandomElements(p.batch * p.seqlen_k * p.heads_kv * p.head_dim, p.dtype, 0)),
-        dv(RandomElements(p.batch * p.seqlen_k * p.heads_kv * p.HeadDimV(), p.dtype, 0)),
+        dv(RandomElements(p.batch * p.seqlen_k * p.heads_kv * p.value_head_dim(), p.dtype, 0)),
         lse(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q), 0.0f) {}
 
   // Gradients into dq, dk, dv (or into the given buffers, for the baseline).
@@ -41,7 +41,7 @@ struct Tensors {
     b.dq = gq->data();
     b.dk = gk->data();
     b.dv = gv->data();
-    b.SetContiguousStrides();
+    b.set_contiguous_strides();
     return b;
   }
   std::int64_t Bytes() const {
@@ -61,7 +61,7 @@ Row RunBackward(const BenchCase& c, const RunOptions& options, const Limits& lim
   Tensors tensors(c.Params(), 0x5eed);
   BackwardParams params = tensors.Params(c.Params(), &tensors.dq, &tensors.dk, &tensors.dv);
   forward(params.attention);  // O and LSE, as training would have them
-  Validate(params);
+  validate(params);
   row.tensor_bytes = tensors.Bytes();
 
   const auto call = [&] { backward(params); };

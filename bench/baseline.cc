@@ -24,10 +24,10 @@ namespace {
 
 // Address of element `index` of an array of `dtype`.
 const void* ElementAt(const void* base, DType dtype, std::int64_t index) {
-  return static_cast<const char*>(base) + index * static_cast<std::int64_t>(SizeOf(dtype));
+  return static_cast<const char*>(base) + index * static_cast<std::int64_t>(size_of(dtype));
 }
 void* ElementAt(void* base, DType dtype, std::int64_t index) {
-  return static_cast<char*>(base) + index * static_cast<std::int64_t>(SizeOf(dtype));
+  return static_cast<char*>(base) + index * static_cast<std::int64_t>(size_of(dtype));
 }
 
 // fn(i) for i < n, on `threads` threads (rows of one head: chunks of 16 rows dealt round-robin, so the long
@@ -50,7 +50,7 @@ void RowsToF32(const void* base, DType dtype, std::int64_t row_stride, std::int6
 
 BlasBaseline::BlasBaseline(const AttentionParams& params, BaselineArrangement arrangement)
     : params_(params), arrangement_(arrangement), threads_(params.num_threads) {
-  Validate(params);
+  validate(params);
   if (params.window_left >= 0 || params.window_right >= 0 || params.softcap > 0 ||
       params.alibi_slopes != nullptr || params.mask.kind != MaskKind::kNone) {
     support::Fail("the BLAS baseline supports causal masking only; got window (", params.window_left, ", ",
@@ -61,7 +61,7 @@ BlasBaseline::BlasBaseline(const AttentionParams& params, BaselineArrangement ar
     support::Fail("num_threads must be resolved (>= 1) for the baseline, got ", params.num_threads);
   scale_ = params.scale.value_or(1.0f / std::sqrt(static_cast<float>(params.head_dim)));
 
-  const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim, dv = params.HeadDimV();
+  const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim, dv = params.value_head_dim();
   scratch_.resize(static_cast<std::size_t>(Workers()));
   for (Scratch& s : scratch_) {
     s.S.resize(static_cast<std::size_t>(Nq * Nk));
@@ -86,7 +86,7 @@ std::int64_t BlasBaseline::ScratchBytes(const AttentionParams& p, BaselineArrang
   std::int64_t per_worker = p.seqlen_q * p.seqlen_k;
   if (p.dtype != DType::kF32)
     per_worker +=
-        p.seqlen_q * p.head_dim + p.seqlen_k * (p.head_dim + p.HeadDimV()) + p.seqlen_q * p.HeadDimV();
+        p.seqlen_q * p.head_dim + p.seqlen_k * (p.head_dim + p.value_head_dim()) + p.seqlen_q * p.value_head_dim();
   return workers * per_worker * static_cast<std::int64_t>(sizeof(float));
 }
 
@@ -106,7 +106,7 @@ void BlasBaseline::Run() {
 
 void BlasBaseline::Head(std::int64_t b, std::int64_t h, Scratch& s, int row_threads) const {
   const AttentionParams& p = params_;
-  const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.HeadDimV();
+  const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.value_head_dim();
   const std::int64_t h_kv = h / (p.heads_q / p.heads_kv);
   const void* q = ElementAt(p.q, p.dtype, b * p.q_strides.batch + h * p.q_strides.head);
   const void* k = ElementAt(p.k, p.dtype, b * p.k_strides.batch + h_kv * p.k_strides.head);

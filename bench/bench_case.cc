@@ -23,17 +23,17 @@ Mode ParseMode(std::string_view name, std::string_view argument) {
 
 DType ParseDType(std::string_view name, std::string_view argument) {
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16})
-    if (name == ToString(dtype)) return dtype;
+    if (name == to_string(dtype)) return dtype;
   support::Fail(argument, " must be one of f32, f16, bf16; got '", name, "'");
 }
 
 std::string BenchCase::AlgorithmName() const {
-  return algorithm ? std::string(ToString(*algorithm)) : std::string("default");
+  return algorithm ? std::string(to_string(*algorithm)) : std::string("default");
 }
 
 std::string BenchCase::Name() const {
   std::ostringstream s;
-  s << ToString(mode) << "_" << AlgorithmName() << "_" << ToString(dtype) << "_b" << batch << "_h" << heads
+  s << ToString(mode) << "_" << AlgorithmName() << "_" << to_string(dtype) << "_b" << batch << "_h" << heads
     << "_hkv" << heads_kv << "_nq" << seqlen_q << "_nk" << seqlen_k << "_d" << headdim
     << (causal ? "_causal" : "");
   if (num_splits > 0) s << "_splits" << num_splits;
@@ -52,7 +52,7 @@ AttentionParams BenchCase::Params() const {
   p.dtype = dtype;
   p.causal = causal;
   p.num_threads = threads;
-  p.SetContiguousStrides();
+  p.set_contiguous_strides();
   return p;
 }
 
@@ -72,7 +72,7 @@ double CountBytesRead(const BenchCase& c) {
   if (c.mode != Mode::kDecode) return 0;
   return 2.0 * static_cast<double>(c.batch) * static_cast<double>(c.seqlen_k) *
          static_cast<double>(c.heads_kv) * static_cast<double>(c.headdim) *
-         static_cast<double>(SizeOf(c.dtype));
+         static_cast<double>(size_of(c.dtype));
 }
 
 }  // namespace flashattn::bench

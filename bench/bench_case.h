@@ -33,7 +33,7 @@ struct BenchCase {
   DType dtype = DType::kF32;   // decode: of q, o and the cache
   int threads = 2;  // already resolved: never 0
   std::optional<Algorithm> algorithm;  // forward only; unset: whatever flashattn::forward defaults to
-  std::int64_t num_splits = 0;  // decode only: DecodeParams::num_splits (0 = ChooseNumSplits)
+  std::int64_t num_splits = 0;  // decode only: DecodeParams::num_splits (0 = choose_num_splits)
   std::int64_t page_size = 0;   // decode only: 0 = contiguous cache, else a paged cache with this page size
 
   // "forward_default_f32_b1_h8_hkv8_nq4096_nk4096_d128_causal", "decode_default_f16_b1_h32_hkv8_nq1_nk32768_

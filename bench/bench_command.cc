@@ -69,7 +69,7 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
   if (o.threads < 0) support::Fail("--threads must be >= 0 (0 = all cores), got ", o.threads);
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
   std::optional<Algorithm> algorithm;
-  if (!o.algorithm.empty()) algorithm = ParseAlgorithm(o.algorithm, "--algorithm");
+  if (!o.algorithm.empty()) algorithm = parse_algorithm(o.algorithm, "--algorithm");
   if (!o.single) return DefaultSweep(threads, algorithm);
 
   BenchCase c;
@@ -119,7 +119,7 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
   // Each tensor is allocated in full: refuse sizes that cannot be (the library validates the rest).
   const double largest = static_cast<double>(c.batch) *
                          static_cast<double>(std::max(c.seqlen_q, c.seqlen_k)) *
-                         static_cast<double>(c.heads) * static_cast<double>(c.headdim) * SizeOf(c.dtype);
+                         static_cast<double>(c.heads) * static_cast<double>(c.headdim) * size_of(c.dtype);
   if (largest > 0x1p40)
     support::Fail("--batch, --seqlen, --seqlen-k, --cache-len, --heads, --headdim: a tensor would need ",
          largest / 0x1p30, " GiB");

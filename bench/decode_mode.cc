@@ -16,7 +16,7 @@ namespace {
 
 // Element offset of cache row (b, j) of K/V head 0, contiguous or through the block table.
 std::int64_t CacheRow(const DecodeParams& p, std::int64_t b, std::int64_t j) {
-  if (!p.Paged()) return b * p.cache_strides.batch + j * p.cache_strides.seq;
+  if (!p.paged()) return b * p.cache_strides.batch + j * p.cache_strides.seq;
   const std::int64_t page = p.block_table[b * p.block_table_stride + j / p.page_size];
   return page * p.cache_strides.batch + (j % p.page_size) * p.cache_strides.seq;
 }
@@ -31,7 +31,7 @@ struct BaselineCache {
 };
 
 void MakeBaselineCache(const DecodeParams& p, std::int64_t N, BaselineCache* cache) {
-  if (p.dtype == DType::kF32 && !p.Paged()) {
+  if (p.dtype == DType::kF32 && !p.paged()) {
     cache->k_data = static_cast<const float*>(p.k_cache);
     cache->v_data = static_cast<const float*>(p.v_cache);
     cache->description = "f32 (the same cache)";
@@ -40,7 +40,7 @@ void MakeBaselineCache(const DecodeParams& p, std::int64_t N, BaselineCache* cac
   const std::int64_t row = p.heads_kv * p.head_dim;  // one key position, all K/V heads: contiguous in both
   cache->k.resize(static_cast<std::size_t>(p.batch * N * row));
   cache->v.resize(cache->k.size());
-  const std::int64_t elem = static_cast<std::int64_t>(SizeOf(p.dtype));
+  const std::int64_t elem = static_cast<std::int64_t>(size_of(p.dtype));
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t j = 0; j < N; ++j) {
       const std::int64_t src = CacheRow(p, b, j) * elem, dst = (b * N + j) * row;
@@ -49,8 +49,8 @@ void MakeBaselineCache(const DecodeParams& p, std::int64_t N, BaselineCache* cac
     }
   cache->k_data = cache->k.data();
   cache->v_data = cache->v.data();
-  cache->description = std::string("f32 contiguous copy of the ") + (p.Paged() ? "paged " : "") +
-                       std::string(ToString(p.dtype)) + " cache";
+  cache->description = std::string("f32 contiguous copy of the ") + (p.paged() ? "paged " : "") +
+                       std::string(to_string(p.dtype)) + " cache";
 }
 
 }  // namespace
@@ -81,7 +81,7 @@ DecodeParams DecodeParamsOf(const BenchCase& c, std::vector<std::int32_t>* cache
   } else {
     p.cache_seqlen_max = c.seqlen_k;
   }
-  p.SetContiguousStrides();
+  p.set_contiguous_strides();
   return p;
 }
 
@@ -91,7 +91,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   DecodeParams p = DecodeParamsOf(c, &cache_seqlens, &block_table);
   const std::int64_t q_elems = c.batch * c.seqlen_q * c.heads * c.headdim;
   const std::int64_t cache_elems =
-      (p.Paged() ? p.num_pages * p.page_size : c.batch * c.seqlen_k) * c.heads_kv * c.headdim;
+      (p.paged() ? p.num_pages * p.page_size : c.batch * c.seqlen_k) * c.heads_kv * c.headdim;
   std::vector<std::uint16_t> q = RandomElements(q_elems, c.dtype, 0x5eed);
   std::vector<std::uint16_t> k = RandomElements(cache_elems, c.dtype, 0x5eed + 1);
   std::vector<std::uint16_t> v = RandomElements(cache_elems, c.dtype, 0x5eed + 2);
@@ -102,7 +102,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   p.v_cache = v.data();
   p.o = o.data();
   p.lse = lse.data();
-  Validate(p);
+  validate(p);
   row.tensor_bytes =
       static_cast<std::int64_t>((q.size() + k.size() + v.size() + o.size()) * 2 + lse.size() * 4);
 
@@ -112,7 +112,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
     traffic.read_gbs = limits.bandwidth->read_gbs;
     traffic.triad_gbs = limits.bandwidth->triad_gbs;
   }
-  traffic.num_splits = c.num_splits > 0 ? c.num_splits : ChooseNumSplits(c.batch, c.seqlen_k, c.threads);
+  traffic.num_splits = c.num_splits > 0 ? c.num_splits : choose_num_splits(c.batch, c.seqlen_k, c.threads);
 
   TimingOptions timing = options.timing;
   if (options.report_memory) {

@@ -17,8 +17,8 @@ class Tensors {
   Tensors(const AttentionParams& p, std::uint64_t seed)
       : q_(RandomElements(p.batch * p.seqlen_q * p.heads_q * p.head_dim, p.dtype, seed)),
         k_(RandomElements(p.batch * p.seqlen_k * p.heads_kv * p.head_dim, p.dtype, seed + 1)),
-        v_(RandomElements(p.batch * p.seqlen_k * p.heads_kv * p.HeadDimV(), p.dtype, seed + 2)),
-        o_(RandomElements(p.batch * p.seqlen_q * p.heads_q * p.HeadDimV(), p.dtype, 0)),
+        v_(RandomElements(p.batch * p.seqlen_k * p.heads_kv * p.value_head_dim(), p.dtype, seed + 2)),
+        o_(RandomElements(p.batch * p.seqlen_q * p.heads_q * p.value_head_dim(), p.dtype, 0)),
         lse_(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q), 0.0f) {}
 
   void Attach(AttentionParams& p) {
@@ -46,7 +46,7 @@ Row RunForward(const BenchCase& c, const RunOptions& options, const Limits& limi
   AttentionParams params = c.Params();
   Tensors tensors(params, 0x5eed);
   tensors.Attach(params);
-  Validate(params);
+  validate(params);
   row.tensor_bytes = tensors.Bytes();
 
   const auto call = [&] {
@@ -81,7 +81,7 @@ Row RunForward(const BenchCase& c, const RunOptions& options, const Limits& limi
       return std::function<void()>([baseline] { baseline->Run(); });
     };
     row.baseline = TimeArrangements(c.threads, options.timing, prepare, &row.note);
-    const std::int64_t outputs = params.batch * params.seqlen_q * params.heads_q * params.HeadDimV();
+    const std::int64_t outputs = params.batch * params.seqlen_q * params.heads_q * params.value_head_dim();
     if (row.baseline)
       row.max_abs_diff_vs_baseline = MaxAbsDiff(params.o, params.dtype, o.data(), params.dtype, outputs);
   }

@@ -121,7 +121,7 @@ std::string ToJson(const Row& row) {
       .Add("seqlen_k", c.seqlen_k)
       .Add("headdim", c.headdim)
       .Add("causal", c.causal)
-      .Add("dtype", ToString(c.dtype))
+      .Add("dtype", to_string(c.dtype))
       .Add("threads", c.threads)
       .Add("runs", row.timing.runs)
       .Add("median_ms", row.timing.median_ms)
@@ -194,7 +194,7 @@ void PrintTableRow(std::ostream& out, const Row& row) {
       "%-8s %-9s %-4s %3lld %4lld %4lld %6lld %6lld %4lld %-6s %2d %10.2f %8.1f %5.1f%% %10s %-14s %7s | "
       "%8.1f %5.1f%% %7s",
       std::string(ToString(c.mode)).c_str(), c.AlgorithmName().c_str(),
-      std::string(ToString(c.dtype)).c_str(), static_cast<long long>(c.batch),
+      std::string(to_string(c.dtype)).c_str(), static_cast<long long>(c.batch),
       static_cast<long long>(c.heads), static_cast<long long>(c.heads_kv), static_cast<long long>(c.seqlen_q),
       static_cast<long long>(c.seqlen_k), static_cast<long long>(c.headdim), c.causal ? "causal" : "full",
       c.threads, row.timing.median_ms, row.Gflops(), 100 * row.PeakFraction(), base_ms,

@@ -27,7 +27,7 @@ struct Traffic {
   double bytes_read = 0;       // CountBytesRead
   double triad_gbs = 0;  // measure::Bandwidth::triad_gbs: the denominator of bandwidth_fraction
   double read_gbs = 0;   // measure::Bandwidth::read_gbs: of read_bandwidth_fraction (four read streams)
-  std::int64_t num_splits = 0;  // the split count the call used (ChooseNumSplits when the case says 0)
+  std::int64_t num_splits = 0;  // the split count the call used (choose_num_splits when the case says 0)
   std::string baseline_cache;  // what the baseline reads, e.g. "f32 contiguous copy"
 };
 

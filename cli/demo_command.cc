@@ -49,7 +49,7 @@ std::unique_ptr<Workload> MakeWorkload(const DemoOptions& o) {
   p.head_dim = o.headdim;
   p.causal = o.causal;
   p.num_threads = o.threads;
-  p.SetContiguousStrides();
+  p.set_contiguous_strides();
   const std::int64_t elements = o.batch * o.seqlen * o.heads * o.headdim;  // sizes checked by the caller
   std::mt19937_64 rng(o.seed);
   std::normal_distribution<float> normal;
@@ -64,7 +64,7 @@ std::unique_ptr<Workload> MakeWorkload(const DemoOptions& o) {
   p.v = w->V.data();
   p.o = w->O.data();
   p.lse = w->lse.data();
-  Validate(p);
+  validate(p);
   return w;
 }
 
@@ -103,7 +103,7 @@ struct Errors {
 
 Errors CompareSamples(const Workload& w, const std::vector<Sample>& samples) {
   const AttentionParams& p = w.params;
-  const std::int64_t dv = p.HeadDimV();
+  const std::int64_t dv = p.value_head_dim();
   double max_diff = 0.0, max_ref = 0.0;
   Errors errors;
   for (const Sample& s : samples) {
@@ -156,7 +156,7 @@ void WarmUpThreads(int threads) {
   p.seqlen_q = p.seqlen_k = 1;
   p.head_dim = 8;
   p.num_threads = threads;
-  p.SetContiguousStrides();
+  p.set_contiguous_strides();
   p.q = q.data();
   p.k = k.data();
   p.v = v.data();
@@ -223,12 +223,12 @@ void Demo(const DemoOptions& o) {
     const Measurement m = Measure(*w, algorithm, samples);
     char memory[32] = "n/a";
     if (m.extra_bytes) std::snprintf(memory, sizeof(memory), "%.2f", *m.extra_bytes / (1024.0 * 1024.0));
-    std::printf("%-10s %12.1f %10.2f %20s %12.2e %12.2e\n", std::string(ToString(algorithm)).c_str(), m.ms,
+    std::printf("%-10s %12.1f %10.2f %20s %12.2e %12.2e\n", std::string(to_string(algorithm)).c_str(), m.ms,
                 flops / (m.ms * 1e6), memory, m.errors.o_error, m.errors.lse_error);
     std::fflush(stdout);
     if (!(m.errors.o_error <= o.tolerance && m.errors.lse_error <= o.tolerance)) {
       std::ostringstream failure;
-      failure << ToString(algorithm) << " (max error " << m.errors.o_error << ", LSE error "
+      failure << to_string(algorithm) << " (max error " << m.errors.o_error << ", LSE error "
               << m.errors.lse_error << ")";
       failures.push_back(failure.str());
     }

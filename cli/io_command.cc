@@ -103,16 +103,16 @@ struct Buffers {
 // The shape with zero-filled buffers, for the counted runs.
 AttentionParams WithBuffers(const AttentionParams& shape, Buffers& buffers) {
   AttentionParams p = shape;
-  const std::int64_t elem = static_cast<std::int64_t>(SizeOf(p.dtype));
+  const std::int64_t elem = static_cast<std::int64_t>(size_of(p.dtype));
   auto floats = [elem](std::int64_t elements) { return static_cast<std::size_t>((elements * elem + 3) / 4); };
   buffers.q.assign(floats(p.batch * p.seqlen_q * p.heads_q * p.head_dim), 0.0f);
   buffers.k.assign(floats(p.batch * p.seqlen_k * p.heads_kv * p.head_dim), 0.0f);
-  buffers.v.assign(floats(p.batch * p.seqlen_k * p.heads_kv * p.HeadDimV()), 0.0f);
-  buffers.o.assign(floats(p.batch * p.seqlen_q * p.heads_q * p.HeadDimV()), 0.0f);
+  buffers.v.assign(floats(p.batch * p.seqlen_k * p.heads_kv * p.value_head_dim()), 0.0f);
+  buffers.o.assign(floats(p.batch * p.seqlen_q * p.heads_q * p.value_head_dim()), 0.0f);
   buffers.lse.assign(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q), 0.0f);
   p.q = buffers.q.data(), p.k = buffers.k.data(), p.v = buffers.v.data(), p.o = buffers.o.data();
   if (p.lse != nullptr) p.lse = buffers.lse.data();
-  p.SetContiguousStrides();
+  p.set_contiguous_strides();
   return p;
 }
 
@@ -187,7 +187,7 @@ void RunIo(IoOptions o) {
     const io_model::Cost model = algorithm == Algorithm::kStandard ? io_model::Standard(shape)
                                  : algorithm == Algorithm::kFlash1 ? io_model::Flash1(shape)
                                                                    : io_model::Flash2(shape);
-    rows(std::string(ToString(algorithm)), Blocks(model), model, "",
+    rows(std::string(to_string(algorithm)), Blocks(model), model, "",
          [algorithm](const AttentionParams& p) { return io_model::RunCounted(p, algorithm); });
   }
   const io_model::FusedGeometry g = io_model::FusedGeometryOf(shape);
@@ -216,7 +216,7 @@ void RunIo(IoOptions o) {
               g.packs_v ? "V once per K/V head next to it"
                         : "reads V from the caller per tile (K and V of one head exceed its 16 MiB "
                           "packing budget)");
-  std::printf("decode: splits x keys per chunk; splits from ChooseNumSplits(batch, Nk, threads) as decode() "
+  std::printf("decode: splits x keys per chunk; splits from choose_num_splits(batch, Nk, threads) as decode() "
               "chooses\nthem, or --splits.\n");
   if (!count) std::printf("\nThe counted runs were skipped; pass a larger --max-counted-work to run them.\n");
   if (!all_equal) support::Fail("the counted traffic differs from the closed form (see the rows marked DIFFERS)");
@@ -247,7 +247,7 @@ void AddIoCommand(CLI::App& app) {
                "causal mask (the reference flash1/flash2 still visit every tile)");
   io->add_flag("--no-lse", options->no_lse, "do not write LSE (the textbook 4Nd + 4N^2 has no LSE)");
   CLI::Option* splits = io->add_option("--splits", options->splits,
-                                       "K/V chunks of decode, 1..Nk (default: decode()'s ChooseNumSplits)");
+                                       "K/V chunks of decode, 1..Nk (default: decode()'s choose_num_splits)");
   io->add_option("--threads", options->threads, "threads for the counted runs and measurements (0 = all)");
   io->add_option("--max-counted-work", options->max_counted_work,
                  "skip the counted runs above this many multiply-adds b*Hq*Nq*Nk*(d+dv) (default 2^31)");

@@ -119,7 +119,7 @@ bool SameFile(const std::string& a, const std::string& b) {
 void Run(const RunOptions& o) {
   CheckScalars(o);
   std::optional<Algorithm> algorithm;
-  if (!o.algorithm.empty()) algorithm = ParseAlgorithm(o.algorithm, "--algorithm");
+  if (!o.algorithm.empty()) algorithm = parse_algorithm(o.algorithm, "--algorithm");
   if (!o.lse.empty() && SameFile(o.out, o.lse)) Fail("--lse: names the same file as --out (", o.lse, ")");
 
   const npy::Array q = ReadArgument("--q", o.q), k = ReadArgument("--k", o.k), v = ReadArgument("--v", o.v);
@@ -148,7 +148,7 @@ void Run(const RunOptions& o) {
   p.head_dim = tq.dim;
   p.head_dim_v = tv.dim;
   p.dtype = q.dtype() == npy::Dtype::kF16 ? DType::kF16 : DType::kF32;
-  p.SetContiguousStrides();
+  p.set_contiguous_strides();
   p.causal = o.causal;
   if (o.window.size() == 2) {
     p.window_left = o.window[0];
@@ -170,7 +170,7 @@ void Run(const RunOptions& o) {
   p.v = v.data();
   p.o = out.data();
   if (!o.lse.empty()) p.lse = lse.Data<float>();
-  Validate(p);
+  validate(p);
 
   // Temporary files first, so that an unwritable destination fails before the computation.
   PendingFile out_file(o.out, "--out");
@@ -190,7 +190,7 @@ void Run(const RunOptions& o) {
 std::string AlgorithmNames() {
   std::string names;
   for (Algorithm algorithm : kAllAlgorithms)
-    names += (names.empty() ? "" : ", ") + std::string(ToString(algorithm));
+    names += (names.empty() ? "" : ", ") + std::string(to_string(algorithm));
   return names;
 }
 

@@ -67,7 +67,7 @@ std::vector<double> Row(const Tensor& t, std::int64_t n, std::int64_t s, std::in
 // (page or batch, slot) of key j of sequence b.
 std::pair<std::int64_t, std::int64_t> CacheSlot(const DecodeCall& call, std::int64_t b, std::int64_t j) {
   const DecodeParams& p = call.params;
-  if (!p.Paged()) return {b, j};
+  if (!p.paged()) return {b, j};
   return {call.block_table[b * p.block_table_stride + j / p.page_size], j % p.page_size};
 }
 
@@ -151,7 +151,7 @@ std::string InjectInvalid(FuzzInput& in, DecodeCall& call) {
       call.cache_seqlens[in.Range(0, p.batch - 1)] = static_cast<std::int32_t>(call.capacity - p.seqlen_new + 1);
       return "cache_seqlens + seqlen_new beyond the capacity";
     case 2: {
-      if (!p.Paged() || p.batch < 1) return "";
+      if (!p.paged() || p.batch < 1) return "";
       const std::int64_t b = in.Range(0, p.batch - 1);
       const std::int64_t used = (call.cache_seqlens[b] + p.seqlen_new + p.page_size - 1) / p.page_size;
       if (used == 0) return "";
@@ -160,7 +160,7 @@ std::string InjectInvalid(FuzzInput& in, DecodeCall& call) {
       return "block_table entry out of range";
     }
     case 3: {  // sequence 1 appends to the page and slot where sequence 0 appends
-      if (!p.Paged() || p.batch < 2 || p.seqlen_new == 0) return "";
+      if (!p.paged() || p.batch < 2 || p.seqlen_new == 0) return "";
       call.cache_seqlens[1] = call.cache_seqlens[0];
       const std::int64_t n = call.cache_seqlens[0] / p.page_size;
       call.block_table[p.block_table_stride + n] = call.block_table[n];
@@ -184,7 +184,7 @@ std::string InjectInvalid(FuzzInput& in, DecodeCall& call) {
       p.k_cache = nullptr;
       return "null k_cache";
     case 8:
-      if (!p.Paged()) return "";
+      if (!p.paged()) return "";
       p.page_size = 0;
       return "page_size 0";
     case 9: p.num_splits = -in.Range(1, 3); return "negative num_splits";
@@ -207,7 +207,7 @@ std::string InjectInvalid(FuzzInput& in, DecodeCall& call) {
     case 17: p.num_threads = -1; return "negative num_threads";
     case 18: p.head_dim = in.Pick<std::int64_t>({0, kMaxHeadDim + 1}); return "head_dim out of range";
     case 19:
-      if (!p.Paged() || p.batch < 2 || p.max_pages == 0) return "";
+      if (!p.paged() || p.batch < 2 || p.max_pages == 0) return "";
       p.block_table_stride = p.max_pages - 1;
       return "block_table_stride below max_pages";
     default: p.seqlen_new = -1; return "negative seqlen_new";
@@ -286,7 +286,7 @@ void CheckCaches(const DecodeCall& call, const Tensor& k_before, const Tensor& v
   const DecodeParams& p = call.params;
   const double u_out = UnitRoundoff(p.dtype), u = 0x1p-24;
   std::vector<bool> appended(call.k_cache.bytes.size(), false);
-  const std::int64_t elem = static_cast<std::int64_t>(SizeOf(p.dtype));
+  const std::int64_t elem = static_cast<std::int64_t>(size_of(p.dtype));
   for (std::int64_t b = 0; b < p.batch; ++b) {
     for (std::int64_t i = 0; i < p.seqlen_new; ++i) {
       const std::int64_t j = call.cache_seqlens[b] + i;
@@ -357,7 +357,7 @@ void CheckOutputs(const DecodeCall& call, const std::string& what) {
     f.scale = p.scale, f.causal = p.causal, f.window_left = p.window_left, f.window_right = p.window_right;
     f.softcap = p.softcap;
     if (p.alibi_slopes) f.alibi_slopes = p.alibi_slopes + b * p.alibi_batch_stride;
-    f.SetContiguousStrides();
+    f.set_contiguous_strides();
     // The kernel rotates q itself (maybe rounding it to the element type): each rotated element is within
     // (2·u_out + 4u)·(|x0| + |x1|) of the exact rotation.
     const double q_error = p.rotary_dim > 0 ? 2 * UnitRoundoff(p.dtype) + 4 * 0x1p-24 : 0.0;
@@ -373,28 +373,28 @@ void Run(const std::uint8_t* data, std::size_t size) {
   DrawCall(in, call);
   const ScopedSimdTarget simd_target(in);
   const DecodeParams& p = call.params;
-  const std::string what = std::string(ToString(p.dtype)) + (p.Paged() ? " paged" : " contiguous") +
+  const std::string what = std::string(to_string(p.dtype)) + (p.paged() ? " paged" : " contiguous") +
                            " on " + simd_target.Name() +
                            (call.invalid.empty() ? "" : " with " + call.invalid);
   std::string rejection;
   try {
-    Validate(p);
+    validate(p);
   } catch (const Error& error) {
     rejection = error.what();
   }
   const bool valid = rejection.empty();
-  if (!call.invalid.empty() && valid) Fail("Validate accepted a call with " + call.invalid);
-  if (call.invalid.empty() && !valid) Fail(what + ": Validate rejected a valid call: " + rejection);
+  if (!call.invalid.empty() && valid) Fail("validate accepted a call with " + call.invalid);
+  if (call.invalid.empty() && !valid) Fail(what + ": validate rejected a valid call: " + rejection);
 
   const DecodeCall before = call;
   bool threw = false;
   try {
     decode(p);
   } catch (const Error& error) {
-    if (valid) Fail(what + ": decode threw on a call Validate accepted: " + error.what());
+    if (valid) Fail(what + ": decode threw on a call validate accepted: " + error.what());
     threw = true;
   }
-  if (!valid && !threw) Fail(what + ": decode accepted a call Validate rejected");
+  if (!valid && !threw) Fail(what + ": decode accepted a call validate rejected");
   if (call.q.bytes != before.q.bytes || call.k_new.bytes != before.k_new.bytes ||
       call.v_new.bytes != before.v_new.bytes || call.cache_seqlens != before.cache_seqlens ||
       call.block_table != before.block_table || call.alibi != before.alibi || call.cos != before.cos ||

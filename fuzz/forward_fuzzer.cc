@@ -125,7 +125,7 @@ void DrawCall(FuzzInput& in, ForwardCall& call) {
   p.heads_q = p.heads_kv * in.Range(1, 3);
   p.head_dim = in.Range(1, 70);
   if (in.Bool()) p.head_dim_v = in.Range(1, 70);
-  const std::int64_t d = p.head_dim, dv = p.HeadDimV();
+  const std::int64_t d = p.head_dim, dv = p.value_head_dim();
   call.algorithm = in.Pick({Algorithm::kFused, Algorithm::kFused, Algorithm::kFused, Algorithm::kFused,
                             Algorithm::kStandard, Algorithm::kFlash1, Algorithm::kFlash2, Algorithm::kOracle});
 
@@ -191,19 +191,19 @@ void Run(const std::uint8_t* data, std::size_t size) {
   DrawCall(in, call);
   const ScopedSimdTarget simd_target(in);
   const AttentionParams& p = call.params;
-  const std::string what = std::string(ToString(call.algorithm)) + " " + std::string(ToString(p.dtype)) +
+  const std::string what = std::string(to_string(call.algorithm)) + " " + std::string(to_string(p.dtype)) +
                            " on " + simd_target.Name() +
                            (call.invalid.empty() ? "" : " with " + call.invalid);
 
   std::string rejection;
   try {
-    Validate(p);
+    validate(p);
   } catch (const Error& error) {
     rejection = error.what();
   }
   const bool valid = rejection.empty();
-  if (!call.invalid.empty() && valid) Fail("Validate accepted a call with " + call.invalid);
-  if (call.invalid.empty() && !valid) Fail(what + ": Validate rejected a valid call: " + rejection);
+  if (!call.invalid.empty() && valid) Fail("validate accepted a call with " + call.invalid);
+  if (call.invalid.empty() && !valid) Fail(what + ": validate rejected a valid call: " + rejection);
 
   const std::vector<unsigned char> q_before = call.q.bytes, k_before = call.k.bytes, v_before = call.v.bytes;
   const std::vector<float> alibi_before = call.alibi, mask_additive_before = call.mask_additive;
@@ -212,10 +212,10 @@ void Run(const std::uint8_t* data, std::size_t size) {
   try {
     forward(p, call.algorithm);
   } catch (const Error& error) {
-    if (valid) Fail(what + ": forward threw on a call Validate accepted: " + error.what());
+    if (valid) Fail(what + ": forward threw on a call validate accepted: " + error.what());
     threw = true;
   }
-  if (!valid && !threw) Fail(what + ": forward accepted a call Validate rejected");
+  if (!valid && !threw) Fail(what + ": forward accepted a call validate rejected");
   if (call.q.bytes != q_before || call.k.bytes != k_before || call.v.bytes != v_before ||
       call.alibi != alibi_before || call.mask_additive != mask_additive_before ||
       call.mask_bool != mask_bool_before) {

@@ -3,7 +3,7 @@
 # corpus and every crash reproducer kept in fuzz/regressions/<target>/.
 add_library(flashattn_fuzz_support STATIC ${CMAKE_CURRENT_LIST_DIR}/oracle_check.cc)
 target_include_directories(flashattn_fuzz_support PUBLIC ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR})
-target_link_libraries(flashattn_fuzz_support PUBLIC flashattn::flashattn)
+target_link_libraries(flashattn_fuzz_support PUBLIC flashattn::internal)
 # The oracle's problem-inl.h parallelizes its rows with OpenMP; a fuzz input is tiny, so the support library
 # runs them serially (no OpenMP runtime in the fuzzer builds) and its pragmas are ignored on purpose.
 target_compile_options(flashattn_fuzz_support PRIVATE -Wall -Wextra -Wno-unknown-pragmas)

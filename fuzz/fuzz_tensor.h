@@ -72,7 +72,7 @@ inline Tensor DrawTensor(FuzzInput& in, std::array<std::int64_t, 4> sizes, DType
   if (!t.Empty()) {
     std::int64_t last = sizes[3] - 1;
     for (int dim = 0; dim < 3; ++dim) last += (sizes[dim] - 1) * stride[dim];
-    t.bytes.assign((last + 1) * SizeOf(dtype), kPattern);
+    t.bytes.assign((last + 1) * size_of(dtype), kPattern);
   }
   return t;
 }
@@ -87,7 +87,7 @@ inline void FillRandom(Tensor& t, Rng& rng, float scale) {
 // Which bytes of `t` its elements occupy.
 inline std::vector<bool> AddressedBytes(const Tensor& t) {
   std::vector<bool> addressed(t.bytes.size(), false);
-  const std::int64_t elem = static_cast<std::int64_t>(SizeOf(t.dtype));
+  const std::int64_t elem = static_cast<std::int64_t>(size_of(t.dtype));
   t.ForEach([&](std::int64_t n, std::int64_t s, std::int64_t h, std::int64_t c) {
     const std::int64_t offset = t.Offset(n, s, h, c) * elem;
     std::fill_n(addressed.begin() + offset, elem, true);

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
                          "[--blocks BR BC] [--target NAME] [--report | --model | --time REPEATS]\n");
     return 2;
   }
-  const Algorithm algorithm = ParseAlgorithm(argv[1]);
+  const Algorithm algorithm = parse_algorithm(argv[1]);
   const std::int64_t N = std::atoll(argv[2]), d = std::atoll(argv[3]);
   int repeats = 0;
   bool report = false, model_only = false;
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     q[i] = k[i] = v[i] = static_cast<float>((i * 7919) % 17) / 17.0f;
   }
   p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = o.data(), p.lse = lse.data();
-  p.SetContiguousStrides();
+  p.set_contiguous_strides();
 
   if (repeats > 0) {
     const double flops = 4.0 * static_cast<double>(p.heads_q) * static_cast<double>(N) *

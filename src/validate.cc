@@ -1,21 +1,29 @@
 // All validation of the public entry points lives here, so that the algorithms may assume valid input.
 // Every check runs before any output is touched: a call that throws has written nothing.
+//
+// The checks build on each other: the settings every attention call shares (heads, head dimensions, score
+// modifiers, dropout, tiling, threads) are checked by one function that forward, varlen and backward use,
+// and decode uses its parts; every call describes its tensors as TensorViews, checked for sizes, strides,
+// null pointers and overlaps by CheckOutputs; only then are index tensors (cu_seqlens, block tables) and
+// LSE values read.
 #include "validate.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "common/checked.h"
-#include "decode/varlen.h"
 #include "flashattn/backward.h"
 #include "flashattn/decode.h"
-#include "flashattn/flashattn.h"
+#include "flashattn/forward.h"
+#include "flashattn/merge.h"
+#include "flashattn/types.h"
+#include "flashattn/varlen.h"
+#include "varlen/sequences.h"
 
 namespace flashattn {
 namespace {
@@ -28,31 +36,39 @@ void CheckRange(const char* name, std::int64_t value, std::int64_t min, std::int
   if (value < min || value > max) Fail(name, " must be in [", min, ", ", max, "], got ", value);
 }
 
-// Far above any machine's core count; asking OpenMP for more threads than the system can create crashes it.
-constexpr std::int64_t kMaxThreads = 1024;
+// ---- Tensors ----------------------------------------------------------------------------------------------
 
-// dropout_p in [0, 1), and every element's generator counter ((b·Hq + h)·Nq + i)·⌈Nk/4⌉ + ⌊j/4⌋ in 64 bits.
-void CheckDropout(const AttentionParams& p) {
-  if (!(p.dropout_p >= 0.0f && p.dropout_p < 1.0f)) Fail("dropout_p must be in [0, 1), got ", p.dropout_p);
-  std::int64_t counters;
-  if (p.dropout_p > 0.0f &&
-      (!MulAdd(p.batch, p.heads_q, 0, &counters) || !MulAdd(counters, p.seqlen_q, 0, &counters) ||
-       !MulAdd(counters, (p.seqlen_k + 3) / 4, 0, &counters))) {
-    Fail("dropout needs batch·heads_q·seqlen_q·⌈seqlen_k/4⌉ generator counters, more than 2^63 (batch=",
-         p.batch, " heads_q=", p.heads_q, " seqlen_q=", p.seqlen_q, " seqlen_k=", p.seqlen_k, ")");
+struct Dim {
+  const char* name;
+  std::int64_t size;
+  std::int64_t stride;  // in elements
+};
+
+// A strided tensor as the validator sees it: where it is, how large its elements are, its dimensions.
+struct TensorView {
+  const char* name;
+  const void* data;
+  std::int64_t element_bytes;
+  std::vector<Dim> dims;
+
+  // INT64_MAX if the count overflows.
+  std::int64_t NumElements() const {
+    std::int64_t count = 1;
+    for (const Dim& dim : dims) {
+      if (dim.size == 0) return 0;
+      if (!MulAdd(count, dim.size, 0, &count)) return INT64_MAX;
+    }
+    return count;
   }
-}
+};
 
-}  // namespace
-
-std::int64_t TensorView::NumElements() const {
-  std::int64_t count = 1;
-  for (const Dim& dim : dims) {
-    if (dim.size == 0) return 0;
-    if (!MulAdd(count, dim.size, 0, &count)) return INT64_MAX;
+struct ByteRange {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;  // exclusive; begin == end is empty
+  bool Overlaps(const ByteRange& other) const {
+    return begin < end && other.begin < other.end && begin < other.end && other.begin < end;
   }
-  return count;
-}
+};
 
 // Checks strides and sizes, that the furthest element's byte offset fits in int64, and that a non-empty
 // tensor has data. Returns the half-open byte range the tensor touches (empty for an empty tensor).
@@ -110,6 +126,7 @@ void CheckDisjoint(const TensorView& output, const ByteRange& output_range, cons
   }
 }
 
+// Checks every tensor, that no output overlaps itself, an input, or another output.
 void CheckOutputs(const std::vector<TensorView>& outputs, const std::vector<TensorView>& inputs) {
   std::vector<ByteRange> input_ranges;
   for (const TensorView& input : inputs) input_ranges.push_back(CheckTensor(input));
@@ -126,33 +143,14 @@ void CheckOutputs(const std::vector<TensorView>& outputs, const std::vector<Tens
   }
 }
 
-namespace {
-
-void CheckDType(const char* name, DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-      return;
-  }
-  Fail(name, " has an unknown value ", static_cast<int>(dtype));
-}
-
-// The masks and score modifiers shared by AttentionParams and DecodeParams.
-void CheckModifiers(std::int64_t window_left, std::int64_t window_right, float softcap,
-                    const std::optional<float>& scale, std::int64_t alibi_batch_stride,
-                    std::int64_t heads_q) {
-  CheckSize("window_left", window_left, -1);
-  CheckSize("window_right", window_right, -1);
-  if (!(softcap >= 0.0f) || !std::isfinite(softcap)) {
-    Fail("softcap must be finite and >= 0 (0 disables it), got ", softcap);
-  }
-  if (scale && !std::isfinite(*scale)) Fail("scale must be finite, got ", *scale);
-  CheckSize("alibi_batch_stride", alibi_batch_stride, 0);
-  if (alibi_batch_stride != 0 && alibi_batch_stride < heads_q) {
-    Fail("alibi_batch_stride must be 0 (slopes per head) or >= heads_q=", heads_q, ", got ",
-         alibi_batch_stride);
-  }
+// A (batch, seq, head, dim) tensor of `dtype` elements, its feature stride 1.
+TensorView BatchTensor(const char* name, const void* data, DType dtype, const Strides& s, std::int64_t batch,
+                       std::int64_t seqlen, std::int64_t heads, std::int64_t dim) {
+  return TensorView{
+      name,
+      data,
+      static_cast<std::int64_t>(size_of(dtype)),
+      {{"batch", batch, s.batch}, {"seq", seqlen, s.seq}, {"head", heads, s.head}, {"dim", dim, 1}}};
 }
 
 TensorView AlibiView(const char* name, const float* slopes, std::int64_t batch_stride, std::int64_t batch,
@@ -172,7 +170,105 @@ TensorView LseView(const char* name, const float* lse, std::int64_t batch, std::
       name, lse, 4, {{"batch", batch, batch_stride}, {"head", heads, seqlen}, {"seq", seqlen, 1}}};
 }
 
-// The names a call's tensors go by in messages: forward's own fields, or backward's `attention.` ones.
+// The forward pass's LSE as backward reads it: present, and each value the normalizer of a softmax, so
+// finite, or −∞ for a row that saw no key. `Require` runs before the tensors are checked, `CheckValues`
+// after.
+void RequireLse(const char* name, const char* call, const float* lse, std::int64_t batch, std::int64_t heads,
+                std::int64_t seqlen) {
+  if (lse == nullptr && LseView(name, lse, batch, heads, seqlen).NumElements() > 0) {
+    Fail(name, " is required by ", call, " (the forward pass's LSE)");
+  }
+}
+
+void CheckLseValues(const char* name, const float* lse, std::int64_t batch, std::int64_t heads,
+                    std::int64_t seqlen) {
+  for (std::int64_t n = 0; n < batch * heads * seqlen; ++n) {
+    if (std::isnan(lse[n]) || lse[n] == std::numeric_limits<float>::infinity()) {
+      Fail(name, " must be finite or -inf, got ", lse[n], " at (batch, head, row) = (", n / (heads * seqlen),
+           ", ", n / seqlen % heads, ", ", n % seqlen, ")");
+    }
+  }
+}
+
+// ---- Settings shared by the calls -------------------------------------------------------------------------
+
+// Far above any machine's core count; asking OpenMP for more threads than the system can create crashes it.
+constexpr std::int64_t kMaxThreads = 1024;
+
+void CheckThreads(int num_threads) { CheckRange("num_threads", num_threads, 0, kMaxThreads); }
+
+void CheckDType(const char* name, DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+      return;
+  }
+  Fail(name, " has an unknown value ", static_cast<int>(dtype));
+}
+
+void CheckHeads(std::int64_t heads_q, std::int64_t heads_kv) {
+  CheckSize("heads_q", heads_q, 1);
+  CheckSize("heads_kv", heads_kv, 1);
+  if (heads_q % heads_kv != 0) {
+    Fail("heads_q must be a multiple of heads_kv, got heads_q=", heads_q, " heads_kv=", heads_kv);
+  }
+}
+
+void CheckModifiers(const ScoreModifiers& m, std::int64_t heads_q) {
+  CheckSize("window_left", m.window_left, -1);
+  CheckSize("window_right", m.window_right, -1);
+  if (!(m.softcap >= 0.0f) || !std::isfinite(m.softcap)) {
+    Fail("softcap must be finite and >= 0 (0 disables it), got ", m.softcap);
+  }
+  if (m.scale && !std::isfinite(*m.scale)) Fail("scale must be finite, got ", *m.scale);
+  CheckSize("alibi_batch_stride", m.alibi_batch_stride, 0);
+  if (m.alibi_batch_stride != 0 && m.alibi_batch_stride < heads_q) {
+    Fail("alibi_batch_stride must be 0 (slopes per head) or >= heads_q=", heads_q, ", got ",
+         m.alibi_batch_stride);
+  }
+}
+
+// dropout_p in [0, 1), and every element's generator counter ((b·Hq + h)·Nq + i)·⌈Nk/4⌉ + ⌊j/4⌋ in 64 bits.
+void CheckDropout(const AttentionSettings& s, std::int64_t batch, std::int64_t seqlen_q, std::int64_t seqlen_k) {
+  if (!(s.dropout_p >= 0.0f && s.dropout_p < 1.0f)) Fail("dropout_p must be in [0, 1), got ", s.dropout_p);
+  std::int64_t counters;
+  if (s.dropout_p > 0.0f &&
+      (!MulAdd(batch, s.heads_q, 0, &counters) || !MulAdd(counters, seqlen_q, 0, &counters) ||
+       !MulAdd(counters, (seqlen_k + 3) / 4, 0, &counters))) {
+    Fail("dropout needs batch·heads_q·seqlen_q·⌈seqlen_k/4⌉ generator counters, more than 2^63 (batch=",
+         batch, " heads_q=", s.heads_q, " seqlen_q=", seqlen_q, " seqlen_k=", seqlen_k, ")");
+  }
+}
+
+// Everything about a batch of `batch` problems of seqlen_q × seqlen_k with these settings but its tensors.
+void CheckAttentionSizes(const AttentionSettings& s, std::int64_t batch, std::int64_t seqlen_q,
+                         std::int64_t seqlen_k) {
+  CheckDType("dtype", s.dtype);
+  CheckSize("batch", batch, 0);
+  CheckSize("seqlen_q", seqlen_q, 0);
+  CheckSize("seqlen_k", seqlen_k, 0);
+  CheckHeads(s.heads_q, s.heads_kv);
+  CheckRange("head_dim", s.head_dim, 1, kMaxHeadDim);
+  if (s.head_dim_v) CheckRange("head_dim_v", *s.head_dim_v, 1, kMaxHeadDim);
+  CheckModifiers(s, s.heads_q);
+  CheckThreads(s.num_threads);
+  CheckDropout(s, batch, seqlen_q, seqlen_k);
+  CheckSize("tiling.fast_memory_bytes", s.tiling.fast_memory_bytes, 0);
+  CheckSize("tiling.block_rows", s.tiling.block_rows, 0);
+  CheckSize("tiling.block_cols", s.tiling.block_cols, 0);
+  if (s.tiling.fast_memory_bytes > 0 && s.tiling.fast_memory_bytes < 4 * 4 * s.head_dim) {
+    Fail("tiling.fast_memory_bytes must hold at least one row of Q, K, V and O (", 4 * 4 * s.head_dim,
+         " bytes at head_dim=", s.head_dim, "), got ", s.tiling.fast_memory_bytes);
+  }
+}
+
+void CheckAttentionSizes(const AttentionParams& p) { CheckAttentionSizes(p, p.batch, p.seqlen_q, p.seqlen_k); }
+
+// ---- The tensors of an attention call ---------------------------------------------------------------------
+
+// The names a call's tensors go by in messages: forward's own fields, backward's `attention.` ones, or
+// backward_varlen's `forward.` ones.
 struct AttentionNames {
   const char *q, *k, *v, *o, *lse, *alibi, *mask, *mask_data;
 };
@@ -180,52 +276,28 @@ constexpr AttentionNames kForwardNames{"q", "k", "v", "o", "lse", "alibi_slopes"
 constexpr AttentionNames kBackwardNames{"attention.q",    "attention.k",        "attention.v",
                                         "attention.o",    "attention.lse",      "attention.alibi_slopes",
                                         "attention.mask", "attention.mask.data"};
-
-// Everything about AttentionParams but its tensors.
-void CheckAttentionSizes(const AttentionParams& p) {
-  CheckDType("dtype", p.dtype);
-  CheckSize("batch", p.batch, 0);
-  CheckSize("seqlen_q", p.seqlen_q, 0);
-  CheckSize("seqlen_k", p.seqlen_k, 0);
-  CheckSize("heads_q", p.heads_q, 1);
-  CheckSize("heads_kv", p.heads_kv, 1);
-  if (p.heads_q % p.heads_kv != 0) {
-    Fail("heads_q must be a multiple of heads_kv, got heads_q=", p.heads_q, " heads_kv=", p.heads_kv);
-  }
-  CheckRange("head_dim", p.head_dim, 1, kMaxHeadDim);
-  if (p.head_dim_v) CheckRange("head_dim_v", *p.head_dim_v, 1, kMaxHeadDim);
-  CheckModifiers(p.window_left, p.window_right, p.softcap, p.scale, p.alibi_batch_stride, p.heads_q);
-  CheckRange("num_threads", p.num_threads, 0, kMaxThreads);
-  CheckDropout(p);
-  CheckSize("tiling.fast_memory_bytes", p.tiling.fast_memory_bytes, 0);
-  CheckSize("tiling.block_rows", p.tiling.block_rows, 0);
-  CheckSize("tiling.block_cols", p.tiling.block_cols, 0);
-  if (p.tiling.fast_memory_bytes > 0 && p.tiling.fast_memory_bytes < 4 * 4 * p.head_dim) {
-    Fail("tiling.fast_memory_bytes must hold at least one row of Q, K, V and O (", 4 * 4 * p.head_dim,
-         " bytes at head_dim=", p.head_dim, "), got ", p.tiling.fast_memory_bytes);
-  }
-}
+constexpr AttentionNames kVarlenBackwardNames{"forward.q",    "forward.k",        "forward.v",
+                                              "forward.o",    "forward.lse",      "forward.alibi_slopes",
+                                              "forward.mask", "forward.mask.data"};
 
 struct CallTensors {
   std::vector<TensorView> inputs, outputs;
+
+  // The outputs become inputs: a call that reads the forward pass's results, or writes something else.
+  std::vector<TensorView> AllRead() const {
+    std::vector<TensorView> read = inputs;
+    read.insert(read.end(), outputs.begin(), outputs.end());
+    return read;
+  }
 };
 
 // q, k, v, the ALiBi slopes and the mask as inputs; o and lse as outputs.
 CallTensors AttentionTensors(const AttentionParams& p, const AttentionNames& names) {
-  const std::int64_t elem = static_cast<std::int64_t>(SizeOf(p.dtype));
-  const std::int64_t dv = p.HeadDimV();
-  auto view = [&](const char* name, const void* data, const Strides& s, std::int64_t seqlen,
-                  std::int64_t heads, std::int64_t dim) {
-    return TensorView{
-        name,
-        data,
-        elem,
-        {{"batch", p.batch, s.batch}, {"seq", seqlen, s.seq}, {"head", heads, s.head}, {"dim", dim, 1}}};
-  };
+  const std::int64_t dv = p.value_head_dim();
   CallTensors t;
-  t.inputs = {view(names.q, p.q, p.q_strides, p.seqlen_q, p.heads_q, p.head_dim),
-              view(names.k, p.k, p.k_strides, p.seqlen_k, p.heads_kv, p.head_dim),
-              view(names.v, p.v, p.v_strides, p.seqlen_k, p.heads_kv, dv)};
+  t.inputs = {BatchTensor(names.q, p.q, p.dtype, p.q_strides, p.batch, p.seqlen_q, p.heads_q, p.head_dim),
+              BatchTensor(names.k, p.k, p.dtype, p.k_strides, p.batch, p.seqlen_k, p.heads_kv, p.head_dim),
+              BatchTensor(names.v, p.v, p.dtype, p.v_strides, p.batch, p.seqlen_k, p.heads_kv, dv)};
   if (p.alibi_slopes != nullptr) {
     t.inputs.push_back(AlibiView(names.alibi, p.alibi_slopes, p.alibi_batch_stride, p.batch, p.heads_q));
   }
@@ -250,21 +322,85 @@ CallTensors AttentionTensors(const AttentionParams& p, const AttentionNames& nam
     default:
       Fail(names.mask, ".kind has an unknown value ", static_cast<int>(p.mask.kind));
   }
-  t.outputs = {view(names.o, p.o, p.o_strides, p.seqlen_q, p.heads_q, dv)};
+  t.outputs = {BatchTensor(names.o, p.o, p.dtype, p.o_strides, p.batch, p.seqlen_q, p.heads_q, dv)};
   if (p.lse != nullptr) t.outputs.push_back(LseView(names.lse, p.lse, p.batch, p.heads_q, p.seqlen_q));
   return t;
 }
 
+// dO, read; dQ, dK, dV, written.
+void AddGradientTensors(const BackwardParams& p, CallTensors* t) {
+  const AttentionParams& a = p.attention;
+  const std::int64_t dv = a.value_head_dim();
+  t->inputs.push_back(BatchTensor("d_o", p.d_o, a.dtype, p.do_strides, a.batch, a.seqlen_q, a.heads_q, dv));
+  t->outputs.push_back(
+      BatchTensor("dq", p.dq, a.dtype, p.dq_strides, a.batch, a.seqlen_q, a.heads_q, a.head_dim));
+  t->outputs.push_back(
+      BatchTensor("dk", p.dk, a.dtype, p.dk_strides, a.batch, a.seqlen_k, a.heads_kv, a.head_dim));
+  t->outputs.push_back(BatchTensor("dv", p.dv, a.dtype, p.dv_strides, a.batch, a.seqlen_k, a.heads_kv, dv));
+}
+
+// ---- Varlen -----------------------------------------------------------------------------------------------
+
+// The sizes of a varlen call, then its tensors: the packed ones as one batch-1 problem of total_q × total_k,
+// every sequence's ALiBi row and cu_seqlens.
+CallTensors VarlenTensors(const VarlenParams& p, const AttentionNames& names) {
+  CheckRange("batch", p.batch, 0, INT64_MAX - 1);  // cu_seqlens hold batch + 1 entries
+  CheckSize("total_q", p.total_q, 0);
+  CheckSize("total_k", p.total_k, 0);
+  CheckSize("max_seqlen_q", p.max_seqlen_q, 0);
+  CheckSize("max_seqlen_k", p.max_seqlen_k, 0);
+  CheckAttentionSizes(p, 1, p.total_q, p.total_k);
+  // The packed strides are derived from these sizes.
+  const std::int64_t widest = std::max(p.head_dim, p.value_head_dim());
+  std::int64_t row_elements;
+  if (!MulAdd(p.heads_q, widest, 0, &row_elements)) {
+    Fail("a packed row of heads_q=", p.heads_q, " heads of head_dim=", widest, " is too large to index in 64 bits");
+  }
+  CallTensors t = AttentionTensors(varlen::PackedProblem(p), names);
+  if (p.alibi_slopes != nullptr) {
+    t.inputs.push_back(AlibiView(names.alibi, p.alibi_slopes, p.alibi_batch_stride, p.batch, p.heads_q));
+  }
+  t.inputs.push_back(TensorView{"cu_seqlens_q", p.cu_seqlens_q, 4, {{"batch+1", p.batch + 1, 1}}});
+  t.inputs.push_back(TensorView{"cu_seqlens_k", p.cu_seqlens_k, 4, {{"batch+1", p.batch + 1, 1}}});
+  return t;
+}
+
+// The sequence boundaries, once their tensors are known to be readable.
+void CheckCuSeqlens(const VarlenParams& p) {
+  for (const auto& [name, cu, total, max_len] :
+       {std::tuple{"cu_seqlens_q", p.cu_seqlens_q, p.total_q, p.max_seqlen_q},
+        std::tuple{"cu_seqlens_k", p.cu_seqlens_k, p.total_k, p.max_seqlen_k}}) {
+    if (cu[0] != 0) Fail(name, "[0] must be 0, got ", cu[0]);
+    for (std::int64_t b = 0; b < p.batch; ++b) {
+      if (cu[b + 1] < cu[b]) {
+        Fail(name, " must be non-decreasing, got ", name, "[", b, "]=", cu[b], " > ", name, "[", b + 1,
+             "]=", cu[b + 1]);
+      }
+    }
+    for (std::int64_t b = 0; b < p.batch; ++b) {
+      if (cu[b + 1] - cu[b] > max_len) {
+        Fail("sequence ", b, " has length ", cu[b + 1] - cu[b], " in ", name, ", beyond its max_seqlen of ",
+             max_len);
+      }
+    }
+    if (cu[p.batch] != total) {
+      Fail(name, " must end at the packed length ", total, ", got ", name, "[", p.batch, "]=", cu[p.batch]);
+    }
+  }
+}
+
 }  // namespace
 
-void Validate(const AttentionParams& p) {
+// ---- The entry points -------------------------------------------------------------------------------------
+
+void validate(const AttentionParams& p) {
   CheckAttentionSizes(p);
   const CallTensors t = AttentionTensors(p, kForwardNames);
   CheckOutputs(t.outputs, t.inputs);
 }
 
 void ValidateDropoutMask(const AttentionParams& p, const std::uint8_t* keep) {
-  Validate(p);
+  validate(p);
   std::int64_t row = p.seqlen_k, head, batch;  // strides of the contiguous (batch, Hq, Nq, Nk) mask
   if (!MulAdd(p.seqlen_q, row, 0, &head) || !MulAdd(p.heads_q, head, 0, &batch)) {
     Fail("keep is too large to index in 64 bits (heads_q=", p.heads_q, " seqlen_q=", p.seqlen_q,
@@ -275,18 +411,32 @@ void ValidateDropoutMask(const AttentionParams& p, const std::uint8_t* keep) {
                          {"head", p.heads_q, head},
                          {"row", p.seqlen_q, row},
                          {"col", p.seqlen_k, 1}}};
-  CallTensors t = AttentionTensors(p, kForwardNames);
-  t.inputs.insert(t.inputs.end(), t.outputs.begin(), t.outputs.end());  // o and lse are not written here
-  CheckOutputs({mask}, t.inputs);
+  CheckOutputs({mask}, AttentionTensors(p, kForwardNames).AllRead());  // o and lse are not written here
 }
 
-}  // namespace flashattn
+void validate(const VarlenParams& p) {
+  const CallTensors t = VarlenTensors(p, kForwardNames);
+  CheckOutputs(t.outputs, t.inputs);
+  CheckCuSeqlens(p);
+}
 
-// ---- decode.h: merge_attention_states, decode, forward_varlen --------------------------------------------
+void ValidateDropoutMask(const VarlenParams& p, const std::uint8_t* keep) {
+  validate(p);
+  std::int64_t elements = 0;  // Σ_b Hq·Nq_b·Nk_b
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    std::int64_t pairs;
+    const std::int64_t Nq = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+    const std::int64_t Nk = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
+    if (!MulAdd(Nq, Nk, 0, &pairs) || !MulAdd(pairs, p.heads_q, elements, &elements)) {
+      Fail("keep is too large to index in 64 bits (heads_q=", p.heads_q, ", sequence ", b, " of seqlen_q=", Nq,
+           " seqlen_k=", Nk, ")");
+    }
+  }
+  const TensorView mask{"keep", keep, 1, {{"element", elements, 1}}};
+  CheckOutputs({mask}, VarlenTensors(p, kForwardNames).AllRead());  // o and lse are not written here
+}
 
-namespace flashattn {
-
-void Validate(const MergeParams& p) {
+void validate(const MergeParams& p) {
   CheckDType("dtype", p.dtype);
   CheckSize("num_partials", p.num_partials, 0);
   CheckSize("batch", p.batch, 0);
@@ -306,13 +456,8 @@ void Validate(const MergeParams& p) {
       {{"partial", p.num_partials, partial_elements}, {"row", rows, p.head_dim_v}, {"dim", p.head_dim_v, 1}}};
   const TensorView lse_partials{
       "lse_partials", p.lse_partials, 4, {{"partial", p.num_partials, rows}, {"row", rows, 1}}};
-  std::vector<TensorView> outputs = {TensorView{"o",
-                                                p.o,
-                                                static_cast<std::int64_t>(SizeOf(p.dtype)),
-                                                {{"batch", p.batch, p.o_strides.batch},
-                                                 {"seq", p.seqlen, p.o_strides.seq},
-                                                 {"head", p.heads, p.o_strides.head},
-                                                 {"dim", p.head_dim_v, 1}}}};
+  std::vector<TensorView> outputs = {
+      BatchTensor("o", p.o, p.dtype, p.o_strides, p.batch, p.seqlen, p.heads, p.head_dim_v)};
   if (p.lse != nullptr) outputs.push_back(LseView("lse", p.lse, p.batch, p.heads, p.seqlen));
   CheckOutputs(outputs, {o_partials, lse_partials});
   for (std::int64_t n = 0; n < p.num_partials * rows; ++n) {
@@ -323,31 +468,27 @@ void Validate(const MergeParams& p) {
   }
 }
 
-void Validate(const DecodeParams& p) {
+void validate(const DecodeParams& p) {
   CheckDType("dtype", p.dtype);
   CheckDType("cache_dtype", p.cache_dtype);
   if (p.dtype != p.cache_dtype) {
-    Fail("dtype (", ToString(p.dtype), ") of q, k_new, v_new and o must equal cache_dtype (",
-         ToString(p.cache_dtype), ")");
+    Fail("dtype (", to_string(p.dtype), ") of q, k_new, v_new and o must equal cache_dtype (",
+         to_string(p.cache_dtype), ")");
   }
   CheckSize("batch", p.batch, 0);
   CheckSize("seqlen_q", p.seqlen_q, 0);
   CheckSize("seqlen_new", p.seqlen_new, 0);
-  CheckSize("heads_q", p.heads_q, 1);
-  CheckSize("heads_kv", p.heads_kv, 1);
-  if (p.heads_q % p.heads_kv != 0) {
-    Fail("heads_q must be a multiple of heads_kv, got heads_q=", p.heads_q, " heads_kv=", p.heads_kv);
-  }
+  CheckHeads(p.heads_q, p.heads_kv);
   CheckRange("head_dim", p.head_dim, 1, kMaxHeadDim);
-  CheckModifiers(p.window_left, p.window_right, p.softcap, p.scale, p.alibi_batch_stride, p.heads_q);
+  CheckModifiers(p, p.heads_q);
   CheckSize("num_splits", p.num_splits, 0);
-  CheckRange("num_threads", p.num_threads, 0, kMaxThreads);
+  CheckThreads(p.num_threads);
   CheckRange("rotary_dim", p.rotary_dim, 0, p.head_dim);
   if (p.rotary_dim % 2 != 0) Fail("rotary_dim must be even, got ", p.rotary_dim);
 
   // Capacity of each sequence's cache, in keys.
   std::int64_t capacity;
-  if (p.Paged()) {
+  if (p.paged()) {
     CheckSize("page_size", p.page_size, 1);
     CheckSize("num_pages", p.num_pages, 0);
     CheckSize("max_pages", p.max_pages, 0);
@@ -360,14 +501,9 @@ void Validate(const DecodeParams& p) {
     capacity = p.cache_seqlen_max;
   }
 
-  const std::int64_t elem = static_cast<std::int64_t>(SizeOf(p.dtype));
   auto view = [&](const char* name, const void* data, const Strides& s, std::int64_t outer,
                   std::int64_t seqlen, std::int64_t heads) {
-    return TensorView{
-        name,
-        data,
-        elem,
-        {{"batch", outer, s.batch}, {"seq", seqlen, s.seq}, {"head", heads, s.head}, {"dim", p.head_dim, 1}}};
+    return BatchTensor(name, data, p.dtype, s, outer, seqlen, heads, p.head_dim);
   };
   std::vector<TensorView> inputs = {view("q", p.q, p.q_strides, p.batch, p.seqlen_q, p.heads_q),
                                     TensorView{"cache_seqlens", p.cache_seqlens, 4, {{"batch", p.batch, 1}}}};
@@ -375,7 +511,7 @@ void Validate(const DecodeParams& p) {
     inputs.push_back(view("k_new", p.k_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv));
     inputs.push_back(view("v_new", p.v_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv));
   }
-  if (p.Paged()) {
+  if (p.paged()) {
     inputs.push_back(TensorView{"block_table",
                                 p.block_table,
                                 4,
@@ -395,8 +531,8 @@ void Validate(const DecodeParams& p) {
     inputs.push_back(AlibiView("alibi_slopes", p.alibi_slopes, p.alibi_batch_stride, p.batch, p.heads_q));
   }
 
-  const std::int64_t cache_outer = p.Paged() ? p.num_pages : p.batch;
-  const std::int64_t cache_seq = p.Paged() ? p.page_size : p.cache_seqlen_max;
+  const std::int64_t cache_outer = p.paged() ? p.num_pages : p.batch;
+  const std::int64_t cache_seq = p.paged() ? p.page_size : p.cache_seqlen_max;
   const TensorView k_cache = view("k_cache", p.k_cache, p.cache_strides, cache_outer, cache_seq, p.heads_kv);
   const TensorView v_cache = view("v_cache", p.v_cache, p.cache_strides, cache_outer, cache_seq, p.heads_kv);
   std::vector<TensorView> outputs = {view("o", p.o, p.o_strides, p.batch, p.seqlen_q, p.heads_q)};
@@ -422,7 +558,7 @@ void Validate(const DecodeParams& p) {
       Fail("cache_seqlens[", b, "] + seqlen_new = ", cached, " + ", p.seqlen_new, " = ",
            fits ? std::to_string(Nk) : std::string("more than int64 holds"),
            " exceeds the cache capacity of ", capacity, " keys",
-           p.Paged() ? " (max_pages·page_size)" : " (cache_seqlen_max)");
+           p.paged() ? " (max_pages·page_size)" : " (cache_seqlen_max)");
     }
     if (p.rotary_dim > 0) {
       const std::int64_t last_pos = cached + std::max(p.seqlen_new, p.seqlen_q) - 1;
@@ -431,7 +567,7 @@ void Validate(const DecodeParams& p) {
              ") is beyond the rotary tables' rotary_max_pos=", p.rotary_max_pos);
       }
     }
-    if (!p.Paged()) continue;
+    if (!p.paged()) continue;
     const std::int64_t pages_used = (Nk + p.page_size - 1) / p.page_size;
     for (std::int64_t n = 0; n < pages_used; ++n) {
       const std::int64_t page = p.block_table[b * p.block_table_stride + n];
@@ -452,105 +588,25 @@ void Validate(const DecodeParams& p) {
   }
 }
 
-void Validate(const VarlenParams& p) {
-  const AttentionParams& base = p.base;
-  CheckRange("batch", p.batch, 0, INT64_MAX - 1);  // cu_seqlens hold batch + 1 entries
-  CheckSize("total_q", p.total_q, 0);
-  CheckSize("total_k", p.total_k, 0);
-  CheckSize("max_seqlen_q", p.max_seqlen_q, 0);
-  CheckSize("max_seqlen_k", p.max_seqlen_k, 0);
-  if (base.mask.kind != MaskKind::kNone) Fail("base.mask is not supported by forward_varlen");
-  if (base.dropout_p != 0.0f) Fail("base.dropout_p is not supported by forward_varlen, got ", base.dropout_p);
-  // The packed tensors are one sequence of total_q queries and total_k keys; the per-sequence ALiBi rows and
-  // cu_seqlens are inputs too. The scalars are checked before the packed strides are derived from them.
-  AttentionParams sizes = base;
-  sizes.batch = 1, sizes.seqlen_q = p.total_q, sizes.seqlen_k = p.total_k, sizes.alibi_batch_stride = 0;
-  CheckAttentionSizes(sizes);
-  std::int64_t row_elements;
-  if (!MulAdd(base.heads_q, std::max(base.head_dim, base.HeadDimV()), 0, &row_elements)) {
-    Fail("a packed row of heads_q=", base.heads_q,
-         " heads of head_dim=", std::max(base.head_dim, base.HeadDimV()),
-         " is too large to index in 64 bits");
-  }
-  CheckSize("base.alibi_batch_stride", base.alibi_batch_stride, 0);
-  if (base.alibi_batch_stride != 0 && base.alibi_batch_stride < base.heads_q) {
-    Fail("base.alibi_batch_stride must be 0 (slopes per head) or >= heads_q=", base.heads_q, ", got ",
-         base.alibi_batch_stride);
-  }
-  AttentionParams packed = decoding::PackedVarlenParams(p);
-  packed.alibi_slopes = nullptr;  // its rows are per sequence, added below
-  CallTensors t = AttentionTensors(packed, kForwardNames);
-  if (base.alibi_slopes != nullptr) {
-    t.inputs.push_back(
-        AlibiView("alibi_slopes", base.alibi_slopes, base.alibi_batch_stride, p.batch, base.heads_q));
-  }
-  const TensorView cu_q{"cu_seqlens_q", p.cu_seqlens_q, 4, {{"batch+1", p.batch + 1, 1}}};
-  const TensorView cu_k{"cu_seqlens_k", p.cu_seqlens_k, 4, {{"batch+1", p.batch + 1, 1}}};
-  t.inputs.push_back(cu_q);
-  t.inputs.push_back(cu_k);
-  CheckOutputs(t.outputs, t.inputs);
-  for (const auto& [name, cu, total, max_len] :
-       {std::tuple{"cu_seqlens_q", p.cu_seqlens_q, p.total_q, p.max_seqlen_q},
-        std::tuple{"cu_seqlens_k", p.cu_seqlens_k, p.total_k, p.max_seqlen_k}}) {
-    if (cu[0] != 0) Fail(name, "[0] must be 0, got ", cu[0]);
-    for (std::int64_t b = 0; b < p.batch; ++b) {
-      if (cu[b + 1] < cu[b]) {
-        Fail(name, " must be non-decreasing, got ", name, "[", b, "]=", cu[b], " > ", name, "[", b + 1,
-             "]=", cu[b + 1]);
-      }
-    }
-    for (std::int64_t b = 0; b < p.batch; ++b) {
-      if (cu[b + 1] - cu[b] > max_len) {
-        Fail("sequence ", b, " has length ", cu[b + 1] - cu[b], " in ", name, ", beyond its max_seqlen of ",
-             max_len);
-      }
-    }
-    if (cu[p.batch] != total) {
-      Fail(name, " must end at the packed length ", total, ", got ", name, "[", p.batch, "]=", cu[p.batch]);
-    }
-  }
-}
-
-}  // namespace flashattn
-
-// ---- backward.h: backward
-// -----------------------------------------------------------------------------------
-
-namespace flashattn {
-
-void Validate(const BackwardParams& p) {
+// The forward call's tensors, o and lse included, are all read; the gradients are written.
+void validate(const BackwardParams& p) {
   const AttentionParams& a = p.attention;
   CheckAttentionSizes(a);  // shapes, modifiers, dropout, as the forward pass saw them
-  const std::int64_t Hq = a.heads_q, Nq = a.seqlen_q;
-  if (a.lse == nullptr && LseView("attention.lse", a.lse, a.batch, Hq, Nq).NumElements() > 0) {
-    Fail("attention.lse is required by backward (the forward pass's LSE)");
-  }
-  // The forward call's tensors, o and lse included, are all read; the gradients are written.
-  CallTensors forward = AttentionTensors(a, kBackwardNames);
-  std::vector<TensorView> inputs = forward.inputs;
-  inputs.insert(inputs.end(), forward.outputs.begin(), forward.outputs.end());
-  const std::int64_t elem = static_cast<std::int64_t>(SizeOf(a.dtype));
-  auto view = [&](const char* name, const void* data, const Strides& s, std::int64_t seqlen,
-                  std::int64_t heads, std::int64_t dim) {
-    return TensorView{
-        name,
-        data,
-        elem,
-        {{"batch", a.batch, s.batch}, {"seq", seqlen, s.seq}, {"head", heads, s.head}, {"dim", dim, 1}}};
-  };
-  inputs.push_back(view("d_o", p.d_o, p.do_strides, Nq, Hq, a.HeadDimV()));
-  const std::vector<TensorView> outputs = {
-      view("dq", p.dq, p.dq_strides, Nq, Hq, a.head_dim),
-      view("dk", p.dk, p.dk_strides, a.seqlen_k, a.heads_kv, a.head_dim),
-      view("dv", p.dv, p.dv_strides, a.seqlen_k, a.heads_kv, a.HeadDimV())};
-  CheckOutputs(outputs, inputs);
-  // The LSE is read as the softmax's normalizer: a finite value, or −∞ for a row that saw no key.
-  for (std::int64_t n = 0; n < a.batch * Hq * Nq; ++n) {
-    if (std::isnan(a.lse[n]) || a.lse[n] == std::numeric_limits<float>::infinity()) {
-      Fail("attention.lse must be finite or -inf, got ", a.lse[n], " at (batch, head, row) = (",
-           n / (Hq * Nq), ", ", n / Nq % Hq, ", ", n % Nq, ")");
-    }
-  }
+  RequireLse("attention.lse", "backward", a.lse, a.batch, a.heads_q, a.seqlen_q);
+  CallTensors t{AttentionTensors(a, kBackwardNames).AllRead(), {}};
+  AddGradientTensors(p, &t);
+  CheckOutputs(t.outputs, t.inputs);
+  CheckLseValues("attention.lse", a.lse, a.batch, a.heads_q, a.seqlen_q);
+}
+
+void validate(const VarlenBackwardParams& p) {
+  const VarlenParams& f = p.forward;
+  CallTensors t{VarlenTensors(f, kVarlenBackwardNames).AllRead(), {}};
+  RequireLse("forward.lse", "backward_varlen", f.lse, 1, f.heads_q, f.total_q);
+  AddGradientTensors(varlen::PackedProblem(p), &t);
+  CheckOutputs(t.outputs, t.inputs);
+  CheckCuSeqlens(f);
+  CheckLseValues("forward.lse", f.lse, 1, f.heads_q, f.total_q);
 }
 
 }  // namespace flashattn

@@ -31,7 +31,7 @@ TEST(PhiloxTest, MatchesRandom123KnownAnswerVectors) {
 
 std::vector<std::uint8_t> Mask(const AttentionParams& params) {
   std::vector<std::uint8_t> keep(params.batch * params.heads_q * params.seqlen_q * params.seqlen_k);
-  MaterializeDropoutMask(params, keep.data());
+  materialize_dropout_mask(params, keep.data());
   return keep;
 }
 
@@ -181,7 +181,7 @@ TEST_P(DropoutAgreementTest, ForwardAndBackwardEqualPlainComputationGivenMateria
 INSTANTIATE_TEST_SUITE_P(EveryForward, DropoutAgreementTest,
                          ::testing::Values(Algorithm::kStandard, Algorithm::kFlash1, Algorithm::kFlash2,
                                            Algorithm::kFused, Algorithm::kOracle),
-                         [](const auto& info) { return std::string(ToString(info.param)); });
+                         [](const auto& info) { return std::string(to_string(info.param)); });
 
 // Dropout changes the output: with p = 0.5 the forward pass differs from the one without dropout.
 TEST(DropoutForwardTest, DropoutChangesTheOutputButNotTheLse) {

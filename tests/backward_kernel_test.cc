@@ -82,7 +82,7 @@ INSTANTIATE_TEST_SUITE_P(Matrix, FusedBackwardHalfTest,
                          ::testing::Combine(::testing::Values(DType::kF16, DType::kBF16),
                                             ::testing::ValuesIn(ModifierMatrix())),
                          [](const auto& info) {
-                           return std::string(ToString(std::get<0>(info.param))) + "_" +
+                           return std::string(to_string(std::get<0>(info.param))) + "_" +
                                   std::get<1>(info.param).ToString();
                          });
 
@@ -101,7 +101,7 @@ TEST(FusedBackwardTest, HalfPrecisionDropoutWithinThreeTimesSamePrecisionStandar
       Shape shape{.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 59};
       shape.dtype = dtype;
       ExpectFusedWithinStandard({shape, m, {.p = 0.3f, .seed = 23, .offset = 9}},
-                                std::string(ToString(dtype)) + " dropout " + m.ToString());
+                                std::string(to_string(dtype)) + " dropout " + m.ToString());
     }
   }
 }
@@ -138,7 +138,7 @@ TEST(FusedBackwardTest, EveryCompiledTargetWithinTolerance) {
           {{.batch = 1, .Nq = 97, .Nk = 113, .Hq = 2, .Hkv = 1, .d = 59, .dv = 40, .dtype = dtype},
            {.causal = true, .softcap = 4.0f, .alibi = true, .mask = MaskKind::kBool},
            {.p = 0.1f, .seed = 3}},
-          kernels::FusedTargetName(target) + " " + std::string(ToString(dtype)));
+          kernels::FusedTargetName(target) + " " + std::string(to_string(dtype)));
     }
   }
   kernels::RestrictFusedTargetForTest(0);
@@ -189,7 +189,7 @@ TEST(FusedBackwardTest, RowsWithoutVisibleKeysGiveZeroGradientsOnEveryTarget) {
   for (std::int64_t target : targets) {
     kernels::RestrictFusedTargetForTest(target);
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-      const std::string name = kernels::FusedTargetName(target) + " " + std::string(ToString(dtype));
+      const std::string name = kernels::FusedTargetName(target) + " " + std::string(to_string(dtype));
       {
         // The mask tensor (1, Hq, Nq, Nk), broadcast over the batch: random keeps, then rows 0, 1, 40 and
         // 96 all false in head 0 (the first and last rows of Q blocks of every size), and all of head 1.

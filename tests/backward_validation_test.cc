@@ -81,7 +81,7 @@ TEST(BackwardValidationTest, MaterializeDropoutMaskValidatesItsParams) {
   Problem problem({.Nq = 4, .Nk = 4, .d = 8, .dv = 8}, {}, 1);
   problem.params().dropout_p = -1.0f;
   std::vector<std::uint8_t> keep(16, 7);
-  EXPECT_THROW(MaterializeDropoutMask(problem.params(), keep.data()), Error);
+  EXPECT_THROW(materialize_dropout_mask(problem.params(), keep.data()), Error);
   EXPECT_EQ(keep, std::vector<std::uint8_t>(16, 7));
 }
 

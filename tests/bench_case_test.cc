@@ -103,7 +103,7 @@ TEST(BenchCase, ParamsAreContiguousAndValidOnceAttached) {
   p.k = k.data();
   p.v = v.data();
   p.o = o.data();
-  EXPECT_NO_THROW(Validate(p));
+  EXPECT_NO_THROW(validate(p));
 }
 
 TEST(BenchCase, ParseRejectsUnknownNamesNamingTheOption) {

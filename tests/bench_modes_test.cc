@@ -61,7 +61,7 @@ TEST(DecodeBaseline, EqualsFlashattnDecodeOnAFloat32Cache) {
     p.cache_seqlens = s.seqlens.data();
     p.causal = s.causal;
     p.num_threads = 2;
-    p.SetContiguousStrides();
+    p.set_contiguous_strides();
     p.q = q.data();
     p.k_cache = k.data();
     p.v_cache = v.data();
@@ -126,7 +126,7 @@ TEST(DecodeMode, ParamsDescribeTheCaseContiguousAndPaged) {
   std::vector<std::int32_t> seqlens, table;
   DecodeParams p = DecodeParamsOf(c, &seqlens, &table);
   EXPECT_EQ(seqlens, std::vector<std::int32_t>(2, 1000));
-  EXPECT_FALSE(p.Paged());
+  EXPECT_FALSE(p.paged());
   EXPECT_EQ(p.cache_seqlen_max, 1000);
   EXPECT_EQ(p.cache_strides.seq, 2 * 64);
   EXPECT_EQ(p.num_splits, 3);
@@ -134,7 +134,7 @@ TEST(DecodeMode, ParamsDescribeTheCaseContiguousAndPaged) {
 
   c.page_size = 16;
   p = DecodeParamsOf(c, &seqlens, &table);
-  ASSERT_TRUE(p.Paged());
+  ASSERT_TRUE(p.paged());
   EXPECT_EQ(p.max_pages, 63);  // ⌈1000 / 16⌉
   EXPECT_EQ(p.num_pages, 126);
   EXPECT_EQ(p.cache_strides.batch, 16 * 2 * 64);  // the page stride
@@ -240,7 +240,7 @@ void ExpectShapeFields(const std::string& json, const BenchCase& c) {
   EXPECT_EQ(JsonNumber(json, "seqlen_k"), c.seqlen_k);
   EXPECT_EQ(JsonNumber(json, "headdim"), c.headdim);
   EXPECT_NE(json.find(std::string("\"causal\": ") + (c.causal ? "true" : "false")), std::string::npos);
-  EXPECT_NE(json.find("\"dtype\": \"" + std::string(ToString(c.dtype)) + "\""), std::string::npos);
+  EXPECT_NE(json.find("\"dtype\": \"" + std::string(to_string(c.dtype)) + "\""), std::string::npos);
   EXPECT_EQ(JsonNumber(json, "threads"), c.threads);
 }
 

@@ -108,7 +108,7 @@ std::pair<npy::Array, npy::Array> Oracle(const npy::Array& q, const npy::Array& 
   p.heads_kv = k.shape()[2];
   p.head_dim_v = v.shape()[3];
   p.dtype = q.dtype() == npy::Dtype::kF16 ? DType::kF16 : DType::kF32;
-  p.SetContiguousStrides();
+  p.set_contiguous_strides();
   p.causal = spec.causal;
   p.window_left = spec.window_left;
   p.window_right = spec.window_right;
@@ -118,7 +118,7 @@ std::pair<npy::Array, npy::Array> Oracle(const npy::Array& q, const npy::Array& 
     p.alibi_slopes = spec.alibi->Data<float>();
     p.alibi_batch_stride = spec.alibi->shape().size() == 2 ? p.heads_q : 0;
   }
-  npy::Array o(q.dtype(), {p.batch, p.seqlen_q, p.heads_q, p.HeadDimV()});
+  npy::Array o(q.dtype(), {p.batch, p.seqlen_q, p.heads_q, p.value_head_dim()});
   npy::Array lse(npy::Dtype::kF32, {p.batch, p.heads_q, p.seqlen_q});
   p.q = q.data();
   p.k = k.data();
@@ -158,10 +158,10 @@ TEST_F(CliTest, RunMatchesTheOracleForEveryAlgorithmWithGqaAndDifferentDv) {
   npy::Write(Path("v.npy"), v);
   const auto [o_ref, lse_ref] = Oracle(q, k, v, {});
   for (Algorithm algorithm : kAllAlgorithms) {
-    SCOPED_TRACE(std::string(ToString(algorithm)));
+    SCOPED_TRACE(std::string(to_string(algorithm)));
     const Outcome outcome =
         Run({"run", "--q", Path("q.npy"), "--k", Path("k.npy"), "--v", Path("v.npy"), "--out", Path("o.npy"),
-             "--lse", Path("lse.npy"), "--algorithm", std::string(ToString(algorithm))});
+             "--lse", Path("lse.npy"), "--algorithm", std::string(to_string(algorithm))});
     ASSERT_EQ(outcome.status, 0) << outcome.err;
     EXPECT_EQ(outcome.err, "");
     EXPECT_LE(RelativeError(npy::Read(Path("o.npy")), o_ref), 1e-5);
@@ -452,8 +452,8 @@ TEST_F(CliTest, DemoPrintsARowPerAlgorithmAndPassesTheOracleCheck) {
     EXPECT_NE(outcome.out.find("over 20 rows recomputed in float64"), std::string::npos) << outcome.out;
     for (Algorithm algorithm : kAllAlgorithms) {
       const bool listed =
-          outcome.out.find("\n" + std::string(ToString(algorithm)) + " ") != std::string::npos;
-      EXPECT_EQ(listed, algorithm != Algorithm::kOracle) << ToString(algorithm) << "\n" << outcome.out;
+          outcome.out.find("\n" + std::string(to_string(algorithm)) + " ") != std::string::npos;
+      EXPECT_EQ(listed, algorithm != Algorithm::kOracle) << to_string(algorithm) << "\n" << outcome.out;
     }
   }
 }

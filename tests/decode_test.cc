@@ -203,7 +203,7 @@ TEST(Decode, AgreesWithTheReferenceDecode) {
     DecodeCase fast(shape, mods, 17), slow(shape, mods, 17);
     decode(fast.params());
     slow.params().num_splits = 4;
-    Validate(slow.params());
+    validate(slow.params());
     reference::Decode(slow.params());
     EXPECT_EQ(fast.CacheSnapshot(), slow.CacheSnapshot());
     double max_diff = 0.0;
@@ -268,15 +268,15 @@ TEST(Decode, RowsThatSeeNoKeyGetZerosAndNegInfLse) {
 
 TEST(Decode, SplitHeuristic) {
   // Enough sequences for two work items per thread: no split.
-  EXPECT_EQ(ChooseNumSplits(4, 32768, 2), 1);
-  EXPECT_EQ(ChooseNumSplits(9, 32768, 4), 1);
+  EXPECT_EQ(choose_num_splits(4, 32768, 2), 1);
+  EXPECT_EQ(choose_num_splits(9, 32768, 4), 1);
   // One sequence on two threads: four chunks; three sequences: two chunks each.
-  EXPECT_EQ(ChooseNumSplits(1, 131072, 2), 4);
-  EXPECT_EQ(ChooseNumSplits(3, 131072, 2), 2);
+  EXPECT_EQ(choose_num_splits(1, 131072, 2), 4);
+  EXPECT_EQ(choose_num_splits(3, 131072, 2), 2);
   // Short caches are not split below 512 keys per chunk.
-  EXPECT_EQ(ChooseNumSplits(1, 1000, 2), 1);
-  EXPECT_EQ(ChooseNumSplits(1, 1100, 2), 2);
-  EXPECT_EQ(ChooseNumSplits(1, 100, 2), 1);
+  EXPECT_EQ(choose_num_splits(1, 1000, 2), 1);
+  EXPECT_EQ(choose_num_splits(1, 1100, 2), 2);
+  EXPECT_EQ(choose_num_splits(1, 100, 2), 1);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ namespace flashattn::testing {
 
 std::string DecodeShape::ToString() const {
   std::ostringstream s;
-  s << "nq" << Nq << "_new" << Nnew << "_hq" << Hq << "_hkv" << Hkv << "_d" << d << "_" << flashattn::ToString(dtype)
+  s << "nq" << Nq << "_new" << Nnew << "_hq" << Hq << "_hkv" << Hkv << "_d" << d << "_" << flashattn::to_string(dtype)
     << (page_size > 0 ? "_page" + std::to_string(page_size) : std::string("_contiguous")) << "_cached";
   for (std::int32_t n : cached) s << "_" << n;
   return s.str();
@@ -72,7 +72,7 @@ DecodeCase::DecodeCase(const DecodeShape& shape, const DecodeMods& mods, std::ui
     p.cache_seqlen_max = shape.Nmax;
     cache_rows = B * shape.Nmax;
   }
-  p.SetContiguousStrides();
+  p.set_contiguous_strides();
 
   q_.resize(std::max<std::int64_t>(1, B * shape.Nq * shape.Hq * d * slots));
   k_new_.resize(std::max<std::int64_t>(1, B * shape.Nnew * shape.Hkv * d * slots));
@@ -210,7 +210,7 @@ ForwardResult ForwardOverCache(const DecodeCase& c, std::int64_t b, std::optiona
   p.dtype = s.dtype;
   p.causal = dp.causal, p.window_left = dp.window_left, p.window_right = dp.window_right, p.softcap = dp.softcap;
   if (dp.alibi_slopes != nullptr) p.alibi_slopes = dp.alibi_slopes + b * dp.alibi_batch_stride;
-  p.SetContiguousStrides();
+  p.set_contiguous_strides();
   if (algorithm) forward(p, *algorithm); else forward(p);
   for (std::int64_t n = 0; n < s.Nq * s.Hq * d; ++n) result.O[n] = LoadAsFloat(o.data(), s.dtype, n);
   return result;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "flashattn/decode.h"
+#include "flashattn/forward.h"
 
 namespace flashattn::testing {
 

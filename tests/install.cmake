@@ -18,5 +18,17 @@ if(NOT BUILD_SHARED_LIBS)
                    -DLIBRARY=libflashattn.so.${PROJECT_VERSION}
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/install/run_consumer.cmake)
   # A high cost makes `ctest -j` start it first, so its compile overlaps the other tests.
-  set_tests_properties(install_consumer_shared PROPERTIES TIMEOUT 900 COST 10000)
+  set_tests_properties(install_consumer_shared PROPERTIES TIMEOUT 900 COST 10000 FIXTURES_SETUP shared_library)
+  set(flashattn_shared_library
+      ${CMAKE_CURRENT_BINARY_DIR}/install_consumer_shared/library/libflashattn.so.${PROJECT_VERSION})
+else()
+  set(flashattn_shared_library $<TARGET_FILE:flashattn>)
+endif()
+
+# The shared library's exported symbols: the public API only (tests/install/check_exports.cmake).
+add_test(NAME shared_library_exports
+         COMMAND ${CMAKE_COMMAND} -DLIBRARY=${flashattn_shared_library} -DNM=${CMAKE_NM}
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/install/check_exports.cmake)
+if(NOT BUILD_SHARED_LIBS)
+  set_tests_properties(shared_library_exports PROPERTIES FIXTURES_REQUIRED shared_library)
 endif()

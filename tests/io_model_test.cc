@@ -258,7 +258,7 @@ TEST(IoModelTest, FusedIsTileSkippingFlash2PlusPackingWhenNothingIsPadded) {
   params.tiling.block_rows = 24, params.tiling.block_cols = Bc;
   ASSERT_TRUE(io_model::FusedGeometryOf(params).packs_v);
   const io_model::IoCount skipping = io_model::Flash2SkippingMaskedTiles(params, 24, Bc).io;
-  const std::int64_t packed = 2 * 2 * params.seqlen_k * (params.head_dim + params.HeadDimV());
+  const std::int64_t packed = 2 * 2 * params.seqlen_k * (params.head_dim + params.value_head_dim());
   EXPECT_EQ(io_model::Fused(params).io.read, skipping.read + packed);
   EXPECT_EQ(io_model::Fused(params).io.written, skipping.written + packed);
 }

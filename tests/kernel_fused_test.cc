@@ -204,8 +204,8 @@ TEST(FusedKernelTest, FusedIsTheDefaultAlgorithm) {
   problem.ResetOutputs();
   forward(problem.params(), Algorithm::kFused);
   for (std::int64_t i = 0; i < 20; ++i) EXPECT_EQ(problem.O(0, i, 0, 0), by_default[i]);
-  EXPECT_EQ(ParseAlgorithm("fused"), Algorithm::kFused);
-  EXPECT_EQ(ToString(Algorithm::kFused), "fused");
+  EXPECT_EQ(parse_algorithm("fused"), Algorithm::kFused);
+  EXPECT_EQ(to_string(Algorithm::kFused), "fused");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// merge_attention_states (include/flashattn/decode.h): the LSE merge of SPEC §3.
+// merge_attention_states (include/flashattn/merge.h): the merge of partial results by their LSE.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "common/element.h"
-#include "flashattn/decode.h"
+#include "flashattn/merge.h"
 #include "reference/reference.h"
 #include "test_problem.h"
 
@@ -60,7 +60,7 @@ Partials Merge(const Partials& in) {
   params.seqlen = in.seqlen;
   params.heads = in.heads;
   params.head_dim_v = in.dv;
-  params.SetContiguousStrides();
+  params.set_contiguous_strides();
   merge_attention_states(params);
   return out;
 }
@@ -117,7 +117,7 @@ TEST(Merge, AgreesWithFloat64ReferenceFold) {
   params.lse = expected.lse.data();
   params.num_partials = p.Count();
   params.batch = p.batch, params.seqlen = p.seqlen, params.heads = p.heads, params.head_dim_v = p.dv;
-  params.SetContiguousStrides();
+  params.set_contiguous_strides();
   reference::MergeAttentionStates(params);
   ExpectClose(Merge(p), expected, 2e-6);
 }
@@ -147,7 +147,7 @@ TEST(Merge, AllNegInfGivesZerosAndNegInf) {
   std::vector<float> o(p.Rows() * p.dv, 1.0f), lse(p.Rows(), 1.0f);
   params.o = o.data(), params.lse = lse.data();
   params.batch = p.batch, params.seqlen = p.seqlen, params.heads = p.heads, params.head_dim_v = p.dv;
-  params.SetContiguousStrides();
+  params.set_contiguous_strides();
   merge_attention_states(params);
   for (float x : o) EXPECT_EQ(x, 0.0f);
   for (float x : lse) EXPECT_EQ(x, kNegInf);
@@ -226,7 +226,7 @@ TEST(Merge, RejectsBadInputWithoutWriting) {
     MergeParams m;
     m.o_partials = p.O.data(), m.lse_partials = p.lse.data(), m.o = o.data(), m.lse = lse.data();
     m.num_partials = 2, m.batch = 1, m.seqlen = 1, m.heads = 2, m.head_dim_v = 4;
-    m.SetContiguousStrides();
+    m.set_contiguous_strides();
     return m;
   };
   auto expect_error = [&](MergeParams m, const char* fragment) {

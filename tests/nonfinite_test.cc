@@ -1,4 +1,4 @@
-// Non-finite data is not an error (issue 8): NaN or ±inf in Q, K or V flows into exactly the outputs that
+// Non-finite data is not an error (docs/robustness.md): NaN or ±inf in Q, K or V flows into exactly the outputs that
 // IEEE arithmetic sends it to, and nowhere else. For row i of head h and its visible keys V(i):
 //   S_ij = s·q_i·k_j,  m_i = max_j S_ij,  P_ij = exp(S_ij − m_i),  l_i = Σ_j P_ij,  O_i = Σ_j P_ij v_j / l_i
 // - NaN in q_i: every S_ij is NaN, so O_i and LSE_i are NaN (if V(i) is not empty); other rows are untouched.
@@ -8,8 +8,8 @@
 //   here); LSE does not depend on V and every other column is untouched.
 // - +inf in k_j[c]: S_ij = ±inf with the sign of q_i[c]. +inf makes m_i = +inf and P_ij = exp(inf − inf) =
 //   NaN: the row is NaN. −inf gives P_ij = 0: the row is attention without key j (the float64 oracle agrees).
-// - Every visible score −inf: LSE = −∞ and O_i = Σ_j 0·v_j, which is 0 as for a row without keys (SPEC §5)
-//   unless a seen v_j holds inf or NaN (an additive mask's −∞ is arithmetic: its keys are seen).
+// - Every visible score −inf: LSE = −∞ and O_i = Σ_j 0·v_j, which is 0 as for a row without keys
+//   (docs/algorithms.md §6) unless a seen v_j holds inf or NaN (an additive mask's −∞ is arithmetic: its keys are seen).
 // - softcap c·tanh(S/c) maps ±inf scores to ±c: every row is finite and agrees with the oracle.
 // Checked for the fused kernel on every compiled SIMD target (default tiles and small forced ones, so that
 // the key lies inside a partly masked tile), for the references (oracle, standard, flash1, flash2) and for
@@ -45,7 +45,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
-// Query row i sees key j (SPEC §5, bottom-right aligned).
+// Query row i sees key j (bottom-right aligned, docs/algorithms.md §6).
 bool Sees(const AttentionParams& p, std::int64_t i, std::int64_t j) {
   const std::int64_t diagonal = i + p.seqlen_k - p.seqlen_q;
   if (p.causal && j > diagonal) return false;
@@ -225,7 +225,7 @@ void RunCase(const Shape& shape, const Modifiers& mods, std::int64_t block_rows,
   };
   for (Algorithm algorithm : algorithms) {
     if (algorithm != Algorithm::kFused) {
-      check(algorithm, std::string(ToString(algorithm)));
+      check(algorithm, std::string(to_string(algorithm)));
       continue;
     }
     for (std::int64_t target : kernels::FusedTargets()) {
@@ -343,7 +343,7 @@ TEST(NonFinite, ARowOfMinusInfinityUnderTheAdditiveMaskStillMultipliesItsValues)
     for (const Modifiers& mods : {Modifiers{.mask = MaskKind::kAdditive},
                                   Modifiers{.causal = true, .mask = MaskKind::kAdditive}}) {
       for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{0, 0}, {8, 16}}) {
-        SCOPED_TRACE(mods.ToString() + " " + std::string(ToString(dtype)) + " tiles " + std::to_string(rows) +
+        SCOPED_TRACE(mods.ToString() + " " + std::string(to_string(dtype)) + " tiles " + std::to_string(rows) +
                      "x" + std::to_string(cols));
         RunCase(InjectionShape(dtype), mods, rows, cols, injection,
                 {Algorithm::kFused, Algorithm::kOracle, Algorithm::kStandard, Algorithm::kFlash1,
@@ -450,7 +450,7 @@ TEST(NonFiniteDecode, TheReferenceDecodeFollowsTheSameRule) {
     for (bool in_v : {false, true}) {
       SCOPED_TRACE(CacheNaNLabel(page_size, dtype, in_v));
       RunCacheNaNCase(page_size, dtype, in_v, [](DecodeParams& params) {
-        Validate(params);
+        validate(params);
         reference::Decode(params);
       });
     }
@@ -651,7 +651,7 @@ void RunBackwardNaNs(DType dtype) {
                                             {.mask = MaskKind::kBool}};
   for (const Modifiers& mods : modifiers)
     for (const BackwardNaN& nan : kBackwardNaNs) {
-      SCOPED_TRACE("NaN in " + nan.name + " " + mods.ToString() + " " + std::string(ToString(dtype)));
+      SCOPED_TRACE("NaN in " + nan.name + " " + mods.ToString() + " " + std::string(to_string(dtype)));
       BackwardProblem clean(BackwardNaNShape(dtype), mods, 7), x(BackwardNaNShape(dtype), mods, 7);
       RunBackwardNaN(clean, x, nan, nan.operand == Operand::kQ || nan.operand == Operand::kDO);
     }
@@ -677,7 +677,7 @@ TEST(NonFiniteBackward, HalfPrecisionNaNReachesExactlyTheGradientsOfThePairsThat
 TEST(NonFiniteBackward, ARowThatSawNoKeyContributesNothingEvenWithNaN) {
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     for (const BackwardNaN& nan : kBackwardNaNs) {
-      SCOPED_TRACE("NaN in " + nan.name + " " + std::string(ToString(dtype)));
+      SCOPED_TRACE("NaN in " + nan.name + " " + std::string(to_string(dtype)));
       const Shape shape = BackwardNaNShape(dtype);
       const Modifiers additive{.mask = MaskKind::kAdditive};
       BackwardProblem clean(shape, additive, 7), x(shape, additive, 7);

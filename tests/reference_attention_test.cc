@@ -1,5 +1,5 @@
 // The reference attention algorithms against the float64 oracle: every algorithm, the shape matrix of odd
-// head dims and lengths, every mask and modifier of SPEC §5.
+// head dims and lengths, every mask and modifier of docs/algorithms.md §6.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -33,7 +33,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Algorithm::kStandard, Algorithm::kFlash1, Algorithm::kFlash2),
                        ::testing::ValuesIn(ForwardShapeMatrix()), ::testing::ValuesIn(ModifierMatrix())),
     [](const ::testing::TestParamInfo<Case>& info) {
-      return std::string(ToString(std::get<0>(info.param))) + "_" + std::get<1>(info.param).ToString() + "_" +
+      return std::string(to_string(std::get<0>(info.param))) + "_" + std::get<1>(info.param).ToString() + "_" +
              std::get<2>(info.param).ToString();
     });
 
@@ -46,8 +46,8 @@ TEST(ReferenceAttentionTest, TiledAlgorithmsMatchOracleForEveryBlockSize) {
       problem.params().tiling.fast_memory_bytes = M_bytes;
       forward(problem.params(), algorithm);
       const Errors errors = CompareWithOracle(problem);
-      EXPECT_LE(errors.o_error, kTolerance) << ToString(algorithm) << " M=" << M_bytes;
-      EXPECT_LE(errors.lse_error, kTolerance) << ToString(algorithm) << " M=" << M_bytes;
+      EXPECT_LE(errors.o_error, kTolerance) << to_string(algorithm) << " M=" << M_bytes;
+      EXPECT_LE(errors.lse_error, kTolerance) << to_string(algorithm) << " M=" << M_bytes;
     }
   }
 }
@@ -69,10 +69,10 @@ TEST(ReferenceAttentionTest, RowsWithoutVisibleKeyGiveZerosAndNegativeInfinityLs
     Problem problem({.Nq = 20, .Nk = 5, .d = 8, .dv = 8}, {.causal = true}, 3);
     forward(problem.params(), algorithm);
     for (std::int64_t i = 0; i < 15; ++i) {
-      EXPECT_EQ(problem.Lse(0, 0, i), -std::numeric_limits<float>::infinity()) << ToString(algorithm) << " row " << i;
-      for (std::int64_t c = 0; c < 8; ++c) EXPECT_EQ(problem.O(0, i, 0, c), 0.0f) << ToString(algorithm);
+      EXPECT_EQ(problem.Lse(0, 0, i), -std::numeric_limits<float>::infinity()) << to_string(algorithm) << " row " << i;
+      for (std::int64_t c = 0; c < 8; ++c) EXPECT_EQ(problem.O(0, i, 0, c), 0.0f) << to_string(algorithm);
     }
-    for (std::int64_t i = 15; i < 20; ++i) EXPECT_TRUE(std::isfinite(problem.Lse(0, 0, i))) << ToString(algorithm);
+    for (std::int64_t i = 15; i < 20; ++i) EXPECT_TRUE(std::isfinite(problem.Lse(0, 0, i))) << to_string(algorithm);
     EXPECT_LE(CompareWithOracle(problem).o_error, kTolerance);
   }
 }
@@ -116,8 +116,8 @@ TEST(ReferenceAttentionTest, ReducedPrecisionStandardHasReducedPrecisionError) {
     Problem problem({.Nq = 97, .Nk = 113, .Hq = 2, .Hkv = 1, .d = 64, .dv = 64, .dtype = dtype}, {.causal = true}, 5);
     forward(problem.params(), Algorithm::kStandard);
     const double error = CompareWithOracle(problem).o_error;
-    EXPECT_GT(error, 1e-5) << ToString(dtype);
-    EXPECT_LT(error, dtype == DType::kF16 ? 5e-3 : 4e-2) << ToString(dtype);
+    EXPECT_GT(error, 1e-5) << to_string(dtype);
+    EXPECT_LT(error, dtype == DType::kF16 ? 5e-3 : 4e-2) << to_string(dtype);
   }
 }
 
@@ -133,9 +133,9 @@ TEST(ReferenceAttentionTest, HugeWindowReachesEqualUnboundedWindowInEveryAlgorit
       forward(windowed.params(), algorithm);
       forward(unbounded.params(), algorithm);
       for (std::int64_t i = 0; i < shape.Nq; ++i) {
-        EXPECT_EQ(windowed.Lse(0, 0, i), unbounded.Lse(0, 0, i)) << ToString(algorithm) << " row " << i;
+        EXPECT_EQ(windowed.Lse(0, 0, i), unbounded.Lse(0, 0, i)) << to_string(algorithm) << " row " << i;
         for (std::int64_t c = 0; c < shape.dv; ++c)
-          EXPECT_EQ(windowed.O(0, i, 0, c), unbounded.O(0, i, 0, c)) << ToString(algorithm) << " row " << i;
+          EXPECT_EQ(windowed.O(0, i, 0, c), unbounded.O(0, i, 0, c)) << to_string(algorithm) << " row " << i;
       }
     }
   }
@@ -150,8 +150,8 @@ TEST(ReferenceAttentionTest, HugeTilingHintsComputeTheSameAttentionInEveryAlgori
     for (const Tiling& tiling : tilings) {
       Problem problem({.Nq = 97, .Nk = 113, .d = 40, .dv = 40}, {.causal = true}, 5);
       problem.params().tiling = tiling;
-      ASSERT_NO_THROW(forward(problem.params(), algorithm)) << ToString(algorithm);
-      EXPECT_LE(CompareWithOracle(problem).o_error, kTolerance) << ToString(algorithm);
+      ASSERT_NO_THROW(forward(problem.params(), algorithm)) << to_string(algorithm);
+      EXPECT_LE(CompareWithOracle(problem).o_error, kTolerance) << to_string(algorithm);
     }
   }
 }

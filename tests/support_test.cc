@@ -47,14 +47,14 @@ TEST(SupportElements, RowsMatchTheScalarConversionsAtEveryLength) {
         const std::vector<float> x = AwkwardValues(n);
         std::vector<std::uint16_t> stored(static_cast<std::size_t>(2 * n + 2), 0xabcd);
         support::ConvertFromF32(x.data(), n, dtype, stored.data());
-        EXPECT_EQ(stored[static_cast<std::size_t>(n * SizeOf(dtype) / 2)], 0xabcd) << "wrote past n";
+        EXPECT_EQ(stored[static_cast<std::size_t>(n * size_of(dtype) / 2)], 0xabcd) << "wrote past n";
         std::vector<float> back(static_cast<std::size_t>(n + 1), -1.0f);
         support::ConvertToF32(stored.data(), dtype, n, back.data());
         EXPECT_EQ(back[n], -1.0f) << "wrote past n";
         for (std::int64_t i = 0; i < n; ++i) {
           const float expected = RoundTo(dtype, x[i]);
           EXPECT_TRUE(back[i] == expected || (std::isnan(back[i]) && std::isnan(expected)))
-              << ToString(dtype) << " n=" << n << " i=" << i << ": " << x[i] << " -> " << back[i] << ", want "
+              << to_string(dtype) << " n=" << n << " i=" << i << ": " << x[i] << " -> " << back[i] << ", want "
               << expected;
           EXPECT_EQ(support::LoadAsFloat(stored.data(), dtype, i), back[i]);
         }

@@ -14,7 +14,7 @@ namespace flashattn::testing {
 std::string Shape::ToString() const {
   std::ostringstream s;
   s << "b" << batch << "_nq" << Nq << "_nk" << Nk << "_hq" << Hq << "_hkv" << Hkv << "_d" << d << "_dv" << dv
-    << "_" << flashattn::ToString(dtype) << (head_major ? "_bhsd" : "_bshd");
+    << "_" << flashattn::to_string(dtype) << (head_major ? "_bhsd" : "_bshd");
   return s.str();
 }
 
@@ -98,7 +98,7 @@ Problem::Problem(const Shape& shape, const Modifiers& mod, std::uint64_t seed, f
   p.window_left = mod.window_left;
   p.window_right = mod.window_right;
   p.softcap = mod.softcap;
-  if (shape.head_major) p.SetHeadMajorStrides(); else p.SetContiguousStrides();
+  if (shape.head_major) p.set_head_major_strides(); else p.set_contiguous_strides();
 
   const std::int64_t slots = Slots(shape.dtype);
   q_.resize(std::max<std::int64_t>(1, shape.batch * shape.Nq * shape.Hq * shape.d * slots));

@@ -1,7 +1,7 @@
-// The validation matrix's shared part (issue 8): every tensor of a call lives in one arena, so a test can
+// The validation matrix's shared part (docs/robustness.md): every tensor of a call lives in one arena, so a test can
 // check that a rejected call changed no byte the caller owns, and one routine checks a table of rejections:
 // the error is a flashattn::Error, its message holds every expected part (the argument and the offending
-// values), the arena is unchanged, and Validate alone gives the same message.
+// values), the arena is unchanged, and validate() alone gives the same message.
 #ifndef FLASHATTN_TESTS_VALIDATION_MATRIX_H_
 #define FLASHATTN_TESTS_VALIDATION_MATRIX_H_
 
@@ -78,7 +78,7 @@ inline std::string ErrorMessage(const std::function<void()>& call) {
 }
 
 // For each row: a fresh fixture, spoiled; `run` (the entry point) must throw naming the parts and write
-// nothing; `validate` (Validate alone) must throw the same message.
+// nothing; `validate` (the public validate() alone) must throw the same message.
 template <typename Fixture>
 void CheckRejections(const std::vector<Rejection<Fixture>>& table, const std::function<void(Fixture&)>& make,
                      const std::function<void(Fixture&)>& run,
@@ -94,7 +94,7 @@ void CheckRejections(const std::vector<Rejection<Fixture>>& table, const std::fu
       EXPECT_NE(message.find(part), std::string::npos) << "message lacks '" << part << "': " << message;
     }
     EXPECT_TRUE(before == fixture.arena.bytes()) << "a rejected call changed memory the caller owns";
-    EXPECT_EQ(ErrorMessage([&] { validate(fixture); }), message) << "Validate disagrees with the call";
+    EXPECT_EQ(ErrorMessage([&] { validate(fixture); }), message) << "validate disagrees with the call";
   }
 }
 

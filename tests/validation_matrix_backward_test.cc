@@ -1,4 +1,4 @@
-// The validation matrix of backward() (issue 8), for every backward algorithm: each row throws
+// The validation matrix of backward() (docs/robustness.md), for every backward algorithm: each row throws
 // flashattn::Error naming the argument and the offending values, and leaves the gradients, the forward
 // call's tensors (O and LSE included) and every other byte of the arena unchanged.
 #include <gtest/gtest.h>
@@ -28,7 +28,7 @@ struct BackwardFixture {
   BackwardParams params;
   float *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *lse = nullptr, *alibi = nullptr,
         *mask = nullptr, *d_o = nullptr, *dq = nullptr, *dk = nullptr, *dv_ = nullptr;
-  std::uint8_t* keep = nullptr;  // MaterializeDropoutMask's output
+  std::uint8_t* keep = nullptr;  // materialize_dropout_mask's output
 
   void Make() {
     // Gradients first: a row pointing one at an input then overlaps that input before any other gradient.
@@ -55,7 +55,7 @@ struct BackwardFixture {
     a.dropout_p = 0.25f, a.dropout_seed = 7;
     a.num_threads = 1;  // the table makes a fixture per row and algorithm: no thread start-up each time
     params.d_o = d_o, params.dq = dq, params.dk = dk, params.dv = dv_;
-    params.SetContiguousStrides();
+    params.set_contiguous_strides();
     forward(a);  // O and LSE as backward expects them
   }
 };
@@ -168,11 +168,11 @@ TEST(BackwardValidationMatrix, EveryRowIsRejectedWithoutWriting) {
     SCOPED_TRACE(static_cast<int>(algorithm));
     CheckRejections<F>(
         Rows(), [](F& f) { f.Make(); }, [algorithm](F& f) { backward(f.params, algorithm); },
-        [](F& f) { Validate(f.params); });
+        [](F& f) { validate(f.params); });
   }
 }
 
-// MaterializeDropoutMask writes (batch, Hq, Nq, Nk) bytes: the forward checks, then its own output's.
+// materialize_dropout_mask writes (batch, Hq, Nq, Nk) bytes: the forward checks, then its own output's.
 std::vector<Row> DropoutMaskRows() {
   return {
       {"null_keep", [](F& f) { f.keep = nullptr; }, {"keep is a null pointer but holds 120 elements"}},
@@ -198,7 +198,7 @@ std::vector<Row> DropoutMaskRows() {
 TEST(BackwardValidationMatrix, MaterializeDropoutMaskRowsAreRejectedWithoutWriting) {
   CheckRejections<F>(
       DropoutMaskRows(), [](F& f) { f.Make(); },
-      [](F& f) { MaterializeDropoutMask(f.params.attention, f.keep); },
+      [](F& f) { materialize_dropout_mask(f.params.attention, f.keep); },
       [](F& f) { ValidateDropoutMask(f.params.attention, f.keep); });
 }
 

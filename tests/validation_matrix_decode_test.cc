@@ -1,4 +1,4 @@
-// The validation matrix of decode() (issue 8): contiguous and paged caches with appended keys, rotary, ALiBi
+// The validation matrix of decode() (docs/robustness.md): contiguous and paged caches with appended keys, rotary, ALiBi
 // and LSE in use. Every row must throw flashattn::Error naming the argument and the offending values, and
 // leave q, the caches, the new keys, O, LSE, the tables and every other byte of the arena unchanged.
 #include <gtest/gtest.h>
@@ -78,7 +78,7 @@ struct DecodeFixture {
     p.rotary_cos = cos, p.rotary_sin = sin, p.rotary_dim = kRotary, p.rotary_max_pos = Nmax;
     p.causal = true;
     p.alibi_slopes = alibi, p.alibi_batch_stride = Hq;
-    p.SetContiguousStrides();
+    p.set_contiguous_strides();
   }
 };
 
@@ -86,7 +86,7 @@ using Row = Rejection<DecodeFixture>;
 using F = DecodeFixture;
 
 void RunDecode(F& f) { decode(f.params); }
-void ValidateOnly(F& f) { Validate(f.params); }
+void ValidateOnly(F& f) { validate(f.params); }
 
 // Rows that apply to both cache layouts.
 std::vector<Row> CommonRows() {

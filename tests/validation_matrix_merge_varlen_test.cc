@@ -1,4 +1,4 @@
-// The validation matrix of merge_attention_states() and forward_varlen() (issue 8): each row throws
+// The validation matrix of merge_attention_states() and forward_varlen() (docs/robustness.md): each row throws
 // flashattn::Error naming the argument and the offending values and leaves every byte of the arena unchanged.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "flashattn/decode.h"
+#include "flashattn/merge.h"
+#include "flashattn/varlen.h"
 #include "validation_matrix.h"
 
 namespace flashattn::testing {
@@ -38,7 +39,7 @@ struct MergeFixture {
     MergeParams& m = params;
     m.o_partials = o_partials, m.lse_partials = lse_partials, m.o = o, m.lse = lse;
     m.num_partials = P, m.batch = B, m.seqlen = S, m.heads = H, m.head_dim_v = dv;
-    m.SetContiguousStrides();
+    m.set_contiguous_strides();
   }
 };
 
@@ -99,7 +100,7 @@ std::vector<Rejection<MergeFixture>> MergeRows() {
 TEST(MergeValidationMatrix, EveryRowIsRejectedWithoutWriting) {
   CheckRejections<MergeFixture>(
       MergeRows(), [](MergeFixture& f) { f.Make(); },
-      [](MergeFixture& f) { merge_attention_states(f.params); }, [](MergeFixture& f) { Validate(f.params); });
+      [](MergeFixture& f) { merge_attention_states(f.params); }, [](MergeFixture& f) { validate(f.params); });
 }
 
 TEST(MergeValidationMatrix, FixtureCallIsAccepted) {
@@ -137,9 +138,9 @@ struct VarlenFixture {
     std::memcpy(cu_q, starts_q, sizeof(starts_q));
     std::memcpy(cu_k, starts_k, sizeof(starts_k));
     VarlenParams& p = params;
-    p.base.heads_q = Hq, p.base.heads_kv = Hkv, p.base.head_dim = d, p.base.head_dim_v = dv;
-    p.base.causal = true;
-    p.base.alibi_slopes = alibi, p.base.alibi_batch_stride = Hq;
+    p.heads_q = Hq, p.heads_kv = Hkv, p.head_dim = d, p.head_dim_v = dv;
+    p.causal = true;
+    p.alibi_slopes = alibi, p.alibi_batch_stride = Hq;
     p.q = q, p.k = k, p.v = v, p.o = o, p.lse = lse;
     p.total_q = Tq, p.total_k = Tk, p.batch = B;
     p.cu_seqlens_q = cu_q, p.cu_seqlens_k = cu_k;
@@ -189,34 +190,29 @@ std::vector<Rejection<VarlenFixture>> VarlenRows() {
       {"negative_max_seqlen_k",
        [](V& f) { f.params.max_seqlen_k = -1; },
        {"max_seqlen_k must be >= 0, got -1"}},
-      {"heads_q_not_multiple", [](V& f) { f.params.base.heads_kv = 3; }, {"heads_q=4 heads_kv=3"}},
-      {"head_dim_zero", [](V& f) { f.params.base.head_dim = 0; }, {"head_dim must be in [1, 512], got 0"}},
+      {"heads_q_not_multiple", [](V& f) { f.params.heads_kv = 3; }, {"heads_q=4 heads_kv=3"}},
+      {"head_dim_zero", [](V& f) { f.params.head_dim = 0; }, {"head_dim must be in [1, 512], got 0"}},
       {"head_dim_v_above_max",
-       [](V& f) { f.params.base.head_dim_v = 513; },
+       [](V& f) { f.params.head_dim_v = 513; },
        {"head_dim_v must be in [1, 512], got 513"}},
       {"packed_row_overflows",
-       [](V& f) { f.params.base.heads_q = f.params.base.heads_kv = std::int64_t{1} << 60; },
+       [](V& f) { f.params.heads_q = f.params.heads_kv = f.params.alibi_batch_stride = std::int64_t{1} << 60; },
        {"a packed row of heads_q=1152921504606846976 heads of head_dim=8 is too large to index in 64 bits"}},
-      // Unsupported and bad modifiers.
-      {"mask_given",
-       [](V& f) { f.params.base.mask = {MaskKind::kBool, f.q, 0, 0, 0, 1}; },
-       {"base.mask is not supported by forward_varlen"}},
-      {"dropout_given",
-       [](V& f) { f.params.base.dropout_p = 0.25f; },
-       {"base.dropout_p is not supported by forward_varlen, got 0.25"}},
+      // Bad modifiers.
+      {"dropout_p_one", [](V& f) { f.params.dropout_p = 1.0f; }, {"dropout_p must be in [0, 1), got 1"}},
       {"window_left_below_minus_one",
-       [](V& f) { f.params.base.window_left = -2; },
+       [](V& f) { f.params.window_left = -2; },
        {"window_left must be >= -1, got -2"}},
-      {"softcap_nan", [](V& f) { f.params.base.softcap = kNaN; }, {"softcap must be finite", "got nan"}},
-      {"scale_infinite", [](V& f) { f.params.base.scale = kInf; }, {"scale must be finite, got inf"}},
+      {"softcap_nan", [](V& f) { f.params.softcap = kNaN; }, {"softcap must be finite", "got nan"}},
+      {"scale_infinite", [](V& f) { f.params.scale = kInf; }, {"scale must be finite, got inf"}},
       {"alibi_batch_stride_below_heads",
-       [](V& f) { f.params.base.alibi_batch_stride = 2; },
-       {"base.alibi_batch_stride must be 0 (slopes per head) or >= heads_q=4, got 2"}},
+       [](V& f) { f.params.alibi_batch_stride = 2; },
+       {"alibi_batch_stride must be 0 (slopes per head) or >= heads_q=4, got 2"}},
       {"alibi_batch_stride_negative",
-       [](V& f) { f.params.base.alibi_batch_stride = -4; },
-       {"base.alibi_batch_stride must be >= 0, got -4"}},
+       [](V& f) { f.params.alibi_batch_stride = -4; },
+       {"alibi_batch_stride must be >= 0, got -4"}},
       {"negative_threads",
-       [](V& f) { f.params.base.num_threads = -1; },
+       [](V& f) { f.params.num_threads = -1; },
        {"num_threads must be in [0, 1024], got -1"}},
       // Packed tensors.
       {"null_q", [](V& f) { f.params.q = nullptr; }, {"q is a null pointer but holds 288 elements"}},
@@ -233,18 +229,18 @@ std::vector<Rejection<VarlenFixture>> VarlenRows() {
       // Only the last sequence's ALiBi row (of three) lies on LSE; the first two lie in the arena's padding
       // between O (216 floats) and LSE (at the next 64-byte boundary, 224 floats after O).
       {"alibi_third_row_on_lse",
-       [](V& f) { f.params.base.alibi_slopes = f.lse - 2 * VarlenFixture::Hq; },
+       [](V& f) { f.params.alibi_slopes = f.lse - 2 * VarlenFixture::Hq; },
        {"lse overlaps alibi_slopes"}},
   };
 }
 
 TEST(VarlenValidationMatrix, EveryRowIsRejectedWithoutWriting) {
   for (Algorithm algorithm : kAllAlgorithms) {
-    SCOPED_TRACE(ToString(algorithm));
+    SCOPED_TRACE(to_string(algorithm));
     CheckRejections<VarlenFixture>(
         VarlenRows(), [](VarlenFixture& f) { f.Make(); },
         [algorithm](VarlenFixture& f) { forward_varlen(f.params, algorithm); },
-        [](VarlenFixture& f) { Validate(f.params); });
+        [](VarlenFixture& f) { validate(f.params); });
   }
 }
 

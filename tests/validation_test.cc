@@ -55,7 +55,7 @@ struct Arena {
     p.q = q, p.k = k, p.v = v, p.o = o, p.lse = lse;
     p.batch = B, p.seqlen_q = Nq, p.seqlen_k = Nk, p.heads_q = Hq, p.heads_kv = Hkv;
     p.head_dim = d, p.head_dim_v = dv;
-    p.SetContiguousStrides();
+    p.set_contiguous_strides();
     p.alibi_slopes = alibi, p.alibi_batch_stride = Hq;
     p.mask = {MaskKind::kAdditive, mask, Hq * Nq * Nk, Nq * Nk, Nk, 1};
   }
@@ -216,10 +216,10 @@ TEST_P(RejectedInputTest, ThrowsErrorNamingArgumentAndLeavesMemoryUnchanged) {
   EXPECT_EQ(std::memcmp(before.data(), arena.memory.data(), sizeof(float) * before.size()), 0)
       << "a rejected call changed memory the caller owns";
 
-  // Validate alone gives the same verdict, so callers may check a call without running it.
+  // validate() alone gives the same verdict, so callers may check a call without running it.
   try {
-    Validate(params);
-    ADD_FAILURE() << "Validate accepted the call";
+    validate(params);
+    ADD_FAILURE() << "validate accepted the call";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), message);
   }
@@ -229,7 +229,7 @@ INSTANTIATE_TEST_SUITE_P(
     Table, RejectedInputTest,
     ::testing::Combine(::testing::ValuesIn(kAllAlgorithms), ::testing::ValuesIn(RejectCases())),
     [](const ::testing::TestParamInfo<Case>& info) {
-      return std::string(ToString(std::get<0>(info.param))) + "_" + std::get<1>(info.param).name;
+      return std::string(to_string(std::get<0>(info.param))) + "_" + std::get<1>(info.param).name;
     });
 
 class ValidInputTest : public ::testing::TestWithParam<Algorithm> {};
@@ -254,7 +254,7 @@ TEST_P(ValidInputTest, ZeroLengthProblemsAreValid) {
     Arena arena;
     const std::vector<float> before = arena.memory;
     auto with_strides = [&](AttentionParams p) {
-      if (head_major) p.SetHeadMajorStrides(); else p.SetContiguousStrides();
+      if (head_major) p.set_head_major_strides(); else p.set_contiguous_strides();
       return p;
     };
 
@@ -273,7 +273,7 @@ TEST_P(ValidInputTest, ZeroLengthProblemsAreValid) {
     EXPECT_NO_THROW(forward(with_strides(no_batches), GetParam()));
     EXPECT_EQ(std::memcmp(before.data(), arena.memory.data(), sizeof(float) * before.size()), 0);
 
-    // No keys: every row sees nothing, so O = 0 and LSE = −∞ (SPEC §5).
+    // No keys: every row sees nothing, so O = 0 and LSE = −∞ (docs/algorithms.md §6).
     AttentionParams no_keys = arena.params;
     no_keys.seqlen_k = 0;
     no_keys.k = no_keys.v = nullptr, no_keys.mask.data = nullptr;
@@ -287,7 +287,7 @@ TEST_P(ValidInputTest, ZeroLengthProblemsAreValid) {
 
 INSTANTIATE_TEST_SUITE_P(AllAlgorithms, ValidInputTest, ::testing::ValuesIn(kAllAlgorithms),
                          [](const ::testing::TestParamInfo<Algorithm>& info) {
-                           return std::string(ToString(info.param));
+                           return std::string(to_string(info.param));
                          });
 
 TEST(RejectedInputTest, UnknownAlgorithmIsRejectedWithItsValue) {
@@ -304,13 +304,13 @@ TEST(RejectedInputTest, UnknownAlgorithmIsRejectedWithItsValue) {
 
 TEST(RejectedInputTest, ParseAlgorithmNamesTheArgumentAndTheValue) {
   try {
-    ParseAlgorithm("flash3", "--algorithm");
-    ADD_FAILURE() << "ParseAlgorithm accepted 'flash3'";
+    parse_algorithm("flash3", "--algorithm");
+    ADD_FAILURE() << "parse_algorithm accepted 'flash3'";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--algorithm"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("'flash3'"), std::string::npos) << e.what();
   }
-  for (Algorithm algorithm : kAllAlgorithms) EXPECT_EQ(ParseAlgorithm(ToString(algorithm)), algorithm);
+  for (Algorithm algorithm : kAllAlgorithms) EXPECT_EQ(parse_algorithm(to_string(algorithm)), algorithm);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// flashattn backward: the gradients of attention by recomputation (SPEC §4 `backward`).
+// The gradients of attention by recomputation.
 //
 // Given the forward pass's inputs Q, K, V, its output O and log-sum-exp LSE, and the gradient dO of a loss
 // with respect to O, computes
@@ -6,16 +6,17 @@
 //   dQ = s·dS K,  dK = s·dSᵀ Q
 // with the chain rule through softcap's tanh, no gradient for ALiBi or the mask tensor, and dK, dV summed
 // over the query heads that share a K/V head. Nothing of size Nq×Nk is stored: P is recomputed tile by tile,
-// and dropout masks are regenerated from the counter-based generator the forward pass used.
-//
-// Like flashattn.h, this header holds no SIMD types.
+// and dropout masks are regenerated from the counter-based generator the forward pass used. docs/backward.md
+// derives each step.
 #ifndef FLASHATTN_BACKWARD_H_
 #define FLASHATTN_BACKWARD_H_
 
 #include <cstdint>
 
-#include "flashattn/decode.h"
-#include "flashattn/flashattn.h"
+#include "flashattn/export.h"
+#include "flashattn/forward.h"
+#include "flashattn/types.h"
+#include "flashattn/varlen.h"
 
 namespace flashattn {
 
@@ -32,9 +33,9 @@ struct BackwardParams {
   Strides do_strides, dq_strides, dk_strides, dv_strides;
 
   // Sets every stride (attention's too) for contiguous (batch, seq, head, dim) tensors.
-  void SetContiguousStrides();
+  FLASHATTN_API void set_contiguous_strides();
   // Sets every stride (attention's too) for contiguous (batch, head, seq, dim) tensors.
-  void SetHeadMajorStrides();
+  FLASHATTN_API void set_head_major_strides();
 };
 
 enum class BackwardAlgorithm : std::uint8_t {
@@ -45,18 +46,17 @@ enum class BackwardAlgorithm : std::uint8_t {
 
 // Checks `params` and throws Error describing the first problem found; called by backward() before any
 // gradient is written.
-void Validate(const BackwardParams& params);
+FLASHATTN_API void validate(const BackwardParams& params);
 
 // Writes dQ, dK and dV. Repeated calls with the same inputs and thread count give bitwise identical results.
-void backward(const BackwardParams& params, BackwardAlgorithm algorithm = BackwardAlgorithm::kFused);
+FLASHATTN_API void backward(const BackwardParams& params, BackwardAlgorithm algorithm = BackwardAlgorithm::kFused);
 
-// backward_varlen: the gradients of forward_varlen (flash-attn's varlen backward). `forward` is the
-// forward_varlen call's parameters (o and lse are read; lse is required). dO is packed like o
-// (total_q, Hq, dv), dQ like q (total_q, Hq, d), dK like k and dV like v (total_k, Hkv, d or dv), each
-// with its own row and head strides (0 = contiguous), in the element type of `forward.base.dtype`. Each
-// sequence is differentiated by backward() with offset pointers, so each keeps its own causal alignment;
-// every gradient row of a sequence is written by that sequence alone (dK, dV of a sequence with no query
-// are zero).
+// The gradients of forward_varlen (flash-attn's varlen backward). `forward` is the forward_varlen call's
+// parameters (o and lse are read; lse is required). dO is packed like o (total_q, Hq, dv), dQ like q
+// (total_q, Hq, d), dK like k and dV like v (total_k, Hkv, d or dv), each with its own row and head strides
+// (0 = contiguous), in the element type `forward.dtype`. Each sequence is differentiated as backward()
+// differentiates its batch-1 problem, so each keeps its own causal alignment and dropout stream; every
+// gradient row of a sequence is written by that sequence alone (dK, dV of a sequence with no query are zero).
 struct VarlenBackwardParams {
   VarlenParams forward;
   const void* d_o = nullptr;
@@ -69,13 +69,9 @@ struct VarlenBackwardParams {
   std::int64_t dv_row_stride = 0, dv_head_stride = 0;
 };
 
-void Validate(const VarlenBackwardParams& params);
-void backward_varlen(const VarlenBackwardParams& params, BackwardAlgorithm algorithm = BackwardAlgorithm::kFused);
-
-// The dropout keep mask of `params` (validated like forward(); dropout_p may be 0, then all ones):
-// keep[((b·Hq + h)·Nq + i)·Nk + j] = 1 if element (b, h, i, j) of P is kept, 0 if dropped. For tests and
-// debugging: the forward and backward passes regenerate it and never store it.
-void MaterializeDropoutMask(const AttentionParams& params, std::uint8_t* keep);
+FLASHATTN_API void validate(const VarlenBackwardParams& params);
+FLASHATTN_API void backward_varlen(const VarlenBackwardParams& params,
+                                   BackwardAlgorithm algorithm = BackwardAlgorithm::kFused);
 
 }  // namespace flashattn
 

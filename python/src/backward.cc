@@ -46,7 +46,7 @@ py::tuple Backward(const py::handle& dout_in, const py::handle& q_in, const py::
   p.lse = const_cast<float*>(lse.data());  // read only: backward never writes attention.o or attention.lse
   p.q_strides = BatchStrides(q), p.k_strides = BatchStrides(k), p.v_strides = BatchStrides(v);
   p.o_strides = BatchStrides(out);
-  ApplyModifiers(m, &p);
+  ApplyModifiers(m, p.batch, &p);
   b.d_o = dout.data();
   b.do_strides = BatchStrides(dout);
 
@@ -54,7 +54,7 @@ py::tuple Backward(const py::handle& dout_in, const py::handle& q_in, const py::
   b.dq = dq.mutable_data(), b.dk = dk.mutable_data(), b.dv = dv.mutable_data();
   b.dq_strides = {p.seqlen_q * p.heads_q * p.head_dim, p.heads_q * p.head_dim, p.head_dim};
   b.dk_strides = {p.seqlen_k * p.heads_kv * p.head_dim, p.heads_kv * p.head_dim, p.head_dim};
-  b.dv_strides = {p.seqlen_k * p.heads_kv * p.HeadDimV(), p.heads_kv * p.HeadDimV(), p.HeadDimV()};
+  b.dv_strides = {p.seqlen_k * p.heads_kv * p.value_head_dim(), p.heads_kv * p.value_head_dim(), p.value_head_dim()};
   {
     py::gil_scoped_release release;
     backward(b);

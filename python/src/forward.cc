@@ -33,11 +33,11 @@ py::tuple Forward(const py::handle& q_in, const py::handle& k_in, const py::hand
   p.seqlen_k = k.dim(1), p.heads_kv = k.dim(2), p.head_dim_v = v.dim(3);
   p.q = q.data(), p.k = k.data(), p.v = v.data();
   p.q_strides = BatchStrides(q), p.k_strides = BatchStrides(k), p.v_strides = BatchStrides(v);
-  ApplyModifiers(m, &p);
+  ApplyModifiers(m, p.batch, &p);
 
-  py::array out = NewArray(p.dtype, {p.batch, p.seqlen_q, p.heads_q, p.HeadDimV()});
+  py::array out = NewArray(p.dtype, {p.batch, p.seqlen_q, p.heads_q, p.value_head_dim()});
   p.o = out.mutable_data();
-  p.o_strides = {p.seqlen_q * p.heads_q * p.HeadDimV(), p.heads_q * p.HeadDimV(), p.HeadDimV()};
+  p.o_strides = {p.seqlen_q * p.heads_q * p.value_head_dim(), p.heads_q * p.value_head_dim(), p.value_head_dim()};
   py::object lse = py::none();
   if (return_lse) {
     py::array_t<float> lse_array({p.batch, p.heads_q, p.seqlen_q});
@@ -54,7 +54,7 @@ py::tuple Forward(const py::handle& q_in, const py::handle& k_in, const py::hand
     auto* data = reinterpret_cast<std::uint8_t*>(keep_array.mutable_data());
     {
       py::gil_scoped_release release;
-      MaterializeDropoutMask(p, data);
+      materialize_dropout_mask(p, data);
     }
     keep = keep_array;
   }

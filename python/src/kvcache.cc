@@ -108,12 +108,12 @@ py::tuple Kvcache(const py::handle& q_in, const py::handle& k_cache_in, const py
     p.rotary_interleaved = rotary_interleaved;
   }
 
-  // The modifiers through AttentionParams, which checks the slopes against (batch, heads_q).
+  // The slopes through ApplyModifiers, which checks them against (batch, heads_q).
   Modifiers m;
   m.alibi_slopes = py::reinterpret_borrow<py::object>(alibi_slopes);
-  AttentionParams shape;
-  shape.batch = p.batch, shape.heads_q = p.heads_q;
-  ApplyModifiers(m, &shape);
+  AttentionSettings shape;
+  shape.heads_q = p.heads_q;
+  ApplyModifiers(m, p.batch, &shape);
   p.alibi_slopes = shape.alibi_slopes, p.alibi_batch_stride = shape.alibi_batch_stride;
   p.scale = softmax_scale, p.causal = causal, p.window_left = window_left, p.window_right = window_right;
   p.softcap = softcap, p.num_splits = num_splits;

@@ -5,7 +5,7 @@
 
 #include "arrays.h"
 #include "bindings.h"
-#include "flashattn/decode.h"
+#include "flashattn/merge.h"
 
 namespace flashattn::python {
 namespace {
@@ -31,7 +31,7 @@ py::tuple Merge(const py::handle& o_partials_in, const py::handle& lse_partials_
   py::array out = NewArray(p.dtype, {p.batch, p.seqlen, p.heads, p.head_dim_v});
   py::array_t<float> lse({p.batch, p.heads, p.seqlen});
   p.o = out.mutable_data(), p.lse = lse.mutable_data();
-  p.SetContiguousStrides();
+  p.set_contiguous_strides();
   {
     py::gil_scoped_release release;
     merge_attention_states(p);

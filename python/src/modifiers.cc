@@ -9,7 +9,7 @@
 
 namespace flashattn::python {
 
-void ApplyModifiers(const Modifiers& m, AttentionParams* p) {
+void ApplyModifiers(const Modifiers& m, std::int64_t batch, AttentionSettings* p) {
   p->dropout_p = m.dropout_p;
   p->dropout_seed = m.seed;
   p->scale = m.softmax_scale;
@@ -22,11 +22,11 @@ void ApplyModifiers(const Modifiers& m, AttentionParams* p) {
       ExactArray<float>(m.alibi_slopes, "alibi_slopes", m.alibi_slopes.attr("ndim").cast<int>());
   const bool per_batch = slopes.ndim() == 2;
   const bool fits = (slopes.ndim() == 1 && slopes.shape(0) == p->heads_q) ||
-                    (per_batch && slopes.shape(0) == p->batch && slopes.shape(1) == p->heads_q);
+                    (per_batch && slopes.shape(0) == batch && slopes.shape(1) == p->heads_q);
   if (!fits) {
     std::vector<std::int64_t> shape(slopes.shape(), slopes.shape() + slopes.ndim());
     throw py::value_error("alibi_slopes must have shape (heads_q,) = (" + std::to_string(p->heads_q) +
-                          ",) or (batch, heads_q) = (" + std::to_string(p->batch) + ", " +
+                          ",) or (batch, heads_q) = (" + std::to_string(batch) + ", " +
                           std::to_string(p->heads_q) + "), got " + ShapeString(shape));
   }
   p->alibi_slopes = slopes.data();

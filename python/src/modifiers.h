@@ -1,5 +1,5 @@
 // The keyword arguments that flash_attn_func, its varlen form and their backward passes share, applied to
-// AttentionParams. The Python layer fills a Modifiers object from its keywords (flashattn/_arguments.py).
+// AttentionSettings. The Python layer fills a Modifiers object from its keywords (flashattn/_arguments.py).
 #ifndef FLASHATTN_PYTHON_MODIFIERS_H_
 #define FLASHATTN_PYTHON_MODIFIERS_H_
 
@@ -25,9 +25,9 @@ struct Modifiers {
   std::uint64_t seed = 0;
 };
 
-// Copies the modifiers into `p` (whose batch and heads_q are set); checks the slopes' shape against them.
+// Copies the modifiers into `p` (whose heads_q is set); checks the slopes' shape against (batch, heads_q).
 // The slopes stay owned by `m`, which must outlive the call that uses `p`.
-void ApplyModifiers(const Modifiers& m, AttentionParams* p);
+void ApplyModifiers(const Modifiers& m, std::int64_t batch, AttentionSettings* p);
 
 void RegisterModifiers(py::module_& m);
 

@@ -96,7 +96,7 @@ py::tuple SdpaForward(const py::handle& query, const py::handle& key, const py::
                       std::optional<float> scale, bool enable_gqa, std::uint64_t seed, bool bf16) {
   Sdpa s = Prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, seed, bf16);
   AttentionParams& p = s.params;
-  const std::int64_t B = p.batch, H = p.heads_q, L = p.seqlen_q, Ev = p.HeadDimV();
+  const std::int64_t B = p.batch, H = p.heads_q, L = p.seqlen_q, Ev = p.value_head_dim();
   py::array out = NewArray(p.dtype, {B, H, L, Ev});
   py::array_t<float> lse({B, H, L});
   p.o = out.mutable_data(), p.lse = lse.mutable_data();
@@ -136,7 +136,7 @@ py::tuple SdpaBackward(const py::handle& dout_in, const py::handle& query, const
   py::array dq = NewZeros(p.dtype, s.query.shape), dk = NewZeros(p.dtype, s.key.shape);
   py::array dv = NewZeros(p.dtype, s.value.shape);
   const std::int64_t H = p.heads_q, Hkv = p.heads_kv, L = p.seqlen_q, S = s.key.dim(2), E = p.head_dim;
-  const std::int64_t Ev = p.HeadDimV();
+  const std::int64_t Ev = p.value_head_dim();
   b.dq = dq.mutable_data(), b.dk = dk.mutable_data(), b.dv = dv.mutable_data();
   b.dq_strides = {H * L * E, E, L * E}, b.dk_strides = {Hkv * S * E, E, S * E},
   b.dv_strides = {Hkv * S * Ev, Ev, S * Ev};

@@ -308,7 +308,7 @@ void FusedBackwardT(const BackwardParams& bp) {
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df)), NR = 2 * L;
   Geometry g;
-  g.Nq = p.seqlen_q, g.Nk = p.seqlen_k, g.d = p.head_dim, g.dv = p.HeadDimV();
+  g.Nq = p.seqlen_q, g.Nk = p.seqlen_k, g.d = p.head_dim, g.dv = p.value_head_dim();
   g.Hq = p.heads_q, g.Hkv = p.heads_kv, g.group = g.Hq / g.Hkv;
   ChooseBlocks(p, g);
   g.Tc = (g.Nk + g.Bc - 1) / g.Bc;

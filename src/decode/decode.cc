@@ -25,12 +25,12 @@ namespace {
 
 int Threads(int requested) { return requested > 0 ? requested : omp_get_max_threads(); }
 
-std::int64_t ElementBytes(const DecodeParams& p) { return static_cast<std::int64_t>(SizeOf(p.dtype)); }
+std::int64_t ElementBytes(const DecodeParams& p) { return static_cast<std::int64_t>(size_of(p.dtype)); }
 
 // Element offset of cache row (sequence b, key position j, K/V head hk).
 std::int64_t CacheOffset(const DecodeParams& p, std::int64_t b, std::int64_t j, std::int64_t hk) {
   const Strides& s = p.cache_strides;
-  if (!p.Paged()) return b * s.batch + j * s.seq + hk * s.head;
+  if (!p.paged()) return b * s.batch + j * s.seq + hk * s.head;
   const std::int64_t page = p.block_table[b * p.block_table_stride + j / p.page_size];
   return page * s.batch + (j % p.page_size) * s.seq + hk * s.head;
 }
@@ -97,7 +97,7 @@ RowGroup GatherRows(const DecodeParams& p, const decoding::ScoreMods& mods, std:
 
 }  // namespace
 
-std::int64_t ChooseNumSplits(std::int64_t batch, std::int64_t max_seqlen_k, int num_threads) {
+std::int64_t choose_num_splits(std::int64_t batch, std::int64_t max_seqlen_k, int num_threads) {
   constexpr std::int64_t kMinChunk = 512;  // keys; below this the merge and the scheduling start to show
   const std::int64_t items = std::max<std::int64_t>(1, batch);
   const std::int64_t wanted = 2 * static_cast<std::int64_t>(Threads(num_threads));  // items to keep all busy
@@ -106,17 +106,17 @@ std::int64_t ChooseNumSplits(std::int64_t batch, std::int64_t max_seqlen_k, int 
   return std::clamp<std::int64_t>(std::min(splits, max_seqlen_k / kMinChunk), 1, splits);
 }
 
-void DecodeParams::SetContiguousStrides() {
+void DecodeParams::set_contiguous_strides() {
   const std::int64_t d = head_dim;
   q_strides = {seqlen_q * heads_q * d, heads_q * d, d};
   new_strides = {seqlen_new * heads_kv * d, heads_kv * d, d};
   o_strides = {seqlen_q * heads_q * d, heads_q * d, d};
-  const std::int64_t rows = Paged() ? page_size : cache_seqlen_max;
+  const std::int64_t rows = paged() ? page_size : cache_seqlen_max;
   cache_strides = {rows * heads_kv * d, heads_kv * d, d};
 }
 
 void decode(const DecodeParams& p) {
-  Validate(p);
+  validate(p);
   const std::int64_t d = p.head_dim, Nq = p.seqlen_q, Hkv = p.heads_kv, G = p.heads_q / Hkv, R = G * Nq;
   const int threads = Threads(p.num_threads);
   const decoding::ScoreMods mods = decoding::ScoreMods::From(p);
@@ -128,7 +128,7 @@ void decode(const DecodeParams& p) {
     max_keys = std::max<std::int64_t>(max_keys, p.cache_seqlens[b] + p.seqlen_new);
   }
   const std::int64_t splits =
-      std::max<std::int64_t>(1, p.num_splits == 0 ? ChooseNumSplits(p.batch, max_keys, threads) : p.num_splits);
+      std::max<std::int64_t>(1, p.num_splits == 0 ? choose_num_splits(p.batch, max_keys, threads) : p.num_splits);
   const std::int64_t items = p.batch * splits, rows_per_item = Hkv * R;
   std::vector<float> O_partial(static_cast<std::size_t>(items * rows_per_item * d));
   std::vector<float> lse_partial(static_cast<std::size_t>(items * rows_per_item));
@@ -158,7 +158,7 @@ void decode(const DecodeParams& p) {
     task.dtype = p.dtype;
     task.j_begin = std::min(rows.j_end, rows.j_begin + s * chunk);
     task.j_end = std::min(rows.j_end, task.j_begin + chunk);
-    if (p.Paged()) {
+    if (p.paged()) {
       task.kv = {p.k_cache, p.v_cache, p.cache_strides.seq, p.cache_strides.batch, p.page_size,
                  p.block_table + b * p.block_table_stride};
     } else {

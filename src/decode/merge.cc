@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/element.h"
-#include "flashattn/decode.h"
+#include "flashattn/merge.h"
 
 namespace flashattn {
 namespace decoding {
@@ -41,12 +41,12 @@ float MergeRow(std::int64_t n, const float* o_partials, std::int64_t o_stride, c
 
 }  // namespace decoding
 
-void MergeParams::SetContiguousStrides() {
+void MergeParams::set_contiguous_strides() {
   o_strides = {seqlen * heads * head_dim_v, heads * head_dim_v, head_dim_v};
 }
 
 void merge_attention_states(const MergeParams& p) {
-  Validate(p);
+  validate(p);
   const std::int64_t dv = p.head_dim_v;
   // Partial k of row (b, i, h): O at ((k·batch + b)·seqlen + i)·heads + h rows of dv, LSE at
   // ((k·batch + b)·heads + h)·seqlen + i.

@@ -313,7 +313,7 @@ void FusedForwardT(const AttentionParams& p) {
   const FusedTiling tiling = ChooseFusedTiling(p);
   const reference::Dropout dropout(p);
   Geometry g;
-  g.Nq = p.seqlen_q, g.Nk = p.seqlen_k, g.d = p.head_dim, g.dv = p.HeadDimV();
+  g.Nq = p.seqlen_q, g.Nk = p.seqlen_k, g.d = p.head_dim, g.dv = p.value_head_dim();
   g.Hq = p.heads_q, g.Hkv = p.heads_kv, g.group = g.Hq / g.Hkv;
   // A block longer than its sequence is that sequence: the clamp keeps scratch sizes bounded for any
   // requested tiling without changing the computation.

@@ -68,7 +68,9 @@ HWY_INLINE float OnlineSoftmaxRow(float* HWY_RESTRICT S, std::int64_t n, float& 
   const float m_ref = m_new == kNegInf ? 0.0f : m_new;  // exponents relative to a finite reference
   // α = e^{m − m_ref}: exactly 1 while the maximum stands (most strips once it has settled), without a call
   const float alpha = m == m_ref ? 1.0f : std::exp(m - m_ref);
-  l = alpha * l + ExpAndRowSum(S, n, m_ref);
+  // α·l + RowSum as one MulAdd: fused where the target has FMA, whatever the compiler inlines around it
+  const hn::CappedTag<float, 1> d1;
+  l = hn::GetLane(hn::MulAdd(hn::Set(d1, alpha), hn::Set(d1, l), hn::Set(d1, ExpAndRowSum(S, n, m_ref))));
   m = m_new;
   return alpha;
 }

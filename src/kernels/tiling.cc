@@ -7,7 +7,7 @@
 namespace flashattn::kernels {
 
 FusedTiling ChooseFusedTiling(const AttentionParams& params) {
-  const std::int64_t d = params.head_dim, dv = params.HeadDimV();
+  const std::int64_t d = params.head_dim, dv = params.value_head_dim();
   // Starts from FlashAttention's rule (docs/algorithms.md) with M = the per-core L2 in float32 elements,
   // Bc = ⌈M / 4·max(d, dv)⌉, and adapts it to this kernel (docs/fused_kernel.md, "Block sizes"): half that
   // Bc, a multiple of 32 keys (whole panels of two vectors up to AVX-512) within [32, 512]; then the largest

@@ -144,7 +144,7 @@ void StandardBackwardGroup(const BackwardParams& bp, std::int64_t b, std::int64_
     for (std::int64_t i = 0; i < Nq; ++i)
       for (std::int64_t c = 0; c < d; ++c) StoreAt(bp.dq, dtype, bp.dq_strides, b, i, h, c, x.dQ[i * d + c]);
   }
-  const std::int64_t Nk = p.seqlen_k, d = p.head_dim, dv = p.HeadDimV();
+  const std::int64_t Nk = p.seqlen_k, d = p.head_dim, dv = p.value_head_dim();
   for (std::int64_t j = 0; j < Nk; ++j) {
     for (std::int64_t c = 0; c < d; ++c) StoreAt(bp.dk, dtype, bp.dk_strides, b, j, hkv, c, x.dK[j * d + c]);
     for (std::int64_t c = 0; c < dv; ++c)
@@ -156,7 +156,7 @@ void StandardBackwardGroup(const BackwardParams& bp, std::int64_t b, std::int64_
 
 void StandardBackward(const BackwardParams& bp) {
   const AttentionParams& p = bp.attention;
-  const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.HeadDimV();
+  const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.value_head_dim();
   std::vector<StandardScratch> scratch(static_cast<std::size_t>(ResolveThreads(p.num_threads)));
   for (StandardScratch& x : scratch) {  // all memory up front: nothing is written if an allocation fails
     x.Q.resize(Nq * d), x.K.resize(Nk * d), x.V.resize(Nk * dv), x.O.resize(Nq * dv), x.dO.resize(Nq * dv);
@@ -172,7 +172,7 @@ void StandardBackward(const BackwardParams& bp) {
 OracleGradients OracleBackwardGroup(const BackwardParams& bp, std::int64_t b, std::int64_t hkv) {
   const AttentionParams& p = bp.attention;
   const std::int64_t group = p.heads_q / p.heads_kv;
-  const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.HeadDimV();
+  const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.value_head_dim();
   const Dropout dropout(p);
   const double inf = std::numeric_limits<double>::infinity();
   OracleGradients g;
@@ -235,7 +235,7 @@ void OracleBackward(const BackwardParams& bp) {
     groups[b * p.heads_kv + hkv] = OracleBackwardGroup(bp, b, hkv);
   });
   const std::int64_t group = p.heads_q / p.heads_kv;
-  const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.HeadDimV();
+  const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.value_head_dim();
   for (std::int64_t b = 0; b < p.batch; ++b) {
     for (std::int64_t hkv = 0; hkv < p.heads_kv; ++hkv) {
       const OracleGradients& g = groups[b * p.heads_kv + hkv];
@@ -261,8 +261,8 @@ double OracleLoss(const BackwardParams& bp) {
     for (std::int64_t h = 0; h < p.heads_q; ++h) {
       const OracleRows rows = OracleHeadRows(p, b, h, 0, p.seqlen_q);
       for (std::int64_t i = 0; i < p.seqlen_q; ++i)
-        for (std::int64_t c = 0; c < p.HeadDimV(); ++c)
-          loss += LoadAt(bp.d_o, p.dtype, bp.do_strides, b, i, h, c) * rows.o[i * p.HeadDimV() + c];
+        for (std::int64_t c = 0; c < p.value_head_dim(); ++c)
+          loss += LoadAt(bp.d_o, p.dtype, bp.do_strides, b, i, h, c) * rows.o[i * p.value_head_dim() + c];
     }
   }
   return loss;

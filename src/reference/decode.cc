@@ -24,7 +24,7 @@ namespace {
 // Element offset of cache row (b, j, hk).
 std::int64_t CacheRow(const DecodeParams& p, std::int64_t b, std::int64_t j, std::int64_t hk) {
   const Strides& s = p.cache_strides;
-  if (!p.Paged()) return b * s.batch + j * s.seq + hk * s.head;
+  if (!p.paged()) return b * s.batch + j * s.seq + hk * s.head;
   return p.block_table[b * p.block_table_stride + j / p.page_size] * s.batch + (j % p.page_size) * s.seq +
          hk * s.head;
 }

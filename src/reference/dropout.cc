@@ -2,9 +2,7 @@
 
 #include <algorithm>
 
-#include "flashattn/backward.h"
 #include "reference/problem.h"
-#include "validate.h"
 
 namespace flashattn::reference {
 
@@ -36,18 +34,3 @@ void Dropout::RowMultipliers(std::int64_t b, std::int64_t h, std::int64_t i, std
 }
 
 }  // namespace flashattn::reference
-
-namespace flashattn {
-
-void MaterializeDropoutMask(const AttentionParams& params, std::uint8_t* keep) {
-  ValidateDropoutMask(params, keep);
-  const reference::Dropout dropout(params);
-  const std::int64_t Hq = params.heads_q, Nq = params.seqlen_q, Nk = params.seqlen_k;
-  for (std::int64_t b = 0; b < params.batch; ++b)
-    for (std::int64_t h = 0; h < Hq; ++h)
-      for (std::int64_t i = 0; i < Nq; ++i)
-        for (std::int64_t j = 0; j < Nk; ++j)
-          keep[((b * Hq + h) * Nq + i) * Nk + j] = !dropout.Active() || dropout.Keep(b, h, i, j);
-}
-
-}  // namespace flashattn

@@ -118,7 +118,7 @@ BlockSizes ClampBlockSizes(BlockSizes blocks, const AttentionParams& params) {
 
 void Flash1(const AttentionParams& params, IoCount* io) {
   const BlockSizes blocks = ClampBlockSizes(ChooseBlockSizes(params), params);
-  const std::int64_t d = params.head_dim, dv = params.HeadDimV(), Nq = params.seqlen_q;
+  const std::int64_t d = params.head_dim, dv = params.value_head_dim(), Nq = params.seqlen_q;
   std::vector<Scratch> scratch(static_cast<std::size_t>(ResolveThreads(params.num_threads)));
   for (Scratch& x : scratch) {
     x.l.resize(Nq);

@@ -82,7 +82,7 @@ void Flash2Head(const HeadProblem& problem, BlockSizes blocks, const Dropout& dr
 
 void Flash2(const AttentionParams& params, IoCount* io) {
   const BlockSizes blocks = ClampBlockSizes(ChooseBlockSizes(params), params);
-  const std::int64_t d = params.head_dim, dv = params.HeadDimV();
+  const std::int64_t d = params.head_dim, dv = params.value_head_dim();
   std::vector<Scratch> scratch(static_cast<std::size_t>(ResolveThreads(params.num_threads)));
   for (Scratch& x : scratch) {
     x.Q_i.resize(blocks.Br * d);

@@ -15,7 +15,7 @@ HeadProblem::HeadProblem(const AttentionParams& p, std::int64_t b_index, std::in
       Nq(p.seqlen_q),
       Nk(p.seqlen_k),
       d(p.head_dim),
-      dv(p.HeadDimV()),
+      dv(p.value_head_dim()),
       scale(p.scale.value_or(1.0f / std::sqrt(static_cast<float>(p.head_dim)))),
       dtype_(p.dtype),
       lse_(p.lse == nullptr ? nullptr : p.lse + (b * p.heads_q + h) * p.seqlen_q),
@@ -26,7 +26,7 @@ HeadProblem::HeadProblem(const AttentionParams& p, std::int64_t b_index, std::in
       softcap_(p.softcap),
       alibi_slope_(p.alibi_slopes == nullptr ? 0.0f : p.alibi_slopes[b * p.alibi_batch_stride + h]),
       mask_(p.mask) {
-  const std::int64_t elem = static_cast<std::int64_t>(SizeOf(p.dtype));
+  const std::int64_t elem = static_cast<std::int64_t>(size_of(p.dtype));
   const std::int64_t h_kv = h / (p.heads_q / p.heads_kv);
   // An empty tensor may be null, and an offset from null is undefined behaviour: it stays null.
   auto at = [elem](const void* base, const Strides& s, std::int64_t bb, std::int64_t hh) -> const char* {

@@ -76,7 +76,7 @@ class HeadProblem {
   void CountWrite(std::int64_t n, std::int64_t element_bytes) const {
     io_.written += n, io_.written_bytes += n * element_bytes;
   }
-  std::int64_t ElementBytes() const { return static_cast<std::int64_t>(SizeOf(dtype_)); }
+  std::int64_t ElementBytes() const { return static_cast<std::int64_t>(size_of(dtype_)); }
 
  private:
   template <typename T>

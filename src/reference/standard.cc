@@ -62,7 +62,7 @@ void StandardHead(const HeadProblem& problem, DType dtype, const Dropout& dropou
 
 void Standard(const AttentionParams& params, IoCount* io) {
   const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k;
-  const std::int64_t d = params.head_dim, dv = params.HeadDimV();
+  const std::int64_t d = params.head_dim, dv = params.value_head_dim();
   std::vector<Scratch> scratch(static_cast<std::size_t>(ResolveThreads(params.num_threads)));
   for (Scratch& x : scratch) {  // all memory up front: nothing is written if an allocation fails
     x.Q.resize(Nq * d);

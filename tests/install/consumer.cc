@@ -1,9 +1,12 @@
 // A downstream program built against the installed flashattn: it computes a small grouped-query, causal
-// problem with the default algorithm, checks it against a float64 loop written here, and checks that a
-// bad call throws flashattn::Error across the library boundary. Exit status 0 only if all of that holds.
+// problem with the default algorithm, checks it against a float64 loop written here, checks that a bad
+// call throws flashattn::Error across the library boundary, and calls every other public function (so a
+// function the library does not export fails to link). Exit status 0 only if all of that holds.
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "flashattn/flashattn.h"
@@ -37,6 +40,54 @@ double ReferenceRow(const std::vector<float>& q, const std::vector<float>& k, co
   return m + std::log(l);
 }
 
+// Calls every public function not used above. Each call but the last has default parameters, whose head
+// dimension of 0 it must reject with flashattn::Error, as parse_algorithm must reject "flash3". Returns
+// whether all of them did.
+bool CallEveryEntryPoint() {
+  int calls = 0, errors = 0;
+  auto call = [&](auto&& run) {
+    ++calls;
+    try {
+      run();
+    } catch (const flashattn::Error&) {
+      ++errors;
+    }
+  };
+  flashattn::AttentionParams attention;
+  attention.set_head_major_strides();
+  flashattn::VarlenParams varlen;
+  flashattn::MergeParams merge;
+  merge.set_contiguous_strides();
+  flashattn::DecodeParams decode;
+  decode.set_contiguous_strides();
+  flashattn::BackwardParams backward;
+  backward.set_contiguous_strides();
+  backward.set_head_major_strides();
+  flashattn::VarlenBackwardParams varlen_backward;
+  std::uint8_t keep = 0;
+  call([&] { flashattn::validate(attention); });
+  call([&] { flashattn::materialize_dropout_mask(attention, &keep); });
+  call([&] { flashattn::validate(varlen); });
+  call([&] { flashattn::forward_varlen(varlen); });
+  call([&] { flashattn::materialize_dropout_mask(varlen, &keep); });
+  call([&] { flashattn::validate(merge); });
+  call([&] { flashattn::merge_attention_states(merge); });
+  call([&] { flashattn::validate(decode); });
+  call([&] { flashattn::decode(decode); });
+  call([&] { flashattn::validate(backward); });
+  call([&] { flashattn::backward(backward); });
+  call([&] { flashattn::validate(varlen_backward); });
+  call([&] { flashattn::backward_varlen(varlen_backward); });
+  call([&] { flashattn::parse_algorithm("flash3"); });
+  std::printf("consumer: %s, %zu-byte %s, %lld splits\n",
+              std::string(flashattn::to_string(flashattn::parse_algorithm("flash2"))).c_str(),
+              flashattn::size_of(flashattn::DType::kBF16),
+              std::string(flashattn::to_string(flashattn::DType::kBF16)).c_str(),
+              static_cast<long long>(flashattn::choose_num_splits(1, 4096, 2)));
+  std::printf("consumer: %d of %d calls rejected their parameters\n", errors, calls);
+  return errors == calls;
+}
+
 }  // namespace
 
 int main() {
@@ -50,7 +101,7 @@ int main() {
   p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = o.data(), p.lse = lse.data();
   p.batch = B, p.seqlen_q = Nq, p.seqlen_k = Nk, p.heads_q = Hq, p.heads_kv = Hkv, p.head_dim = d;
   p.causal = true;
-  p.SetContiguousStrides();
+  p.set_contiguous_strides();
   flashattn::forward(p);
 
   double max_error = 0;
@@ -74,5 +125,5 @@ int main() {
   } catch (const flashattn::Error& e) {
     std::printf("consumer: rejected as expected: %s\n", e.what());
   }
-  return 0;
+  return CallEveryEntryPoint() ? 0 : 1;
 }

@@ -105,7 +105,7 @@ void SolveQBlock(const HeadProblem& problem, const FusedGeometry& g, const refer
 reference::IoCount SolveKvHead(const AttentionParams& params, const FusedGeometry& g, const reference::Dropout& dropout,
                     std::int64_t b, std::int64_t hk, Scratch& x) {
   const std::int64_t group = params.heads_q / params.heads_kv;
-  const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim, dv = params.HeadDimV();
+  const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim, dv = params.value_head_dim();
   reference::IoCount io;
   // The packing is charged to the group's first query head, whose problem addresses this K/V head.
   const HeadProblem packer(params, b, hk * group);
@@ -145,7 +145,7 @@ reference::IoCount CountFused(const AttentionParams& params) {
   reference::IoCount total;
   if (params.batch == 0 || params.seqlen_q == 0) return total;  // the kernel returns before packing
   const FusedGeometry g = FusedGeometryOf(params);
-  const std::int64_t d = params.head_dim, dv = params.HeadDimV();
+  const std::int64_t d = params.head_dim, dv = params.value_head_dim();
   const std::int64_t pairs = params.batch * params.heads_kv;
   const int threads =
       static_cast<int>(std::min<std::int64_t>(pairs, reference::ResolveThreads(params.num_threads)));

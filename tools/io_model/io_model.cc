@@ -43,8 +43,8 @@ struct Shape {
 };
 
 Shape ShapeOf(const AttentionParams& p) {
-  return {p.batch * p.heads_q, p.seqlen_q,  p.seqlen_k, p.head_dim, p.HeadDimV(),
-          p.lse != nullptr ? 1 : 0, static_cast<std::int64_t>(SizeOf(p.dtype))};
+  return {p.batch * p.heads_q, p.seqlen_q,  p.seqlen_k, p.head_dim, p.value_head_dim(),
+          p.lse != nullptr ? 1 : 0, static_cast<std::int64_t>(size_of(p.dtype))};
 }
 
 // Matrix-product FLOPs of `rows` query rows against `cols` keys: S = Q Kᵀ and O = P V.
@@ -131,7 +131,7 @@ Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, s
 }
 
 FusedGeometry FusedGeometryOf(const AttentionParams& params) {
-  const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim, dv = params.HeadDimV();
+  const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim, dv = params.value_head_dim();
   const kernels::FusedTiling tiling = kernels::ChooseFusedTiling(params);
   FusedGeometry g;
   // FusedForwardT: "a block longer than its sequence is that sequence".
@@ -142,7 +142,7 @@ FusedGeometry FusedGeometryOf(const AttentionParams& params) {
   g.Bc_pad = CeilDiv(g.Bc, g.NR) * g.NR, g.dv_pad = CeilDiv(dv, g.L) * g.L;
   // FusedForwardT widens float16/bfloat16 as it packs (PacksKvWide); SolveAllBlocks packs V next to K when
   // the packed K and V of one (batch, K/V head) fit kPackBudgetBytes.
-  const std::int64_t E = static_cast<std::int64_t>(SizeOf(params.dtype));
+  const std::int64_t E = static_cast<std::int64_t>(size_of(params.dtype));
   g.packed_element_bytes = kernels::PacksKvWide(params.dtype, g.Br) ? kF32 : E;
   constexpr std::int64_t kPackBudgetBytes = 16 << 20;
   g.packs_v = (g.Tc * g.Bc_pad * d + g.Tc * g.Bc * g.dv_pad) * g.packed_element_bytes <= kPackBudgetBytes;
@@ -194,9 +194,9 @@ Cost Fused(const AttentionParams& params) {
 namespace {
 
 void CheckDecodable(const AttentionParams& params) {
-  if (params.HeadDimV() != params.head_dim) {
+  if (params.value_head_dim() != params.head_dim) {
     Fail("decode needs head_dim_v = head_dim (its K and V share head_dim), got head_dim ", params.head_dim,
-         " head_dim_v ", params.HeadDimV());
+         " head_dim_v ", params.value_head_dim());
   }
   if (params.mask.kind != MaskKind::kNone) Fail("decode takes no mask tensor");
   if (params.dropout_p != 0.0f) Fail("decode has no dropout, got dropout_p ", params.dropout_p);
@@ -238,18 +238,18 @@ Cost Decode(const AttentionParams& params, std::int64_t splits) {
   }
   seq.written = rows * d;
   seq.written_f32 += lse * rows;
-  cost.io = ForCall(seq, params.batch, static_cast<std::int64_t>(SizeOf(params.dtype)));
+  cost.io = ForCall(seq, params.batch, static_cast<std::int64_t>(size_of(params.dtype)));
   cost.Bc = chunk;
   cost.flops = params.batch * flops;
   return cost;
 }
 
 std::int64_t DecodeSplits(const AttentionParams& params) {
-  return ChooseNumSplits(params.batch, params.seqlen_k, params.num_threads);
+  return choose_num_splits(params.batch, params.seqlen_k, params.num_threads);
 }
 
 IoCount RunCounted(const AttentionParams& params, Algorithm algorithm) {
-  Validate(params);
+  validate(params);
   reference::IoCount io;
   switch (algorithm) {
     case Algorithm::kStandard: reference::Standard(params, &io); return OfCall(io);
@@ -258,12 +258,12 @@ IoCount RunCounted(const AttentionParams& params, Algorithm algorithm) {
     case Algorithm::kFused: return OfCall(CountFused(params));
     default: break;
   }
-  Fail("algorithm ", ToString(algorithm), " has no instrumented run (only standard, flash1, flash2, fused)");
+  Fail("algorithm ", to_string(algorithm), " has no instrumented run (only standard, flash1, flash2, fused)");
 }
 
 IoCount RunCountedDecode(const AttentionParams& params, std::int64_t splits) {
   if (splits < 1) Fail("splits must be >= 1, got ", splits);
-  Validate(params);
+  validate(params);
   CheckDecodable(params);
   return OfCall(CountDecode(params, splits));
 }

@@ -94,7 +94,7 @@ Cost Fused(const AttentionParams& params);
 // LSEs and the O_k of the partials whose LSE is finite (the row saw a key of that chunk), and writes O (and
 // LSE). Bc of the result is the chunk length. Fails for d ≠ dv, mask tensors and dropout, which decode lacks.
 Cost Decode(const AttentionParams& params, std::int64_t splits);
-// The split count decode() chooses for this shape: ChooseNumSplits(batch, Nk, params.num_threads).
+// The split count decode() chooses for this shape: choose_num_splits(batch, Nk, params.num_threads).
 std::int64_t DecodeSplits(const AttentionParams& params);
 
 // Runs an algorithm on `params` — which must own real buffers — with every main-memory access counted, and

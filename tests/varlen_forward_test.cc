@@ -1,4 +1,4 @@
-// forward_varlen (include/flashattn/decode.h): packed sequences, each with its own bottom-right causal
+// forward_varlen (include/flashattn/varlen.h): packed sequences, each with its own bottom-right causal
 // alignment, against the float64 oracle of each sequence on its own; validation of cu_seqlens.
 #include <cmath>
 #include <cstring>
@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "common/element.h"
-#include "flashattn/decode.h"
+#include "flashattn/varlen.h"
 
 namespace flashattn::testing {
 namespace {
@@ -53,9 +53,9 @@ Packed MakePacked(std::vector<std::int32_t> cu_q, std::vector<std::int32_t> cu_k
 
 VarlenParams Params(Packed& p, bool causal, bool alibi) {
   VarlenParams v;
-  v.base.heads_q = p.Hq, v.base.heads_kv = p.Hkv, v.base.head_dim = p.d, v.base.head_dim_v = p.dv;
-  v.base.dtype = p.dtype, v.base.causal = causal;
-  if (alibi) v.base.alibi_slopes = p.alibi.data(), v.base.alibi_batch_stride = p.Hq;
+  v.heads_q = p.Hq, v.heads_kv = p.Hkv, v.head_dim = p.d, v.head_dim_v = p.dv;
+  v.dtype = p.dtype, v.causal = causal;
+  if (alibi) v.alibi_slopes = p.alibi.data(), v.alibi_batch_stride = p.Hq;
   v.q = p.q_raw.data(), v.k = p.k_raw.data(), v.v = p.v_raw.data(), v.o = p.o_raw.data(), v.lse = p.lse.data();
   v.total_q = p.TotalQ(), v.total_k = p.TotalK(), v.batch = p.Batch();
   v.cu_seqlens_q = p.cu_q.data(), v.cu_seqlens_k = p.cu_k.data();
@@ -124,7 +124,7 @@ TEST(Varlen, EachSequenceAlignsItsOwnCausalMask) {
 
 TEST(Varlen, EveryAlgorithmAndReducedPrecision) {
   for (Algorithm algorithm : kAllAlgorithms) {
-    SCOPED_TRACE(std::string(ToString(algorithm)));
+    SCOPED_TRACE(std::string(to_string(algorithm)));
     Packed p = MakePacked({0, 4, 4, 11}, {0, 9, 12, 12}, DType::kBF16, 4);
     forward_varlen(Params(p, true, false), algorithm);
     // `standard` materializes S in bfloat16, which moves its LSE by up to a bfloat16 rounding of S.

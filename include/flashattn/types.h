@@ -1,0 +1,119 @@
+// The vocabulary every flashattn call shares: the error it throws, element types, tensor strides, the
+// attention-mask tensor, tiling, the score modifiers, and the settings that the forward, varlen and
+// backward calls have in common. No SIMD types: kernels are selected at run time inside the library.
+#ifndef FLASHATTN_TYPES_H_
+#define FLASHATTN_TYPES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
+
+#include "flashattn/export.h"
+
+namespace flashattn {
+
+// Thrown for every invalid call. The message names the argument and the offending values. When it is
+// thrown, nothing the caller owns has been written.
+class FLASHATTN_API Error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+  // Defined in the library, which so holds the one vtable and type information of Error: a caller of a
+  // shared libflashattn catches it by type.
+  ~Error() override;
+};
+
+// Element type of Q, K, V and O. Accumulation is always float32 (float64 in the oracle).
+enum class DType : std::uint8_t { kF32, kF16, kBF16 };
+
+// "f32", "f16", "bf16".
+FLASHATTN_API std::string_view to_string(DType dtype);
+// Bytes per element: 4 or 2.
+FLASHATTN_API std::size_t size_of(DType dtype);
+
+// Element strides of a rank-4 tensor (batch, sequence, head, feature). The feature stride is always 1.
+// Both flash-attn's (b, s, h, d) and PyTorch's (b, h, s, d) layouts are described by these three numbers.
+struct Strides {
+  std::int64_t batch = 0;
+  std::int64_t seq = 0;
+  std::int64_t head = 0;
+};
+
+// Optional attention-mask tensor in PyTorch's `attn_mask` sense, broadcast to (batch, Hq, Nq, Nk) by its
+// strides (a stride of 0 repeats the element along that dimension).
+enum class MaskKind : std::uint8_t {
+  kNone,
+  kBool,      // uint8 elements: non-zero = the key takes part, zero = masked out
+  kAdditive,  // float32 elements added to the scores (−inf masks the key out)
+};
+
+struct MaskTensor {
+  MaskKind kind = MaskKind::kNone;
+  const void* data = nullptr;
+  std::int64_t stride_batch = 0;
+  std::int64_t stride_head = 0;
+  std::int64_t stride_row = 0;
+  std::int64_t stride_col = 1;
+};
+
+// Block sizes of the tiled algorithms. Zero means "choose": the reference algorithms use FlashAttention's
+// rule Bc = ⌈M / 4d⌉, Br = min(Bc, d) with M = fast_memory_bytes / 4 float32 elements (default
+// kDefaultFastMemoryBytes; docs/algorithms.md derives it); the fused kernel derives its own from the
+// detected cache sizes.
+struct Tiling {
+  std::int64_t fast_memory_bytes = 0;  // M, in bytes
+  std::int64_t block_rows = 0;         // Br: query rows per Q block
+  std::int64_t block_cols = 0;         // Bc: key rows per K/V block
+};
+inline constexpr std::int64_t kDefaultFastMemoryBytes = 256 * 1024;
+
+inline constexpr std::int64_t kMaxHeadDim = 512;
+
+// What turns the products q·k of a query row and a key into the scores the softmax sees:
+//   S = s·q·k,  then S ← c·tanh(S / c) (softcap),  then S += −slope·|i + Nk − Nq − j| (ALiBi),
+// and −∞ for a key the masks hide. Query row i of a problem with Nq query rows and Nk keys is aligned with
+// key position i + Nk − Nq (bottom-right, as in flash-attn): the queries are the last Nq positions.
+struct ScoreModifiers {
+  std::optional<float> scale;  // s; default 1/√d
+  // Causal mask: query row i sees key j iff j ≤ i + Nk − Nq.
+  bool causal = false;
+  // Sliding window (left, right), −1 = unbounded: i + Nk − Nq − left ≤ j ≤ i + Nk − Nq + right.
+  std::int64_t window_left = -1;
+  std::int64_t window_right = -1;
+  // softcap c > 0: S ← c·tanh(S / c), after scaling and before ALiBi, mask tensors and masking. 0 disables it.
+  float softcap = 0.0f;
+  // ALiBi: S += −slope·|i + Nk − Nq − j|. float32 slopes of shape (Hq) when alibi_batch_stride is 0,
+  // or (batch, Hq) with row stride alibi_batch_stride.
+  const float* alibi_slopes = nullptr;
+  std::int64_t alibi_batch_stride = 0;
+};
+
+// Everything about a forward, varlen or backward call but where its tensors are and how long its
+// sequences are: heads, head dimensions, element type, score modifiers, dropout, tiling and threads.
+// Query head h reads K/V head h / (Hq / Hkv) (grouped-query attention).
+struct AttentionSettings : ScoreModifiers {
+  std::int64_t heads_q = 1;                // Hq
+  std::int64_t heads_kv = 1;               // Hkv, divides Hq
+  std::int64_t head_dim = 0;               // d, of Q and K
+  std::optional<std::int64_t> head_dim_v;  // dv, of V and O; unset = same as d
+  DType dtype = DType::kF32;               // of Q, K, V, O and of the gradients
+
+  // Dropout on P (training; include/flashattn/backward.h): element (b, h, i, j) is dropped with probability
+  // dropout_p, decided by Philox-4x32-10 keyed by dropout_seed at a counter set by dropout_offset; kept
+  // elements are scaled by 1/(1 − p). LSE is that of the scores without dropout. 0 disables it.
+  // docs/backward.md gives the counter of each element.
+  float dropout_p = 0.0f;
+  std::uint64_t dropout_seed = 0;
+  std::uint64_t dropout_offset = 0;
+
+  Tiling tiling;
+  int num_threads = 0;  // 0 = all cores
+
+  // dv: head_dim_v if set, else head_dim.
+  std::int64_t value_head_dim() const { return head_dim_v.value_or(head_dim); }
+};
+
+}  // namespace flashattn
+
+#endif  // FLASHATTN_TYPES_H_
