@@ -3,7 +3,7 @@
 // kernels are and dispatched once per row.
 #include "support/elements.h"
 
-#include <cstring>
+#include <algorithm>
 #include <type_traits>
 
 #include "common/element.h"
@@ -65,7 +65,7 @@ void StoreFromFloat(void* base, DType dtype, std::int64_t index, float value) {
 
 void ConvertToF32(const void* src, DType dtype, std::int64_t n, float* dst) {
   switch (dtype) {
-    case DType::kF32: std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float)); return;
+    case DType::kF32: std::copy_n(static_cast<const float*>(src), n, dst); return;
     case DType::kF16: return HWY_DYNAMIC_DISPATCH(F16ToF32)(src, n, dst);
     case DType::kBF16: return HWY_DYNAMIC_DISPATCH(BF16ToF32)(src, n, dst);
   }
@@ -73,7 +73,7 @@ void ConvertToF32(const void* src, DType dtype, std::int64_t n, float* dst) {
 
 void ConvertFromF32(const float* src, std::int64_t n, DType dtype, void* dst) {
   switch (dtype) {
-    case DType::kF32: std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float)); return;
+    case DType::kF32: std::copy_n(src, n, static_cast<float*>(dst)); return;
     case DType::kF16: return HWY_DYNAMIC_DISPATCH(F32ToF16)(src, n, dst);
     case DType::kBF16: return HWY_DYNAMIC_DISPATCH(F32ToBF16)(src, n, dst);
   }
