@@ -48,32 +48,26 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
-#include "kernels/mask_geometry.h"
+#include "common/score.h"
 #include "kernels/score_mods-inl.h"
 #include "kernels/tile_ops-inl.h"
 #include "kernels/vec_exp-inl.h"
-#include "reference/dropout.h"
+#include "common/dropout.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::backward_kernel::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-using kernels::ScoreModifiers;
-
-inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 using kernels::HWY_NAMESPACE::AccumulateAB;
 using kernels::HWY_NAMESPACE::ALayout;
 using kernels::HWY_NAMESPACE::BLayout;
 using kernels::HWY_NAMESPACE::DF;
 using kernels::HWY_NAMESPACE::ElementOfA;
-using kernels::HWY_NAMESPACE::FromF32;
 using kernels::HWY_NAMESPACE::HasNonFinite;
 using kernels::HWY_NAMESPACE::PackPanels;
 using kernels::HWY_NAMESPACE::PackSlices;
 using kernels::HWY_NAMESPACE::ProductABt;
-using kernels::HWY_NAMESPACE::RoundUp;
 using kernels::HWY_NAMESPACE::SoftcapTanh;
-using kernels::HWY_NAMESPACE::ToF32;
 using kernels::HWY_NAMESPACE::VF;
 
 // Sizes shared by every work item of one call.
@@ -181,7 +175,7 @@ void AccumulateSeenPairs(const float* A, std::int64_t lda, std::int64_t rows, st
 // at j0 (cols keys) held in x; `kv_non_finite` says whether K_j or V_j holds an inf or a NaN.
 template <typename T>
 void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifiers& mods,
-                  const reference::Dropout& dropout, const Scratch& x, std::int64_t b, std::int64_t h,
+                  const Dropout& dropout, const Scratch& x, std::int64_t b, std::int64_t h,
                   std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols, bool kv_non_finite,
                   const HeadRows& head, float* dQ_head) {
   const AttentionParams& p = bp.attention;
@@ -266,7 +260,7 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
 
 // K/V block jt of (b, hkv): every tile that reaches it, then dK_j and dV_j written once.
 template <typename T>
-void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const reference::Dropout& dropout,
+void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const Dropout& dropout,
                      const Scratch& x, std::int64_t b, std::int64_t hkv, std::int64_t jt,
                      const HeadRows& group, float* dQ_partial) {
   const AttentionParams& p = bp.attention;
@@ -282,11 +276,9 @@ void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const referenc
   for (std::int64_t hg = 0; hg < g.group; ++hg) {
     const std::int64_t h = hkv * g.group + hg;
     const ScoreModifiers mods(p, b, h);
-    // Rows whose band [i + offset − left, i + offset + right] meets keys [j0, j0 + cols).
-    const std::int64_t first = std::max<std::int64_t>(0, j0 - mods.offset - mods.right);
-    const std::int64_t last = std::min(g.Nq - 1, j0 + cols - 1 - mods.offset + mods.left);
+    const IndexRange reach = mods.RowsOfKeys(j0, j0 + cols, g.Nq);
     const HeadRows head{group.Q + hg * g.Nq * g.d_pad, group.dO + hg * g.Nq * g.dv_pad, group.D + hg * g.Nq};
-    for (std::int64_t i0 = first / g.Br * g.Br; first <= last && i0 <= last; i0 += g.Br) {
+    for (std::int64_t i0 = reach.begin / g.Br * g.Br; reach.begin < reach.end && i0 < reach.end; i0 += g.Br) {
       BackwardTile<T>(bp, g, mods, dropout, x, b, h, i0, std::min(g.Br, g.Nq - i0), j0, cols, kv_non_finite,
                       head, dQ_partial + hg * g.Nq * g.d_pad);
     }
@@ -315,7 +307,7 @@ void FusedBackwardT(const BackwardParams& bp) {
   g.Bc_pad = RoundUp(g.Bc, NR), g.d_pad = RoundUp(g.d, L), g.dv_pad = RoundUp(g.dv, L);
   g.scale = p.scale.value_or(1.0f / std::sqrt(static_cast<float>(g.d)));
   g.softcap = p.softcap;
-  const reference::Dropout dropout(p);
+  const Dropout dropout(p);
   const int threads = p.num_threads > 0 ? p.num_threads : omp_get_max_threads();
 
   // All memory before any output is written: a failed allocation leaves the caller's arrays untouched.

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "common/constants.h"
 #include "common/element.h"
 #include "decode/attend.h"
 #include "decode/attend_tiles-inl.h"
@@ -25,8 +26,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::decoding::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Whether any of the `cols` rows V[c] (d elements each) holds an inf or a NaN.
 template <typename T>
@@ -42,14 +41,14 @@ bool HasNonFiniteRow(const T* const* V, std::int64_t cols, std::int64_t d) {
 // P̃ is 0, but it is left out instead of multiplied by 0, so that its inf or NaN (0·NaN = NaN) does not reach
 // rows that cannot see it.
 template <typename T>
-void AccumulateSeenKeys(const ScoreMods& mods, const std::int64_t* diagonal, std::int64_t R, std::int64_t j0,
+void AccumulateSeenKeys(const Band& band, const std::int64_t* diagonal, std::int64_t R, std::int64_t j0,
                         const float* P, const float* alpha, const T* const* V, std::int64_t cols,
                         std::int64_t d, float* O, std::int64_t ldo) {
   for (std::int64_t r = 0; r < R; ++r) {
     float* O_r = O + r * ldo;
     for (std::int64_t e = 0; e < d; ++e) O_r[e] *= alpha[r];
     for (std::int64_t c = 0; c < cols; ++c) {
-      if (!mods.Visible(diagonal[r], j0 + c)) continue;
+      if (!band.Sees(diagonal[r], j0 + c)) continue;
       for (std::int64_t e = 0; e < d; ++e) O_r[e] += P[r * kBc + c] * ToF32(V[c][e]);
     }
   }
@@ -90,13 +89,11 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
   std::fill(x.K, x.K + kBc * d_pad, 0.0f);  // widened K and V blocks: rows past a short block stay finite
   std::fill(x.V, x.V + kBc * d_pad, 0.0f);
   // Q_r pre-scaled by s, so that a block no mask or modifier touches needs nothing more than Q K_jᵀ; the
-  // other blocks apply the rest of ScoreMods with scale 1.
+  // other blocks apply the rest of ModifiedScore with scale 1.
   for (std::int64_t row = 0; row < H * R; ++row) {
-    for (std::int64_t e = 0; e < d; ++e) x.Q[row * d_pad + e] = t.mods.scale * t.Q[row * d + e];
+    for (std::int64_t e = 0; e < d; ++e) x.Q[row * d_pad + e] = t.scale * t.Q[row * d + e];
     std::fill(x.Q + row * d_pad + d, x.Q + (row + 1) * d_pad, 0.0f);
   }
-  ScoreMods mods = t.mods;
-  mods.scale = 1.0f;
   std::int64_t offset[kBc], next_offset[kBc];  // element offsets of the block's key rows (K/V head 0)
   // K and V rows are read straight from the cache when every feature is in a whole vector, even when R rows
   // take several register tiles: the tiles of one key group (ScoreBlock) or of one block (AccumulateBlock)
@@ -115,7 +112,7 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
   const auto* v_base = static_cast<const T*>(kv.v);
 
   // Rows whose scores need nothing but the scale (no softcap, no ALiBi) in blocks every row sees in full
-  // take a vector path; the others go through ScoreMods::Score element by element.
+  // take a vector path; the others go through ModifiedScore element by element.
   std::int64_t diag_min = std::numeric_limits<std::int64_t>::max();
   std::int64_t diag_max = std::numeric_limits<std::int64_t>::min();
   for (std::int64_t r = 0; r < R; ++r) {
@@ -124,7 +121,7 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
   }
   bool slopes = false;
   for (std::int64_t r = 0; r < H * R; ++r) slopes = slopes || t.slope[r] != 0.0f;
-  const bool plain_mods = R > 0 && t.mods.softcap == 0.0f && !slopes;  // R = 0: no diagonals to test
+  const bool plain_mods = R > 0 && t.softcap == 0.0f && !slopes;  // R = 0: no diagonals to test
 
   // Software prefetch. Read straight from the cache, a block's scores go key group by key group over every
   // head (ScoreBlock); as each line of a K row is read, one line of the next block's K is requested into
@@ -152,7 +149,7 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
     // Whether every row sees every key of the block (the window covers [j0, j0 + cols)), and so whether
     // the block's scores need nothing but Q K_jᵀ.
     const bool block_seen_whole =
-        R > 0 && t.mods.Visible(diag_max, j0) && t.mods.Visible(diag_min, j0 + cols - 1);
+        R > 0 && t.band.Sees(diag_max, j0) && t.band.Sees(diag_min, j0 + cols - 1);
     const bool full_block = plain_mods && block_seen_whole;
     RegionPrefetch next_k, next_v;  // the next block, when it is one region
     if (whole_rows && next_cols > 0) {
@@ -204,7 +201,12 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
         float* S_r = S_h + r * kBc;
         if (!full_block) {
           const float slope = t.slope[hk * R + r];
-          for (std::int64_t c = 0; c < cols; ++c) S_r[c] = mods.Score(t.diagonal[r], j0 + c, slope, S_r[c]);
+          for (std::int64_t c = 0; c < cols; ++c) {
+            const std::int64_t diagonal = t.diagonal[r], j = j0 + c;
+            S_r[c] = t.band.Sees(diagonal, j)
+                         ? ModifiedScore(S_r[c], 1.0f, t.softcap, slope, std::llabs(diagonal - j))
+                         : kNegInf;
+          }
         }
         std::fill(S_r + cols, S_r + kBc, kNegInf);
         x.alpha[r] = kernels::HWY_NAMESPACE::OnlineSoftmaxRow(S_r, kBc, m_h[r], l_h[r]);
@@ -213,7 +215,7 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
       // all finite
       const auto accumulate = [&](const auto* const* V_rows, std::int64_t width, const auto& prefetch_pass) {
         if (!block_seen_whole && HasNonFiniteRow(V_rows, cols, d)) {
-          AccumulateSeenKeys(mods, t.diagonal, R, j0, S_h, x.alpha, V_rows, cols, d, O_h, d_pad);
+          AccumulateSeenKeys(t.band, t.diagonal, R, j0, S_h, x.alpha, V_rows, cols, d, O_h, d_pad);
         } else {
           AccumulateBlock(S_h, x.alpha, V_rows, R, cols, width, O_h, d_pad, prefetch_pass);
         }
@@ -262,7 +264,6 @@ HWY_EXPORT(AttendChunkImpl);
 namespace {
 constexpr std::int64_t kAlignFloats = 16;  // 64 bytes
 constexpr std::int64_t kMaxLanes = 64;     // floats in the widest vector any target may have
-std::int64_t RoundUp(std::int64_t x, std::int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
 }  // namespace
 
 std::int64_t AttendScratch::Floats(std::int64_t heads, std::int64_t R, std::int64_t d) {

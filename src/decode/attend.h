@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "decode/score.h"
+#include "common/score.h"
 #include "flashattn/flashattn.h"
 
 namespace flashattn::decoding {
@@ -41,7 +41,8 @@ struct ChunkTask {
   std::int64_t R = 0, d = 0;
   const std::int64_t* diagonal = nullptr;
   const float* slope = nullptr;
-  ScoreMods mods;
+  Band band;
+  float scale = 1.0f, softcap = 0.0f;
   DType dtype = DType::kF32;
   KvSource kv;
   std::int64_t j_begin = 0, j_end = 0;

@@ -36,10 +36,9 @@ inline constexpr int kLanes = 0;
 inline constexpr int kLanes = static_cast<int>(hn::MaxLanes(DF()));
 #endif
 
-// float16/bfloat16 → float32, a vector or one element at a time: the fused kernel's conversions, which also
-// keep inf and NaN on targets that widen float16 by emulation.
+// float16/bfloat16 → float32 a vector at a time: the fused kernel's conversion, which also keeps inf and NaN
+// on targets that widen float16 by emulation.
 using kernels::HWY_NAMESPACE::LoadF32;
-using kernels::HWY_NAMESPACE::ToF32;
 
 // dst[0, d_pad) = float32(src[0, d)), zero beyond d.
 template <typename T>

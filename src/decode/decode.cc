@@ -16,7 +16,8 @@
 #include "common/element.h"
 #include "decode/attend.h"
 #include "decode/merge.h"
-#include "decode/score.h"
+#include "common/rotary.h"
+#include "common/score.h"
 #include "flashattn/decode.h"
 
 namespace flashattn {
@@ -55,7 +56,7 @@ void AppendNewKeys(const DecodeParams& p) {
         }
         for (std::int64_t e = 0; e < d; ++e) k_row[e] = LoadAsFloat(p.k_new, p.dtype, src + e);
         const std::int64_t pos = j * (p.rotary_dim / 2);
-        decoding::ApplyRotary(k_row.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos,
+        ApplyRotary(k_row.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos,
                             p.rotary_interleaved);
         for (std::int64_t e = 0; e < d; ++e) StoreFromFloat(p.k_cache, p.dtype, dst + e, k_row[e]);
       }
@@ -70,7 +71,7 @@ struct RowGroup {
   std::int64_t j_begin = 0, j_end = 0;  // the keys any row may see
 };
 
-RowGroup GatherRows(const DecodeParams& p, const decoding::ScoreMods& mods, std::int64_t b) {
+RowGroup GatherRows(const DecodeParams& p, const Band& band, std::int64_t b) {
   const std::int64_t Nq = p.seqlen_q, d = p.head_dim, G = p.heads_q / p.heads_kv, R = G * Nq;
   const std::int64_t cached = p.cache_seqlens[b], Nk = cached + p.seqlen_new;
   RowGroup rows;
@@ -85,13 +86,14 @@ RowGroup GatherRows(const DecodeParams& p, const decoding::ScoreMods& mods, std:
       for (std::int64_t e = 0; e < d; ++e) q[e] = LoadAsFloat(p.q, p.dtype, src + e);
       if (p.rotary_dim > 0) {  // rotated at position cache_seqlens[b] + i, rounded as if stored in dtype
         const std::int64_t pos = (cached + i) * (p.rotary_dim / 2);
-        decoding::ApplyRotary(q, p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
+        ApplyRotary(q, p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
         for (std::int64_t e = 0; e < d; ++e) q[e] = RoundTo(p.dtype, q[e]);
       }
       rows.diagonal[r] = i + Nk - Nq;
-      rows.slope[row] = p.alibi_slopes == nullptr ? 0.0f : p.alibi_slopes[b * p.alibi_batch_stride + h];
+      rows.slope[row] = AlibiSlope(p, b, h);
     }
-  mods.VisibleRange(Nk - Nq, Nk - 1, Nk, &rows.j_begin, &rows.j_end);
+  const IndexRange keys = band.KeysOfDiagonals(Nk - Nq, Nk - 1, Nk);
+  rows.j_begin = keys.begin, rows.j_end = keys.end;
   return rows;
 }
 
@@ -119,7 +121,8 @@ void decode(const DecodeParams& p) {
   Validate(p);
   const std::int64_t d = p.head_dim, Nq = p.seqlen_q, Hkv = p.heads_kv, G = p.heads_q / Hkv, R = G * Nq;
   const int threads = Threads(p.num_threads);
-  const decoding::ScoreMods mods = decoding::ScoreMods::From(p);
+  const Band band = Band::Of(p);
+  const float scale = SoftmaxScale(p);
 
   // Everything that can fail to allocate is obtained before the cache is touched.
   std::vector<RowGroup> groups(static_cast<std::size_t>(p.batch));
@@ -138,7 +141,7 @@ void decode(const DecodeParams& p) {
 
   AppendNewKeys(p);
   if (rows_per_item == 0) return;  // no query rows (seqlen_q = 0): the append was the whole call
-  for (std::int64_t b = 0; b < p.batch; ++b) groups[b] = GatherRows(p, mods, b);
+  for (std::int64_t b = 0; b < p.batch; ++b) groups[b] = GatherRows(p, band, b);
 
   const std::int64_t elem = ElementBytes(p);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
@@ -154,7 +157,9 @@ void decode(const DecodeParams& p) {
     task.d = d;
     task.diagonal = rows.diagonal.data();
     task.slope = rows.slope.data();
-    task.mods = mods;
+    task.band = band;
+    task.scale = scale;
+    task.softcap = p.softcap;
     task.dtype = p.dtype;
     task.j_begin = std::min(rows.j_end, rows.j_begin + s * chunk);
     task.j_end = std::min(rows.j_end, task.j_begin + chunk);

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
+#include "common/constants.h"
 #include "common/element.h"
 #include "flashattn/decode.h"
 
@@ -14,7 +14,6 @@ namespace decoding {
 
 float MergeRow(std::int64_t n, const float* o_partials, std::int64_t o_stride, const float* lse_partials,
                std::int64_t lse_stride, std::int64_t dv, float* o) {
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   float m = kNegInf;  // max_k LSE_k: every weight e^{LSE_k − m} is ≤ 1, so the sum cannot overflow
   for (std::int64_t k = 0; k < n; ++k) {
     const float lse_k = lse_partials[k * lse_stride];

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "common/checked.h"
-#include "common/window.h"
+#include "common/score.h"
 #include "flashattn/decode.h"
 #include "io_model/counted.h"
 #include "kernels/fused_forward.h"
@@ -108,7 +108,7 @@ Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, s
   // Row r sees keys [r + δ − left, r + δ + right] (SPEC §5, δ = Nk − Nq). These bands move by one per row,
   // so the rows of a Q block together see one interval [lo, hi], and a K/V tile holds a visible key iff it
   // meets that interval.
-  const auto [left, right] = WindowReachOf(params.causal, params.window_left, params.window_right);
+  const auto [left, right] = Band::Of(params);
   const std::int64_t delta = Nk - Nq;
   HeadCount head;
   head.read = Nq * d;
@@ -166,7 +166,7 @@ Cost Fused(const AttentionParams& params) {
   // Per (batch, query head): Q once, O (and LSE) once; per Q block the K/V blocks from ⌊lo/Bc⌋ to ⌊hi/Bc⌋
   // (as in Flash2SkippingMaskedTiles): K_j padded to whole panels of NR keys — Bc_pad for every block but
   // the last, whose cols_last = Nk − (Tc − 1)·Bc keys round up to a multiple of NR — and V_j.
-  const auto [left, right] = WindowReachOf(params.causal, params.window_left, params.window_right);
+  const auto [left, right] = Band::Of(params);
   const std::int64_t delta = Nk - Nq, last_panel_keys = CeilDiv(Nk - (g.Tc - 1) * g.Bc, g.NR) * g.NR;
   HeadCount head;
   head.read = Nq * d;
@@ -214,7 +214,7 @@ Cost Decode(const AttentionParams& params, std::int64_t splits) {
   Cost cost;
   if (params.batch == 0 || rows == 0) return cost;  // decode() only appends
   // The keys some row may see: row i's band is [i + δ − left, i + δ + right], δ = Nk − Nq.
-  const auto [left, right] = WindowReachOf(params.causal, params.window_left, params.window_right);
+  const auto [left, right] = Band::Of(params);
   const std::int64_t delta = Nk - Nq;
   const std::int64_t j_begin = std::clamp<std::int64_t>(delta - left, 0, Nk);
   const std::int64_t j_end = std::max(j_begin, std::clamp<std::int64_t>(Nk + right, 0, Nk));

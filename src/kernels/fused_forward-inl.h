@@ -33,11 +33,11 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "kernels/fused_forward.h"
-#include "kernels/mask_geometry.h"
+#include "common/score.h"
 #include "kernels/online_softmax-inl.h"
 #include "kernels/score_mods-inl.h"
 #include "kernels/tile_ops-inl.h"
-#include "reference/dropout.h"
+#include "common/dropout.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::kernels::HWY_NAMESPACE {
@@ -132,7 +132,7 @@ void AccumulateSeenKeys(const ScoreModifiers& mods, std::int64_t i0, std::int64_
 
 // Rows [i0, i0 + rows) of query head h: the whole inner loop over K/V blocks, then the one write of O, LSE.
 template <typename T, typename P>
-void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::Dropout& dropout,
+void SolveQBlock(const AttentionParams& p, const Geometry& g, const Dropout& dropout,
                  const Scratch<P>& x, std::int64_t b, std::int64_t h, std::int64_t qb, const P* packed,
                  const P* packed_v) {
   const DF df;
@@ -160,9 +160,9 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
   }
   std::fill(x.O_i, x.O_i + rows * g.dv_pad, 0.0f);
 
-  const VisibleKeys reach = mods.KeysOfRows(i0, i0 + rows, g.Nk);
+  const IndexRange reach = mods.KeysOfRows(i0, i0 + rows, g.Nk);
   const std::int64_t lds = g.Bc_pad;
-  for (std::int64_t jt = reach.first / g.Bc; reach.first <= reach.last && jt <= reach.last / g.Bc; ++jt) {
+  for (std::int64_t jt = reach.begin / g.Bc; reach.begin < reach.end && jt * g.Bc < reach.end; ++jt) {
     const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0), cols_L = RoundUp(cols, L);
     const P* panels = packed + jt * g.Bc_pad * d;
     const T* V =
@@ -173,10 +173,10 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
     const ColumnSpan* spans = nullptr;
     if (!mods.BandCovers(i0, i0 + rows, j0, j0 + cols)) {
       for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
-        const std::int64_t first = mods.KeysOf(i0 + r0).first - j0;
-        const std::int64_t last = mods.KeysOf(i0 + std::min(rows, r0 + kMR) - 1).last - j0;
+        const std::int64_t first = mods.KeysOf(i0 + r0).begin - j0;
+        const std::int64_t end = mods.KeysOf(i0 + std::min(rows, r0 + kMR) - 1).end - j0;
         const std::int64_t begin = std::clamp<std::int64_t>(first, 0, cols);
-        x.spans[r0 / kMR] = {begin, std::clamp<std::int64_t>(last + 1, begin, cols)};
+        x.spans[r0 / kMR] = {begin, std::clamp<std::int64_t>(end, begin, cols)};
       }
       spans = x.spans;
     }
@@ -233,7 +233,7 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
 
 // Packs K and V as P and solves every Q block (all threads).
 template <typename T, typename P>
-void SolveAllBlocks(const AttentionParams& p, Geometry g, const reference::Dropout& dropout) {
+void SolveAllBlocks(const AttentionParams& p, Geometry g, const Dropout& dropout) {
   // Several (batch, K/V head) pairs are packed at once when they are small, so that short sequences
   // still give every thread work; one pair at a time when it alone is large. V is packed next to K when
   // both fit the budget; a longer head copies V_j per tile instead, which keeps the scratch of a very long
@@ -311,7 +311,7 @@ template <typename T>
 void FusedForwardT(const AttentionParams& p) {
   if (p.batch == 0 || p.seqlen_q == 0) return;
   const FusedTiling tiling = ChooseFusedTiling(p);
-  const reference::Dropout dropout(p);
+  const Dropout dropout(p);
   Geometry g;
   g.Nq = p.seqlen_q, g.Nk = p.seqlen_k, g.d = p.head_dim, g.dv = p.HeadDimV();
   g.Hq = p.heads_q, g.Hkv = p.heads_kv, g.group = g.Hq / g.Hkv;

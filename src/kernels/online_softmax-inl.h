@@ -12,16 +12,14 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 
+#include "common/constants.h"
 #include "hwy/highway.h"
 #include "kernels/vec_exp-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // max_c S[c] over `n` elements, n a multiple of Lanes (the strip is padded with −∞).
 HWY_INLINE float RowMax(const float* HWY_RESTRICT S, std::int64_t n) {

@@ -14,11 +14,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
-#include "kernels/mask_geometry.h"
+#include "common/score.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::kernels::HWY_NAMESPACE {
@@ -45,7 +44,6 @@ HWY_INLINE void ApplyScoreModifiers(const ScoreModifiers& mods, std::int64_t i0,
   const hn::ScalableTag<float> df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   const std::int64_t cols_L = (cols + L - 1) / L * L;
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t i = i0 + r;
     float* S_r = S + r * lds;
@@ -67,9 +65,9 @@ HWY_INLINE void ApplyScoreModifiers(const ScoreModifiers& mods, std::int64_t i0,
       const float* bias = static_cast<const float*>(mods.mask) + i * mods.mask_stride_row;
       for (std::int64_t c = 0; c < cols; ++c) S_r[c] += bias[(j0 + c) * mods.mask_stride_col];
     }
-    const VisibleKeys band = mods.KeysOf(i);
-    for (std::int64_t c = 0; c < std::min(cols, band.first - j0); ++c) S_r[c] = kNegInf;
-    for (std::int64_t c = std::max<std::int64_t>(0, band.last + 1 - j0); c < cols; ++c) S_r[c] = kNegInf;
+    const IndexRange keys = mods.KeysOf(i);
+    for (std::int64_t c = 0; c < std::min(cols, keys.begin - j0); ++c) S_r[c] = kNegInf;
+    for (std::int64_t c = std::max<std::int64_t>(0, keys.end - j0); c < cols; ++c) S_r[c] = kNegInf;
     if (mods.mask_kind == MaskKind::kBool) {
       const std::uint8_t* keep = static_cast<const std::uint8_t*>(mods.mask) + i * mods.mask_stride_row;
       for (std::int64_t c = 0; c < cols; ++c)

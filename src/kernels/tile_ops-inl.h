@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/constants.h"
 #include "common/element.h"
 #include "flashattn/flashattn.h"
 #include "hwy/highway.h"
@@ -48,22 +49,6 @@ HWY_INLINE void WithRows(std::int64_t mr, const Fn& fn) {
   }
 }
 static_assert(kMR == 6, "WithRows enumerates the row counts up to kMR");
-
-inline std::int64_t RoundUp(std::int64_t x, std::int64_t multiple) {
-  return (x + multiple - 1) / multiple * multiple;
-}
-
-// One element as float32, and back (rounded to nearest even). Through the 16 bits, with bit_cast: Highway's
-// float16_t is a struct of them on x86 but the native __fp16 on Arm.
-HWY_INLINE float ToF32(float x) { return x; }
-HWY_INLINE float ToF32(hwy::float16_t x) { return F32FromF16(std::bit_cast<std::uint16_t>(x)); }
-HWY_INLINE float ToF32(hwy::bfloat16_t x) { return F32FromBF16(std::bit_cast<std::uint16_t>(x)); }
-template <typename T>
-HWY_INLINE T FromF32(float x) {
-  if constexpr (std::is_same_v<T, float>) return x;
-  else if constexpr (std::is_same_v<T, hwy::float16_t>) return std::bit_cast<T>(F16FromF32(x));
-  else return std::bit_cast<T>(BF16FromF32(x));
-}
 
 // Highway 1.0.3 widens float16 by integer emulation where the CPU has no conversion instruction (x86 below
 // AVX2, EMU128, SCALAR, 32-bit Arm), and that emulation turns inf and NaN (exponent 31) into finite values.

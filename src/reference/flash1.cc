@@ -15,7 +15,7 @@
 #include <cmath>
 #include <vector>
 
-#include "reference/dropout.h"
+#include "common/dropout.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
 #include "reference/softmax.h"

@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "reference/dropout.h"
+#include "common/dropout.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
 #include "reference/softmax.h"

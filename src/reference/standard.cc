@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/element.h"
-#include "reference/dropout.h"
+#include "common/dropout.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
 #include "reference/softmax.h"

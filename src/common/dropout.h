@@ -1,4 +1,4 @@
-// Dropout regenerated, never stored (SPEC §4): a counter-based generator maps the identity of an element of
+// Dropout regenerated, never stored (docs/backward.md): a counter-based generator maps the identity of an element of
 // P to its keep/drop decision, so the forward and backward passes, any thread and any tile order agree.
 //
 // Philox-4x32-10 (Salmon, Moraes, Dror, Shaw: "Parallel random numbers: as easy as 1, 2, 3", SC'11): a
@@ -10,15 +10,15 @@
 //   c = (n mod 2³², n div 2³², offset mod 2³², offset div 2³²),  n = ((b·Hq + h)·Nq + i)·⌈Nk/4⌉ + ⌊j/4⌋
 // under key (seed mod 2³², seed div 2³²). It is dropped iff that word < ⌊p·2³²⌋; a kept element's P is
 // multiplied by 1/(1 − p). Different offsets use disjoint counters.
-#ifndef FLASHATTN_REFERENCE_DROPOUT_H_
-#define FLASHATTN_REFERENCE_DROPOUT_H_
+#ifndef FLASHATTN_COMMON_DROPOUT_H_
+#define FLASHATTN_COMMON_DROPOUT_H_
 
 #include <array>
 #include <cstdint>
 
 #include "flashattn/flashattn.h"
 
-namespace flashattn::reference {
+namespace flashattn {
 
 inline std::array<std::uint32_t, 4> Philox4x32_10(std::array<std::uint32_t, 4> c,
                                                   std::array<std::uint32_t, 2> k) {
@@ -69,6 +69,6 @@ class Dropout {
   float kept_scale_;
 };
 
-}  // namespace flashattn::reference
+}  // namespace flashattn
 
-#endif  // FLASHATTN_REFERENCE_DROPOUT_H_
+#endif  // FLASHATTN_COMMON_DROPOUT_H_

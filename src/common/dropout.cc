@@ -1,12 +1,8 @@
-#include "reference/dropout.h"
+#include "common/dropout.h"
 
 #include <algorithm>
 
-#include "flashattn/backward.h"
-#include "reference/problem.h"
-#include "validate.h"
-
-namespace flashattn::reference {
+namespace flashattn {
 
 Dropout::Dropout(const AttentionParams& p)
     : Hq_(static_cast<std::uint64_t>(p.heads_q)),
@@ -33,21 +29,6 @@ void Dropout::RowMultipliers(std::int64_t b, std::int64_t h, std::int64_t i, std
                       key_);
     for (; j < j0 + n && j / 4 == group; ++j) Z[j - j0] = words[j % 4] >= threshold_ ? kept_scale_ : 0.0f;
   }
-}
-
-}  // namespace flashattn::reference
-
-namespace flashattn {
-
-void MaterializeDropoutMask(const AttentionParams& params, std::uint8_t* keep) {
-  ValidateDropoutMask(params, keep);
-  const reference::Dropout dropout(params);
-  const std::int64_t Hq = params.heads_q, Nq = params.seqlen_q, Nk = params.seqlen_k;
-  for (std::int64_t b = 0; b < params.batch; ++b)
-    for (std::int64_t h = 0; h < Hq; ++h)
-      for (std::int64_t i = 0; i < Nq; ++i)
-        for (std::int64_t j = 0; j < Nk; ++j)
-          keep[((b * Hq + h) * Nq + i) * Nk + j] = !dropout.Active() || dropout.Keep(b, h, i, j);
 }
 
 }  // namespace flashattn
