@@ -12,9 +12,10 @@
 #include "commands.h"
 #include "common/checked.h"
 #include "flashattn/flashattn.h"
+#include "forward/forward.h"
 #include "io_model/io_model.h"
-#include "kernels/fused_forward.h"
 #include "io_model/machine.h"
+#include "simd/targets.h"
 
 namespace flashattn::cli {
 namespace {
@@ -208,10 +209,10 @@ void RunIo(IoOptions o) {
     rows("decode", std::to_string(splits) + "x" + std::to_string(decode.Bc), decode, "",
          [splits](const AttentionParams& p) { return io_model::RunCountedDecode(p, splits); });
   }
-  std::printf("\nBlocks: flash1 and flash2 from M by the seeds' rule. fused: kernels::ChooseFusedTiling "
+  std::printf("\nBlocks: flash1 and flash2 from M by the seeds' rule. fused: forward_kernel::ChooseFusedTiling "
               "from the detected\nL2 (not --fast-memory), clamped to Nq and Nk as the kernel clamps them; on "
               "this %s target the kernel packs\nK in panels of %lld keys (%lld per block) and %s.\n",
-              kernels::FusedTargetName(kernels::FusedDispatchedTarget()).c_str(),
+              simd::TargetName(simd::DispatchedTarget()).c_str(),
               static_cast<long long>(g.NR), static_cast<long long>(g.Bc_pad),
               g.packs_v ? "V once per K/V head next to it"
                         : "reads V from the caller per tile (K and V of one head exceed its 16 MiB "

@@ -2,8 +2,8 @@
 #include <string>
 
 #include "common/checked.h"
-#include "kernels/fused_forward.h"
 #include "flashattn/flashattn.h"
+#include "forward/forward.h"
 #include "reference/reference.h"
 
 namespace flashattn {
@@ -61,7 +61,7 @@ void forward(const AttentionParams& params, Algorithm algorithm) {
     case Algorithm::kStandard: return reference::Standard(params);
     case Algorithm::kFlash1: return reference::Flash1(params);
     case Algorithm::kFlash2: return reference::Flash2(params);
-    case Algorithm::kFused: return kernels::FusedForward(params);
+    case Algorithm::kFused: return forward_kernel::Forward(params);
     case Algorithm::kOracle: return reference::Oracle(params);
   }
   Fail("algorithm has an unknown value ", static_cast<int>(algorithm));

@@ -2,7 +2,7 @@
 // algorithm), its params' stride helpers, and the dropout mask the passes regenerate.
 #include "flashattn/backward.h"
 
-#include "backward/backward_kernel.h"
+#include "backward/backward.h"
 #include "common/checked.h"
 #include "common/dropout.h"
 #include "reference/backward.h"
@@ -28,7 +28,7 @@ void backward(const BackwardParams& params, BackwardAlgorithm algorithm) {
     case BackwardAlgorithm::kStandard:
       return reference::StandardBackward(params);
     case BackwardAlgorithm::kFused:
-      return backward_kernel::FusedBackward(params);
+      return backward_kernel::Backward(params);
     case BackwardAlgorithm::kOracle:
       return reference::OracleBackward(params);
   }

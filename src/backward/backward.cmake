@@ -1,11 +1,9 @@
-# The backward pass (issue 5): public entry point, the fast kernel (one translation unit per element type,
-# compiled for every Highway target), the reference backward and the dropout generator. Added to the
-# flashattn library target (included by the top-level CMakeLists.txt).
+# The backward pass: the fused kernel (one translation unit per element type, each compiled for every
+# Highway target, src/simd/dispatch.h), backward_varlen, and the reference backward.
 target_sources(flashattn PRIVATE
   ${PROJECT_SOURCE_DIR}/src/backward/varlen.cc
   ${PROJECT_SOURCE_DIR}/src/backward/backward_f32.cc
   ${PROJECT_SOURCE_DIR}/src/backward/backward_f16.cc
   ${PROJECT_SOURCE_DIR}/src/backward/backward_bf16.cc
   ${PROJECT_SOURCE_DIR}/src/reference/backward.cc
-  ${PROJECT_SOURCE_DIR}/src/common/dropout.cc
 )

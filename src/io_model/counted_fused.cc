@@ -1,4 +1,4 @@
-// The fused kernel's loops (src/kernels/fused_forward-inl.h), counted: FlashAttention-2 with the kernel's
+// The fused kernel's loops (src/forward/forward-inl.h), counted: FlashAttention-2 with the kernel's
 // geometry (FusedGeometryOf) and its main-memory arrays, in plain scalar code through the counting accessors
 // of src/reference/problem.h. What the kernel keeps in main memory is counted here as such:
 //   for each (batch b, K/V head hk):

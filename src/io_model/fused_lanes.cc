@@ -1,5 +1,5 @@
 // FusedFloatLanes(): float32 lanes per vector on the Highway target a fused-kernel call would run on. The
-// kernel's packed K panels are 2·L keys wide and its V rows are padded to L (src/kernels/), so its traffic
+// kernel's packed K panels are 2·L keys wide and its V rows are padded to L (src/forward/), so its traffic
 // depends on L. Compiled for the same targets as the kernel (HWY_COMPILE_ALL_ATTAINABLE on the library) and
 // dispatched the same way, it follows every restriction of the dispatch, including the tests' own.
 #undef HWY_TARGET_INCLUDE

@@ -8,8 +8,8 @@
 #include "common/checked.h"
 #include "common/score.h"
 #include "flashattn/decode.h"
+#include "forward/forward.h"
 #include "io_model/counted.h"
-#include "kernels/fused_forward.h"
 #include "reference/reference.h"
 
 namespace flashattn::io_model {
@@ -133,7 +133,7 @@ Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, s
 
 FusedGeometry FusedGeometryOf(const AttentionParams& params) {
   const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim, dv = params.HeadDimV();
-  const kernels::FusedTiling tiling = kernels::ChooseFusedTiling(params);
+  const forward_kernel::FusedTiling tiling = forward_kernel::ChooseFusedTiling(params);
   FusedGeometry g;
   // FusedForwardT: "a block longer than its sequence is that sequence".
   g.Br = std::min(tiling.Br, std::max<std::int64_t>(1, Nq));
@@ -144,7 +144,7 @@ FusedGeometry FusedGeometryOf(const AttentionParams& params) {
   // FusedForwardT widens float16/bfloat16 as it packs (PacksKvWide); SolveAllBlocks packs V next to K when
   // the packed K and V of one (batch, K/V head) fit kPackBudgetBytes.
   const std::int64_t E = static_cast<std::int64_t>(SizeOf(params.dtype));
-  g.packed_element_bytes = kernels::PacksKvWide(params.dtype, g.Br) ? kF32 : E;
+  g.packed_element_bytes = forward_kernel::PacksKvWide(params.dtype, g.Br) ? kF32 : E;
   constexpr std::int64_t kPackBudgetBytes = 16 << 20;
   g.packs_v = (g.Tc * g.Bc_pad * d + g.Tc * g.Bc * g.dv_pad) * g.packed_element_bytes <= kPackBudgetBytes;
   return g;

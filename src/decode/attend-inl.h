@@ -1,57 +1,74 @@
 // AttendChunk per Highway target: FlashAttention-2's inner loop over blocks of Bc keys, for the R query
-// rows that share one K/V head, for every K/V head within each block (SPEC §3):
+// rows that share one K/V head, for every K/V head within each block (docs/algorithms.md):
 //   S_j = Score(Q K_jᵀ)                                  R×Bc, ScoreBlock (attend_tiles-inl.h), all heads
-//   m_new = max(m, rowmax S_j),  P̃_j = e^{S_j − m_new}    OnlineSoftmaxRow (kernels/online_softmax-inl.h)
+//   m_new = max(m, rowmax S_j),  P̃_j = e^{S_j − m_new}    OnlineSoftmaxRow (simd/online_softmax-inl.h)
 //   l = e^{m − m_new} l + rowsum P̃_j,  Õ = e^{m − m_new} Õ + P̃_j V_j   (AccumulateBlock)
-//   O = Õ / l,  LSE = m + log l
+//   O = Õ / l,  LSE = m + log l                           NormalizeAndLse
 // then, head after head, the softmax and the accumulation. Each K and V row is read from main memory once:
 // straight into the register tiles when d fills whole vectors (further row tiles find it in L1), else
-// widened once into zero-padded float32 rows. The software prefetches are described at AttendChunkT.
-#undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "decode/attend.cc"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// widened once into zero-padded float32 rows. The software prefetches are described at AttendChunk.
+#if defined(FLASHATTN_DECODE_ATTEND_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FLASHATTN_DECODE_ATTEND_INL_H_
+#undef FLASHATTN_DECODE_ATTEND_INL_H_
+#else
+#define FLASHATTN_DECODE_ATTEND_INL_H_
+#endif
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 
 #include "common/constants.h"
-#include "common/element.h"
+#include "common/prefetch.h"
+#include "common/score.h"
 #include "decode/attend.h"
 #include "decode/attend_tiles-inl.h"
 #include "hwy/highway.h"
-#include "kernels/online_softmax-inl.h"
+#include "simd/convert-inl.h"
+#include "simd/online_softmax-inl.h"
+#include "simd/scratch.h"
+#include "simd/seen_pairs-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::decoding::HWY_NAMESPACE {
+namespace flashattn::decode_kernel::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+using namespace ::flashattn::simd::HWY_NAMESPACE;  // NOLINT: the kernel is written in the SIMD layer's terms
 
-// Whether any of the `cols` rows V[c] (d elements each) holds an inf or a NaN.
-template <typename T>
-bool HasNonFiniteRow(const T* const* V, std::int64_t cols, std::int64_t d) {
-  for (std::int64_t c = 0; c < cols; ++c)
-    for (std::int64_t e = 0; e < d; ++e)
-      if (!std::isfinite(ToF32(V[c][e]))) return true;
-  return false;
-}
+// The float32 working set of one AttendChunk call for `heads` K/V heads of R rows, rows of d_pad floats: Q
+// (copied, zero-padded), the widened K and V blocks, scores, Õ, m, l and α.
+struct AttendScratch {
+  float* Q;      // heads·R rows
+  float* K;      // kBc rows
+  float* V;      // kBc rows
+  float* S;      // heads·R × kBc scores, then P̃
+  float* O;      // heads·R rows, the unnormalized Õ
+  float* m;      // heads·R running maxima
+  float* l;      // heads·R running sums
+  float* alpha;  // R rescale factors of the current block
 
-// Õ_r = α_r·Õ_r + Σ_{keys c that row r sees} P̃[r][c] V_c (rows of `heads`' R rows, Õ rows ldo apart),
-// scalar: the path of a block that hides keys from some rows and holds a non-finite value. A hidden key's
-// P̃ is 0, but it is left out instead of multiplied by 0, so that its inf or NaN (0·NaN = NaN) does not reach
-// rows that cannot see it.
-template <typename T>
-void AccumulateSeenKeys(const Band& band, const std::int64_t* diagonal, std::int64_t R, std::int64_t j0,
-                        const float* P, const float* alpha, const T* const* V, std::int64_t cols,
-                        std::int64_t d, float* O, std::int64_t ldo) {
-  for (std::int64_t r = 0; r < R; ++r) {
-    float* O_r = O + r * ldo;
-    for (std::int64_t e = 0; e < d; ++e) O_r[e] *= alpha[r];
-    for (std::int64_t c = 0; c < cols; ++c) {
-      if (!band.Sees(diagonal[r], j0 + c)) continue;
-      for (std::int64_t e = 0; e < d; ++e) O_r[e] += P[r * kBc + c] * ToF32(V[c][e]);
-    }
+  static AttendScratch Carve(simd::ScratchCarver& c, std::int64_t heads, std::int64_t R, std::int64_t d_pad) {
+    const std::int64_t rows = heads * R;
+    AttendScratch x;
+    x.Q = c.Take<float>(rows * d_pad);
+    x.K = c.Take<float>(kBc * d_pad);
+    x.V = c.Take<float>(kBc * d_pad);
+    x.S = c.Take<float>(rows * kBc);
+    x.O = c.Take<float>(rows * d_pad);
+    x.m = c.Take<float>(rows);
+    x.l = c.Take<float>(rows);
+    x.alpha = c.Take<float>(R);
+    return x;
   }
+};
+
+// Whether any of the `cols` rows V[c] (`width` elements each, a multiple of Lanes) holds an inf or a NaN.
+template <typename T>
+bool HasNonFiniteRow(const T* const* V, std::int64_t cols, std::int64_t width) {
+  for (std::int64_t c = 0; c < cols; ++c)
+    if (HasNonFinite(V[c], width)) return true;
+  return false;
 }
 
 // Element offset of key j's row (K/V head 0) in its sequence's cache: contiguous, or through the pages.
@@ -78,11 +95,12 @@ class RegionPrefetch {
   std::int64_t lines_ = 0, line_ = 0;
 };
 
+// For each of `heads` K/V heads: R query rows × keys [j_begin, j_end) → normalized partial O and LSE (the
+// ChunkTask of attend.h), in x's working set.
 template <typename T>
-void AttendChunkT(const ChunkTask& t, float* scratch) {
+void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(DF()));
-  const std::int64_t H = t.heads, R = t.R, d = t.d, d_pad = (d + N - 1) / N * N;
-  const AttendScratch x = AttendScratch::Carve(scratch, H, R, d);
+  const std::int64_t H = t.heads, R = t.R, d = t.d, d_pad = RoundUp(d, N);
   std::fill(x.m, x.m + H * R, kNegInf);
   std::fill(x.l, x.l + H * R, 0.0f);
   std::fill(x.O, x.O + H * R * d_pad, 0.0f);
@@ -91,8 +109,7 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
   // Q_r pre-scaled by s, so that a block no mask or modifier touches needs nothing more than Q K_jᵀ; the
   // other blocks apply the rest of ModifiedScore with scale 1.
   for (std::int64_t row = 0; row < H * R; ++row) {
-    for (std::int64_t e = 0; e < d; ++e) x.Q[row * d_pad + e] = t.scale * t.Q[row * d + e];
-    std::fill(x.Q + row * d_pad + d, x.Q + (row + 1) * d_pad, 0.0f);
+    WidenScaledRow(t.Q + row * d, d, d_pad, t.scale, x.Q + row * d_pad);
   }
   std::int64_t offset[kBc], next_offset[kBc];  // element offsets of the block's key rows (K/V head 0)
   // K and V rows are read straight from the cache when every feature is in a whole vector, even when R rows
@@ -209,13 +226,15 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
           }
         }
         std::fill(S_r + cols, S_r + kBc, kNegInf);
-        x.alpha[r] = kernels::HWY_NAMESPACE::OnlineSoftmaxRow(S_r, kBc, m_h[r], l_h[r]);
+        x.alpha[r] = OnlineSoftmaxRow<SumUpdate::kFusedMultiplyAdd>(S_r, kBc, m_h[r], l_h[r]);
       }
       // Õ += P̃ V_j over rows of `width` features, leaving out the keys a row does not see when V_j is not
       // all finite
       const auto accumulate = [&](const auto* const* V_rows, std::int64_t width, const auto& prefetch_pass) {
-        if (!block_seen_whole && HasNonFiniteRow(V_rows, cols, d)) {
-          AccumulateSeenKeys(t.band, t.diagonal, R, j0, S_h, x.alpha, V_rows, cols, d, O_h, d_pad);
+        if (!block_seen_whole && HasNonFiniteRow(V_rows, cols, width)) {
+          const auto V_at = [&](std::int64_t c, std::int64_t e) { return V_rows[c] + e; };
+          const auto seen = [&](std::int64_t r, std::int64_t c) { return t.band.Sees(t.diagonal[r], j0 + c); };
+          AccumulateSeenPairs<ALayout::kRowMajor>(S_h, kBc, R, cols, V_at, width, O_h, d_pad, x.alpha, seen);
         } else {
           AccumulateBlock(S_h, x.alpha, V_rows, R, cols, width, O_h, d_pad, prefetch_pass);
         }
@@ -238,61 +257,15 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
       }
     }
   }
-  for (std::int64_t row = 0; row < H * R; ++row) {  // O = Õ / l; a row with l = 0 saw no key: O = 0, LSE = −∞
-    const float inv_l = x.l[row] == 0.0f ? 0.0f : 1.0f / x.l[row];
-    for (std::int64_t e = 0; e < d; ++e) t.O[row * d + e] = x.O[row * d_pad + e] * inv_l;
-    t.lse[row] = x.l[row] == 0.0f ? kNegInf : x.m[row] + std::log(x.l[row]);
+  for (std::int64_t row = 0; row < H * R; ++row) {
+    float* O_row = x.O + row * d_pad;
+    t.lse[row] = NormalizeAndLse(O_row, d_pad, x.m[row], x.l[row]);
+    std::copy(O_row, O_row + d, t.O + row * d);
   }
 }
 
-void AttendChunkImpl(const ChunkTask& task, float* scratch) {
-  switch (task.dtype) {
-    case DType::kF32: return AttendChunkT<float>(task, scratch);
-    case DType::kF16: return AttendChunkT<hwy::float16_t>(task, scratch);
-    case DType::kBF16: return AttendChunkT<hwy::bfloat16_t>(task, scratch);
-  }
-}
 
-}  // namespace flashattn::decoding::HWY_NAMESPACE
+}  // namespace flashattn::decode_kernel::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
-#if HWY_ONCE
-namespace flashattn::decoding {
-
-HWY_EXPORT(AttendChunkImpl);
-
-namespace {
-constexpr std::int64_t kAlignFloats = 16;  // 64 bytes
-constexpr std::int64_t kMaxLanes = 64;     // floats in the widest vector any target may have
-}  // namespace
-
-std::int64_t AttendScratch::Floats(std::int64_t heads, std::int64_t R, std::int64_t d) {
-  const std::int64_t rows = heads * R, d_max = RoundUp(d, kMaxLanes);
-  return kAlignFloats + RoundUp(rows * d_max, kAlignFloats) + 2 * kDecodeBc * d_max +
-         RoundUp(rows * kDecodeBc, kAlignFloats) + RoundUp(rows * d_max, kAlignFloats) +
-         2 * RoundUp(rows, kAlignFloats) + RoundUp(R, kAlignFloats);
-}
-
-AttendScratch AttendScratch::Carve(float* base, std::int64_t heads, std::int64_t R, std::int64_t d) {
-  const std::int64_t rows = heads * R, d_max = RoundUp(d, kMaxLanes);
-  const auto address = reinterpret_cast<std::uintptr_t>(base);
-  float* p = base + (RoundUp(static_cast<std::int64_t>(address), 4 * kAlignFloats) -
-                     static_cast<std::int64_t>(address)) / 4;
-  AttendScratch x;
-  x.Q = p, p += RoundUp(rows * d_max, kAlignFloats);
-  x.K = p, p += kDecodeBc * d_max;
-  x.V = p, p += kDecodeBc * d_max;
-  x.S = p, p += RoundUp(rows * kDecodeBc, kAlignFloats);
-  x.O = p, p += RoundUp(rows * d_max, kAlignFloats);
-  x.m = p, p += RoundUp(rows, kAlignFloats);
-  x.l = p, p += RoundUp(rows, kAlignFloats);
-  x.alpha = p;
-  return x;
-}
-
-void AttendChunk(const ChunkTask& task, float* scratch) {
-  HWY_DYNAMIC_DISPATCH(AttendChunkImpl)(task, scratch);
-}
-
-}  // namespace flashattn::decoding
-#endif  // HWY_ONCE
+#endif  // FLASHATTN_DECODE_ATTEND_INL_H_

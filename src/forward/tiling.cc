@@ -3,9 +3,9 @@
 #include <fstream>
 #include <string>
 
-#include "kernels/fused_forward.h"
+#include "forward/forward.h"
 
-namespace flashattn::kernels {
+namespace flashattn::forward_kernel {
 
 namespace {
 
@@ -64,4 +64,4 @@ FusedTiling ChooseFusedTiling(const AttentionParams& params) {
   return {Br, Bc};
 }
 
-}  // namespace flashattn::kernels
+}  // namespace flashattn::forward_kernel
