@@ -57,20 +57,8 @@
 #include "simd/seen_pairs-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::backward_kernel::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-using namespace ::flashattn::simd::HWY_NAMESPACE;  // NOLINT: the kernel is written in the SIMD layer's terms
+namespace flashattn::HWY_NAMESPACE::backward_kernel {
 using simd::Geometry;
-
-// Block sizes: the caller's tiling if set, else 64×64 at d = 128 (the working set below stays within a
-// 512 KiB L2), more rows for small heads and fewer for large ones.
-inline Geometry GeometryOf(const AttentionParams& p, std::int64_t lanes) {
-  const std::int64_t width = std::max(p.head_dim, p.HeadDimV());
-  const std::int64_t rule = std::clamp<std::int64_t>(8192 / width / 16 * 16, 16, 128);
-  const std::int64_t Br = p.tiling.block_rows > 0 ? p.tiling.block_rows : rule;
-  const std::int64_t Bc = p.tiling.block_cols > 0 ? p.tiling.block_cols : rule;
-  return Geometry(p, Br, Bc, lanes);
-}
 
 // One thread's fast-memory working set, all float32.
 struct Scratch {
@@ -113,18 +101,13 @@ struct HeadRows {
   const float* D;
 };
 
-template <typename T>
-const T* Row(const void* base, const Strides& s, std::int64_t b, std::int64_t h, std::int64_t row) {
-  return static_cast<const T*>(base) + b * s.batch + h * s.head + row * s.seq;
-}
-
 // D_i = dO_i · O_i for every row of the group's query heads: D[hg·Nq + i].
 template <typename T>
 void RowDotDoO(const BackwardParams& bp, const Geometry& g, std::int64_t b, std::int64_t h, std::int64_t i,
                float* D) {
   const AttentionParams& p = bp.attention;
-  const T* dO = Row<T>(bp.d_o, bp.do_strides, b, h, i);
-  const T* O = Row<T>(p.o, p.o_strides, b, h, i);
+  const T* dO = RowOf<T>(bp.d_o, bp.do_strides, b, h, i);
+  const T* O = RowOf<T>(p.o, p.o_strides, b, h, i);
   // Sequential, like the dP_ij = dO_i·v_j of ProductABt it is subtracted from: with one key (O = v) the
   // two must cancel to within float32 rounding (a vector sum left 1.4e-6 in dQ at d = 256).
   float sum = 0.0f;
@@ -164,7 +147,7 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
     }
     const VF lse = hn::Set(df, lse_i[r]);
     for (std::int64_t c = 0; c < lds; c += L) {
-      hn::StoreU(simd::HWY_NAMESPACE::Exp(df, hn::Sub(hn::LoadU(df, P_r + c), lse)), df, P_r + c);
+      hn::StoreU(flashattn::HWY_NAMESPACE::Exp(df, hn::Sub(hn::LoadU(df, P_r + c), lse)), df, P_r + c);
     }
     std::fill(P_r + cols, P_r + lds, 0.0f);
   }
@@ -230,8 +213,8 @@ void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const Dropout&
   const AttentionParams& p = bp.attention;
   const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
   for (std::int64_t c = 0; c < cols; ++c) {
-    WidenRow(Row<T>(p.k, p.k_strides, b, hkv, j0 + c), g.d, g.d_pad, x.K_j + c * g.d_pad);
-    WidenRow(Row<T>(p.v, p.v_strides, b, hkv, j0 + c), g.dv, g.dv_pad, x.V_j + c * g.dv_pad);
+    WidenRow(RowOf<T>(p.k, p.k_strides, b, hkv, j0 + c), g.d, g.d_pad, x.K_j + c * g.d_pad);
+    WidenRow(RowOf<T>(p.v, p.v_strides, b, hkv, j0 + c), g.dv, g.dv_pad, x.V_j + c * g.dv_pad);
   }
   PackPanels(x.K_j, g.d_pad, cols, g.d, g.Bc_pad, x.K_pan);
   PackSlices(x.K_j, g.d_pad, cols, g.d_pad, g.d_pad, x.K_sl);
@@ -250,10 +233,8 @@ void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const Dropout&
     }
   }
   for (std::int64_t c = 0; c < cols; ++c) {
-    T* dK = static_cast<T*>(bp.dk) + b * bp.dk_strides.batch + hkv * bp.dk_strides.head +
-            (j0 + c) * bp.dk_strides.seq;
-    T* dV = static_cast<T*>(bp.dv) + b * bp.dv_strides.batch + hkv * bp.dv_strides.head +
-            (j0 + c) * bp.dv_strides.seq;
+    T* dK = RowOf<T>(bp.dk, bp.dk_strides, b, hkv, j0 + c);
+    T* dV = RowOf<T>(bp.dv, bp.dv_strides, b, hkv, j0 + c);
     for (std::int64_t e = 0; e < g.d; ++e) dK[e] = FromF32<T>(x.dK_j[c * g.d_pad + e]);
     for (std::int64_t e = 0; e < g.dv; ++e) dV[e] = FromF32<T>(x.dV_j[c * g.dv_pad + e]);
   }
@@ -265,7 +246,8 @@ void BackwardT(const BackwardParams& bp) {
   if (p.batch == 0) return;
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
-  const Geometry g = GeometryOf(p, L);
+  const auto [Br, Bc] = flashattn::backward_kernel::ChooseBackwardBlocks(p);
+  const Geometry g(p, Br, Bc, L);
   const Dropout dropout(p);
   const int threads = p.num_threads > 0 ? p.num_threads : omp_get_max_threads();
 
@@ -295,8 +277,8 @@ void BackwardT(const BackwardParams& bp) {
         for (std::int64_t n = 0; n < g.group * g.Nq; ++n) {
           const std::int64_t h = hkv * g.group + n / g.Nq, i = n % g.Nq;
           RowDotDoO<T>(bp, g, b, h, i, D.get() + n);
-          WidenScaledRow(Row<T>(p.q, p.q_strides, b, h, i), g.d, g.d_pad, g.scale, Q_group.get() + n * g.d_pad);
-          WidenRow(Row<T>(bp.d_o, bp.do_strides, b, h, i), g.dv, g.dv_pad, dO_group.get() + n * g.dv_pad);
+          WidenScaledRow(RowOf<T>(p.q, p.q_strides, b, h, i), g.d, g.d_pad, g.scale, Q_group.get() + n * g.d_pad);
+          WidenRow(RowOf<T>(bp.d_o, bp.do_strides, b, h, i), g.dv, g.dv_pad, dO_group.get() + n * g.dv_pad);
         }
         // The K/V blocks in snake order over the team: item k goes to thread k mod T and is block
         // r·T + (k mod T) in even rounds r = k div T, r·T + T − 1 − (k mod T) in odd ones, so that under a
@@ -316,8 +298,7 @@ void BackwardT(const BackwardParams& bp) {
 #pragma omp for schedule(static)
         for (std::int64_t n = 0; n < g.group * g.Nq; ++n) {
           const std::int64_t h = hkv * g.group + n / g.Nq, i = n % g.Nq;
-          T* dQ = static_cast<T*>(bp.dq) + b * bp.dq_strides.batch + h * bp.dq_strides.head +
-                  i * bp.dq_strides.seq;
+          T* dQ = RowOf<T>(bp.dq, bp.dq_strides, b, h, i);
           float* sum = dQ_partials.get() + n * g.d_pad;
           const VF scale = hn::Set(df, g.scale);
           for (std::int64_t e = 0; e < g.d_pad; e += L) {
@@ -334,7 +315,7 @@ void BackwardT(const BackwardParams& bp) {
   }
 }
 
-}  // namespace flashattn::backward_kernel::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE::backward_kernel
 HWY_AFTER_NAMESPACE();
 
 #endif  // FLASHATTN_BACKWARD_BACKWARD_KERNEL_INL_H_

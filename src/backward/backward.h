@@ -5,10 +5,26 @@
 #ifndef FLASHATTN_BACKWARD_BACKWARD_H_
 #define FLASHATTN_BACKWARD_BACKWARD_H_
 
+#include <algorithm>
+#include <cstdint>
+
 #include "flashattn/backward.h"
 #include "simd/dispatch.h"
 
 namespace flashattn::backward_kernel {
+
+// Block sizes of the backward kernel: Br query rows per Q block, Bc keys per K/V block.
+struct BackwardBlocks {
+  std::int64_t Br, Bc;
+};
+
+// The caller's tiling if set, else 64×64 at d = 128 (the kernel's working set then stays within a 512 KiB
+// L2), more rows for small heads and fewer for large ones.
+inline BackwardBlocks ChooseBackwardBlocks(const AttentionParams& p) {
+  const std::int64_t width = std::max(p.head_dim, p.HeadDimV());
+  const std::int64_t rule = std::clamp<std::int64_t>(8192 / width / 16 * 16, 16, 128);
+  return {p.tiling.block_rows > 0 ? p.tiling.block_rows : rule, p.tiling.block_cols > 0 ? p.tiling.block_cols : rule};
+}
 
 // The kernel for one element type on the best target of this CPU (backward_f32.cc, ...).
 void BackwardF32(const BackwardParams& params);

@@ -6,14 +6,14 @@
 #include "backward/backward-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::backward_kernel::HWY_NAMESPACE {
-void BackwardBF16(const BackwardParams& params) { BackwardT<hwy::bfloat16_t>(params); }
-}  // namespace flashattn::backward_kernel::HWY_NAMESPACE
+namespace flashattn::HWY_NAMESPACE {
+void BackwardBF16(const BackwardParams& params) { backward_kernel::BackwardT<hwy::bfloat16_t>(params); }
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace flashattn::backward_kernel {
+namespace flashattn {
 HWY_EXPORT(BackwardBF16);
-void BackwardBF16(const BackwardParams& params) { HWY_DYNAMIC_DISPATCH(BackwardBF16)(params); }
-}  // namespace flashattn::backward_kernel
+void backward_kernel::BackwardBF16(const BackwardParams& params) { HWY_DYNAMIC_DISPATCH(BackwardBF16)(params); }
+}  // namespace flashattn
 #endif

@@ -6,14 +6,14 @@
 #include "backward/backward-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::backward_kernel::HWY_NAMESPACE {
-void BackwardF32(const BackwardParams& params) { BackwardT<float>(params); }
-}  // namespace flashattn::backward_kernel::HWY_NAMESPACE
+namespace flashattn::HWY_NAMESPACE {
+void BackwardF32(const BackwardParams& params) { backward_kernel::BackwardT<float>(params); }
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace flashattn::backward_kernel {
+namespace flashattn {
 HWY_EXPORT(BackwardF32);
-void BackwardF32(const BackwardParams& params) { HWY_DYNAMIC_DISPATCH(BackwardF32)(params); }
-}  // namespace flashattn::backward_kernel
+void backward_kernel::BackwardF32(const BackwardParams& params) { HWY_DYNAMIC_DISPATCH(BackwardF32)(params); }
+}  // namespace flashattn
 #endif

@@ -67,6 +67,13 @@ HWY_INLINE T FromF32(float x) {
   else return std::bit_cast<T>(BF16FromF32(x));
 }
 
+// Row `row` of head h of sequence b of a tensor of T with strides s (in elements): const for a const base.
+template <typename T, typename Void>
+auto RowOf(Void* base, const Strides& s, std::int64_t b, std::int64_t h, std::int64_t row) {
+  using Element = std::conditional_t<std::is_const_v<Void>, const T, T>;
+  return static_cast<Element*>(base) + b * s.batch + h * s.head + row * s.seq;
+}
+
 // Element `index` of an array of `dtype`, as float.
 inline float LoadAsFloat(const void* base, DType dtype, std::int64_t index) {
   switch (dtype) {

@@ -32,9 +32,9 @@
 #include "simd/seen_pairs-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::decode_kernel::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-using namespace ::flashattn::simd::HWY_NAMESPACE;  // NOLINT: the kernel is written in the SIMD layer's terms
+namespace flashattn::HWY_NAMESPACE::decode_kernel {
+using flashattn::decode_kernel::ChunkTask;
+using flashattn::decode_kernel::KvSource;
 
 // The float32 working set of one AttendChunk call for `heads` K/V heads of R rows, rows of d_pad floats: Q
 // (copied, zero-padded), the widened K and V blocks, scores, Õ, m, l and α.
@@ -265,7 +265,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
 }
 
 
-}  // namespace flashattn::decode_kernel::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE::decode_kernel
 HWY_AFTER_NAMESPACE();
 
 #endif  // FLASHATTN_DECODE_ATTEND_INL_H_

@@ -21,9 +21,8 @@
 #include "simd/convert-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::decode_kernel::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-using namespace ::flashattn::simd::HWY_NAMESPACE;  // NOLINT: the kernel is written in the SIMD layer's terms
+namespace flashattn::HWY_NAMESPACE::decode_kernel {
+using flashattn::decode_kernel::kDecodeBc;
 
 inline constexpr std::int64_t kBc = kDecodeBc;
 
@@ -261,7 +260,7 @@ HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* con
   }
 }
 
-}  // namespace flashattn::decode_kernel::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE::decode_kernel
 HWY_AFTER_NAMESPACE();
 
 #endif  // FLASHATTN_DECODE_ATTEND_TILES_INL_H_

@@ -1,4 +1,4 @@
-// decode() per Highway target, for one element type T: the split-KV steps (split_kv.h, plain code) around
+// decode() per Highway target, for one element type T: the split-KV steps (decode.h, plain code) around
 // the chunks, which the thread team runs in parallel with this target's AttendChunk.
 #if defined(FLASHATTN_DECODE_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_DECODE_DECODE_INL_H_
@@ -14,14 +14,13 @@
 #include "common/constants.h"
 #include "decode/attend-inl.h"
 #include "decode/decode.h"
-#include "decode/split_kv.h"
 #include "flashattn/decode.h"
 #include "hwy/highway.h"
 #include "simd/scratch.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::decode_kernel::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+namespace flashattn::HWY_NAMESPACE::decode_kernel {
+using flashattn::decode_kernel::SplitKv;
 
 template <typename T>
 void DecodeT(const DecodeParams& p) {
@@ -41,7 +40,7 @@ void DecodeT(const DecodeParams& p) {
   call.Merge();
 }
 
-}  // namespace flashattn::decode_kernel::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE::decode_kernel
 HWY_AFTER_NAMESPACE();
 
 #endif  // FLASHATTN_DECODE_DECODE_INL_H_

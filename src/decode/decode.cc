@@ -1,6 +1,5 @@
 // decode(): Flash-Decoding over a KV cache, flash_attn_with_kvcache semantics. Validates everything (the
-// block table included) before anything is written, then runs the kernel (decode.h; the steps are in
-// split_kv.h).
+// block table included) before anything is written, then runs the kernel (decode/decode.h).
 #include <omp.h>
 
 #include <algorithm>

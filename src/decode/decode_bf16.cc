@@ -6,14 +6,14 @@
 #include "decode/decode-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::decode_kernel::HWY_NAMESPACE {
-void DecodeBF16(const DecodeParams& params) { DecodeT<hwy::bfloat16_t>(params); }
-}  // namespace flashattn::decode_kernel::HWY_NAMESPACE
+namespace flashattn::HWY_NAMESPACE {
+void DecodeBF16(const DecodeParams& params) { decode_kernel::DecodeT<hwy::bfloat16_t>(params); }
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace flashattn::decode_kernel {
+namespace flashattn {
 HWY_EXPORT(DecodeBF16);
-void DecodeBF16(const DecodeParams& params) { HWY_DYNAMIC_DISPATCH(DecodeBF16)(params); }
-}  // namespace flashattn::decode_kernel
+void decode_kernel::DecodeBF16(const DecodeParams& params) { HWY_DYNAMIC_DISPATCH(DecodeBF16)(params); }
+}  // namespace flashattn
 #endif

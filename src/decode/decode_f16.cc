@@ -6,14 +6,14 @@
 #include "decode/decode-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::decode_kernel::HWY_NAMESPACE {
-void DecodeF16(const DecodeParams& params) { DecodeT<hwy::float16_t>(params); }
-}  // namespace flashattn::decode_kernel::HWY_NAMESPACE
+namespace flashattn::HWY_NAMESPACE {
+void DecodeF16(const DecodeParams& params) { decode_kernel::DecodeT<hwy::float16_t>(params); }
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace flashattn::decode_kernel {
+namespace flashattn {
 HWY_EXPORT(DecodeF16);
-void DecodeF16(const DecodeParams& params) { HWY_DYNAMIC_DISPATCH(DecodeF16)(params); }
-}  // namespace flashattn::decode_kernel
+void decode_kernel::DecodeF16(const DecodeParams& params) { HWY_DYNAMIC_DISPATCH(DecodeF16)(params); }
+}  // namespace flashattn
 #endif

@@ -6,14 +6,14 @@
 #include "decode/decode-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::decode_kernel::HWY_NAMESPACE {
-void DecodeF32(const DecodeParams& params) { DecodeT<float>(params); }
-}  // namespace flashattn::decode_kernel::HWY_NAMESPACE
+namespace flashattn::HWY_NAMESPACE {
+void DecodeF32(const DecodeParams& params) { decode_kernel::DecodeT<float>(params); }
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace flashattn::decode_kernel {
+namespace flashattn {
 HWY_EXPORT(DecodeF32);
-void DecodeF32(const DecodeParams& params) { HWY_DYNAMIC_DISPATCH(DecodeF32)(params); }
-}  // namespace flashattn::decode_kernel
+void decode_kernel::DecodeF32(const DecodeParams& params) { HWY_DYNAMIC_DISPATCH(DecodeF32)(params); }
+}  // namespace flashattn
 #endif

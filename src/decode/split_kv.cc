@@ -1,4 +1,4 @@
-#include "decode/split_kv.h"
+#include "decode/decode.h"
 
 #include <omp.h>
 
@@ -60,7 +60,9 @@ SplitKv::SplitKv(const DecodeParams& p)
       threads_(ThreadsOf(p.num_threads)),
       groups_(static_cast<std::size_t>(p.batch)) {
   std::int64_t max_keys = 0;
-  for (std::int64_t b = 0; b < p.batch; ++b) max_keys = std::max<std::int64_t>(max_keys, p.cache_seqlens[b] + p.seqlen_new);
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    max_keys = std::max<std::int64_t>(max_keys, p.cache_seqlens[b] + p.seqlen_new);
+  }
   splits_ =
       std::max<std::int64_t>(1, p.num_splits == 0 ? ChooseNumSplits(p.batch, max_keys, threads_) : p.num_splits);
   items_ = p.batch * splits_, rows_per_item_ = p.heads_kv * R_;

@@ -43,9 +43,7 @@
 #include "simd/seen_pairs-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::forward_kernel::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-using namespace ::flashattn::simd::HWY_NAMESPACE;  // NOLINT: the kernel is written in the SIMD layer's terms
+namespace flashattn::HWY_NAMESPACE::forward_kernel {
 using simd::Geometry;
 
 // One thread's fast-memory working set (P: the packed K and V element type, see PacksKvWide).
@@ -85,17 +83,6 @@ struct Scratch {
 // convert as the micro-kernel loads.
 static_assert(kMR == 6, "PacksKvWide (forward.h) states the register tile's rows");
 
-// Packs K block jt of one (batch, K/V head) into panels; done once and shared by all query blocks and
-// query heads of the group.
-template <typename T, typename P>
-void PackKBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
-                      std::int64_t jt, P* packed) {
-  const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
-  const T* K =
-      static_cast<const T*>(p.k) + b * p.k_strides.batch + hkv * p.k_strides.head + j0 * p.k_strides.seq;
-  PackPanels(K, p.k_strides.seq, cols, g.d, g.Bc_pad, packed + jt * g.Bc_pad * g.d);
-}
-
 // Asks for `rows` rows of `width` elements (row stride ld) to be brought into L2: the V rows that PackSlices
 // reads after the scores of a tile are done. Each row is usually in a page of its own, out of reach of the
 // hardware prefetcher.
@@ -105,19 +92,21 @@ HWY_INLINE void PrefetchRows(const T* rows_begin, std::int64_t ld, std::int64_t 
   for (std::int64_t r = 0; r < rows; ++r) PrefetchRowToL2(rows_begin + r * ld, row_bytes);
 }
 
-// V_j is copied before the products read it: into column slices (BLayout::kSlices, zero beyond dv), so
-// that the slice AccumulateAB reads for every row group is contiguous. (The caller's rows are often a power
-// of two apart, heads × dv elements, and every row in a page of its own.)
-//
-// Copies V block jt of one (batch, K/V head) into its place, once for all query blocks and query heads of
-// the group (when the head is small enough to be packed whole; see SolveAllBlocks).
+// Packs block jt of one (batch, K/V head), once for all query blocks and query heads of the group: K into
+// panels, and V, when the head is small enough to be packed whole (`packed_v` not null; see SolveAllBlocks),
+// into column slices (BLayout::kSlices, zero beyond dv), so that the slice AccumulateAB reads for every row
+// group is contiguous. (The caller's rows are often a power of two apart, heads × dv elements, and every
+// row in a page of its own.) A longer head copies V_j into slices per tile instead.
 template <typename T, typename P>
-void PackVBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
-                      std::int64_t jt, P* packed_v) {
+void PackBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
+                     std::int64_t jt, P* packed, P* packed_v) {
   const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
-  const T* V =
-      static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
-  PackSlices(V, p.v_strides.seq, cols, g.dv, g.dv_pad, packed_v + jt * g.Bc * g.dv_pad);
+  PackPanels(RowOf<T>(p.k, p.k_strides, b, hkv, j0), p.k_strides.seq, cols, g.d, g.Bc_pad,
+             packed + jt * g.Bc_pad * g.d);
+  if (packed_v != nullptr) {
+    PackSlices(RowOf<T>(p.v, p.v_strides, b, hkv, j0), p.v_strides.seq, cols, g.dv, g.dv_pad,
+               packed_v + jt * g.Bc * g.dv_pad);
+  }
 }
 
 // Rows [i0, i0 + rows) of query head h: the whole inner loop over K/V blocks, then the one write of O, LSE.
@@ -130,7 +119,7 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Dropout& dro
   const std::int64_t hkv = h / g.group;
   const ScoreModifiers mods(p, b, h);
 
-  const T* Q = static_cast<const T*>(p.q) + b * p.q_strides.batch + h * p.q_strides.head + i0 * p.q_strides.seq;
+  const T* Q = RowOf<T>(p.q, p.q_strides, b, h, i0);
   // Q_i = s·Q rows in float32, in row groups of kMR rows (ALayout::kRowGroups; zero rows pad the last).
   std::fill(x.Q_i, x.Q_i + RoundUp(rows, kMR) * d, 0.0f);
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -148,8 +137,7 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Dropout& dro
   for (std::int64_t jt = reach.begin / g.Bc; reach.begin < reach.end && jt * g.Bc < reach.end; ++jt) {
     const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0), cols_L = RoundUp(cols, L);
     const P* panels = packed + jt * g.Bc_pad * d;
-    const T* V =
-        static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
+    const T* V = RowOf<T>(p.v, p.v_strides, b, hkv, j0);
     // A tile on the causal/window band's boundary: each row group computes and sums over only the keys
     // its rows may see (the diagonal tiles of a causal mask do half the work); the scores it skips are
     // masked to −∞ below.
@@ -199,7 +187,7 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Dropout& dro
     }
   }
 
-  T* O = static_cast<T*>(p.o) + b * p.o_strides.batch + h * p.o_strides.head + i0 * p.o_strides.seq;
+  T* O = RowOf<T>(p.o, p.o_strides, b, h, i0);
   float* lse = p.lse == nullptr ? nullptr : p.lse + (b * g.Hq + h) * g.Nq + i0;
   for (std::int64_t r = 0; r < rows; ++r) {
     float* O_r = x.O_i + r * g.dv_pad;
@@ -254,8 +242,8 @@ void SolveAllBlocks(const AttentionParams& p, const Geometry& g, const Dropout& 
       for (std::int64_t t = 0; t < count * g.Tc; ++t) {
         const std::int64_t head = first + t / g.Tc;
         const std::int64_t b = head / g.Hkv, hkv = head % g.Hkv, jt = t % g.Tc;
-        PackKBlockOfHead<T>(p, g, b, hkv, jt, packed.get() + (t / g.Tc) * packed_head);
-        if (pack_v) PackVBlockOfHead<T>(p, g, b, hkv, jt, packed_v.get() + (t / g.Tc) * packed_v_head);
+        PackBlockOfHead<T>(p, g, b, hkv, jt, packed.get() + (t / g.Tc) * packed_head,
+                           pack_v ? packed_v.get() + (t / g.Tc) * packed_v_head : nullptr);
       }
       // Work items head by head, so that a head's K and V stay in the shared cache while every Q block
       // reads them; within a head in decreasing Q block order, because under a causal mask the last blocks
@@ -276,21 +264,21 @@ void SolveAllBlocks(const AttentionParams& p, const Geometry& g, const Dropout& 
 template <typename T>
 void ForwardT(const AttentionParams& p) {
   if (p.batch == 0 || p.seqlen_q == 0) return;
-  const FusedTiling tiling = ChooseFusedTiling(p);
+  const flashattn::forward_kernel::FusedTiling tiling = flashattn::forward_kernel::ChooseFusedTiling(p);
   // A block longer than its sequence is that sequence: the clamp keeps scratch sizes bounded for any
   // requested tiling without changing the computation.
   const std::int64_t Br = std::min(tiling.Br, std::max<std::int64_t>(1, p.seqlen_q));
   const std::int64_t Bc = std::min(tiling.Bc, std::max<std::int64_t>(1, p.seqlen_k));
   const Geometry g(p, Br, Bc, static_cast<std::int64_t>(hn::Lanes(DF())));
   const Dropout dropout(p);
-  if (PacksKvWide(p.dtype, g.Br)) {
+  if (flashattn::forward_kernel::PacksKvWide(p.dtype, g.Br)) {
     SolveAllBlocks<T, float>(p, g, dropout);
   } else {
     SolveAllBlocks<T, T>(p, g, dropout);
   }
 }
 
-}  // namespace flashattn::forward_kernel::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE::forward_kernel
 HWY_AFTER_NAMESPACE();
 
 #endif  // FLASHATTN_FORWARD_FORWARD_INL_H_

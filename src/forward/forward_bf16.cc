@@ -6,14 +6,14 @@
 #include "forward/forward-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::forward_kernel::HWY_NAMESPACE {
-void ForwardBF16(const AttentionParams& params) { ForwardT<hwy::bfloat16_t>(params); }
-}  // namespace flashattn::forward_kernel::HWY_NAMESPACE
+namespace flashattn::HWY_NAMESPACE {
+void ForwardBF16(const AttentionParams& params) { forward_kernel::ForwardT<hwy::bfloat16_t>(params); }
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace flashattn::forward_kernel {
+namespace flashattn {
 HWY_EXPORT(ForwardBF16);
-void ForwardBF16(const AttentionParams& params) { HWY_DYNAMIC_DISPATCH(ForwardBF16)(params); }
-}  // namespace flashattn::forward_kernel
+void forward_kernel::ForwardBF16(const AttentionParams& params) { HWY_DYNAMIC_DISPATCH(ForwardBF16)(params); }
+}  // namespace flashattn
 #endif

@@ -15,7 +15,7 @@
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::simd::HWY_NAMESPACE {
+namespace flashattn::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
@@ -96,7 +96,7 @@ HWY_INLINE void WidenScaledRow(const T* HWY_RESTRICT src, std::int64_t width, st
   WidenRowTimes<true>(src, width, width_pad, s, dst);
 }
 
-}  // namespace flashattn::simd::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // FLASHATTN_SIMD_CONVERT_INL_H_

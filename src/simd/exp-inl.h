@@ -26,7 +26,7 @@
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::simd::HWY_NAMESPACE {
+namespace flashattn::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Exp without its overflow test, for the softmax's S − max ≤ 0: the same result for x ≤ 88.37 and NaN,
@@ -59,7 +59,7 @@ HWY_INLINE V Exp(D d, V x) {
                         hn::Set(d, std::numeric_limits<float>::infinity()), ExpOfNonPositive(d, x));
 }
 
-}  // namespace flashattn::simd::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // FLASHATTN_SIMD_EXP_INL_H_

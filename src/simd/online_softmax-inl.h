@@ -18,7 +18,7 @@
 #include "simd/exp-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::simd::HWY_NAMESPACE {
+namespace flashattn::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // max_c S[c] over `n` elements, n a multiple of Lanes (the strip is padded with −∞).
@@ -94,7 +94,7 @@ HWY_INLINE float NormalizeAndLse(float* HWY_RESTRICT O, std::int64_t n, float m,
   return l == 0.0f ? kNegInf : m + std::log(l);
 }
 
-}  // namespace flashattn::simd::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // FLASHATTN_SIMD_ONLINE_SOFTMAX_INL_H_

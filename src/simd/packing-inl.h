@@ -17,7 +17,7 @@
 #include "simd/convert-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::simd::HWY_NAMESPACE {
+namespace flashattn::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Packing copies elements of S into D: the same type, or float16/bfloat16 widened to float32 on the way
@@ -94,7 +94,7 @@ void PackSlices(const S* src, std::int64_t ld, std::int64_t rows, std::int64_t w
 }
 
 
-}  // namespace flashattn::simd::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // FLASHATTN_SIMD_PACKING_INL_H_

@@ -22,7 +22,7 @@
 #include "simd/packing-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::simd::HWY_NAMESPACE {
+namespace flashattn::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Rows of the register tile: 6 × 2 vectors = 12 accumulators, leaving 4 of 16 registers for the operands.
@@ -176,7 +176,7 @@ void AccumulateAB(const float* A, std::int64_t lda, std::int64_t rows, std::int6
   }
 }
 
-}  // namespace flashattn::simd::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // FLASHATTN_SIMD_REGISTER_TILES_INL_H_

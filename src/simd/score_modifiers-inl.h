@@ -22,7 +22,7 @@
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::simd::HWY_NAMESPACE {
+namespace flashattn::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // tanh for the softcap, here and in the backward kernel. Highway 1.0.3's emulated targets convert NaN to
@@ -78,7 +78,7 @@ HWY_INLINE void ApplyScoreModifiers(const ScoreModifiers& mods, std::int64_t i0,
   }
 }
 
-}  // namespace flashattn::simd::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // FLASHATTN_SIMD_SCORE_MODIFIERS_INL_H_

@@ -19,7 +19,7 @@
 #include "simd/register_tiles-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::simd::HWY_NAMESPACE {
+namespace flashattn::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // C[r] = α_r·C[r] + Σ_{k < inner, seen(r, k)} A[r][k]·B[k] for r < rows, over the width_pad columns of C
@@ -47,7 +47,7 @@ void AccumulateSeenPairs(const float* A, std::int64_t lda, std::int64_t rows, st
   }
 }
 
-}  // namespace flashattn::simd::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // FLASHATTN_SIMD_SEEN_PAIRS_INL_H_

@@ -7,7 +7,7 @@
 #include "simd/exp-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::simd::HWY_NAMESPACE {
+namespace flashattn::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // y = Exp(x), or ExpOfNonPositive(x) (the softmax's variant) when `non_positive`.
@@ -25,16 +25,18 @@ void ExpArray(const float* x, float* y, std::size_t n, bool non_positive) {
 
 std::int64_t TargetOfThisCode() { return HWY_TARGET; }
 
-}  // namespace flashattn::simd::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include "simd/targets.h"
 
-namespace flashattn::simd {
-
+namespace flashattn {
 HWY_EXPORT(ExpArray);
 HWY_EXPORT(TargetOfThisCode);
+}  // namespace flashattn
+
+namespace flashattn::simd {
 
 void VectorExp(const float* x, float* y, std::size_t n) { HWY_DYNAMIC_DISPATCH(ExpArray)(x, y, n, false); }
 
