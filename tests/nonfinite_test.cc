@@ -1,4 +1,4 @@
-// Non-finite data is not an error (issue 8): NaN or ±inf in Q, K or V flows into exactly the outputs that
+// Non-finite data is not an error (docs/robustness.md): NaN or ±inf in Q, K or V flows into exactly the outputs that
 // IEEE arithmetic sends it to, and nowhere else. For row i of head h and its visible keys V(i):
 //   S_ij = s·q_i·k_j,  m_i = max_j S_ij,  P_ij = exp(S_ij − m_i),  l_i = Σ_j P_ij,  O_i = Σ_j P_ij v_j / l_i
 // - NaN in q_i: every S_ij is NaN, so O_i and LSE_i are NaN (if V(i) is not empty); other rows are untouched.
@@ -8,7 +8,7 @@
 //   here); LSE does not depend on V and every other column is untouched.
 // - +inf in k_j[c]: S_ij = ±inf with the sign of q_i[c]. +inf makes m_i = +inf and P_ij = exp(inf − inf) =
 //   NaN: the row is NaN. −inf gives P_ij = 0: the row is attention without key j (the float64 oracle agrees).
-// - Every visible score −inf: LSE = −∞ and O_i = Σ_j 0·v_j, which is 0 as for a row without keys (SPEC §5)
+// - Every visible score −inf: LSE = −∞ and O_i = Σ_j 0·v_j, which is 0 as for a row without keys
 //   unless a seen v_j holds inf or NaN (an additive mask's −∞ is arithmetic: its keys are seen).
 // - softcap c·tanh(S/c) maps ±inf scores to ±c: every row is finite and agrees with the oracle.
 // Checked for the fused kernel on every compiled SIMD target (default tiles and small forced ones, so that
@@ -45,7 +45,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
-// Query row i sees key j (SPEC §5, bottom-right aligned).
+// Query row i sees key j (common/score.h, bottom-right aligned).
 bool Sees(const AttentionParams& p, std::int64_t i, std::int64_t j) {
   const std::int64_t diagonal = i + p.seqlen_k - p.seqlen_q;
   if (p.causal && j > diagonal) return false;

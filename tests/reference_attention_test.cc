@@ -1,5 +1,5 @@
 // The reference attention algorithms against the float64 oracle: every algorithm, the shape matrix of odd
-// head dims and lengths, every mask and modifier of SPEC §5.
+// head dims and lengths, every mask and modifier of common/score.h.
 #include <gtest/gtest.h>
 
 #include <cmath>

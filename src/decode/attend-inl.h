@@ -114,8 +114,8 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   std::int64_t offset[kBc], next_offset[kBc];  // element offsets of the block's key rows (K/V head 0)
   // K and V rows are read straight from the cache when every feature is in a whole vector, even when R rows
   // take several register tiles: the tiles of one key group (ScoreBlock) or of one block (AccumulateBlock)
-  // follow each other, so the rows a second tile reads are in L1 (R = 8 on AVX2: 1.3× faster than widening
-  // them first). Otherwise they are widened once per block into zero-padded float32 rows.
+  // follow each other, so the rows a second tile reads are in L1 (faster than widening them first:
+  // docs/performance.md). Otherwise they are widened once per block into zero-padded float32 rows.
   const bool widen = d % N != 0;
   const T* K[kBc];
   const T* V[kBc];
@@ -142,15 +142,14 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
 
   // Software prefetch. Read straight from the cache, a block's scores go key group by key group over every
   // head (ScoreBlock); as each line of a K row is read, one line of the next block's K is requested into
-  // L2, and as the accumulation reads V rows, lines of the next block's V. Demand misses alone left the core
-  // idle while it waited (measured on Zen 3, DRAM-resident cache, one thread: 1.4× faster with the
-  // requests). Each phase requests lines of its own tensor so that requests go out all the time at the pace
-  // rows are read: with K and V both requested during the scores and none during the accumulation, the f16
-  // decode of 8 K/V heads ran 1.06× slower (2 threads, medians of 6). When the task's heads fill each key's
-  // row of a contiguous cache, a block of keys is one region of memory, and its lines are requested in
-  // address order (RegionPrefetch): 1.16× faster on one thread than requesting them row by row in the
-  // order the tiles read them (head by head, rows 2 KiB apart), 1.10× on two (medians of 8, interleaved).
+  // L2, and as the accumulation reads V rows, lines of the next block's V: demand misses alone leave the
+  // core idle while it waits. Each phase requests lines of its own tensor so that requests go out all the
+  // time at the pace rows are read (requesting K and V both during the scores and none during the
+  // accumulation was slower). When the task's heads fill each key's row of a contiguous cache, a block of
+  // keys is one region of memory, and its lines are requested in address order (RegionPrefetch), which beat
+  // requesting them row by row in the order the tiles read them (head by head, rows 2 KiB apart).
   // Otherwise (paged, or a (head, seq, dim) cache) the rows of the next block are requested row by row.
+  // The measurements are in docs/performance.md.
   // Widened, a block is done head after head: while one (block, head) unit is computed, the K and V rows of
   // the unit `ahead` units later (2, or the next block when there is one head) are requested.
   const std::int64_t ahead = H >= 2 ? 2 : 1;

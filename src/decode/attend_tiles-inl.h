@@ -110,7 +110,7 @@ HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T
       VF q = hn::Load(df, Q + r * ldq + e);
 #if defined(__GNUC__) && !defined(__clang__) && HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR
       // Loaded once into a register: GCC would fold the load into each of the kC FMAs, 10 loads per 8 FMAs
-      // in the 4×2 tile instead of 6 (5% of the chunk's time on Zen 3 with the cache in L2).
+      // in the 4×2 tile instead of 6 (docs/performance.md).
       asm("" : "+x"(q.raw));
 #endif
       HWY_UNROLL(16) for (int c = 0; c < kC; ++c) acc[r * kC + c] = hn::MulAdd(q, k[c], acc[r * kC + c]);

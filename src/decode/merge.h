@@ -1,4 +1,4 @@
-// The LSE merge of SPEC §3, one query row at a time. Both merge_attention_states and the split-KV path of
+// The LSE merge of docs/algorithms.md, one query row at a time. Both merge_attention_states and the split-KV path of
 // decode() call MergeRow, so the public operation is the one the kernel uses.
 #ifndef FLASHATTN_DECODE_MERGE_H_
 #define FLASHATTN_DECODE_MERGE_H_

@@ -50,11 +50,12 @@ const CacheSizes& DetectedCacheSizes() {
 
 FusedTiling ChooseFusedTiling(const AttentionParams& params) {
   const std::int64_t d = params.head_dim, dv = params.HeadDimV();
-  // Starts from the seeds' rule with M = the per-core L2 in float32 elements, Bc = ⌈M / 4·max(d, dv)⌉, and
+  // Starts from flash1's rule (docs/algorithms.md) with M = the per-core L2 in float32 elements,
+  // Bc = ⌈M / 4·max(d, dv)⌉, and
   // adapts it to this kernel (docs/fused_kernel.md, "Block sizes"): half that Bc, a multiple of 32 keys
   // (whole panels of two vectors up to AVX-512) within [32, 512]; then the largest Br, a multiple of the
   // 6-row register tile, whose working set Br·(d + Bc + dv) [Q_i, S_ij, Õ] + Bc·(d + dv) [K_j, V_j] fits in M.
-  // Long Q blocks mean fewer passes over K and V, which measured faster than the seeds' Br = min(Bc, d).
+  // Long Q blocks mean fewer passes over K and V, which measured faster than flash1's Br = min(Bc, d).
   const std::int64_t M = DetectedCacheSizes().l2 / 4;
   const std::int64_t seed_Bc = (M + 4 * std::max(d, dv) - 1) / (4 * std::max(d, dv));
   std::int64_t Bc = std::clamp<std::int64_t>(seed_Bc / 2 / 32 * 32, 32, 512);

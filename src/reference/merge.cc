@@ -1,4 +1,4 @@
-// The merge of attention states (SPEC §3), readable and in float64. An attention state of one query row
+// The merge of attention states (docs/algorithms.md), readable and in float64. An attention state of one query row
 // over a set of keys is its normalized output O and LSE = log Σ_j e^{S_j}; two states over disjoint key sets
 // combine as
 //   LSE = log(e^{LSE_a} + e^{LSE_b}) = m + log(e^{LSE_a − m} + e^{LSE_b − m}),  m = max(LSE_a, LSE_b)

@@ -12,8 +12,7 @@
 // 1.5·2^23 + 127 in the same FMA that forms x·log2 e: the sum's low mantissa bits are then n + 127, the
 // biased exponent of 2^n, so no rounding or conversion instruction is needed. On x86 those (with Highway's
 // overflow fix-up of the conversion) were 6 of the 24 instructions, and the softmax spends them on the FMA
-// ports the matrix products need (measured: 12.0 → 9.5 cycles per vector on Zen 3; the fused forward pass
-// spends about a tenth of its time here).
+// ports the matrix products need (the measurements are in docs/performance.md).
 #if defined(FLASHATTN_SIMD_EXP_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_SIMD_EXP_INL_H_
 #undef FLASHATTN_SIMD_EXP_INL_H_

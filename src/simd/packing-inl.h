@@ -55,8 +55,7 @@ void PackPanels(const S* B, std::int64_t ldb, std::int64_t rows, std::int64_t wi
 // the columns cut into slices of two vectors (the last one vector wide when width_pad is an odd number of
 // vectors), each slice holding all ldb rows contiguously. A slice is what the micro-kernel reads for every
 // row group: in slices it is one sequential block of a few KiB, where a slice of a row-major B is 64-byte
-// pieces a row apart (at dv = 128: over 16 pages, in 8 of the L1's 64 sets). The sliced V made Õ += P̃ V
-// 3–4% faster in place (docs/fused_kernel.md, "V").
+// pieces a row apart (at dv = 128: over 16 pages, in 8 of the L1's 64 sets); docs/fused_kernel.md, "V".
 enum class BLayout { kRowMajor, kSlices };
 
 // Where B[c][e] is in the slice layout of `height` rows and width_pad columns.
