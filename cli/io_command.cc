@@ -208,7 +208,7 @@ void RunIo(IoOptions o) {
          [splits](const AttentionParams& p) { return io_model::RunCountedDecode(p, splits); });
   }
   std::printf("\nBlocks: flash1 and flash2 from M by FlashAttention's rule (docs/algorithms.md). fused:\n"
-              "kernels::ChooseFusedTiling from the detected L2 (not --fast-memory), clamped to Nq and Nk as the "
+              "forward_kernel::ChooseFusedTiling from the detected L2 (not --fast-memory), clamped to Nq and Nk as the "
               "kernel\nclamps them; on this %s target the kernel packs K in panels of %lld keys (%lld per block) "
               "and\n%s.\n",
               io_model::FusedTargetName().c_str(),

@@ -10,23 +10,23 @@
 #include <vector>
 
 #include "fuzz_input.h"
-#include "kernels/fused_forward.h"
+#include "simd/targets.h"
 
 namespace flashattn::fuzz {
 
 class ScopedSimdTarget {
  public:
   explicit ScopedSimdTarget(FuzzInput& in) {
-    const std::vector<std::int64_t> targets = kernels::FusedTargets();
+    const std::vector<std::int64_t> targets = simd::CompiledTargets();
     const std::int64_t choice = in.Range(0, static_cast<std::int64_t>(targets.size()));
     target_ = choice == 0 ? 0 : targets[choice - 1];
-    kernels::RestrictFusedTargetForTest(target_);  // 0: back to Highway's own choice
+    simd::RestrictTargetForTest(target_);  // 0: back to Highway's own choice
   }
-  ~ScopedSimdTarget() { kernels::RestrictFusedTargetForTest(0); }
+  ~ScopedSimdTarget() { simd::RestrictTargetForTest(0); }
   ScopedSimdTarget(const ScopedSimdTarget&) = delete;
   ScopedSimdTarget& operator=(const ScopedSimdTarget&) = delete;
 
-  std::string Name() const { return target_ == 0 ? "dispatched" : kernels::FusedTargetName(target_); }
+  std::string Name() const { return target_ == 0 ? "dispatched" : simd::TargetName(target_); }
 
  private:
   std::int64_t target_ = 0;

@@ -27,7 +27,7 @@
 
 #include "flashattn/flashattn.h"
 #include "io_model/io_model.h"
-#include "kernels/fused_forward.h"
+#include "simd/targets.h"
 
 #if __has_include(<valgrind/callgrind.h>)
 #include <valgrind/callgrind.h>
@@ -55,8 +55,8 @@ double Median(std::vector<double> values) {
 }
 
 const char* TargetName() {
-  using flashattn::kernels::FusedTargetName, flashattn::kernels::FusedDispatchedTarget;
-  static const std::string name = FusedTargetName(FusedDispatchedTarget());
+  using flashattn::simd::TargetName, flashattn::simd::DispatchedTarget;
+  static const std::string name = TargetName(DispatchedTarget());
   return name.c_str();
 }
 
@@ -89,9 +89,9 @@ int main(int argc, char** argv) {
     }
     if (arg == "--target" && has_value) {
       bool found = false;
-      for (std::int64_t target : kernels::FusedTargets()) {
-        if (kernels::FusedTargetName(target) != argv[a + 1]) continue;
-        kernels::RestrictFusedTargetForTest(target);
+      for (std::int64_t target : simd::CompiledTargets()) {
+        if (simd::TargetName(target) != argv[a + 1]) continue;
+        simd::RestrictTargetForTest(target);
         found = true;
       }
       if (!found) {

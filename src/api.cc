@@ -3,15 +3,15 @@
 #include <cstdint>
 #include <string>
 
-#include "backward/backward_kernel.h"
+#include "backward/backward.h"
 #include "common/checked.h"
+#include "common/dropout.h"
 #include "flashattn/backward.h"
 #include "flashattn/forward.h"
 #include "flashattn/types.h"
 #include "flashattn/varlen.h"
-#include "kernels/fused_forward.h"
+#include "forward/forward.h"
 #include "reference/backward.h"
-#include "reference/dropout.h"
 #include "reference/reference.h"
 #include "validate.h"
 #include "varlen/sequences.h"
@@ -88,7 +88,7 @@ void Compute(const AttentionParams& params, Algorithm algorithm) {
     case Algorithm::kStandard: return reference::Standard(params);
     case Algorithm::kFlash1: return reference::Flash1(params);
     case Algorithm::kFlash2: return reference::Flash2(params);
-    case Algorithm::kFused: return kernels::FusedForward(params);
+    case Algorithm::kFused: return forward_kernel::Forward(params);
     case Algorithm::kOracle: return reference::Oracle(params);
   }
   Fail("algorithm has an unknown value ", static_cast<int>(algorithm));
@@ -97,7 +97,7 @@ void Compute(const AttentionParams& params, Algorithm algorithm) {
 void Compute(const BackwardParams& params, BackwardAlgorithm algorithm) {
   switch (algorithm) {
     case BackwardAlgorithm::kStandard: return reference::StandardBackward(params);
-    case BackwardAlgorithm::kFused: return backward_kernel::FusedBackward(params);
+    case BackwardAlgorithm::kFused: return backward_kernel::Backward(params);
     case BackwardAlgorithm::kOracle: return reference::OracleBackward(params);
   }
   Fail("algorithm has an unknown value ", static_cast<int>(algorithm));
@@ -105,7 +105,7 @@ void Compute(const BackwardParams& params, BackwardAlgorithm algorithm) {
 
 // keep[((b·Hq + h)·Nq + i)·Nk + j] = whether element (b, h, i, j) of P is kept.
 void WriteKeepMask(const AttentionParams& params, std::uint8_t* keep) {
-  const reference::Dropout dropout(params);
+  const Dropout dropout(params);
   const std::int64_t Hq = params.heads_q, Nq = params.seqlen_q, Nk = params.seqlen_k;
   for (std::int64_t b = 0; b < params.batch; ++b)
     for (std::int64_t h = 0; h < Hq; ++h)

@@ -171,7 +171,7 @@ TensorView LseView(const char* name, const float* lse, std::int64_t batch, std::
 }
 
 // The forward pass's LSE as backward reads it: present, and each value the normalizer of a softmax, so
-// finite, or −∞ for a row that saw no key. `Require` runs before the tensors are checked, `CheckValues`
+// finite, or −∞ for a row that saw no key. RequireLse runs before the tensors are checked, CheckLseValues
 // after.
 void RequireLse(const char* name, const char* call, const float* lse, std::int64_t batch, std::int64_t heads,
                 std::int64_t seqlen) {
@@ -215,7 +215,7 @@ void CheckHeads(std::int64_t heads_q, std::int64_t heads_kv) {
   }
 }
 
-void CheckModifiers(const ScoreModifiers& m, std::int64_t heads_q) {
+void CheckModifiers(const ScoreSettings& m, std::int64_t heads_q) {
   CheckSize("window_left", m.window_left, -1);
   CheckSize("window_right", m.window_right, -1);
   if (!(m.softcap >= 0.0f) || !std::isfinite(m.softcap)) {

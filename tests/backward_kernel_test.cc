@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backward_test_problem.h"
-#include "kernels/fused_forward.h"
+#include "simd/targets.h"
 
 namespace flashattn::testing {
 namespace {
@@ -129,19 +129,19 @@ TEST(FusedBackwardTest, AnyThreadCountWithinTwiceStandard) {
 
 // Highway's test-all-targets idea: the same checks on every target compiled in that this CPU runs.
 TEST(FusedBackwardTest, EveryCompiledTargetWithinTolerance) {
-  const std::vector<std::int64_t> targets = kernels::FusedTargets();
+  const std::vector<std::int64_t> targets = simd::CompiledTargets();
   ASSERT_FALSE(targets.empty());
   for (std::int64_t target : targets) {
-    kernels::RestrictFusedTargetForTest(target);
+    simd::RestrictTargetForTest(target);
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
       ExpectFusedWithinStandard(
           {{.batch = 1, .Nq = 97, .Nk = 113, .Hq = 2, .Hkv = 1, .d = 59, .dv = 40, .dtype = dtype},
            {.causal = true, .softcap = 4.0f, .alibi = true, .mask = MaskKind::kBool},
            {.p = 0.1f, .seed = 3}},
-          kernels::FusedTargetName(target) + " " + std::string(to_string(dtype)));
+          simd::TargetName(target) + " " + std::string(to_string(dtype)));
     }
   }
-  kernels::RestrictFusedTargetForTest(0);
+  simd::RestrictTargetForTest(0);
 }
 
 // Rows that see no key (LSE = −inf) contribute zero gradients, never NaN: dQ of such a row is exactly 0,
@@ -184,12 +184,12 @@ void ExpectRowsWithoutKeysGiveZeroGradients(BackwardProblem& x, const std::vecto
 }
 
 TEST(FusedBackwardTest, RowsWithoutVisibleKeysGiveZeroGradientsOnEveryTarget) {
-  const std::vector<std::int64_t> targets = kernels::FusedTargets();
+  const std::vector<std::int64_t> targets = simd::CompiledTargets();
   ASSERT_FALSE(targets.empty());
   for (std::int64_t target : targets) {
-    kernels::RestrictFusedTargetForTest(target);
+    simd::RestrictTargetForTest(target);
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-      const std::string name = kernels::FusedTargetName(target) + " " + std::string(to_string(dtype));
+      const std::string name = simd::TargetName(target) + " " + std::string(to_string(dtype));
       {
         // The mask tensor (1, Hq, Nq, Nk), broadcast over the batch: random keeps, then rows 0, 1, 40 and
         // 96 all false in head 0 (the first and last rows of Q blocks of every size), and all of head 1.
@@ -219,7 +219,7 @@ TEST(FusedBackwardTest, RowsWithoutVisibleKeysGiveZeroGradientsOnEveryTarget) {
       }
     }
   }
-  kernels::RestrictFusedTargetForTest(0);
+  simd::RestrictTargetForTest(0);
 }
 
 TEST(FusedBackwardTest, TwentyRepeatedCallsAreBitwiseIdentical) {

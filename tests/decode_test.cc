@@ -12,8 +12,8 @@
 #include "common/element.h"
 #include "decode_test_case.h"
 #include "flashattn/decode.h"
-#include "kernels/fused_forward.h"
 #include "reference/reference.h"
+#include "simd/targets.h"
 
 namespace flashattn::testing {
 namespace {
@@ -225,7 +225,7 @@ TEST(Decode, AgreesWithTheReferenceDecode) {
 // size and combination of them (R = 1, 2, 3, 4, 6, 8, 9, 16), contiguous and paged caches, a full and a
 // partial last block of keys, against the float64 oracle.
 TEST(Decode, EveryTargetEveryRowTileAgainstTheOracle) {
-  const std::vector<std::int64_t> targets = kernels::FusedTargets();
+  const std::vector<std::int64_t> targets = simd::CompiledTargets();
   ASSERT_FALSE(targets.empty());
   struct Rows {
     std::int64_t Hq, Hkv, Nq;
@@ -240,14 +240,14 @@ TEST(Decode, EveryTargetEveryRowTileAgainstTheOracle) {
                                     .cached = {100, 45}, .dtype = dtype, .page_size = page_size};
             DecodeCase c(shape, DecodeMods{.causal = causal}, 31);
             for (const std::int64_t target : targets) {
-              kernels::RestrictFusedTargetForTest(target);
+              simd::RestrictTargetForTest(target);
               decode(c.params());
               const DecodeErrors errors = CompareWithForward(c, Algorithm::kOracle);
               EXPECT_LE(errors.o, Tolerance(dtype)) << shape.ToString() << " causal " << causal << " on "
-                                                    << kernels::FusedTargetName(target);
-              EXPECT_LE(errors.lse, 1e-5) << shape.ToString() << " on " << kernels::FusedTargetName(target);
+                                                    << simd::TargetName(target);
+              EXPECT_LE(errors.lse, 1e-5) << shape.ToString() << " on " << simd::TargetName(target);
             }
-            kernels::RestrictFusedTargetForTest(0);
+            simd::RestrictTargetForTest(0);
           }
         }
       }

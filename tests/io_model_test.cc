@@ -11,11 +11,12 @@
 #include <vector>
 
 #include "common/cpu_caches.h"
+#include "forward/forward.h"
 #include "io_model/io_model.h"
 #include "io_model/machine.h"
-#include "kernels/fused_forward.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
+#include "simd/targets.h"
 #include "test_problem.h"
 
 namespace flashattn::testing {
@@ -208,7 +209,7 @@ TEST_P(IoModelFusedShapeTest, CountedTrafficEqualsClosedForm) {
 INSTANTIATE_TEST_SUITE_P(Shapes, IoModelFusedShapeTest, ::testing::Range(0, 9));
 
 // float16/bfloat16 K and V are packed as float32 when a Q block has more than one register tile of 6 rows,
-// and in their own type otherwise (kernels::PacksKvWide); float32 is packed as float32.
+// and in their own type otherwise (forward_kernel::PacksKvWide); float32 is packed as float32.
 TEST(IoModelTest, PackedElementBytesFollowTheKernelsRule) {
   AttentionParams p;
   p.seqlen_q = p.seqlen_k = 100;
@@ -231,11 +232,11 @@ TEST(IoModelTest, PackedElementBytesFollowTheKernelsRule) {
 // The padding of K to whole panels and of V rows to whole vectors depends on the SIMD target: the count and
 // the model agree on every target compiled in that this CPU runs, and the lanes are the target's.
 TEST(IoModelTest, FusedCountedTrafficEqualsClosedFormOnEveryTarget) {
-  const std::vector<std::int64_t> targets = kernels::FusedTargets();
+  const std::vector<std::int64_t> targets = simd::CompiledTargets();
   ASSERT_FALSE(targets.empty());
   for (std::int64_t target : targets) {
-    kernels::RestrictFusedTargetForTest(target);
-    const std::string name = kernels::FusedTargetName(target);
+    simd::RestrictTargetForTest(target);
+    const std::string name = simd::TargetName(target);
     const std::int64_t lanes =
         name.rfind("AVX3", 0) == 0 ? 16 : name == "AVX2" ? 8 : name == "SCALAR" ? 1 : 4;  // SSE*, EMU128: 4
     EXPECT_EQ(io_model::FusedFloatLanes(), lanes) << name;
@@ -244,7 +245,7 @@ TEST(IoModelTest, FusedCountedTrafficEqualsClosedFormOnEveryTarget) {
     problem.params().tiling = {.fast_memory_bytes = 0, .block_rows = 8, .block_cols = 20};
     ExpectFusedCountEqualsModel(problem.params());
   }
-  kernels::RestrictFusedTargetForTest(0);
+  simd::RestrictTargetForTest(0);
 }
 
 // When the blocks are whole panels and whole vectors, the fused kernel is flash2 with tile skipping plus the
@@ -282,7 +283,7 @@ TEST(IoModelTest, FusedGeometryIsTheKernelsTilingClampedToTheSequences) {
   EXPECT_EQ(g.dv_pad, (16 + g.L - 1) / g.L * g.L);
   params.seqlen_q = params.seqlen_k = 100000;
   g = io_model::FusedGeometryOf(params);
-  const kernels::FusedTiling tiling = kernels::ChooseFusedTiling(params);
+  const forward_kernel::FusedTiling tiling = forward_kernel::ChooseFusedTiling(params);
   EXPECT_EQ(g.Br, tiling.Br);
   EXPECT_EQ(g.Bc, tiling.Bc);
   EXPECT_EQ(io_model::Fused(params).Br, tiling.Br);

@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/fused_forward.h"
+#include "simd/targets.h"
 
 namespace flashattn::testing {
 namespace {
@@ -36,9 +36,9 @@ std::vector<float> DenseSweep(float lo, float hi) {
 TEST(FusedExpTest, WithinTwoUlpOverNormalRangeOnEveryTarget) {
   const std::vector<float> x = DenseSweep(-87.3365f, 88.376f);
   std::vector<float> y(x.size());
-  for (std::int64_t target : kernels::FusedTargets()) {
-    kernels::RestrictFusedTargetForTest(target);
-    kernels::FusedExp(x.data(), y.data(), x.size());
+  for (std::int64_t target : simd::CompiledTargets()) {
+    simd::RestrictTargetForTest(target);
+    simd::VectorExp(x.data(), y.data(), x.size());
     std::int64_t worst = 0;
     float worst_x = 0.0f;
     for (std::size_t i = 0; i < x.size(); ++i) {
@@ -46,21 +46,21 @@ TEST(FusedExpTest, WithinTwoUlpOverNormalRangeOnEveryTarget) {
       const std::int64_t ulp = UlpDistance(y[i], expected);
       if (ulp > worst) worst = ulp, worst_x = x[i];
     }
-    EXPECT_LE(worst, 2) << kernels::FusedTargetName(target) << " worst at x = " << worst_x;
-    RecordProperty(kernels::FusedTargetName(target) + "_max_ulp", static_cast<int>(worst));
+    EXPECT_LE(worst, 2) << simd::TargetName(target) << " worst at x = " << worst_x;
+    RecordProperty(simd::TargetName(target) + "_max_ulp", static_cast<int>(worst));
   }
-  kernels::RestrictFusedTargetForTest(0);
+  simd::RestrictTargetForTest(0);
 }
 
 TEST(FusedExpTest, SpecialValuesOnEveryTarget) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   // Odd length: the last element goes through the single-lane tail.
   const std::vector<float> x = {-inf, 0.0f, -0.0f, -87.34f, -100.0f, -1e30f, 88.38f, 1e30f, inf, nan, -nan};
-  for (std::int64_t target : kernels::FusedTargets()) {
-    kernels::RestrictFusedTargetForTest(target);
+  for (std::int64_t target : simd::CompiledTargets()) {
+    simd::RestrictTargetForTest(target);
     std::vector<float> y(x.size(), -1.0f);
-    kernels::FusedExp(x.data(), y.data(), x.size());
-    const std::string name = kernels::FusedTargetName(target);
+    simd::VectorExp(x.data(), y.data(), x.size());
+    const std::string name = simd::TargetName(target);
     EXPECT_EQ(std::bit_cast<std::uint32_t>(y[0]), 0u) << name << ": e^−∞ must be exactly +0";
     EXPECT_EQ(y[1], 1.0f) << name;
     EXPECT_EQ(y[2], 1.0f) << name;
@@ -74,7 +74,7 @@ TEST(FusedExpTest, SpecialValuesOnEveryTarget) {
     EXPECT_TRUE(std::isnan(y[9])) << name;  // on emulated targets also a UBSan regression (vec_exp-inl.h)
     EXPECT_TRUE(std::isnan(y[10])) << name;
   }
-  kernels::RestrictFusedTargetForTest(0);
+  simd::RestrictTargetForTest(0);
 }
 
 // The softmax's variant drops only the overflow test: bit-identical to Exp wherever it is defined (up to
@@ -84,21 +84,21 @@ TEST(FusedExpTest, NonPositiveVariantEqualsExpOnItsDomainOnEveryTarget) {
   std::vector<float> x = DenseSweep(-88.0f, 88.376f);
   for (float special : {-inf, -1e30f, -100.0f, -87.34f, -0.0f, nan}) x.push_back(special);
   std::vector<float> expected(x.size()), y(x.size());
-  for (std::int64_t target : kernels::FusedTargets()) {
-    kernels::RestrictFusedTargetForTest(target);
-    kernels::FusedExp(x.data(), expected.data(), x.size());
-    kernels::FusedExpOfNonPositive(x.data(), y.data(), x.size());
+  for (std::int64_t target : simd::CompiledTargets()) {
+    simd::RestrictTargetForTest(target);
+    simd::VectorExp(x.data(), expected.data(), x.size());
+    simd::VectorExpOfNonPositive(x.data(), y.data(), x.size());
     std::size_t mismatches = 0;
     for (std::size_t i = 0; i < x.size(); ++i) {
       if (std::bit_cast<std::uint32_t>(y[i]) != std::bit_cast<std::uint32_t>(expected[i]) &&
           !(std::isnan(y[i]) && std::isnan(expected[i])) && mismatches++ < 3) {
-        ADD_FAILURE() << kernels::FusedTargetName(target) << " x = " << x[i] << ": " << y[i] << " vs " << expected[i];
+        ADD_FAILURE() << simd::TargetName(target) << " x = " << x[i] << ": " << y[i] << " vs " << expected[i];
       }
     }
-    EXPECT_EQ(mismatches, 0u) << kernels::FusedTargetName(target);
+    EXPECT_EQ(mismatches, 0u) << simd::TargetName(target);
     EXPECT_EQ(std::bit_cast<std::uint32_t>(y[x.size() - 6]), 0u) << "e^−∞ must be exactly +0";
   }
-  kernels::RestrictFusedTargetForTest(0);
+  simd::RestrictTargetForTest(0);
 }
 
 }  // namespace

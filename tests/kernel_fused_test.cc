@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "common/cpu_caches.h"
-#include "kernels/fused_forward.h"
+#include "forward/forward.h"
+#include "simd/targets.h"
 #include "test_problem.h"
 
 namespace flashattn::testing {
@@ -36,20 +37,20 @@ void ExpectFusedWithinTwiceStandard(Problem& problem, const std::string& label) 
   forward(problem.params(), Algorithm::kStandard);
   const Errors standard = CompareWithOracle(problem);
   const double slack = problem.shape().dtype == DType::kF32 ? 1e-6 : 0.0;
-  const std::vector<std::int64_t> targets = kernels::FusedTargets();
+  const std::vector<std::int64_t> targets = simd::CompiledTargets();
   ASSERT_FALSE(targets.empty());
   for (std::int64_t target : targets) {
-    kernels::RestrictFusedTargetForTest(target);
-    ASSERT_EQ(kernels::FusedDispatchedTarget(), target);
+    simd::RestrictTargetForTest(target);
+    ASSERT_EQ(simd::DispatchedTarget(), target);
     problem.ResetOutputs();
     forward(problem.params(), Algorithm::kFused);
     const Errors fused = CompareWithOracle(problem);
     EXPECT_LE(fused.o_error, 2 * standard.o_error + slack)
-        << label << " on " << kernels::FusedTargetName(target) << " (standard: " << standard.o_error << ")";
+        << label << " on " << simd::TargetName(target) << " (standard: " << standard.o_error << ")";
     EXPECT_LE(fused.lse_error, 2 * standard.lse_error + 1e-6)
-        << label << " on " << kernels::FusedTargetName(target) << " (standard: " << standard.lse_error << ")";
+        << label << " on " << simd::TargetName(target) << " (standard: " << standard.lse_error << ")";
   }
-  kernels::RestrictFusedTargetForTest(0);
+  simd::RestrictTargetForTest(0);
 }
 
 using Case = std::tuple<DType, Shape, Modifiers>;
@@ -90,8 +91,8 @@ TEST(FusedKernelTest, EveryForcedBlockSizeMatchesOracle) {
                     {.causal = true, .window_left = 50, .alibi = true}, 11);
     problem.params().tiling.block_rows = Br;
     problem.params().tiling.block_cols = Bc;
-    ASSERT_EQ(kernels::ChooseFusedTiling(problem.params()).Br, Br);
-    ASSERT_EQ(kernels::ChooseFusedTiling(problem.params()).Bc, Bc);
+    ASSERT_EQ(forward_kernel::ChooseFusedTiling(problem.params()).Br, Br);
+    ASSERT_EQ(forward_kernel::ChooseFusedTiling(problem.params()).Bc, Bc);
     ExpectFusedWithinTwiceStandard(problem, "Br=" + std::to_string(Br) + " Bc=" + std::to_string(Bc));
   }
 }
@@ -101,7 +102,7 @@ TEST(FusedKernelTest, DefaultTilingFillsL2WithWholeTilesAndIsOverridable) {
   const std::int64_t M = DetectedCpuCaches().l2.bytes / 4;  // floats
   for (std::int64_t d : {1, 64, 128, 256, 512}) {
     params.head_dim = d;
-    const kernels::FusedTiling tiling = kernels::ChooseFusedTiling(params);
+    const forward_kernel::FusedTiling tiling = forward_kernel::ChooseFusedTiling(params);
     EXPECT_EQ(tiling.Br % 6, 0) << d;
     EXPECT_EQ(tiling.Bc % 32, 0) << d;
     EXPECT_GE(tiling.Bc, 32) << d;
@@ -109,10 +110,10 @@ TEST(FusedKernelTest, DefaultTilingFillsL2WithWholeTilesAndIsOverridable) {
     EXPECT_TRUE(tiling.Br * (2 * d + tiling.Bc) + tiling.Bc * 2 * d <= M || tiling.Br == 6) << d;
   }
   params.head_dim = 128;
-  const kernels::FusedTiling tiling = kernels::ChooseFusedTiling(params);
+  const forward_kernel::FusedTiling tiling = forward_kernel::ChooseFusedTiling(params);
   params.tiling.block_rows = 3;
-  EXPECT_EQ(kernels::ChooseFusedTiling(params).Br, 3);
-  EXPECT_EQ(kernels::ChooseFusedTiling(params).Bc, tiling.Bc);
+  EXPECT_EQ(forward_kernel::ChooseFusedTiling(params).Br, 3);
+  EXPECT_EQ(forward_kernel::ChooseFusedTiling(params).Bc, tiling.Bc);
 }
 
 // A mask tensor read through unusual strides: transposed (row stride 1) and broadcast over rows.
@@ -131,8 +132,8 @@ TEST(FusedKernelTest, MaskTensorWithTransposedAndBroadcastStridesMatchesOracle) 
 
 // Causal with Nq > Nk: the first Nq − Nk rows see no key; a boolean mask drops every key of row 3.
 TEST(FusedKernelTest, RowsWithoutVisibleKeyGiveZerosAndNegativeInfinityLse) {
-  for (std::int64_t target : kernels::FusedTargets()) {
-    kernels::RestrictFusedTargetForTest(target);
+  for (std::int64_t target : simd::CompiledTargets()) {
+    simd::RestrictTargetForTest(target);
     Problem causal({.Nq = 40, .Nk = 9, .d = 8, .dv = 8}, {.causal = true}, 3);
     forward(causal.params(), Algorithm::kFused);
     for (std::int64_t i = 0; i < 31; ++i) {
@@ -150,7 +151,7 @@ TEST(FusedKernelTest, RowsWithoutVisibleKeyGiveZerosAndNegativeInfinityLse) {
     for (std::int64_t c = 0; c < 8; ++c) EXPECT_EQ(masked.O(0, 3, 0, c), 0.0f);
     EXPECT_LE(CompareWithOracle(masked).o_error, 1e-5);
   }
-  kernels::RestrictFusedTargetForTest(0);
+  simd::RestrictTargetForTest(0);
 }
 
 TEST(FusedKernelTest, EmptySequencesWriteZerosOrNothing) {

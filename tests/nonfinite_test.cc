@@ -33,8 +33,8 @@
 #include "decode_test_case.h"
 #include "flashattn/backward.h"
 #include "flashattn/decode.h"
-#include "kernels/fused_forward.h"
 #include "reference/reference.h"
+#include "simd/targets.h"
 #include "test_problem.h"
 
 namespace flashattn::testing {
@@ -228,11 +228,11 @@ void RunCase(const Shape& shape, const Modifiers& mods, std::int64_t block_rows,
       check(algorithm, std::string(to_string(algorithm)));
       continue;
     }
-    for (std::int64_t target : kernels::FusedTargets()) {
-      kernels::RestrictFusedTargetForTest(target);
-      check(algorithm, "fused on " + kernels::FusedTargetName(target));
+    for (std::int64_t target : simd::CompiledTargets()) {
+      simd::RestrictTargetForTest(target);
+      check(algorithm, "fused on " + simd::TargetName(target));
     }
-    kernels::RestrictFusedTargetForTest(0);
+    simd::RestrictTargetForTest(0);
   }
 }
 
@@ -429,17 +429,17 @@ std::string CacheNaNLabel(std::int64_t page_size, DType dtype, bool in_v) {
 // On every compiled target, float32 and float16 caches (emulated float16 widening must keep the NaN): R = 6
 // rows take the kernel's direct path where one register tile holds them (AVX-512), the widened one elsewhere.
 TEST(NonFiniteDecode, NaNInTheCacheReachesOnlyTheQueriesThatSeeIt) {
-  for (const std::int64_t target : kernels::FusedTargets()) {
+  for (const std::int64_t target : simd::CompiledTargets()) {
     for (const auto [page_size, dtype] : {std::pair<std::int64_t, DType>{0, DType::kF32}, {4, DType::kF32},
                                           {0, DType::kF16}, {4, DType::kF16}}) {
       for (bool in_v : {false, true}) {
-        kernels::RestrictFusedTargetForTest(target);
-        SCOPED_TRACE(CacheNaNLabel(page_size, dtype, in_v) + " on " + kernels::FusedTargetName(target));
+        simd::RestrictTargetForTest(target);
+        SCOPED_TRACE(CacheNaNLabel(page_size, dtype, in_v) + " on " + simd::TargetName(target));
         RunCacheNaNCase(page_size, dtype, in_v, [](DecodeParams& params) { decode(params); });
       }
     }
   }
-  kernels::RestrictFusedTargetForTest(0);
+  simd::RestrictTargetForTest(0);
 }
 
 // The reference decode under the same expectations: it is the oracle the kernel is held to. (It used to
@@ -628,18 +628,18 @@ void RunBackwardNaN(BackwardProblem& clean, BackwardProblem& x, const BackwardNa
     backward(x.params(), algorithm);
     ExpectReach(x, clean, reach);
   };
-  for (std::int64_t target : kernels::FusedTargets()) {
-    kernels::RestrictFusedTargetForTest(target);
+  for (std::int64_t target : simd::CompiledTargets()) {
+    simd::RestrictTargetForTest(target);
     for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{0, 0}, {8, 16}}) {
       for (BackwardProblem* p : {&clean, &x}) {
         p->params().attention.tiling.block_rows = rows;
         p->params().attention.tiling.block_cols = cols;
       }
-      run(BackwardAlgorithm::kFused, "fused on " + kernels::FusedTargetName(target) + " blocks " +
+      run(BackwardAlgorithm::kFused, "fused on " + simd::TargetName(target) + " blocks " +
                                          std::to_string(rows) + "x" + std::to_string(cols));
     }
   }
-  kernels::RestrictFusedTargetForTest(0);
+  simd::RestrictTargetForTest(0);
   run(BackwardAlgorithm::kStandard, "standard");
   if (with_oracle) run(BackwardAlgorithm::kOracle, "oracle");
 }

@@ -122,7 +122,7 @@ TEST(ReferenceAttentionTest, ReducedPrecisionStandardHasReducedPrecisionError) {
 }
 
 // A window reach near INT64_MAX sees every key, like −1; i + Nk − Nq ± reach must not overflow.
-// Every algorithm, the fused kernel included, takes its reaches from common/window.h.
+// Every algorithm, the fused kernel included, takes its reaches from common/score.h (Band).
 TEST(ReferenceAttentionTest, HugeWindowReachesEqualUnboundedWindowInEveryAlgorithm) {
   const std::pair<std::int64_t, std::int64_t> windows[] = {{-1, INT64_MAX}, {INT64_MAX, -1}, {INT64_MAX, INT64_MAX}};
   for (Algorithm algorithm : kAllAlgorithms) {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/element.h"
-#include "kernels/fused_forward.h"
+#include "simd/targets.h"
 #include "support/elements.h"
 #include "support/oracle.h"
 #include "test_problem.h"
@@ -22,13 +22,13 @@ namespace {
 // Runs fn() once per SIMD target compiled in that this CPU runs, with every dispatch restricted to it.
 template <typename Fn>
 void OnEveryTarget(const Fn& fn) {
-  const std::vector<std::int64_t> targets = kernels::FusedTargets();
+  const std::vector<std::int64_t> targets = simd::CompiledTargets();
   for (std::int64_t target : targets) {
-    kernels::RestrictFusedTargetForTest(target);
-    SCOPED_TRACE(kernels::FusedTargetName(target));
+    simd::RestrictTargetForTest(target);
+    SCOPED_TRACE(simd::TargetName(target));
     fn();
   }
-  kernels::RestrictFusedTargetForTest(0);
+  simd::RestrictTargetForTest(0);
 }
 
 // Values that exercise rounding, subnormals, infinities and NaN in all three element types.

@@ -21,11 +21,11 @@ namespace flashattn {
 //                 Nk = cache_seqlens[b] + Nnew keys of sequence b.
 //   o        (batch, Nq, Hq, d); lse optional float32 (batch, Hq, Nq), −inf for a row that sees no key.
 //
-// The score modifiers (inherited ScoreModifiers, include/flashattn/types.h) align the Nq queries with the
+// The score modifiers (inherited ScoreSettings, include/flashattn/types.h) align the Nq queries with the
 // last key positions: query row i of sequence b sits at position cache_seqlens[b] + Nnew − Nq + i.
 // q, k_new, v_new, the caches and o share one element type (`dtype` must equal `cache_dtype`); the cache
 // strides describe both k_cache and v_cache (for paged caches `cache_strides.batch` is the page stride).
-struct DecodeParams : ScoreModifiers {
+struct DecodeParams : ScoreSettings {
   const void* q = nullptr;
   void* k_cache = nullptr;
   void* v_cache = nullptr;

@@ -74,7 +74,7 @@ inline constexpr std::int64_t kMaxHeadDim = 512;
 //   S = s·q·k,  then S ← c·tanh(S / c) (softcap),  then S += −slope·|i + Nk − Nq − j| (ALiBi),
 // and −∞ for a key the masks hide. Query row i of a problem with Nq query rows and Nk keys is aligned with
 // key position i + Nk − Nq (bottom-right, as in flash-attn): the queries are the last Nq positions.
-struct ScoreModifiers {
+struct ScoreSettings {
   std::optional<float> scale;  // s; default 1/√d
   // Causal mask: query row i sees key j iff j ≤ i + Nk − Nq.
   bool causal = false;
@@ -92,7 +92,7 @@ struct ScoreModifiers {
 // Everything about a forward, varlen or backward call but where its tensors are and how long its
 // sequences are: heads, head dimensions, element type, score modifiers, dropout, tiling and threads.
 // Query head h reads K/V head h / (Hq / Hkv) (grouped-query attention).
-struct AttentionSettings : ScoreModifiers {
+struct AttentionSettings : ScoreSettings {
   std::int64_t heads_q = 1;                // Hq
   std::int64_t heads_kv = 1;               // Hkv, divides Hq
   std::int64_t head_dim = 0;               // d, of Q and K

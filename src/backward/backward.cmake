@@ -1,10 +1,8 @@
-# The backward pass: the fast kernel (one translation unit per element type, compiled for every Highway
-# target), the reference backward and the dropout generator. Added to the flashattn library target (included
-# by the top-level CMakeLists.txt); the entry points are in src/api.cc.
+# The backward pass: the fused kernel (one translation unit per element type, each compiled for every
+# Highway target, src/simd/dispatch.h) and the reference backward; the entry points are in src/api.cc.
 target_sources(flashattn PRIVATE
   ${PROJECT_SOURCE_DIR}/src/backward/backward_f32.cc
   ${PROJECT_SOURCE_DIR}/src/backward/backward_f16.cc
   ${PROJECT_SOURCE_DIR}/src/backward/backward_bf16.cc
   ${PROJECT_SOURCE_DIR}/src/reference/backward.cc
-  ${PROJECT_SOURCE_DIR}/src/reference/dropout.cc
 )

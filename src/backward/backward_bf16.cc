@@ -1,22 +1,19 @@
-// The fused backward kernel for bf16 tensors, compiled for every Highway target (one element type per
-// translation unit keeps the compiles parallel and small).
+// The fused backward kernel for bf16 tensors, compiled for every Highway target (src/simd/dispatch.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backward/backward_bf16.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-// After foreach_target.h: the kernel is re-included once per target.
-#include "backward/backward_kernel.h"
-#include "backward/backward_kernel-inl.h"
+#include "backward/backward-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::backward_kernel::HWY_NAMESPACE {
-void BackwardBF16(const BackwardParams& params) { FusedBackwardT<hwy::bfloat16_t>(params); }
-}  // namespace flashattn::backward_kernel::HWY_NAMESPACE
+namespace flashattn::HWY_NAMESPACE {
+void BackwardBF16(const BackwardParams& params) { backward_kernel::BackwardT<hwy::bfloat16_t>(params); }
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace flashattn::backward_kernel {
+namespace flashattn {
 HWY_EXPORT(BackwardBF16);
-void FusedBackwardBF16(const BackwardParams& params) { HWY_DYNAMIC_DISPATCH(BackwardBF16)(params); }
-}  // namespace flashattn::backward_kernel
+void backward_kernel::BackwardBF16(const BackwardParams& params) { HWY_DYNAMIC_DISPATCH(BackwardBF16)(params); }
+}  // namespace flashattn
 #endif

@@ -1,13 +1,17 @@
 // Scalar conversions between float32 and the element types of the API (IEEE binary16 and bfloat16),
-// rounding to nearest even. Used by the reference layer and at the edges of the fast kernels.
+// rounding to nearest even: on raw 16-bit patterns and DType-tagged arrays (the reference layer, the
+// steps around the kernels), and on Highway's element types (the kernels' scalar tails; simd/convert-inl.h
+// widens whole vectors).
 #ifndef FLASHATTN_COMMON_ELEMENT_H_
 #define FLASHATTN_COMMON_ELEMENT_H_
 
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "flashattn/flashattn.h"
+#include "hwy/base.h"
 
 namespace flashattn {
 
@@ -49,6 +53,25 @@ inline std::uint16_t F16FromF32(float x) {
   std::uint32_t bits = abs - (112u << 23);
   bits += 0xfffu + ((bits >> 13) & 1u);
   return sign | static_cast<std::uint16_t>(bits >> 13);
+}
+
+// One element of the kernels' types as float32, and back. Through the 16 bits, with bit_cast: Highway's
+// float16_t is a struct of them on x86 but the native __fp16 on Arm.
+HWY_INLINE float ToF32(float x) { return x; }
+HWY_INLINE float ToF32(hwy::float16_t x) { return F32FromF16(std::bit_cast<std::uint16_t>(x)); }
+HWY_INLINE float ToF32(hwy::bfloat16_t x) { return F32FromBF16(std::bit_cast<std::uint16_t>(x)); }
+template <typename T>
+HWY_INLINE T FromF32(float x) {
+  if constexpr (std::is_same_v<T, float>) return x;
+  else if constexpr (std::is_same_v<T, hwy::float16_t>) return std::bit_cast<T>(F16FromF32(x));
+  else return std::bit_cast<T>(BF16FromF32(x));
+}
+
+// Row `row` of head h of sequence b of a tensor of T with strides s (in elements): const for a const base.
+template <typename T, typename Void>
+auto RowOf(Void* base, const Strides& s, std::int64_t b, std::int64_t h, std::int64_t row) {
+  using Element = std::conditional_t<std::is_const_v<Void>, const T, T>;
+  return static_cast<Element*>(base) + b * s.batch + h * s.head + row * s.seq;
 }
 
 // Element `index` of an array of `dtype`, as float.

@@ -1,5 +1,5 @@
 // The streaming kernel of decode(): the query rows of one sequence against one chunk of its keys, for every
-// K/V head.
+// K/V head (AttendChunk, attend-inl.h).
 //
 // Memory traffic: each key and value row of the chunk is read once from main memory (d elements each) and
 // used by all R = (Hq/Hkv)·Nq query rows that share the K/V head while it is in L1; Q (Hkv·R×d floats), the
@@ -9,16 +9,16 @@
 // float16, R = 4 needs 39% of the FMA peak, R = 8 needs 78%). Within a block of Bc keys the scores take the
 // keys in groups, each group for every head, so a (seq, head, dim) cache is read in address order, one
 // stream (the prefetchers' best case) instead of Hkv strided ones; the next block's K is requested into L2
-// as K rows are read, its V as V rows are (AttendChunkT).
+// as K rows are read, its V as V rows are (AttendChunk).
 #ifndef FLASHATTN_DECODE_ATTEND_H_
 #define FLASHATTN_DECODE_ATTEND_H_
 
 #include <cstdint>
 
-#include "decode/score.h"
+#include "common/score.h"
 #include "flashattn/flashattn.h"
 
-namespace flashattn::decoding {
+namespace flashattn::decode_kernel {
 
 // Where key position j of one (sequence, K/V head) lives. Contiguous: k + j·seq_stride. Paged: page
 // pages[j / page_size], slot j % page_size: k + page·page_stride + slot·seq_stride (likewise v).
@@ -41,8 +41,8 @@ struct ChunkTask {
   std::int64_t R = 0, d = 0;
   const std::int64_t* diagonal = nullptr;
   const float* slope = nullptr;
-  ScoreMods mods;
-  DType dtype = DType::kF32;
+  Band band;
+  float scale = 1.0f, softcap = 0.0f;
   KvSource kv;
   std::int64_t j_begin = 0, j_end = 0;
   float* O = nullptr;
@@ -52,26 +52,6 @@ struct ChunkTask {
 // Keys per block of the kernel: a 32-key block of K and V rows widened to float32 at d = 128 is 32 KiB.
 inline constexpr std::int64_t kDecodeBc = 32;
 
-// The float32 scratch of one AttendChunk call for `heads` K/V heads of R rows at head dim d: Q (copied, rows
-// zero-padded to a whole number of vectors), the widened K and V blocks, scores, Õ, m, l and α. Regions
-// start 64-byte aligned and leave room for rows padded to up to 64 floats (any target's vector).
-struct AttendScratch {
-  float* Q;      // heads·R rows
-  float* K;      // kDecodeBc rows
-  float* V;      // kDecodeBc rows
-  float* S;      // heads·R × kDecodeBc scores, then P̃
-  float* O;      // heads·R rows, the unnormalized Õ
-  float* m;      // heads·R running maxima
-  float* l;      // heads·R running sums
-  float* alpha;  // R rescale factors of the current block
-  static std::int64_t Floats(std::int64_t heads, std::int64_t R, std::int64_t d);
-  static AttendScratch Carve(float* base, std::int64_t heads, std::int64_t R, std::int64_t d);
-};
-
-// Runs one chunk with the best SIMD target of this CPU (Highway dynamic dispatch); `scratch` holds
-// AttendScratch::Floats(task.heads, task.R, task.d) floats.
-void AttendChunk(const ChunkTask& task, float* scratch);
-
-}  // namespace flashattn::decoding
+}  // namespace flashattn::decode_kernel
 
 #endif  // FLASHATTN_DECODE_ATTEND_H_

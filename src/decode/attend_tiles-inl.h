@@ -1,4 +1,4 @@
-// The register-tiled pieces of the decode kernel (src/decode/attend.cc), per Highway target; include after
+// The register-tiled pieces of the decode kernel (attend-inl.h), per Highway target; include after
 // hwy/highway.h:
 //   ScoreBlock:      S = Q K_jᵀ for R rows × a block of keys, in tiles of rows × keys whose dot products
 //                    are reduced together by a transposing shuffle tree (ReduceTransposed)
@@ -18,14 +18,11 @@
 #include "common/prefetch.h"
 #include "decode/attend.h"
 #include "hwy/highway.h"
-#include "kernels/tile_ops-inl.h"
+#include "simd/convert-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::decoding::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
+namespace flashattn::HWY_NAMESPACE::decode_kernel {
+using flashattn::decode_kernel::kDecodeBc;
 
 inline constexpr std::int64_t kBc = kDecodeBc;
 
@@ -35,22 +32,6 @@ inline constexpr int kLanes = 0;
 #else
 inline constexpr int kLanes = static_cast<int>(hn::MaxLanes(DF()));
 #endif
-
-// float16/bfloat16 → float32, a vector or one element at a time: the fused kernel's conversions, which also
-// keep inf and NaN on targets that widen float16 by emulation.
-using kernels::HWY_NAMESPACE::LoadF32;
-using kernels::HWY_NAMESPACE::ToF32;
-
-// dst[0, d_pad) = float32(src[0, d)), zero beyond d.
-template <typename T>
-HWY_INLINE void WidenRow(const T* HWY_RESTRICT src, std::int64_t d, std::int64_t d_pad, float* HWY_RESTRICT dst) {
-  const DF df;
-  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
-  std::int64_t e = 0;
-  for (; e + N <= d; e += N) hn::Store(LoadF32(df, src + e), df, dst + e);
-  for (; e < d; ++e) dst[e] = ToF32(src[e]);
-  for (; e < d_pad; ++e) dst[e] = 0.0f;
-}
 
 #if HWY_TARGET == HWY_SCALAR
 template <int kN>
@@ -129,7 +110,7 @@ HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T
       VF q = hn::Load(df, Q + r * ldq + e);
 #if defined(__GNUC__) && !defined(__clang__) && HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR
       // Loaded once into a register: GCC would fold the load into each of the kC FMAs, 10 loads per 8 FMAs
-      // in the 4×2 tile instead of 6 (5% of the chunk's time on Zen 3 with the cache in L2).
+      // in the 4×2 tile instead of 6 (docs/performance.md).
       asm("" : "+x"(q.raw));
 #endif
       HWY_UNROLL(16) for (int c = 0; c < kC; ++c) acc[r * kC + c] = hn::MulAdd(q, k[c], acc[r * kC + c]);
@@ -279,7 +260,7 @@ HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* con
   }
 }
 
-}  // namespace flashattn::decoding::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE::decode_kernel
 HWY_AFTER_NAMESPACE();
 
 #endif  // FLASHATTN_DECODE_ATTEND_TILES_INL_H_

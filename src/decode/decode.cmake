@@ -1,8 +1,11 @@
-# Flash-Decoding: merge_attention_states and decode over a KV cache. Added to the flashattn library target
-# (included by the top-level CMakeLists.txt).
+# Flash-Decoding: merge_attention_states and decode over a KV cache. The kernel has one translation unit
+# per element type, each compiled for every Highway target (src/simd/dispatch.h).
 target_sources(flashattn PRIVATE
-  ${PROJECT_SOURCE_DIR}/src/decode/attend.cc
   ${PROJECT_SOURCE_DIR}/src/decode/decode.cc
+  ${PROJECT_SOURCE_DIR}/src/decode/split_kv.cc
+  ${PROJECT_SOURCE_DIR}/src/decode/decode_f32.cc
+  ${PROJECT_SOURCE_DIR}/src/decode/decode_f16.cc
+  ${PROJECT_SOURCE_DIR}/src/decode/decode_bf16.cc
   ${PROJECT_SOURCE_DIR}/src/decode/merge.cc
   ${PROJECT_SOURCE_DIR}/src/reference/decode.cc
   ${PROJECT_SOURCE_DIR}/src/reference/merge.cc

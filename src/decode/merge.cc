@@ -3,18 +3,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
+#include "common/constants.h"
 #include "common/element.h"
 #include "flashattn/merge.h"
 
 namespace flashattn {
-namespace decoding {
+namespace decode_kernel {
 
 float MergeRow(std::int64_t n, const float* o_partials, std::int64_t o_stride, const float* lse_partials,
                std::int64_t lse_stride, std::int64_t dv, float* o) {
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   float m = kNegInf;  // max_k LSE_k: every weight e^{LSE_k − m} is ≤ 1, so the sum cannot overflow
   for (std::int64_t k = 0; k < n; ++k) {
     const float lse_k = lse_partials[k * lse_stride];
@@ -39,7 +38,7 @@ float MergeRow(std::int64_t n, const float* o_partials, std::int64_t o_stride, c
   return lse;
 }
 
-}  // namespace decoding
+}  // namespace decode_kernel
 
 void MergeParams::set_contiguous_strides() {
   o_strides = {seqlen * heads * head_dim_v, heads * head_dim_v, head_dim_v};
@@ -62,7 +61,7 @@ void merge_attention_states(const MergeParams& p) {
         const std::int64_t o_partial_index = ((b * p.seqlen + i) * p.heads + h) * dv;
         const float* o_partial = has_partials ? p.o_partials + o_partial_index : nullptr;
         const float* lse_partial = has_partials ? p.lse_partials + lse_index : nullptr;
-        const float lse = decoding::MergeRow(p.num_partials, o_partial, o_partial_stride, lse_partial,
+        const float lse = decode_kernel::MergeRow(p.num_partials, o_partial, o_partial_stride, lse_partial,
                                              lse_partial_stride, dv, o_row.data());
         const std::int64_t o_index = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
         for (std::int64_t e = 0; e < dv; ++e) StoreFromFloat(p.o, p.dtype, o_index + e, o_row[e]);

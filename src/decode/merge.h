@@ -1,11 +1,11 @@
-// The LSE merge of SPEC §3, one query row at a time. Both merge_attention_states and the split-KV path of
+// The LSE merge of docs/algorithms.md, one query row at a time. Both merge_attention_states and the split-KV path of
 // decode() call MergeRow, so the public operation is the one the kernel uses.
 #ifndef FLASHATTN_DECODE_MERGE_H_
 #define FLASHATTN_DECODE_MERGE_H_
 
 #include <cstdint>
 
-namespace flashattn::decoding {
+namespace flashattn::decode_kernel {
 
 // Merges n partial results of one query row over disjoint key sets:
 //   partial k: O_k = o_partials[k·o_stride + e] (e < dv), LSE_k = lse_partials[k·lse_stride]
@@ -15,6 +15,6 @@ namespace flashattn::decoding {
 float MergeRow(std::int64_t n, const float* o_partials, std::int64_t o_stride, const float* lse_partials,
                std::int64_t lse_stride, std::int64_t dv, float* o);
 
-}  // namespace flashattn::decoding
+}  // namespace flashattn::decode_kernel
 
 #endif  // FLASHATTN_DECODE_MERGE_H_

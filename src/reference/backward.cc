@@ -1,4 +1,4 @@
-// backward (SPEC §4), two readable references of the same formulas, per (batch b, K/V head) so that the
+// backward (docs/backward.md), two readable references of the same formulas, per (batch b, K/V head) so that the
 // gradients of K and V can be summed over the query heads h of its group:
 //   D_i   = dO_i · O_i                                   (rowsum(dO ∘ O))
 //   P_ij  = exp(S_ij − LSE_i)                            (0 where S_ij = −∞, and on rows with LSE_i = −∞)
@@ -6,10 +6,10 @@
 //   dP_ij = Z_ij (dO_i · v_j)
 //   dS_ij = P_ij (dP_ij − D_i) · cap'_ij                 (cap' = 1 − tanh²(s q_i·k_j / c), softcap c; else 1)
 //   dQ_i  = s Σ_j dS_ij k_j,   dK_j += s Σ_i dS_ij q_i
-// ALiBi and the mask tensor are constants added to S: they pass dS through unchanged and get no gradient.
-// Only the pairs (i, j) where row i sees key j (band, boolean mask) and saw some key (LSE_i > −∞) take part;
-// every other pair contributes nothing, not even 0·NaN, so a non-finite input reaches only the gradients of
-// the pairs it touches (issue 8). An additive mask's −∞ is arithmetic: that pair takes part with P_ij = 0.
+// ALiBi and the mask tensor are constants added to S: they pass dS through unchanged and get no gradient. Only the
+// pairs (i, j) where row i sees key j (band, boolean mask) and saw some key (LSE_i > −∞) take part; every other pair
+// contributes nothing, not even 0·NaN, so a non-finite input reaches only the gradients of the pairs it touches
+// (docs/robustness.md). An additive mask's −∞ is arithmetic: that pair takes part with P_ij = 0.
 //   StandardBackward: float32 with P and dS materialized (Nq×Nk) and rounded to the element type, as a
 //                     framework's plain implementation stores them: the baseline of the kernel's error.
 //   OracleBackward:   float64 from Q, K, V and dO alone (O, LSE recomputed), the exact gradients of ⟨dO, O⟩.
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "common/element.h"
-#include "reference/dropout.h"
+#include "common/dropout.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
 

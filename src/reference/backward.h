@@ -1,5 +1,5 @@
 // The reference backward passes (src/reference/backward.cc): readable, per (batch, K/V head), each line
-// one formula of SPEC §4. They take validated params (flashattn::backward validates).
+// one formula of docs/backward.md. They take validated params (flashattn::backward validates).
 #ifndef FLASHATTN_REFERENCE_BACKWARD_H_
 #define FLASHATTN_REFERENCE_BACKWARD_H_
 

@@ -1,4 +1,4 @@
-// Flash-Decoding (SPEC §4), readable and in float64. For sequence b with Nk = cache_seqlens[b] + Nnew keys:
+// Flash-Decoding, readable and in float64. For sequence b with Nk = cache_seqlens[b] + Nnew keys:
 //   append: K[cache_seqlens[b] + i] = rotary(k_new[i]),  V[cache_seqlens[b] + i] = v_new[i]
 //   for each query head h and row i (diagonal i + Nk − Nq, rotated q at position cache_seqlens[b] + i):
 //     split the keys [0, Nk) into num_splits chunks C_k; per chunk the state
@@ -6,14 +6,15 @@
 //     and O, LSE = MergeStates(... MergeStates(state_0, state_1) ..., state_last)
 // Keys are looked up one at a time through the block table when the cache is paged. A key the row does not
 // see (window, causal) takes no part — not even as 0·v_j, which would be NaN for an inf or NaN in v_j — and a
-// NaN score makes its row NaN (SPEC §5, the non-finite rule of the fused kernels).
+// NaN score makes its row NaN (the non-finite rule of the fused kernels, docs/robustness.md).
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
+#include "common/constants.h"
 #include "common/element.h"
-#include "decode/score.h"
+#include "common/rotary.h"
+#include "common/score.h"
 #include "reference/reference.h"
 #include "reference/softmax.h"
 
@@ -45,7 +46,7 @@ void Append(const DecodeParams& p) {
         const std::vector<float> v = LoadRow(p.v_new, p.dtype, src, p.head_dim);
         if (p.rotary_dim > 0) {
           const std::int64_t pos = j * (p.rotary_dim / 2);
-          decoding::ApplyRotary(k.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
+          ApplyRotary(k.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
         }
         const std::int64_t dst = CacheRow(p, b, j, hk);
         for (std::int64_t e = 0; e < p.head_dim; ++e) {
@@ -56,26 +57,28 @@ void Append(const DecodeParams& p) {
 }
 
 // The state of query q (diagonal, slope) over keys [j_begin, j_end) of (b, hk).
-AttentionState ChunkState(const DecodeParams& p, const decoding::ScoreMods& mods, std::int64_t b, std::int64_t hk,
+AttentionState ChunkState(const DecodeParams& p, const Band& band, std::int64_t b, std::int64_t hk,
                           const std::vector<float>& q, std::int64_t diagonal, float slope, std::int64_t j_begin,
                           std::int64_t j_end) {
   const std::int64_t d = p.head_dim;
   std::vector<double> S(j_end - j_begin);
-  double m = -std::numeric_limits<double>::infinity();
+  double m = kNegInfOf<double>;
   for (std::int64_t j = j_begin; j < j_end; ++j) {
     const std::vector<float> k = LoadRow(p.k_cache, p.dtype, CacheRow(p, b, j, hk), d);
     double q_dot_k = 0.0;
     for (std::int64_t e = 0; e < d; ++e) q_dot_k += static_cast<double>(q[e]) * k[e];
-    S[j - j_begin] = mods.Score(diagonal, j, slope, q_dot_k);
+    S[j - j_begin] = band.Sees(diagonal, j)
+                         ? ModifiedScore(q_dot_k, SoftmaxScale(p), p.softcap, slope, std::llabs(diagonal - j))
+                         : kNegInfOf<double>;
     m = MaxKeepingNaN(m, S[j - j_begin]);
   }
   AttentionState state{std::vector<double>(d, 0.0), m};
-  if (m == -std::numeric_limits<double>::infinity()) return state;  // no visible key in the chunk
+  if (m == kNegInfOf<double>) return state;  // no visible key in the chunk
   double l = 0.0;
   for (double s : S) l += std::exp(s - m);
   state.lse = m + std::log(l);
   for (std::int64_t j = j_begin; j < j_end; ++j) {
-    if (!mods.Visible(diagonal, j)) continue;
+    if (!band.Sees(diagonal, j)) continue;
     const double P_j = std::exp(S[j - j_begin] - state.lse);
     const std::vector<float> v = LoadRow(p.v_cache, p.dtype, CacheRow(p, b, j, hk), d);
     for (std::int64_t e = 0; e < d; ++e) state.O[e] += P_j * v[e];
@@ -87,7 +90,7 @@ AttentionState ChunkState(const DecodeParams& p, const decoding::ScoreMods& mods
 
 void Decode(const DecodeParams& p) {
   Append(p);
-  const decoding::ScoreMods mods = decoding::ScoreMods::From(p);
+  const Band band = Band::Of(p);
   const std::int64_t d = p.head_dim, Nq = p.seqlen_q, G = p.heads_q / p.heads_kv;
   const std::int64_t splits = std::max<std::int64_t>(1, p.num_splits);
   for (std::int64_t b = 0; b < p.batch; ++b) {
@@ -99,14 +102,14 @@ void Decode(const DecodeParams& p) {
         std::vector<float> q = LoadRow(p.q, p.dtype, q_row, d);
         if (p.rotary_dim > 0) {
           const std::int64_t pos = (cached + i) * (p.rotary_dim / 2);
-          decoding::ApplyRotary(q.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
+          ApplyRotary(q.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
           for (float& x : q) x = RoundTo(p.dtype, x);
         }
-        const float slope = p.alibi_slopes == nullptr ? 0.0f : p.alibi_slopes[b * p.alibi_batch_stride + h];
-        AttentionState state{std::vector<double>(d, 0.0), -std::numeric_limits<double>::infinity()};
+        const float slope = AlibiSlope(p, b, h);
+        AttentionState state{std::vector<double>(d, 0.0), kNegInfOf<double>};
         for (std::int64_t j0 = 0; j0 < Nk; j0 += chunk) {
           const std::int64_t j1 = std::min(Nk, j0 + chunk);
-          state = MergeStates(state, ChunkState(p, mods, b, h / G, q, i + Nk - Nq, slope, j0, j1));
+          state = MergeStates(state, ChunkState(p, band, b, h / G, q, i + Nk - Nq, slope, j0, j1));
         }
         const std::int64_t dst = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
         for (std::int64_t e = 0; e < d; ++e) StoreFromFloat(p.o, p.dtype, dst + e, static_cast<float>(state.O[e]));

@@ -1,4 +1,4 @@
-// flash1 (SPEC §4): Algorithm 1 of the FlashAttention paper, loop for loop.
+// flash1 (docs/algorithms.md): Algorithm 1 of the FlashAttention paper, loop for loop.
 //   Initialize O = (0)Nq×dv, l = (0)Nq, m = (−∞)Nq in main memory.
 //   for j in 0..Tc (outer, K/V blocks): load K_j, V_j
 //     for i in 0..Tr (inner, Q blocks): load Q_i, O_i, l_i, m_i
@@ -15,7 +15,7 @@
 #include <cmath>
 #include <vector>
 
-#include "reference/dropout.h"
+#include "common/dropout.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
 #include "reference/softmax.h"

@@ -1,4 +1,4 @@
-// flash2 (SPEC §4): the FlashAttention-2 loop order. Each Q block is finished before the next starts, so
+// flash2 (docs/algorithms.md): the FlashAttention-2 loop order. Each Q block is finished before the next starts, so
 // its running state stays in fast memory and O is written once:
 //   for i in 0..Tr (outer, Q blocks — the unit of parallel work): load Q_i;
 //     Õ_i = 0, l_i = 0, m_i = −∞ (fast memory)
@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "reference/dropout.h"
+#include "common/dropout.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
 #include "reference/softmax.h"

@@ -1,13 +1,13 @@
 // The float64 oracle: standard attention with every input converted exactly to double, so that its own
 // rounding error (~1e-16) is negligible against float32 kernels. It defines what "correct" means.
 //   S_ij = Score(q_i · k_j),  LSE_i = log Σ_j e^{S_ij},  O_i = Σ_j e^{S_ij − LSE_i} Z_ij v_j
-// (Z: the dropout multipliers of reference/dropout.h, all 1 without dropout; j over the keys row i sees)
+// (Z: the dropout multipliers of common/dropout.h, all 1 without dropout; j over the keys row i sees)
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "reference/dropout.h"
+#include "common/dropout.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
 #include "reference/softmax.h"

@@ -1,9 +1,6 @@
 #include "reference/problem.h"
 
-#include "common/window.h"
-
 #include <algorithm>
-#include <cmath>
 
 namespace flashattn::reference {
 
@@ -16,16 +13,14 @@ HeadProblem::HeadProblem(const AttentionParams& p, std::int64_t b_index, std::in
       Nk(p.seqlen_k),
       d(p.head_dim),
       dv(p.value_head_dim()),
-      scale(p.scale.value_or(1.0f / std::sqrt(static_cast<float>(p.head_dim)))),
+      scale(SoftmaxScale(p)),
       dtype_(p.dtype),
       lse_(p.lse == nullptr ? nullptr : p.lse + (b * p.heads_q + h) * p.seqlen_q),
       q_row_stride_(p.q_strides.seq),
       k_row_stride_(p.k_strides.seq),
       v_row_stride_(p.v_strides.seq),
       o_row_stride_(p.o_strides.seq),
-      softcap_(p.softcap),
-      alibi_slope_(p.alibi_slopes == nullptr ? 0.0f : p.alibi_slopes[b * p.alibi_batch_stride + h]),
-      mask_(p.mask) {
+      mods_(p, b_index, h_index) {
   const std::int64_t elem = static_cast<std::int64_t>(size_of(p.dtype));
   const std::int64_t h_kv = h / (p.heads_q / p.heads_kv);
   // An empty tensor may be null, and an offset from null is undefined behaviour: it stays null.
@@ -37,14 +32,6 @@ HeadProblem::HeadProblem(const AttentionParams& p, std::int64_t b_index, std::in
   k_ = at(p.k, p.k_strides, b, h_kv);
   v_ = at(p.v, p.v_strides, b, h_kv);
   o_ = const_cast<char*>(at(p.o, p.o_strides, b, h));
-  const WindowReach reach = WindowReachOf(p.causal, p.window_left, p.window_right);
-  left_ = reach.left;
-  right_ = reach.right;
-  if (mask_.kind != MaskKind::kNone && mask_.data != nullptr) {
-    const std::int64_t mask_elem = mask_.kind == MaskKind::kBool ? 1 : 4;
-    mask_.data = static_cast<const char*>(mask_.data) +
-                 (b * mask_.stride_batch + h * mask_.stride_head) * mask_elem;
-  }
 }
 
 void HeadProblem::LoadO(std::int64_t row, std::int64_t n, float* dst) const {

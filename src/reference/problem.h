@@ -1,22 +1,19 @@
 // One (batch b, query head h) attention problem as the reference algorithms see it: the caller's Q, K, V,
-// O and LSE arrays in main memory (the paper's HBM), and the score S_ij of SPEC §5 with every mask and
-// modifier applied. Every main-memory access of a reference algorithm goes through this class, so that the
-// IO model (SPEC §6) can be counted from the algorithms themselves.
+// O and LSE arrays in main memory (the paper's HBM), and the score S_ij with every mask and modifier applied
+// (common/score.h). Every main-memory access of a reference algorithm goes through this class, so that the
+// IO model (docs/io.md) can be counted from the algorithms themselves.
 #ifndef FLASHATTN_REFERENCE_PROBLEM_H_
 #define FLASHATTN_REFERENCE_PROBLEM_H_
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <limits>
 
 #include "common/element.h"
+#include "common/score.h"
 #include "flashattn/flashattn.h"
 #include "reference/io_count.h"
 
 namespace flashattn::reference {
-
-inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 class HeadProblem {
  public:
@@ -44,27 +41,11 @@ class HeadProblem {
   void StoreLse(std::int64_t row, std::int64_t n, const float* src) const;
   bool WantsLse() const { return lse_ != nullptr; }
 
-  // Whether query row i may see key j at all (causal, window): SPEC §5 with the bottom-right offset.
-  bool Visible(std::int64_t i, std::int64_t j) const {
-    const std::int64_t diagonal = i + Nk - Nq;
-    return j <= diagonal + right_ && j >= diagonal - left_;
-  }
-
-  // Whether query row i sees key j: visible and kept by the boolean mask tensor, if any. (An additive mask's
-  // −inf is arithmetic: it makes S_ij = −inf, and P_ij = 0, but the pair is seen.)
-  bool Sees(std::int64_t i, std::int64_t j) const {
-    return Visible(i, j) && (mask_.kind != MaskKind::kBool || MaskKeeps(i, j));
-  }
-
-  // S_ij from the dot product q_i·k_j: scale, softcap, ALiBi, mask tensor; −inf where masked out.
-  template <typename T> T Score(std::int64_t i, std::int64_t j, T q_dot_k) const {
-    if (!Sees(i, j)) return -std::numeric_limits<T>::infinity();
-    T s = static_cast<T>(scale) * q_dot_k;
-    if (softcap_ > 0) s = static_cast<T>(softcap_) * std::tanh(s / static_cast<T>(softcap_));
-    if (alibi_slope_ != 0) s -= static_cast<T>(alibi_slope_) * static_cast<T>(std::llabs(i + Nk - Nq - j));
-    if (mask_.kind == MaskKind::kAdditive) s += static_cast<T>(MaskAdditive(i, j));
-    return s;
-  }
+  // Whether key j is in query row i's band, whether row i sees it (band and boolean mask), and S_ij from
+  // q_i·k_j (−∞ where it does not): ScoreModifiers' one description of them.
+  bool Visible(std::int64_t i, std::int64_t j) const { return mods_.Visible(i, j); }
+  bool Sees(std::int64_t i, std::int64_t j) const { return mods_.Sees(i, j); }
+  template <typename T> T Score(std::int64_t i, std::int64_t j, T q_dot_k) const { return mods_.Score(i, j, q_dot_k); }
 
   // Main-memory traffic of this problem so far (for the IO model).
   const IoCount& io() const { return io_; }
@@ -87,12 +68,6 @@ class HeadProblem {
         dst[r * width + c] = static_cast<T>(LoadAsFloat(base, dtype_, (row + r) * row_stride + c));
     CountRead(n * width, ElementBytes());
   }
-  float MaskAdditive(std::int64_t i, std::int64_t j) const {
-    return static_cast<const float*>(mask_.data)[i * mask_.stride_row + j * mask_.stride_col];
-  }
-  bool MaskKeeps(std::int64_t i, std::int64_t j) const {
-    return static_cast<const std::uint8_t*>(mask_.data)[i * mask_.stride_row + j * mask_.stride_col] != 0;
-  }
 
   DType dtype_;
   // Base pointers already offset to (b, h) or (b, h / (Hq/Hkv)); rows step by the sequence stride.
@@ -102,10 +77,7 @@ class HeadProblem {
   void* o_;
   float* lse_;
   std::int64_t q_row_stride_, k_row_stride_, v_row_stride_, o_row_stride_;
-  std::int64_t left_, right_;  // window reach around the diagonal; INT64_MAX/4 when unbounded
-  float softcap_;
-  float alibi_slope_;
-  MaskTensor mask_;  // data offset to (b, h)
+  ScoreModifiers mods_;
   mutable IoCount io_;
 };
 

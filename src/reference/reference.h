@@ -1,11 +1,11 @@
-// The reference attention algorithms of SPEC §4, readable and single-threaded per head (heads run in
+// The reference attention algorithms of docs/algorithms.md, readable and single-threaded per head (heads run in
 // parallel). They are the oracle every fast kernel is tested against:
 //   standard.cc — materializes S and P
 //   flash1.cc   — FlashAttention-1 (Algorithm 1 of the paper)
 //   flash2.cc   — FlashAttention-2 loop order
 //   oracle.cc   — standard attention in float64
-//   merge.cc    — the merge of partial attention states by LSE (SPEC §3), float64
-//   decode.cc   — Flash-Decoding over a KV cache: chunks of keys, merged by LSE (SPEC §4), float64
+//   merge.cc    — the merge of partial attention states by LSE, float64
+//   decode.cc   — Flash-Decoding over a KV cache: chunks of keys, merged by LSE, float64
 // All of them take already-validated params (flashattn::forward validates).
 #ifndef FLASHATTN_REFERENCE_REFERENCE_H_
 #define FLASHATTN_REFERENCE_REFERENCE_H_

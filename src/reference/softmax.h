@@ -1,4 +1,4 @@
-// The softmax family of SPEC §2, one file per step of the derivation:
+// The softmax family of docs/algorithms.md (section 1), one file per step of the derivation:
 //   softmax_naive.cc   — exp(x_i) / Σ exp(x_j); overflows for large logits
 //   softmax_safe.cc    — 3 passes: max, Σ exp(x − max), divide
 //   softmax_online.cc  — 2 passes: running (m, d), then write
@@ -34,7 +34,7 @@ SoftmaxState SoftmaxSafe(std::span<const float> x, std::span<float> y);
 void SoftmaxOnline(std::span<const float> x, std::span<float> y);
 
 // The online-softmax state (m, d) of a set of logits: their maximum m and d = Σ e^{x − m}.
-// States form a commutative monoid (SPEC §2.4):
+// States form a commutative monoid (docs/algorithms.md, 1.4):
 //   (m_a, d_a) ⊕ (m_b, d_b) = (m, d_a·e^{m_a − m} + d_b·e^{m_b − m}),  m = max(m_a, m_b),
 // with identity (−∞, 0). A side whose maximum is −∞ gets scale factor 0, never e^{−∞ − (−∞)} = NaN.
 struct SoftmaxState {

@@ -1,5 +1,5 @@
-// Step 4 of SPEC §2: the online state is a monoid, so blocks can be reduced independently (in parallel, in
-// any order) and merged. This is the property FlashAttention's tiles rely on.
+// Step 4 of the softmax derivation (docs/algorithms.md): the online state is a monoid, so blocks can be reduced
+// independently (in parallel, in any order) and merged. This is the property FlashAttention's tiles rely on.
 #include <algorithm>
 #include <cmath>
 

@@ -1,4 +1,5 @@
-// Step 1 of SPEC §2: the textbook definition, kept only to show why the later steps exist.
+// Step 1 of the softmax derivation (docs/algorithms.md): the textbook definition, kept only to show why the later steps
+// exist.
 #include <cmath>
 
 #include "reference/softmax.h"

@@ -1,5 +1,5 @@
-// Step 3 of SPEC §2: the maximum and the sum are found in one pass by rescaling the running sum whenever
-// the running maximum grows.
+// Step 3 of the softmax derivation (docs/algorithms.md): the maximum and the sum are found in one pass by rescaling the
+// running sum whenever the running maximum grows.
 #include <algorithm>
 #include <cmath>
 

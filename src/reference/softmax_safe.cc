@@ -1,4 +1,5 @@
-// Step 2 of SPEC §2: subtracting the maximum keeps every exponent ≤ 0, at the cost of three passes.
+// Step 2 of the softmax derivation (docs/algorithms.md): subtracting the maximum keeps every exponent ≤ 0, at the cost
+// of three passes.
 #include <algorithm>
 #include <cmath>
 

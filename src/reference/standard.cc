@@ -1,5 +1,5 @@
-// standard (SPEC §4): three passes over main memory that materialize the Nq×Nk matrices S and P.
-//   pass 1: S = s·Q Kᵀ with the masks and modifiers of SPEC §5          (read Q, K; write S)
+// standard (docs/algorithms.md): three passes over main memory that materialize the Nq×Nk matrices S and P.
+//   pass 1: S = s·Q Kᵀ with the masks and modifiers of score.h         (read Q, K; write S)
 //   pass 2: P = softmax_row(S), LSE_r = m_r + log l_r, by the safe softmax (read S; write P)
 //   pass 3: O = (P ∘ Z) V, Z the dropout multipliers (all 1 without dropout)  (read P, V; write O)
 // S and P are kept in the element type, as a framework's plain implementation would store them; for
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/element.h"
-#include "reference/dropout.h"
+#include "common/dropout.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
 #include "reference/softmax.h"

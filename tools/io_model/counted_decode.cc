@@ -2,7 +2,7 @@
 // code through the counting accessors of src/reference/problem.h, for a call without new keys.
 //   for each sequence b:
 //     Q_tile ← Q of all Hq heads in float32, row hk·R + g·Nq + i for query i of head hk·G + g (GatherRows)
-//     [j_begin, j_end) ← the keys some row may see (ScoreMods::VisibleRange); chunk = ⌈(j_end − j_begin)/s⌉
+//     [j_begin, j_end) ← the keys some row may see (Band::KeysOfDiagonals); chunk = ⌈(j_end − j_begin)/s⌉
 //     for each chunk [a, e) and K/V head hk (AttendChunk):
 //       if the chunk has keys: load the head's R rows of Q_tile; for each key j in [a, e): load k_j, v_j once
 //         and update all R rows online (m, l, Õ)
@@ -13,8 +13,8 @@
 #include <deque>
 #include <vector>
 
-#include "common/window.h"
-#include "decode/score.h"
+#include "common/constants.h"
+#include "common/score.h"
 #include "io_model/counted.h"
 #include "reference/problem.h"
 #include "reference/softmax.h"
@@ -34,11 +34,7 @@ IoCount CountDecode(const AttentionParams& params, std::int64_t splits) {
   std::vector<float> O_partial(splits * rows * d), lse_partial(splits * rows);  // main memory, float32
   std::vector<float> q(Nq * d), Q(R * d), k(d), v(d), S(R), m(R), l(R), O(R * d), lse(splits), o_row(d);
 
-  decoding::ScoreMods band;  // only the band: VisibleRange as decode() calls it
-  const WindowReach reach = WindowReachOf(params.causal, params.window_left, params.window_right);
-  band.left = reach.left, band.right = reach.right;
-  std::int64_t j_begin = 0, j_end = 0;
-  band.VisibleRange(Nk - Nq, Nk - 1, Nk, &j_begin, &j_end);
+  const auto [j_begin, j_end] = Band::Of(params).KeysOfDiagonals(Nk - Nq, Nk - 1, Nk);  // as decode() does
   const std::int64_t chunk = (j_end - j_begin + splits - 1) / splits;
 
   for (std::int64_t b = 0; b < params.batch; ++b) {
@@ -56,7 +52,7 @@ IoCount CountDecode(const AttentionParams& params, std::int64_t splits) {
         const MainMemoryArray tile(kv, Q_tile.data(), sizeof(float));
         const MainMemoryArray O_k(kv, O_partial.data(), sizeof(float));
         const MainMemoryArray lse_k(kv, lse_partial.data(), sizeof(float));
-        std::fill(m.begin(), m.end(), reference::kNegInf);
+        std::fill(m.begin(), m.end(), kNegInf);
         std::fill(l.begin(), l.end(), 0.0f);
         std::fill(O.begin(), O.end(), 0.0f);
         if (a < e) tile.Load(hk * R * d, R * d, Q.data());
@@ -94,17 +90,17 @@ IoCount CountDecode(const AttentionParams& params, std::int64_t splits) {
       for (std::int64_t s = 0; s < splits; ++s) lse_k.Load(s * rows + row, 1, &lse[s]);
       const float max = *std::max_element(lse.begin(), lse.end());
       float sum = 0.0f;
-      if (max != reference::kNegInf) {
+      if (max != kNegInf) {
         for (std::int64_t s = 0; s < splits; ++s) sum += std::exp(lse[s] - max);
       }
       std::fill(o_row.begin(), o_row.end(), 0.0f);
       for (std::int64_t s = 0; s < splits; ++s) {
-        if (lse[s] == reference::kNegInf) continue;
+        if (lse[s] == kNegInf) continue;
         O_k.Load((s * rows + row) * d, d, O.data());
         const float weight = std::exp(lse[s] - max) / sum;
         for (std::int64_t c = 0; c < d; ++c) o_row[c] += weight * O[c];
       }
-      const float row_lse = max == reference::kNegInf ? max : max + std::log(sum);
+      const float row_lse = max == kNegInf ? max : max + std::log(sum);
       head.StoreO(i, 1, o_row.data());
       head.StoreLse(i, 1, &row_lse);
     }

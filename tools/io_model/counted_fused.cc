@@ -1,4 +1,4 @@
-// The fused kernel's loops (src/kernels/fused_forward-inl.h), counted: FlashAttention-2 with the kernel's
+// The fused kernel's loops (src/forward/forward-inl.h), counted: FlashAttention-2 with the kernel's
 // geometry (FusedGeometryOf) and its main-memory arrays, in plain scalar code through the counting accessors
 // of src/reference/problem.h. What the kernel keeps in main memory is counted here as such:
 //   for each (batch b, K/V head hk):
@@ -23,8 +23,9 @@
 
 #include "io_model/counted.h"
 #include "io_model/io_model.h"
-#include "kernels/mask_geometry.h"
-#include "reference/dropout.h"
+#include "common/constants.h"
+#include "common/dropout.h"
+#include "common/score.h"
 #include "reference/problem.h"
 #include "reference/softmax.h"
 
@@ -35,10 +36,6 @@ namespace {
 using reference::HeadProblem;
 using reference::MainMemoryArray;
 
-std::int64_t RoundUp(std::int64_t n, std::int64_t multiple) {
-  return (n + multiple - 1) / multiple * multiple;
-}
-
 // Fast memory of one (batch, K/V head) and the main-memory packed K and V of that head.
 struct Scratch {
   std::vector<float> K_packed, V_packed;                  // main memory
@@ -46,16 +43,16 @@ struct Scratch {
 };
 
 // Rows [i0, i0 + rows) of `problem`: the kernel's SolveQBlock.
-void SolveQBlock(const HeadProblem& problem, const FusedGeometry& g, const reference::Dropout& dropout,
+void SolveQBlock(const HeadProblem& problem, const FusedGeometry& g, const Dropout& dropout,
                  const MainMemoryArray& K_packed, const MainMemoryArray& V_packed,
-                 const kernels::ScoreModifiers& mods, std::int64_t i0, std::int64_t rows, Scratch& x) {
+                 const ScoreModifiers& mods, std::int64_t i0, std::int64_t rows, Scratch& x) {
   const std::int64_t Nk = problem.Nk, d = problem.d, dv = problem.dv;
   problem.LoadQ(i0, rows, x.Q_i.data());
   std::fill(x.O_i.begin(), x.O_i.end(), 0.0f);
   std::fill(x.l.begin(), x.l.end(), 0.0f);
-  std::fill(x.m.begin(), x.m.end(), reference::kNegInf);
-  const kernels::VisibleKeys reach = mods.KeysOfRows(i0, i0 + rows, Nk);
-  for (std::int64_t jt = reach.first / g.Bc; reach.first <= reach.last && jt <= reach.last / g.Bc; ++jt) {
+  std::fill(x.m.begin(), x.m.end(), kNegInf);
+  const IndexRange reach = mods.KeysOfRows(i0, i0 + rows, Nk);
+  for (std::int64_t jt = reach.begin / g.Bc; reach.begin < reach.end && jt * g.Bc < reach.end; ++jt) {
     const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, Nk - j0);
     K_packed.Load(jt * g.Bc_pad * d, RoundUp(cols, g.NR) * d, x.K_j.data());
     std::int64_t ldv = dv;  // V_j's row stride in fast memory
@@ -102,7 +99,7 @@ void SolveQBlock(const HeadProblem& problem, const FusedGeometry& g, const refer
 
 // One (batch b, K/V head hk): pack, then every Q block of every query head of its group. Returns the
 // traffic of all of it.
-reference::IoCount SolveKvHead(const AttentionParams& params, const FusedGeometry& g, const reference::Dropout& dropout,
+reference::IoCount SolveKvHead(const AttentionParams& params, const FusedGeometry& g, const Dropout& dropout,
                     std::int64_t b, std::int64_t hk, Scratch& x) {
   const std::int64_t group = params.heads_q / params.heads_kv;
   const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim, dv = params.value_head_dim();
@@ -130,7 +127,7 @@ reference::IoCount SolveKvHead(const AttentionParams& params, const FusedGeometr
     const HeadProblem problem(params, b, h);
     const MainMemoryArray K_read(problem, x.K_packed.data(), g.packed_element_bytes);
     const MainMemoryArray V_read(problem, x.V_packed.data(), g.packed_element_bytes);
-    const kernels::ScoreModifiers mods(params, b, h);
+    const ScoreModifiers mods(params, b, h);
     for (std::int64_t i0 = 0; i0 < Nq; i0 += g.Br) {
       SolveQBlock(problem, g, dropout, K_read, V_read, mods, i0, std::min(g.Br, Nq - i0), x);
     }
@@ -163,7 +160,7 @@ reference::IoCount CountFused(const AttentionParams& params) {
     x.lse.resize(g.Br);
     x.Z.resize(g.Bc);
   }
-  const reference::Dropout dropout(params);
+  const Dropout dropout(params);
   std::exception_ptr failure;  // an exception may not leave the OpenMP region
   std::mutex mutex;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)

@@ -1,6 +1,6 @@
 // The Highway target a fused-kernel call would run on: FusedFloatLanes(), its float32 lanes per vector, and
 // FusedTargetName(). The kernel's packed K panels are 2·L keys wide and its V rows are padded to L
-// (src/kernels/), so its traffic depends on L. Compiled for the same targets as the kernel
+// (src/forward/), so its traffic depends on L. Compiled for the same targets as the kernel
 // (flashattn_compile_for_every_simd_target, cmake/simd_targets.cmake) and dispatched the same way, it follows
 // every restriction of the dispatch, including the tests' own.
 #undef HWY_TARGET_INCLUDE
@@ -22,7 +22,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include "io_model/io_model.h"
-#include "kernels/fused_forward.h"
+#include "simd/targets.h"
 
 namespace flashattn::io_model {
 
@@ -30,7 +30,7 @@ HWY_EXPORT(FloatLanes);
 
 std::int64_t FusedFloatLanes() { return HWY_DYNAMIC_DISPATCH(FloatLanes)(); }
 
-std::string FusedTargetName() { return kernels::FusedTargetName(kernels::FusedDispatchedTarget()); }
+std::string FusedTargetName() { return simd::TargetName(simd::DispatchedTarget()); }
 
 }  // namespace flashattn::io_model
 #endif  // HWY_ONCE

@@ -6,10 +6,10 @@
 #include <algorithm>
 
 #include "common/checked.h"
-#include "common/window.h"
+#include "common/score.h"
 #include "flashattn/decode.h"
+#include "forward/forward.h"
 #include "io_model/counted.h"
-#include "kernels/fused_forward.h"
 #include "reference/reference.h"
 
 namespace flashattn::io_model {
@@ -111,7 +111,7 @@ Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, s
   // Row r sees keys [r + δ − left, r + δ + right] (docs/algorithms.md §6, δ = Nk − Nq). These bands move by
   // one per row, so the rows of a Q block together see one interval [lo, hi], and a K/V tile holds a visible
   // key iff it meets that interval.
-  const auto [left, right] = WindowReachOf(params.causal, params.window_left, params.window_right);
+  const auto [left, right] = Band::Of(params);
   const std::int64_t delta = Nk - Nq;
   HeadCount head;
   head.read = Nq * d;
@@ -132,7 +132,7 @@ Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, s
 
 FusedGeometry FusedGeometryOf(const AttentionParams& params) {
   const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim, dv = params.value_head_dim();
-  const kernels::FusedTiling tiling = kernels::ChooseFusedTiling(params);
+  const forward_kernel::FusedTiling tiling = forward_kernel::ChooseFusedTiling(params);
   FusedGeometry g;
   // FusedForwardT: "a block longer than its sequence is that sequence".
   g.Br = std::min(tiling.Br, std::max<std::int64_t>(1, Nq));
@@ -143,7 +143,7 @@ FusedGeometry FusedGeometryOf(const AttentionParams& params) {
   // FusedForwardT widens float16/bfloat16 as it packs (PacksKvWide); SolveAllBlocks packs V next to K when
   // the packed K and V of one (batch, K/V head) fit kPackBudgetBytes.
   const std::int64_t E = static_cast<std::int64_t>(size_of(params.dtype));
-  g.packed_element_bytes = kernels::PacksKvWide(params.dtype, g.Br) ? kF32 : E;
+  g.packed_element_bytes = forward_kernel::PacksKvWide(params.dtype, g.Br) ? kF32 : E;
   constexpr std::int64_t kPackBudgetBytes = 16 << 20;
   g.packs_v = (g.Tc * g.Bc_pad * d + g.Tc * g.Bc * g.dv_pad) * g.packed_element_bytes <= kPackBudgetBytes;
   return g;
@@ -165,7 +165,7 @@ Cost Fused(const AttentionParams& params) {
   // Per (batch, query head): Q once, O (and LSE) once; per Q block the K/V blocks from ⌊lo/Bc⌋ to ⌊hi/Bc⌋
   // (as in Flash2SkippingMaskedTiles): K_j padded to whole panels of NR keys — Bc_pad for every block but
   // the last, whose cols_last = Nk − (Tc − 1)·Bc keys round up to a multiple of NR — and V_j.
-  const auto [left, right] = WindowReachOf(params.causal, params.window_left, params.window_right);
+  const auto [left, right] = Band::Of(params);
   const std::int64_t delta = Nk - Nq, last_panel_keys = CeilDiv(Nk - (g.Tc - 1) * g.Bc, g.NR) * g.NR;
   HeadCount head;
   head.read = Nq * d;
@@ -213,7 +213,7 @@ Cost Decode(const AttentionParams& params, std::int64_t splits) {
   Cost cost;
   if (params.batch == 0 || rows == 0) return cost;  // decode() only appends
   // The keys some row may see: row i's band is [i + δ − left, i + δ + right], δ = Nk − Nq.
-  const auto [left, right] = WindowReachOf(params.causal, params.window_left, params.window_right);
+  const auto [left, right] = Band::Of(params);
   const std::int64_t delta = Nk - Nq;
   const std::int64_t j_begin = std::clamp<std::int64_t>(delta - left, 0, Nk);
   const std::int64_t j_end = std::max(j_begin, std::clamp<std::int64_t>(Nk + right, 0, Nk));

@@ -1,7 +1,7 @@
 // The IO model (docs/io.md) as closed forms: elements and bytes each algorithm moves between main memory
 // ("HBM"; DRAM on a CPU) and fast memory (the per-core cache), its FLOPs and its arithmetic intensity,
 // for a whole call (every batch and query head). The forms are read off the loops of src/reference/, of the
-// fused kernel (src/kernels/) and of decode() (src/decode/), and must equal the counts of RunCounted and
+// fused kernel (src/forward/) and of decode() (src/decode/), and must equal the counts of RunCounted and
 // RunCountedDecode exactly; docs/io.md derives them.
 //
 // Byte sizes: Q, K, V, O, the S, P matrices of standard and the fused kernel's packed K and V move in the
@@ -55,10 +55,10 @@ Cost Flash2(const AttentionParams& params);
 // (Br, Bc): Q read and O (and LSE) written once, K_j and V_j read for each visited tile.
 Cost Flash2SkippingMaskedTiles(const AttentionParams& params, std::int64_t Br, std::int64_t Bc);
 
-// How the fused kernel (src/kernels/fused_forward-inl.h, FusedForwardT) lays out one call; its traffic
+// How the fused kernel (src/forward/forward-inl.h, ForwardT) lays out one call; its traffic
 // depends on all of it.
 struct FusedGeometry {
-  std::int64_t Br = 0, Bc = 0;  // kernels::ChooseFusedTiling clamped to [1, max(1, Nq)] and [1, max(1, Nk)]
+  std::int64_t Br = 0, Bc = 0;  // forward_kernel::ChooseFusedTiling clamped to [1, max(1, Nq)] and [1, max(1, Nk)]
   std::int64_t Tr = 0, Tc = 0;  // Q blocks, K/V blocks
   std::int64_t L = 0, NR = 0;   // float32 lanes of the dispatched SIMD target; panel width NR = 2·L
   std::int64_t Bc_pad = 0;      // keys per packed K block: Bc rounded up to NR (the padding is zeros)
@@ -74,7 +74,7 @@ FusedGeometry FusedGeometryOf(const AttentionParams& params);
 std::int64_t FusedFloatLanes();
 std::string FusedTargetName();
 
-// The fused kernel (src/kernels/) with the block sizes it really uses (FusedGeometryOf: from the
+// The fused kernel (src/forward/) with the block sizes it really uses (FusedGeometryOf: from the
 // detected L2, not from params.tiling.fast_memory_bytes; block_rows/block_cols override). Its loops, for a
 // call with at least one query row (a call without any returns at once and moves nothing):
 //   per (batch, K/V head): K read once and written as packed panels, Bc_pad keys per block; if packs_v,

@@ -1,4 +1,4 @@
-// The row conversions of elements.h through the kernels' own element code (kernels/tile_ops-inl.h: the
+// The row conversions of elements.h through the kernels' own element code (simd/convert-inl.h: the
 // widening with its float16 inf/NaN correction, the scalar rounding), compiled for every target the
 // kernels are and dispatched once per row.
 #include "support/elements.h"
@@ -12,16 +12,16 @@
 #define HWY_TARGET_INCLUDE "support/elements.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-#include "kernels/tile_ops-inl.h"
+#include "simd/convert-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::support::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-namespace kn = kernels::HWY_NAMESPACE;
+namespace kn = flashattn::HWY_NAMESPACE;
 
 template <typename T>
 void RowToF32(const void* HWY_RESTRICT src, std::int64_t n, float* HWY_RESTRICT dst) {
-  kn::RowToF32(static_cast<const T*>(src), n, dst);
+  kn::WidenRow(static_cast<const T*>(src), n, n, dst);
 }
 
 // float16 narrows a vector at a time where the CPU converts natively (the kernels store O the same way);
@@ -36,7 +36,7 @@ void RowFromF32(const float* HWY_RESTRICT src, std::int64_t n, void* HWY_RESTRIC
     const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
     for (; i + L <= n; i += L) hn::StoreU(hn::DemoteTo(df16, hn::LoadU(df, src + i)), df16, out + i);
   }
-  for (; i < n; ++i) out[i] = kn::FromF32<T>(src[i]);
+  for (; i < n; ++i) out[i] = FromF32<T>(src[i]);
 }
 
 void F16ToF32(const void* src, std::int64_t n, float* dst) { RowToF32<hwy::float16_t>(src, n, dst); }

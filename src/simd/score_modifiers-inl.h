@@ -1,27 +1,28 @@
-// Masks and score modifiers of SPEC §5 on a strip of scores (per Highway target). The kernel classifies
-// each tile first (mask_geometry.h): tiles outside the causal/window band are never computed, tiles inside
-// it without softcap, ALiBi or mask tensor skip this file entirely; only the others come here.
+// The masks and score modifiers of common/score.h on a strip of scores (per Highway target), for the forward
+// and backward kernels. The kernels classify each tile first (ScoreModifiers::TileNeedsModifiers): tiles
+// outside the causal/window band are never computed, tiles inside it without softcap, ALiBi or mask tensor
+// skip this file entirely; only the others come here.
 //
-// The order matches reference::HeadProblem::Score: S = s·q·k (s is folded into Q), then softcap
-// S ← c·tanh(S/c), ALiBi S −= slope·|i + Nk − Nq − j|, the additive mask, and finally −∞ for keys outside
-// the band or dropped by the boolean mask.
-#if defined(FLASHATTN_KERNELS_SCORE_MODS_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef FLASHATTN_KERNELS_SCORE_MODS_INL_H_
-#undef FLASHATTN_KERNELS_SCORE_MODS_INL_H_
+// The order is ScoreModifiers::Score's: S = s·q·k (s is folded into Q), then softcap S ← c·tanh(S/c), ALiBi
+// S −= slope·|i + Nk − Nq − j|, the additive mask, and finally −∞ for keys outside the band or dropped by the
+// boolean mask.
+#if defined(FLASHATTN_SIMD_SCORE_MODIFIERS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FLASHATTN_SIMD_SCORE_MODIFIERS_INL_H_
+#undef FLASHATTN_SIMD_SCORE_MODIFIERS_INL_H_
 #else
-#define FLASHATTN_KERNELS_SCORE_MODS_INL_H_
+#define FLASHATTN_SIMD_SCORE_MODIFIERS_INL_H_
 #endif
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 
+#include "common/constants.h"
+#include "common/score.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
-#include "kernels/mask_geometry.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::kernels::HWY_NAMESPACE {
+namespace flashattn::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // tanh for the softcap, here and in the backward kernel. Highway 1.0.3's emulated targets convert NaN to
@@ -44,8 +45,7 @@ HWY_INLINE void ApplyScoreModifiers(const ScoreModifiers& mods, std::int64_t i0,
                                     std::int64_t lds) {
   const hn::ScalableTag<float> df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
-  const std::int64_t cols_L = (cols + L - 1) / L * L;
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const std::int64_t cols_L = RoundUp(cols, L);
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t i = i0 + r;
     float* S_r = S + r * lds;
@@ -67,9 +67,9 @@ HWY_INLINE void ApplyScoreModifiers(const ScoreModifiers& mods, std::int64_t i0,
       const float* bias = static_cast<const float*>(mods.mask) + i * mods.mask_stride_row;
       for (std::int64_t c = 0; c < cols; ++c) S_r[c] += bias[(j0 + c) * mods.mask_stride_col];
     }
-    const VisibleKeys band = mods.KeysOf(i);
-    for (std::int64_t c = 0; c < std::min(cols, band.first - j0); ++c) S_r[c] = kNegInf;
-    for (std::int64_t c = std::max<std::int64_t>(0, band.last + 1 - j0); c < cols; ++c) S_r[c] = kNegInf;
+    const IndexRange keys = mods.KeysOf(i);
+    for (std::int64_t c = 0; c < std::min(cols, keys.begin - j0); ++c) S_r[c] = kNegInf;
+    for (std::int64_t c = std::max<std::int64_t>(0, keys.end - j0); c < cols; ++c) S_r[c] = kNegInf;
     if (mods.mask_kind == MaskKind::kBool) {
       const std::uint8_t* keep = static_cast<const std::uint8_t*>(mods.mask) + i * mods.mask_stride_row;
       for (std::int64_t c = 0; c < cols; ++c)
@@ -78,7 +78,7 @@ HWY_INLINE void ApplyScoreModifiers(const ScoreModifiers& mods, std::int64_t i0,
   }
 }
 
-}  // namespace flashattn::kernels::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
-#endif  // FLASHATTN_KERNELS_SCORE_MODS_INL_H_
+#endif  // FLASHATTN_SIMD_SCORE_MODIFIERS_INL_H_

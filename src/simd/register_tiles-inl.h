@@ -4,30 +4,26 @@
 //   AccumulateAB: C = diag(α) C + A B  Õ_i = diag(α) Õ_i + P̃_ij V_j, and backward dV, dK, dQ (α = 1)
 // Each micro-tile holds kMR rows × 2 vectors: on AVX2 12 vector accumulators, and each step loads two vectors
 // and broadcasts one value per row, 12 FMAs per 8 loads, within the two FMA and three load ports of one core.
-// B may be float16/bfloat16 (the forward pass's K and V); it is widened to float32 as it is loaded.
-#if defined(FLASHATTN_KERNELS_TILE_OPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef FLASHATTN_KERNELS_TILE_OPS_INL_H_
-#undef FLASHATTN_KERNELS_TILE_OPS_INL_H_
+// B may be float16/bfloat16 (the forward pass's K and V); it is widened to float32 as it is loaded. B's
+// layouts and the packing into them are in packing-inl.h.
+#if defined(FLASHATTN_SIMD_REGISTER_TILES_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FLASHATTN_SIMD_REGISTER_TILES_INL_H_
+#undef FLASHATTN_SIMD_REGISTER_TILES_INL_H_
 #else
-#define FLASHATTN_KERNELS_TILE_OPS_INL_H_
+#define FLASHATTN_SIMD_REGISTER_TILES_INL_H_
 #endif
 
 #include <algorithm>
-#include <bit>
-#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
-#include "common/element.h"
-#include "flashattn/flashattn.h"
 #include "hwy/highway.h"
+#include "simd/convert-inl.h"
+#include "simd/packing-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::kernels::HWY_NAMESPACE {
+namespace flashattn::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
 
 // Rows of the register tile: 6 × 2 vectors = 12 accumulators, leaving 4 of 16 registers for the operands.
 // (A 2-row remainder tile has 4 accumulators, too few to hide the FMA latency: block sizes prefer
@@ -48,106 +44,6 @@ HWY_INLINE void WithRows(std::int64_t mr, const Fn& fn) {
   }
 }
 static_assert(kMR == 6, "WithRows enumerates the row counts up to kMR");
-
-inline std::int64_t RoundUp(std::int64_t x, std::int64_t multiple) {
-  return (x + multiple - 1) / multiple * multiple;
-}
-
-// One element as float32, and back (rounded to nearest even). Through the 16 bits, with bit_cast: Highway's
-// float16_t is a struct of them on x86 but the native __fp16 on Arm.
-HWY_INLINE float ToF32(float x) { return x; }
-HWY_INLINE float ToF32(hwy::float16_t x) { return F32FromF16(std::bit_cast<std::uint16_t>(x)); }
-HWY_INLINE float ToF32(hwy::bfloat16_t x) { return F32FromBF16(std::bit_cast<std::uint16_t>(x)); }
-template <typename T>
-HWY_INLINE T FromF32(float x) {
-  if constexpr (std::is_same_v<T, float>) return x;
-  else if constexpr (std::is_same_v<T, hwy::float16_t>) return std::bit_cast<T>(F16FromF32(x));
-  else return std::bit_cast<T>(BF16FromF32(x));
-}
-
-// Highway 1.0.3 widens float16 by integer emulation where the CPU has no conversion instruction (x86 below
-// AVX2, EMU128, SCALAR, 32-bit Arm), and that emulation turns inf and NaN (exponent 31) into finite values.
-// Those targets correct the exponent-31 lanes after widening.
-#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)) || \
-    (HWY_ARCH_ARM_A64 && HWY_TARGET != HWY_EMU128 && HWY_TARGET != HWY_SCALAR)
-inline constexpr bool kNativeF16Widening = true;
-#else
-inline constexpr bool kNativeF16Widening = false;
-#endif
-
-// One vector of float32 from `Lanes(df)` consecutive elements of T.
-HWY_INLINE VF LoadF32(DF df, const float* p) { return hn::LoadU(df, p); }
-HWY_INLINE VF LoadF32(DF df, const hwy::float16_t* p) {
-  const hn::Rebind<hwy::float16_t, DF> df16;
-  const auto half = hn::LoadU(df16, p);
-  const VF wide = hn::PromoteTo(df, half);
-  if constexpr (kNativeF16Widening) {
-    return wide;
-  } else {  // exponent 31: sign, all-ones exponent, mantissa << 13 (inf or NaN, payload kept)
-    const hn::RebindToUnsigned<DF> du;
-    const auto bits = hn::PromoteTo(du, hn::BitCast(hn::Rebind<std::uint16_t, DF>(), half));
-    const auto exponent_mask = hn::Set(du, 0x7C00u);
-    const auto special = hn::Eq(hn::And(bits, exponent_mask), exponent_mask);
-    const auto inf_or_nan = hn::Or(hn::Or(hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000u))),
-                                          hn::Set(du, 0x7F800000u)),
-                                   hn::ShiftLeft<13>(hn::And(bits, hn::Set(du, 0x3FFu))));
-    return hn::IfThenElse(hn::RebindMask(df, special), hn::BitCast(df, inf_or_nan), wide);
-  }
-}
-HWY_INLINE VF LoadF32(DF df, const hwy::bfloat16_t* p) {
-  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
-}
-
-// Whether n elements (n a multiple of Lanes) hold an inf or a NaN: the test that sends a tile with hidden
-// keys to the paths that leave them out instead of multiplying their zero weight by it (0·NaN = NaN).
-template <typename T>
-bool HasNonFinite(const T* x, std::int64_t n) {
-  const DF df;
-  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
-  auto finite = hn::IsFinite(hn::Zero(df));
-  for (std::int64_t e = 0; e < n; e += L) finite = hn::And(finite, hn::IsFinite(LoadF32(df, x + e)));
-  return !hn::AllTrue(df, finite);
-}
-
-// out[0, width) = float32(row[0, width)): a vector at a time (F16C on x86), then element by element.
-template <typename T>
-HWY_INLINE void RowToF32(const T* HWY_RESTRICT row, std::int64_t width, float* HWY_RESTRICT out) {
-  const DF df;
-  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
-  std::int64_t e = 0;
-  for (; e + L <= width; e += L) hn::StoreU(LoadF32(df, row + e), df, out + e);
-  for (; e < width; ++e) out[e] = ToF32(row[e]);
-}
-
-// Packing copies elements of S into D: the same type, or float16/bfloat16 widened to float32 on the way
-// (the forward pass's K and V, widened once per head instead of in every micro-kernel step).
-template <typename S, typename D>
-inline constexpr bool kPackable = std::is_same_v<S, D> || std::is_same_v<D, float>;
-
-// Rows [0, rows) of B (row stride ldb, `width` ≤ kMaxHeadDim features) as panels of NR = 2·Lanes rows:
-// panels[p·NR·width + e·NR + n] = B[p·NR + n][e], zero for rows in [rows, rows_pad). The micro-kernel then
-// reads one contiguous NR-wide strip per feature e.
-template <typename S, typename D>
-void PackPanels(const S* B, std::int64_t ldb, std::int64_t rows, std::int64_t width, std::int64_t rows_pad,
-                D* panels) {
-  static_assert(kPackable<S, D>);
-  const std::int64_t NR = 2 * static_cast<std::int64_t>(hn::Lanes(DF()));
-  for (std::int64_t p0 = 0; p0 < rows_pad; p0 += NR) {
-    D* panel = panels + p0 * width;
-    for (std::int64_t n = 0; n < NR; ++n) {
-      const std::int64_t row = p0 + n;
-      if (row >= rows) {
-        for (std::int64_t e = 0; e < width; ++e) panel[e * NR + n] = D{};
-      } else if constexpr (std::is_same_v<S, D>) {
-        for (std::int64_t e = 0; e < width; ++e) panel[e * NR + n] = B[row * ldb + e];
-      } else {
-        float wide[kMaxHeadDim];
-        RowToF32(B + row * ldb, width, wide);
-        for (std::int64_t e = 0; e < width; ++e) panel[e * NR + n] = wide[e];
-      }
-    }
-  }
-}
 
 // The columns [begin, end) of a tile that one row group of kMR rows needs (a causal or window band's
 // boundary tile): ProductABt computes only the panels that meet them and AccumulateAB sums only over them;
@@ -247,48 +143,6 @@ void ProductABt(const float* A, std::int64_t lda, std::int64_t rows, const T* pa
   }
 }
 
-// How AccumulateAB finds B[c][e]: row-major with stride ldb; or in column slices (the forward pass's V_j),
-// the columns cut into slices of two vectors (the last one vector wide when width_pad is an odd number of
-// vectors), each slice holding all ldb rows contiguously. A slice is what the micro-kernel reads for every
-// row group: in slices it is one sequential block of a few KiB, where a slice of a row-major B is 64-byte
-// pieces a row apart (at dv = 128: over 16 pages, in 8 of the L1's 64 sets). The sliced V made Õ += P̃ V
-// 3–4% faster in place (docs/fused_kernel.md, "V").
-enum class BLayout { kRowMajor, kSlices };
-
-// Where B[c][e] is in the slice layout of `height` rows and width_pad columns.
-HWY_INLINE std::int64_t SliceOffset(std::int64_t height, std::int64_t width_pad, std::int64_t c, std::int64_t e) {
-  const std::int64_t two_vectors = 2 * static_cast<std::int64_t>(hn::Lanes(DF()));
-  const std::int64_t e0 = e / two_vectors * two_vectors;
-  return e0 * height + c * std::min(two_vectors, width_pad - e0) + (e - e0);
-}
-
-// B (rows × width of row-major src, row stride ld; width ≤ kMaxHeadDim) in the slice layout of `rows` rows
-// and width_pad columns, zero in the columns [width, width_pad).
-template <typename S, typename D>
-void PackSlices(const S* src, std::int64_t ld, std::int64_t rows, std::int64_t width, std::int64_t width_pad,
-                D* slices) {
-  static_assert(kPackable<S, D>);
-  const std::int64_t two_vectors = 2 * static_cast<std::int64_t>(hn::Lanes(DF()));
-  // Row c's piece of the slice at column e0 from `row` (S or its widened copy): w = the slice's width.
-  const auto copy_piece = [&](const auto* row, std::int64_t c, std::int64_t e0) {
-    const std::int64_t w = std::min(two_vectors, width_pad - e0);
-    const std::int64_t copied = std::clamp<std::int64_t>(width - e0, 0, w);
-    D* piece = slices + e0 * rows + c * w;
-    std::copy(row + e0, row + e0 + copied, piece);
-    std::fill(piece + copied, piece + w, D{});
-  };
-  if constexpr (std::is_same_v<S, D>) {  // slice by slice: each written in order
-    for (std::int64_t e0 = 0; e0 < width_pad; e0 += two_vectors)
-      for (std::int64_t c = 0; c < rows; ++c) copy_piece(src + c * ld, c, e0);
-  } else {  // row by row, each widened once
-    float wide[kMaxHeadDim];
-    for (std::int64_t c = 0; c < rows; ++c) {
-      RowToF32(src + c * ld, width, wide);
-      for (std::int64_t e0 = 0; e0 < width_pad; e0 += two_vectors) copy_piece(wide, c, e0);
-    }
-  }
-}
-
 // C (rows × width_pad, ldc) = diag(α) C + A (rows × inner) · B (inner × width_pad), width_pad a multiple of
 // Lanes, α = 1 when `alpha` is null; A row-major (A[r·lda + c]) or, with kTransposed, given as its
 // transpose (A[c·lda + r]); B as kBLayout says (ldb: its row stride, or the rows of its slices). In slices
@@ -322,7 +176,7 @@ void AccumulateAB(const float* A, std::int64_t lda, std::int64_t rows, std::int6
   }
 }
 
-}  // namespace flashattn::kernels::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
-#endif  // FLASHATTN_KERNELS_TILE_OPS_INL_H_
+#endif  // FLASHATTN_SIMD_REGISTER_TILES_INL_H_

@@ -3,25 +3,23 @@
 //   α = e^{m − m_new},  P̃_r = e^{S_r − m_new} (in place),  l = α·l + RowSum(P̃_r)
 // and the final step O = Õ / l, LSE = m + log l. A row that has seen only −∞ keeps m = −∞; its exponents
 // are then taken relative to 0 instead, so that α = e^{−∞} = 0 and P̃ = 0, never e^{−∞ − (−∞)} = NaN.
-#if defined(FLASHATTN_KERNELS_ONLINE_SOFTMAX_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef FLASHATTN_KERNELS_ONLINE_SOFTMAX_INL_H_
-#undef FLASHATTN_KERNELS_ONLINE_SOFTMAX_INL_H_
+#if defined(FLASHATTN_SIMD_ONLINE_SOFTMAX_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FLASHATTN_SIMD_ONLINE_SOFTMAX_INL_H_
+#undef FLASHATTN_SIMD_ONLINE_SOFTMAX_INL_H_
 #else
-#define FLASHATTN_KERNELS_ONLINE_SOFTMAX_INL_H_
+#define FLASHATTN_SIMD_ONLINE_SOFTMAX_INL_H_
 #endif
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 
+#include "common/constants.h"
 #include "hwy/highway.h"
-#include "kernels/vec_exp-inl.h"
+#include "simd/exp-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::kernels::HWY_NAMESPACE {
+namespace flashattn::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // max_c S[c] over `n` elements, n a multiple of Lanes (the strip is padded with −∞).
 HWY_INLINE float RowMax(const float* HWY_RESTRICT S, std::int64_t n) {
@@ -61,16 +59,28 @@ HWY_INLINE float ExpAndRowSum(float* HWY_RESTRICT S, std::int64_t n, float m) {
   return hn::GetLane(hn::SumOfLanes(df, hn::Add(sum0, sum1)));
 }
 
+// How l ← α·l + Σ_c P̃_c is rounded. Decode has always computed it with one rounding (a fused multiply-add
+// where the target has one), the forward pass with two (the compiler leaves α·l + Σ as written there); each
+// kernel keeps its own, so that its results stay bit for bit what they were.
+enum class SumUpdate {
+  kFusedMultiplyAdd,  // decode
+  kProductThenSum,    // the forward pass
+};
+
 // The online update of one row's state (m, l) by a strip of `n` scores; P̃ replaces S in place.
-// Returns α = e^{m_old − m_new}, the factor that RescaleO applies to the row's accumulator.
+// Returns α = e^{m_old − m_new}, the factor that rescales the row's accumulator.
+template <SumUpdate kUpdate>
 HWY_INLINE float OnlineSoftmaxRow(float* HWY_RESTRICT S, std::int64_t n, float& m, float& l) {
   const float m_new = std::max(m, RowMax(S, n));
   const float m_ref = m_new == kNegInf ? 0.0f : m_new;  // exponents relative to a finite reference
   // α = e^{m − m_ref}: exactly 1 while the maximum stands (most strips once it has settled), without a call
   const float alpha = m == m_ref ? 1.0f : std::exp(m - m_ref);
-  // α·l + RowSum as one MulAdd: fused where the target has FMA, whatever the compiler inlines around it
-  const hn::CappedTag<float, 1> d1;
-  l = hn::GetLane(hn::MulAdd(hn::Set(d1, alpha), hn::Set(d1, l), hn::Set(d1, ExpAndRowSum(S, n, m_ref))));
+  if constexpr (kUpdate == SumUpdate::kFusedMultiplyAdd) {
+    const hn::CappedTag<float, 1> d1;
+    l = hn::GetLane(hn::MulAdd(hn::Set(d1, alpha), hn::Set(d1, l), hn::Set(d1, ExpAndRowSum(S, n, m_ref))));
+  } else {
+    l = alpha * l + ExpAndRowSum(S, n, m_ref);
+  }
   m = m_new;
   return alpha;
 }
@@ -84,7 +94,7 @@ HWY_INLINE float NormalizeAndLse(float* HWY_RESTRICT O, std::int64_t n, float m,
   return l == 0.0f ? kNegInf : m + std::log(l);
 }
 
-}  // namespace flashattn::kernels::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
-#endif  // FLASHATTN_KERNELS_ONLINE_SOFTMAX_INL_H_
+#endif  // FLASHATTN_SIMD_ONLINE_SOFTMAX_INL_H_

@@ -2,9 +2,9 @@
 #include <algorithm>
 
 #include "common/cpu_caches.h"
-#include "kernels/fused_forward.h"
+#include "forward/forward.h"
 
-namespace flashattn::kernels {
+namespace flashattn::forward_kernel {
 
 FusedTiling ChooseFusedTiling(const AttentionParams& params) {
   const std::int64_t d = params.head_dim, dv = params.value_head_dim();
@@ -23,4 +23,4 @@ FusedTiling ChooseFusedTiling(const AttentionParams& params) {
   return {Br, Bc};
 }
 
-}  // namespace flashattn::kernels
+}  // namespace flashattn::forward_kernel

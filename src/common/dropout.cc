@@ -1,10 +1,8 @@
-#include "reference/dropout.h"
+#include "common/dropout.h"
 
 #include <algorithm>
 
-#include "reference/problem.h"
-
-namespace flashattn::reference {
+namespace flashattn {
 
 Dropout::Dropout(const AttentionParams& p)
     : Hq_(static_cast<std::uint64_t>(p.heads_q)),
@@ -33,4 +31,4 @@ void Dropout::RowMultipliers(std::int64_t b, std::int64_t h, std::int64_t i, std
   }
 }
 
-}  // namespace flashattn::reference
+}  // namespace flashattn

@@ -1,58 +1,74 @@
 // AttendChunk per Highway target: FlashAttention-2's inner loop over blocks of Bc keys, for the R query
-// rows that share one K/V head, for every K/V head within each block (SPEC §3):
+// rows that share one K/V head, for every K/V head within each block (docs/algorithms.md):
 //   S_j = Score(Q K_jᵀ)                                  R×Bc, ScoreBlock (attend_tiles-inl.h), all heads
-//   m_new = max(m, rowmax S_j),  P̃_j = e^{S_j − m_new}    OnlineSoftmaxRow (kernels/online_softmax-inl.h)
+//   m_new = max(m, rowmax S_j),  P̃_j = e^{S_j − m_new}    OnlineSoftmaxRow (simd/online_softmax-inl.h)
 //   l = e^{m − m_new} l + rowsum P̃_j,  Õ = e^{m − m_new} Õ + P̃_j V_j   (AccumulateBlock)
-//   O = Õ / l,  LSE = m + log l
+//   O = Õ / l,  LSE = m + log l                           NormalizeAndLse
 // then, head after head, the softmax and the accumulation. Each K and V row is read from main memory once:
 // straight into the register tiles when d fills whole vectors (further row tiles find it in L1), else
-// widened once into zero-padded float32 rows. The software prefetches are described at AttendChunkT.
-#undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "decode/attend.cc"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// widened once into zero-padded float32 rows. The software prefetches are described at AttendChunk.
+#if defined(FLASHATTN_DECODE_ATTEND_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FLASHATTN_DECODE_ATTEND_INL_H_
+#undef FLASHATTN_DECODE_ATTEND_INL_H_
+#else
+#define FLASHATTN_DECODE_ATTEND_INL_H_
+#endif
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 
-#include "common/element.h"
+#include "common/constants.h"
+#include "common/prefetch.h"
+#include "common/score.h"
 #include "decode/attend.h"
 #include "decode/attend_tiles-inl.h"
 #include "hwy/highway.h"
-#include "kernels/online_softmax-inl.h"
+#include "simd/convert-inl.h"
+#include "simd/online_softmax-inl.h"
+#include "simd/scratch.h"
+#include "simd/seen_pairs-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::decoding::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+namespace flashattn::HWY_NAMESPACE::decode_kernel {
+using flashattn::decode_kernel::ChunkTask;
+using flashattn::decode_kernel::KvSource;
 
-inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// The float32 working set of one AttendChunk call for `heads` K/V heads of R rows, rows of d_pad floats: Q
+// (copied, zero-padded), the widened K and V blocks, scores, Õ, m, l and α.
+struct AttendScratch {
+  float* Q;      // heads·R rows
+  float* K;      // kBc rows
+  float* V;      // kBc rows
+  float* S;      // heads·R × kBc scores, then P̃
+  float* O;      // heads·R rows, the unnormalized Õ
+  float* m;      // heads·R running maxima
+  float* l;      // heads·R running sums
+  float* alpha;  // R rescale factors of the current block
 
-// Whether any of the `cols` rows V[c] (d elements each) holds an inf or a NaN.
-template <typename T>
-bool HasNonFiniteRow(const T* const* V, std::int64_t cols, std::int64_t d) {
-  for (std::int64_t c = 0; c < cols; ++c)
-    for (std::int64_t e = 0; e < d; ++e)
-      if (!std::isfinite(ToF32(V[c][e]))) return true;
-  return false;
-}
-
-// Õ_r = α_r·Õ_r + Σ_{keys c that row r sees} P̃[r][c] V_c (rows of `heads`' R rows, Õ rows ldo apart),
-// scalar: the path of a block that hides keys from some rows and holds a non-finite value. A hidden key's
-// P̃ is 0, but it is left out instead of multiplied by 0, so that its inf or NaN (0·NaN = NaN) does not reach
-// rows that cannot see it.
-template <typename T>
-void AccumulateSeenKeys(const ScoreMods& mods, const std::int64_t* diagonal, std::int64_t R, std::int64_t j0,
-                        const float* P, const float* alpha, const T* const* V, std::int64_t cols,
-                        std::int64_t d, float* O, std::int64_t ldo) {
-  for (std::int64_t r = 0; r < R; ++r) {
-    float* O_r = O + r * ldo;
-    for (std::int64_t e = 0; e < d; ++e) O_r[e] *= alpha[r];
-    for (std::int64_t c = 0; c < cols; ++c) {
-      if (!mods.Visible(diagonal[r], j0 + c)) continue;
-      for (std::int64_t e = 0; e < d; ++e) O_r[e] += P[r * kBc + c] * ToF32(V[c][e]);
-    }
+  static AttendScratch Carve(simd::ScratchCarver& c, std::int64_t heads, std::int64_t R, std::int64_t d_pad) {
+    const std::int64_t rows = heads * R;
+    AttendScratch x;
+    x.Q = c.Take<float>(rows * d_pad);
+    x.K = c.Take<float>(kBc * d_pad);
+    x.V = c.Take<float>(kBc * d_pad);
+    x.S = c.Take<float>(rows * kBc);
+    x.O = c.Take<float>(rows * d_pad);
+    x.m = c.Take<float>(rows);
+    x.l = c.Take<float>(rows);
+    x.alpha = c.Take<float>(R);
+    return x;
   }
+};
+
+// Whether any of the `cols` rows V[c] (`width` elements each, a multiple of Lanes) holds an inf or a NaN.
+template <typename T>
+bool HasNonFiniteRow(const T* const* V, std::int64_t cols, std::int64_t width) {
+  for (std::int64_t c = 0; c < cols; ++c)
+    if (HasNonFinite(V[c], width)) return true;
+  return false;
 }
 
 // Element offset of key j's row (K/V head 0) in its sequence's cache: contiguous, or through the pages.
@@ -79,29 +95,27 @@ class RegionPrefetch {
   std::int64_t lines_ = 0, line_ = 0;
 };
 
+// For each of `heads` K/V heads: R query rows × keys [j_begin, j_end) → normalized partial O and LSE (the
+// ChunkTask of attend.h), in x's working set.
 template <typename T>
-void AttendChunkT(const ChunkTask& t, float* scratch) {
+void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(DF()));
-  const std::int64_t H = t.heads, R = t.R, d = t.d, d_pad = (d + N - 1) / N * N;
-  const AttendScratch x = AttendScratch::Carve(scratch, H, R, d);
+  const std::int64_t H = t.heads, R = t.R, d = t.d, d_pad = RoundUp(d, N);
   std::fill(x.m, x.m + H * R, kNegInf);
   std::fill(x.l, x.l + H * R, 0.0f);
   std::fill(x.O, x.O + H * R * d_pad, 0.0f);
   std::fill(x.K, x.K + kBc * d_pad, 0.0f);  // widened K and V blocks: rows past a short block stay finite
   std::fill(x.V, x.V + kBc * d_pad, 0.0f);
   // Q_r pre-scaled by s, so that a block no mask or modifier touches needs nothing more than Q K_jᵀ; the
-  // other blocks apply the rest of ScoreMods with scale 1.
+  // other blocks apply the rest of ModifiedScore with scale 1.
   for (std::int64_t row = 0; row < H * R; ++row) {
-    for (std::int64_t e = 0; e < d; ++e) x.Q[row * d_pad + e] = t.mods.scale * t.Q[row * d + e];
-    std::fill(x.Q + row * d_pad + d, x.Q + (row + 1) * d_pad, 0.0f);
+    WidenScaledRow(t.Q + row * d, d, d_pad, t.scale, x.Q + row * d_pad);
   }
-  ScoreMods mods = t.mods;
-  mods.scale = 1.0f;
   std::int64_t offset[kBc], next_offset[kBc];  // element offsets of the block's key rows (K/V head 0)
   // K and V rows are read straight from the cache when every feature is in a whole vector, even when R rows
   // take several register tiles: the tiles of one key group (ScoreBlock) or of one block (AccumulateBlock)
-  // follow each other, so the rows a second tile reads are in L1 (R = 8 on AVX2: 1.3× faster than widening
-  // them first). Otherwise they are widened once per block into zero-padded float32 rows.
+  // follow each other, so the rows a second tile reads are in L1 (faster than widening them first:
+  // docs/performance.md). Otherwise they are widened once per block into zero-padded float32 rows.
   const bool widen = d % N != 0;
   const T* K[kBc];
   const T* V[kBc];
@@ -115,7 +129,7 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
   const auto* v_base = static_cast<const T*>(kv.v);
 
   // Rows whose scores need nothing but the scale (no softcap, no ALiBi) in blocks every row sees in full
-  // take a vector path; the others go through ScoreMods::Score element by element.
+  // take a vector path; the others go through ModifiedScore element by element.
   std::int64_t diag_min = std::numeric_limits<std::int64_t>::max();
   std::int64_t diag_max = std::numeric_limits<std::int64_t>::min();
   for (std::int64_t r = 0; r < R; ++r) {
@@ -124,19 +138,18 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
   }
   bool slopes = false;
   for (std::int64_t r = 0; r < H * R; ++r) slopes = slopes || t.slope[r] != 0.0f;
-  const bool plain_mods = R > 0 && t.mods.softcap == 0.0f && !slopes;  // R = 0: no diagonals to test
+  const bool plain_mods = R > 0 && t.softcap == 0.0f && !slopes;  // R = 0: no diagonals to test
 
   // Software prefetch. Read straight from the cache, a block's scores go key group by key group over every
   // head (ScoreBlock); as each line of a K row is read, one line of the next block's K is requested into
-  // L2, and as the accumulation reads V rows, lines of the next block's V. Demand misses alone left the core
-  // idle while it waited (measured on Zen 3, DRAM-resident cache, one thread: 1.4× faster with the
-  // requests). Each phase requests lines of its own tensor so that requests go out all the time at the pace
-  // rows are read: with K and V both requested during the scores and none during the accumulation, the f16
-  // decode of 8 K/V heads ran 1.06× slower (2 threads, medians of 6). When the task's heads fill each key's
-  // row of a contiguous cache, a block of keys is one region of memory, and its lines are requested in
-  // address order (RegionPrefetch): 1.16× faster on one thread than requesting them row by row in the
-  // order the tiles read them (head by head, rows 2 KiB apart), 1.10× on two (medians of 8, interleaved).
+  // L2, and as the accumulation reads V rows, lines of the next block's V: demand misses alone leave the
+  // core idle while it waits. Each phase requests lines of its own tensor so that requests go out all the
+  // time at the pace rows are read (requesting K and V both during the scores and none during the
+  // accumulation was slower). When the task's heads fill each key's row of a contiguous cache, a block of
+  // keys is one region of memory, and its lines are requested in address order (RegionPrefetch), which beat
+  // requesting them row by row in the order the tiles read them (head by head, rows 2 KiB apart).
   // Otherwise (paged, or a (head, seq, dim) cache) the rows of the next block are requested row by row.
+  // The measurements are in docs/performance.md.
   // Widened, a block is done head after head: while one (block, head) unit is computed, the K and V rows of
   // the unit `ahead` units later (2, or the next block when there is one head) are requested.
   const std::int64_t ahead = H >= 2 ? 2 : 1;
@@ -152,7 +165,7 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
     // Whether every row sees every key of the block (the window covers [j0, j0 + cols)), and so whether
     // the block's scores need nothing but Q K_jᵀ.
     const bool block_seen_whole =
-        R > 0 && t.mods.Visible(diag_max, j0) && t.mods.Visible(diag_min, j0 + cols - 1);
+        R > 0 && t.band.Sees(diag_max, j0) && t.band.Sees(diag_min, j0 + cols - 1);
     const bool full_block = plain_mods && block_seen_whole;
     RegionPrefetch next_k, next_v;  // the next block, when it is one region
     if (whole_rows && next_cols > 0) {
@@ -204,16 +217,23 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
         float* S_r = S_h + r * kBc;
         if (!full_block) {
           const float slope = t.slope[hk * R + r];
-          for (std::int64_t c = 0; c < cols; ++c) S_r[c] = mods.Score(t.diagonal[r], j0 + c, slope, S_r[c]);
+          for (std::int64_t c = 0; c < cols; ++c) {
+            const std::int64_t diagonal = t.diagonal[r], j = j0 + c;
+            S_r[c] = t.band.Sees(diagonal, j)
+                         ? ModifiedScore(S_r[c], 1.0f, t.softcap, slope, std::llabs(diagonal - j))
+                         : kNegInf;
+          }
         }
         std::fill(S_r + cols, S_r + kBc, kNegInf);
-        x.alpha[r] = kernels::HWY_NAMESPACE::OnlineSoftmaxRow(S_r, kBc, m_h[r], l_h[r]);
+        x.alpha[r] = OnlineSoftmaxRow<SumUpdate::kFusedMultiplyAdd>(S_r, kBc, m_h[r], l_h[r]);
       }
       // Õ += P̃ V_j over rows of `width` features, leaving out the keys a row does not see when V_j is not
       // all finite
       const auto accumulate = [&](const auto* const* V_rows, std::int64_t width, const auto& prefetch_pass) {
-        if (!block_seen_whole && HasNonFiniteRow(V_rows, cols, d)) {
-          AccumulateSeenKeys(mods, t.diagonal, R, j0, S_h, x.alpha, V_rows, cols, d, O_h, d_pad);
+        if (!block_seen_whole && HasNonFiniteRow(V_rows, cols, width)) {
+          const auto V_at = [&](std::int64_t c, std::int64_t e) { return V_rows[c] + e; };
+          const auto seen = [&](std::int64_t r, std::int64_t c) { return t.band.Sees(t.diagonal[r], j0 + c); };
+          AccumulateSeenPairs<ALayout::kRowMajor>(S_h, kBc, R, cols, V_at, width, O_h, d_pad, x.alpha, seen);
         } else {
           AccumulateBlock(S_h, x.alpha, V_rows, R, cols, width, O_h, d_pad, prefetch_pass);
         }
@@ -236,62 +256,15 @@ void AttendChunkT(const ChunkTask& t, float* scratch) {
       }
     }
   }
-  for (std::int64_t row = 0; row < H * R; ++row) {  // O = Õ / l; a row with l = 0 saw no key: O = 0, LSE = −∞
-    const float inv_l = x.l[row] == 0.0f ? 0.0f : 1.0f / x.l[row];
-    for (std::int64_t e = 0; e < d; ++e) t.O[row * d + e] = x.O[row * d_pad + e] * inv_l;
-    t.lse[row] = x.l[row] == 0.0f ? kNegInf : x.m[row] + std::log(x.l[row]);
+  for (std::int64_t row = 0; row < H * R; ++row) {
+    float* O_row = x.O + row * d_pad;
+    t.lse[row] = NormalizeAndLse(O_row, d_pad, x.m[row], x.l[row]);
+    std::copy(O_row, O_row + d, t.O + row * d);
   }
 }
 
-void AttendChunkImpl(const ChunkTask& task, float* scratch) {
-  switch (task.dtype) {
-    case DType::kF32: return AttendChunkT<float>(task, scratch);
-    case DType::kF16: return AttendChunkT<hwy::float16_t>(task, scratch);
-    case DType::kBF16: return AttendChunkT<hwy::bfloat16_t>(task, scratch);
-  }
-}
 
-}  // namespace flashattn::decoding::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE::decode_kernel
 HWY_AFTER_NAMESPACE();
 
-#if HWY_ONCE
-namespace flashattn::decoding {
-
-HWY_EXPORT(AttendChunkImpl);
-
-namespace {
-constexpr std::int64_t kAlignFloats = 16;  // 64 bytes
-constexpr std::int64_t kMaxLanes = 64;     // floats in the widest vector any target may have
-std::int64_t RoundUp(std::int64_t x, std::int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
-}  // namespace
-
-std::int64_t AttendScratch::Floats(std::int64_t heads, std::int64_t R, std::int64_t d) {
-  const std::int64_t rows = heads * R, d_max = RoundUp(d, kMaxLanes);
-  return kAlignFloats + RoundUp(rows * d_max, kAlignFloats) + 2 * kDecodeBc * d_max +
-         RoundUp(rows * kDecodeBc, kAlignFloats) + RoundUp(rows * d_max, kAlignFloats) +
-         2 * RoundUp(rows, kAlignFloats) + RoundUp(R, kAlignFloats);
-}
-
-AttendScratch AttendScratch::Carve(float* base, std::int64_t heads, std::int64_t R, std::int64_t d) {
-  const std::int64_t rows = heads * R, d_max = RoundUp(d, kMaxLanes);
-  const auto address = reinterpret_cast<std::uintptr_t>(base);
-  float* p = base + (RoundUp(static_cast<std::int64_t>(address), 4 * kAlignFloats) -
-                     static_cast<std::int64_t>(address)) / 4;
-  AttendScratch x;
-  x.Q = p, p += RoundUp(rows * d_max, kAlignFloats);
-  x.K = p, p += kDecodeBc * d_max;
-  x.V = p, p += kDecodeBc * d_max;
-  x.S = p, p += RoundUp(rows * kDecodeBc, kAlignFloats);
-  x.O = p, p += RoundUp(rows * d_max, kAlignFloats);
-  x.m = p, p += RoundUp(rows, kAlignFloats);
-  x.l = p, p += RoundUp(rows, kAlignFloats);
-  x.alpha = p;
-  return x;
-}
-
-void AttendChunk(const ChunkTask& task, float* scratch) {
-  HWY_DYNAMIC_DISPATCH(AttendChunkImpl)(task, scratch);
-}
-
-}  // namespace flashattn::decoding
-#endif  // HWY_ONCE
+#endif  // FLASHATTN_DECODE_ATTEND_INL_H_

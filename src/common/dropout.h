@@ -1,24 +1,24 @@
-// Dropout regenerated, never stored (SPEC §4): a counter-based generator maps the identity of an element of
-// P to its keep/drop decision, so the forward and backward passes, any thread and any tile order agree.
+// Dropout regenerated, never stored (docs/backward.md): a counter-based generator maps the identity of an element of P
+// to its keep/drop decision, so the forward and backward passes, any thread and any tile order agree.
 //
-// Philox-4x32-10 (Salmon, Moraes, Dror, Shaw: "Parallel random numbers: as easy as 1, 2, 3", SC'11): a
-// keyed bijection of 128-bit counters, ten rounds of
+// Philox-4x32-10 (Salmon, Moraes, Dror, Shaw: "Parallel random numbers: as easy as 1, 2, 3", SC'11): a keyed bijection
+// of 128-bit counters, ten rounds of
 //   (c0, c1, c2, c3) ← (hi(M1·c2) ⊕ c1 ⊕ k0,  lo(M1·c2),  hi(M0·c0) ⊕ c3 ⊕ k1,  lo(M0·c0))
 // with the key bumped by the Weyl constants (W0, W1) between rounds.
 //
 // Element (b, h, i, j) of a call with Hq heads, Nq rows and Nk keys takes output word j mod 4 of the counter
 //   c = (n mod 2³², n div 2³², offset mod 2³², offset div 2³²),  n = ((b·Hq + h)·Nq + i)·⌈Nk/4⌉ + ⌊j/4⌋
-// under key (seed mod 2³², seed div 2³²). It is dropped iff that word < ⌊p·2³²⌋; a kept element's P is
-// multiplied by 1/(1 − p). Different offsets use disjoint counters.
-#ifndef FLASHATTN_REFERENCE_DROPOUT_H_
-#define FLASHATTN_REFERENCE_DROPOUT_H_
+// under key (seed mod 2³², seed div 2³²). It is dropped iff that word < ⌊p·2³²⌋; a kept element's P is multiplied by
+// 1/(1 − p). Different offsets use disjoint counters.
+#ifndef FLASHATTN_COMMON_DROPOUT_H_
+#define FLASHATTN_COMMON_DROPOUT_H_
 
 #include <array>
 #include <cstdint>
 
 #include "flashattn/flashattn.h"
 
-namespace flashattn::reference {
+namespace flashattn {
 
 inline std::array<std::uint32_t, 4> Philox4x32_10(std::array<std::uint32_t, 4> c,
                                                   std::array<std::uint32_t, 2> k) {
@@ -69,6 +69,6 @@ class Dropout {
   float kept_scale_;
 };
 
-}  // namespace flashattn::reference
+}  // namespace flashattn
 
-#endif  // FLASHATTN_REFERENCE_DROPOUT_H_
+#endif  // FLASHATTN_COMMON_DROPOUT_H_

@@ -1,4 +1,4 @@
-// The fused backward pass for one element type T, per Highway target (SPEC §4 `backward`, issue 5):
+// The fused backward pass for one element type T, per Highway target (docs/backward.md):
 //
 //   for each (batch b, K/V head):                                         [all threads]
 //     D_i = rowsum(dO_i ∘ O_i), and s·Q_i, dO_i in float32, for the rows of every query head of the group
@@ -14,7 +14,7 @@
 //     dQ = s·Σ_thread dQ^(thread), summed in thread order, written once
 //
 // A pair (i, j) that row i does not see (band, boolean mask), or of a row that saw no key (LSE_i = −∞),
-// contributes nothing, not even 0·NaN (issue 8). With finite operands its P_ij and dS_ij are 0 and the
+// contributes nothing, not even 0·NaN (docs/robustness.md). With finite operands its P_ij and dS_ij are 0 and the
 // products above are exact; a tile that hides some pair and holds an inf or NaN in Q_i, dO_i, D_i, K_j or
 // V_j sums over the pairs its rows see instead (AccumulateSeenPairs).
 //
@@ -26,12 +26,12 @@
 // Traffic per K/V head in main memory, with Tc = ⌈Nk/Bc⌉: K, V, Q, dO, O read and dK, dV written once; the
 // float32 s·Q, dO and LSE, D read once per K/V block (Tc·group·Nq·(d + dv + 2)); the dQ partial read and
 // written once per tile. The float32 copies are contiguous rows: in a (batch, seq, head, dim) layout a
-// tile's Q rows lie heads·d apart, and gathering them per tile cost 9% of the time (Zen 3).
-#if defined(FLASHATTN_BACKWARD_BACKWARD_KERNEL_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef FLASHATTN_BACKWARD_BACKWARD_KERNEL_INL_H_
-#undef FLASHATTN_BACKWARD_BACKWARD_KERNEL_INL_H_
+// tile's Q rows lie heads·d apart, and gathering them per tile was slower (docs/performance.md).
+#if defined(FLASHATTN_BACKWARD_BACKWARD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FLASHATTN_BACKWARD_BACKWARD_INL_H_
+#undef FLASHATTN_BACKWARD_BACKWARD_INL_H_
 #else
-#define FLASHATTN_BACKWARD_BACKWARD_KERNEL_INL_H_
+#define FLASHATTN_BACKWARD_BACKWARD_INL_H_
 #endif
 
 #include <omp.h>
@@ -39,60 +39,26 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
-#include <new>
-#include <type_traits>
 
+#include "backward/backward.h"
+#include "common/constants.h"
+#include "common/dropout.h"
 #include "common/element.h"
+#include "common/score.h"
 #include "flashattn/backward.h"
-#include "hwy/aligned_allocator.h"
-#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
-#include "kernels/mask_geometry.h"
-#include "kernels/score_mods-inl.h"
-#include "kernels/tile_ops-inl.h"
-#include "kernels/vec_exp-inl.h"
-#include "reference/dropout.h"
+#include "simd/convert-inl.h"
+#include "simd/exp-inl.h"
+#include "simd/geometry.h"
+#include "simd/packing-inl.h"
+#include "simd/register_tiles-inl.h"
+#include "simd/scratch.h"
+#include "simd/score_modifiers-inl.h"
+#include "simd/seen_pairs-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::backward_kernel::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-using kernels::ScoreModifiers;
-
-inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-using kernels::HWY_NAMESPACE::AccumulateAB;
-using kernels::HWY_NAMESPACE::ALayout;
-using kernels::HWY_NAMESPACE::BLayout;
-using kernels::HWY_NAMESPACE::DF;
-using kernels::HWY_NAMESPACE::ElementOfA;
-using kernels::HWY_NAMESPACE::FromF32;
-using kernels::HWY_NAMESPACE::HasNonFinite;
-using kernels::HWY_NAMESPACE::PackPanels;
-using kernels::HWY_NAMESPACE::PackSlices;
-using kernels::HWY_NAMESPACE::ProductABt;
-using kernels::HWY_NAMESPACE::RoundUp;
-using kernels::HWY_NAMESPACE::SoftcapTanh;
-using kernels::HWY_NAMESPACE::ToF32;
-using kernels::HWY_NAMESPACE::VF;
-
-// Sizes shared by every work item of one call.
-struct Geometry {
-  std::int64_t Nq, Nk, d, dv, Hq, Hkv, group;
-  std::int64_t Br, Bc, Tc;
-  std::int64_t Bc_pad;         // keys per block, a multiple of NR (the panels' width)
-  std::int64_t d_pad, dv_pad;  // feature rows padded to a multiple of Lanes
-  float scale, softcap;
-};
-
-// Block sizes: the caller's tiling if set, else 64×64 at d = 128 (the working set below stays within a
-// 512 KiB L2), more rows for small heads and fewer for large ones.
-inline void ChooseBlocks(const AttentionParams& p, Geometry& g) {
-  const std::int64_t width = std::max(g.d, g.dv);
-  const std::int64_t rule = std::clamp<std::int64_t>(8192 / width / 16 * 16, 16, 128);
-  g.Br = p.tiling.block_rows > 0 ? p.tiling.block_rows : rule;
-  g.Bc = p.tiling.block_cols > 0 ? p.tiling.block_cols : rule;
-}
+namespace flashattn::HWY_NAMESPACE::backward_kernel {
+using simd::Geometry;
 
 // One thread's fast-memory working set, all float32.
 struct Scratch {
@@ -107,9 +73,27 @@ struct Scratch {
   float* S_raw;  // Br × Bc_pad: s·q·k before softcap (only with softcap)
   float* dP;     // Br × Bc_pad: dP_ij, then dS_ij
   float* Z;      // Bc_pad dropout multipliers of one row
+
+  // The regions of one thread's share (S_raw empty without softcap).
+  static Scratch Carve(simd::ScratchCarver& c, const Geometry& g) {
+    const std::int64_t tile = g.Br * g.Bc_pad;
+    Scratch x;
+    x.K_j = c.Take<float>(g.Bc_pad * g.d_pad);
+    x.K_sl = c.Take<float>(g.Bc_pad * g.d_pad);
+    x.V_j = c.Take<float>(g.Bc_pad * g.dv_pad);
+    x.K_pan = c.Take<float>(g.Bc_pad * g.d);
+    x.V_pan = c.Take<float>(g.Bc_pad * g.dv);
+    x.dK_j = c.Take<float>(g.Bc_pad * g.d_pad);
+    x.dV_j = c.Take<float>(g.Bc_pad * g.dv_pad);
+    x.S = c.Take<float>(tile);
+    x.S_raw = c.Take<float>(g.softcap > 0.0f ? tile : 0);
+    x.dP = c.Take<float>(tile);
+    x.Z = c.Take<float>(g.Bc_pad);
+    return x;
+  }
 };
 
-// The query-side rows of one query head (or, from FusedBackwardT, of a group's heads one after another), in
+// The query-side rows of one query head (or, from BackwardT, of a group's heads one after another), in
 // float32 once per call rather than once per K/V block: s·Q (Nq × d_pad), dO (Nq × dv_pad), D (Nq).
 struct HeadRows {
   const float* Q;
@@ -117,36 +101,13 @@ struct HeadRows {
   const float* D;
 };
 
-template <typename T>
-const T* Row(const void* base, const Strides& s, std::int64_t b, std::int64_t h, std::int64_t row) {
-  return static_cast<const T*>(base) + b * s.batch + h * s.head + row * s.seq;
-}
-
-// `rows` rows of `width` elements of T (row stride ld) as float32 rows of `width_pad`, zero-padded, times
-// `mul`.
-template <typename T>
-void LoadRows(const T* src, std::int64_t ld, std::int64_t rows, std::int64_t width, std::int64_t width_pad,
-              float mul, float* dst) {
-  const DF df;
-  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::int64_t e = 0;
-    if constexpr (std::is_same_v<T, float>) {
-      for (; e + L <= width; e += L)
-        hn::StoreU(hn::Mul(hn::Set(df, mul), hn::LoadU(df, src + r * ld + e)), df, dst + r * width_pad + e);
-    }
-    for (; e < width; ++e) dst[r * width_pad + e] = mul * ToF32(src[r * ld + e]);
-    std::fill(dst + r * width_pad + width, dst + (r + 1) * width_pad, 0.0f);
-  }
-}
-
 // D_i = dO_i · O_i for every row of the group's query heads: D[hg·Nq + i].
 template <typename T>
 void RowDotDoO(const BackwardParams& bp, const Geometry& g, std::int64_t b, std::int64_t h, std::int64_t i,
                float* D) {
   const AttentionParams& p = bp.attention;
-  const T* dO = Row<T>(bp.d_o, bp.do_strides, b, h, i);
-  const T* O = Row<T>(p.o, p.o_strides, b, h, i);
+  const T* dO = RowOf<T>(bp.d_o, bp.do_strides, b, h, i);
+  const T* O = RowOf<T>(p.o, p.o_strides, b, h, i);
   // Sequential, like the dP_ij = dO_i·v_j of ProductABt it is subtracted from: with one key (O = v) the
   // two must cancel to within float32 rounding (a vector sum left 1.4e-6 in dQ at d = 256).
   float sum = 0.0f;
@@ -154,34 +115,11 @@ void RowDotDoO(const BackwardParams& bp, const Geometry& g, std::int64_t b, std:
   *D = sum;
 }
 
-// C[r] += Σ_{k : seen(r, k)} A[r][k]·B[k] over width_pad columns, A row-major or transposed as in
-// AccumulateAB: AccumulateAB without the pairs a row does not see, for a tile with hidden pairs and a
-// non-finite operand. A hidden pair is left out instead of multiplied by its 0 (0·NaN = NaN); the others are
-// summed in AccumulateAB's order with its MulAdd, so an element no inf or NaN reaches gets the fast path's
-// value.
-template <ALayout kLayout, typename Seen>
-void AccumulateSeenPairs(const float* A, std::int64_t lda, std::int64_t rows, std::int64_t inner,
-                         const float* B, std::int64_t ldb, std::int64_t width_pad, float* C, std::int64_t ldc,
-                         const Seen& seen) {
-  const DF df;
-  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t k = 0; k < inner; ++k) {
-      if (!seen(r, k)) continue;
-      const VF a = hn::Set(df, ElementOfA<kLayout>(A, lda, r, k));
-      for (std::int64_t e = 0; e < width_pad; e += L) {
-        float* C_re = C + r * ldc + e;
-        hn::StoreU(hn::MulAdd(a, hn::LoadU(df, B + k * ldb + e), hn::LoadU(df, C_re)), df, C_re);
-      }
-    }
-  }
-}
-
 // One tile: query rows [i0, i0 + rows) of head h (its rows of s·Q, dO and D in `head`) against the K/V block
 // at j0 (cols keys) held in x; `kv_non_finite` says whether K_j or V_j holds an inf or a NaN.
 template <typename T>
 void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifiers& mods,
-                  const reference::Dropout& dropout, const Scratch& x, std::int64_t b, std::int64_t h,
+                  const Dropout& dropout, const Scratch& x, std::int64_t b, std::int64_t h,
                   std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols, bool kv_non_finite,
                   const HeadRows& head, float* dQ_head) {
   const AttentionParams& p = bp.attention;
@@ -198,7 +136,7 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
   ProductABt(Q_i, g.d_pad, rows, x.K_pan, g.Bc_pad, g.d, x.S, lds);
   if (g.softcap > 0.0f) std::copy(x.S, x.S + rows * lds, x.S_raw);
   if (mods.TileNeedsModifiers(i0, i0 + rows, j0, j0 + cols)) {
-    kernels::HWY_NAMESPACE::ApplyScoreModifiers(mods, i0, rows, j0, cols, x.S, lds);
+    ApplyScoreModifiers(mods, i0, rows, j0, cols, x.S, lds);
   }
   // P_ij = exp(S_ij − LSE_i); keys past `cols` and rows that saw no key give 0.
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -209,7 +147,7 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
     }
     const VF lse = hn::Set(df, lse_i[r]);
     for (std::int64_t c = 0; c < lds; c += L) {
-      hn::StoreU(kernels::HWY_NAMESPACE::Exp(df, hn::Sub(hn::LoadU(df, P_r + c), lse)), df, P_r + c);
+      hn::StoreU(flashattn::HWY_NAMESPACE::Exp(df, hn::Sub(hn::LoadU(df, P_r + c), lse)), df, P_r + c);
     }
     std::fill(P_r + cols, P_r + lds, 0.0f);
   }
@@ -249,12 +187,15 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
       return lse_i[r] != kNegInf && mods.Sees(i0 + r, j0 + c);
     };
     const auto seen_t = [&](std::int64_t c, std::int64_t r) { return seen(r, c); };
-    AccumulateSeenPairs<ALayout::kTransposed>(x.S, lds, cols, rows, dO_i, g.dv_pad, g.dv_pad, x.dV_j,
-                                              g.dv_pad, seen_t);
-    AccumulateSeenPairs<ALayout::kTransposed>(x.dP, lds, cols, rows, Q_i, g.d_pad, g.d_pad, x.dK_j, g.d_pad,
+    const auto dO_at = [&](std::int64_t r, std::int64_t e) { return dO_i + r * g.dv_pad + e; };
+    const auto Q_at = [&](std::int64_t r, std::int64_t e) { return Q_i + r * g.d_pad + e; };
+    const auto K_at = [&](std::int64_t c, std::int64_t e) { return x.K_j + c * g.d_pad + e; };
+    AccumulateSeenPairs<ALayout::kTransposed>(x.S, lds, cols, rows, dO_at, g.dv_pad, x.dV_j, g.dv_pad, nullptr,
                                               seen_t);
-    AccumulateSeenPairs<ALayout::kRowMajor>(x.dP, lds, rows, cols, x.K_j, g.d_pad, g.d_pad,
-                                            dQ_head + i0 * g.d_pad, g.d_pad, seen);
+    AccumulateSeenPairs<ALayout::kTransposed>(x.dP, lds, cols, rows, Q_at, g.d_pad, x.dK_j, g.d_pad, nullptr,
+                                              seen_t);
+    AccumulateSeenPairs<ALayout::kRowMajor>(x.dP, lds, rows, cols, K_at, g.d_pad, dQ_head + i0 * g.d_pad,
+                                            g.d_pad, nullptr, seen);
     return;
   }
   // dV_j += P̂ᵀ dO_i,  dK_j += dSᵀ (s·Q_i),  dQ_i += dS K_j
@@ -266,13 +207,15 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
 
 // K/V block jt of (b, hkv): every tile that reaches it, then dK_j and dV_j written once.
 template <typename T>
-void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const reference::Dropout& dropout,
+void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const Dropout& dropout,
                      const Scratch& x, std::int64_t b, std::int64_t hkv, std::int64_t jt,
                      const HeadRows& group, float* dQ_partial) {
   const AttentionParams& p = bp.attention;
   const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
-  LoadRows(Row<T>(p.k, p.k_strides, b, hkv, j0), p.k_strides.seq, cols, g.d, g.d_pad, 1.0f, x.K_j);
-  LoadRows(Row<T>(p.v, p.v_strides, b, hkv, j0), p.v_strides.seq, cols, g.dv, g.dv_pad, 1.0f, x.V_j);
+  for (std::int64_t c = 0; c < cols; ++c) {
+    WidenRow(RowOf<T>(p.k, p.k_strides, b, hkv, j0 + c), g.d, g.d_pad, x.K_j + c * g.d_pad);
+    WidenRow(RowOf<T>(p.v, p.v_strides, b, hkv, j0 + c), g.dv, g.dv_pad, x.V_j + c * g.dv_pad);
+  }
   PackPanels(x.K_j, g.d_pad, cols, g.d, g.Bc_pad, x.K_pan);
   PackSlices(x.K_j, g.d_pad, cols, g.d_pad, g.d_pad, x.K_sl);
   PackPanels(x.V_j, g.dv_pad, cols, g.dv, g.Bc_pad, x.V_pan);
@@ -282,86 +225,47 @@ void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const referenc
   for (std::int64_t hg = 0; hg < g.group; ++hg) {
     const std::int64_t h = hkv * g.group + hg;
     const ScoreModifiers mods(p, b, h);
-    // Rows whose band [i + offset − left, i + offset + right] meets keys [j0, j0 + cols).
-    const std::int64_t first = std::max<std::int64_t>(0, j0 - mods.offset - mods.right);
-    const std::int64_t last = std::min(g.Nq - 1, j0 + cols - 1 - mods.offset + mods.left);
+    const IndexRange reach = mods.RowsOfKeys(j0, j0 + cols, g.Nq);
     const HeadRows head{group.Q + hg * g.Nq * g.d_pad, group.dO + hg * g.Nq * g.dv_pad, group.D + hg * g.Nq};
-    for (std::int64_t i0 = first / g.Br * g.Br; first <= last && i0 <= last; i0 += g.Br) {
+    for (std::int64_t i0 = reach.begin / g.Br * g.Br; reach.begin < reach.end && i0 < reach.end; i0 += g.Br) {
       BackwardTile<T>(bp, g, mods, dropout, x, b, h, i0, std::min(g.Br, g.Nq - i0), j0, cols, kv_non_finite,
                       head, dQ_partial + hg * g.Nq * g.d_pad);
     }
   }
   for (std::int64_t c = 0; c < cols; ++c) {
-    T* dK = static_cast<T*>(bp.dk) + b * bp.dk_strides.batch + hkv * bp.dk_strides.head +
-            (j0 + c) * bp.dk_strides.seq;
-    T* dV = static_cast<T*>(bp.dv) + b * bp.dv_strides.batch + hkv * bp.dv_strides.head +
-            (j0 + c) * bp.dv_strides.seq;
+    T* dK = RowOf<T>(bp.dk, bp.dk_strides, b, hkv, j0 + c);
+    T* dV = RowOf<T>(bp.dv, bp.dv_strides, b, hkv, j0 + c);
     for (std::int64_t e = 0; e < g.d; ++e) dK[e] = FromF32<T>(x.dK_j[c * g.d_pad + e]);
     for (std::int64_t e = 0; e < g.dv; ++e) dV[e] = FromF32<T>(x.dV_j[c * g.dv_pad + e]);
   }
 }
 
 template <typename T>
-void FusedBackwardT(const BackwardParams& bp) {
+void BackwardT(const BackwardParams& bp) {
   const AttentionParams& p = bp.attention;
   if (p.batch == 0) return;
   const DF df;
-  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df)), NR = 2 * L;
-  Geometry g;
-  g.Nq = p.seqlen_q, g.Nk = p.seqlen_k, g.d = p.head_dim, g.dv = p.value_head_dim();
-  g.Hq = p.heads_q, g.Hkv = p.heads_kv, g.group = g.Hq / g.Hkv;
-  ChooseBlocks(p, g);
-  g.Tc = (g.Nk + g.Bc - 1) / g.Bc;
-  g.Bc_pad = RoundUp(g.Bc, NR), g.d_pad = RoundUp(g.d, L), g.dv_pad = RoundUp(g.dv, L);
-  g.scale = p.scale.value_or(1.0f / std::sqrt(static_cast<float>(g.d)));
-  g.softcap = p.softcap;
-  const reference::Dropout dropout(p);
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
+  const auto [Br, Bc] = flashattn::backward_kernel::ChooseBackwardBlocks(p);
+  const Geometry g(p, Br, Bc, L);
+  const Dropout dropout(p);
   const int threads = p.num_threads > 0 ? p.num_threads : omp_get_max_threads();
 
   // All memory before any output is written: a failed allocation leaves the caller's arrays untouched.
-  const std::int64_t align = 16;  // floats: one AVX-512 vector
-  const std::int64_t tile = RoundUp(g.Br * g.Bc_pad, align);
-  const std::int64_t sizes[] = {g.Bc_pad * g.d_pad,
-                                g.Bc_pad * g.d_pad,
-                                g.Bc_pad * g.dv_pad,
-                                g.Bc_pad * g.d,
-                                g.Bc_pad * g.dv,
-                                g.Bc_pad * g.d_pad,
-                                g.Bc_pad * g.dv_pad,
-                                tile,
-                                g.softcap > 0.0f ? tile : 0,
-                                tile,
-                                g.Bc_pad};
-  std::int64_t per_thread = 0;
-  for (std::int64_t size : sizes) per_thread += RoundUp(size, align);
-  const std::int64_t partial = RoundUp(g.group * g.Nq * g.d_pad, align);
-  auto scratch = hwy::AllocateAligned<float>(static_cast<std::size_t>(threads * per_thread));
-  auto dQ_partials =
-      hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, threads * partial)));
-  auto D = hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, g.group * g.Nq)));
-  auto Q_group =
-      hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, g.group * g.Nq * g.d_pad)));
-  auto dO_group =
-      hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, g.group * g.Nq * g.dv_pad)));
-  if (!scratch || !dQ_partials || !D || !Q_group || !dO_group) throw std::bad_alloc();
+  const auto carve = [&](simd::ScratchCarver& c) { return Scratch::Carve(c, g); };
+  const simd::ScratchArena arena(threads, carve);
+  // Each partial a whole number of 64-byte lines, so that no two threads' partials share one.
+  const std::int64_t partial = RoundUp(g.group * g.Nq * g.d_pad, simd::kScratchAlignment / sizeof(float));
+  const auto dQ_partials = simd::AllocateOrThrow<float>(threads * partial);
+  const auto D = simd::AllocateOrThrow<float>(g.group * g.Nq);
+  const auto Q_group = simd::AllocateOrThrow<float>(g.group * g.Nq * g.d_pad);
+  const auto dO_group = simd::AllocateOrThrow<float>(g.group * g.Nq * g.dv_pad);
   const HeadRows group{Q_group.get(), dO_group.get(), D.get()};
 
 #pragma omp parallel num_threads(threads)
   {
     const int thread = omp_get_thread_num();
-    float* base = scratch.get() + thread * per_thread;
-    Scratch x;
-    float* next = base;
-    auto take = [&](std::int64_t size) {
-      float* region = next;
-      next += RoundUp(size, align);
-      return region;
-    };
-    x.K_j = take(sizes[0]), x.K_sl = take(sizes[1]), x.V_j = take(sizes[2]);
-    x.K_pan = take(sizes[3]), x.V_pan = take(sizes[4]);
-    x.dK_j = take(sizes[5]), x.dV_j = take(sizes[6]);
-    x.S = take(sizes[7]), x.S_raw = take(sizes[8]), x.dP = take(sizes[9]);
-    x.Z = take(sizes[10]);
+    const Scratch x = arena.Share(thread, carve);
 
     for (std::int64_t b = 0; b < p.batch; ++b) {
       for (std::int64_t hkv = 0; hkv < g.Hkv; ++hkv) {
@@ -373,10 +277,8 @@ void FusedBackwardT(const BackwardParams& bp) {
         for (std::int64_t n = 0; n < g.group * g.Nq; ++n) {
           const std::int64_t h = hkv * g.group + n / g.Nq, i = n % g.Nq;
           RowDotDoO<T>(bp, g, b, h, i, D.get() + n);
-          LoadRows(Row<T>(p.q, p.q_strides, b, h, i), 0, 1, g.d, g.d_pad, g.scale,
-                   Q_group.get() + n * g.d_pad);
-          LoadRows(Row<T>(bp.d_o, bp.do_strides, b, h, i), 0, 1, g.dv, g.dv_pad, 1.0f,
-                   dO_group.get() + n * g.dv_pad);
+          WidenScaledRow(RowOf<T>(p.q, p.q_strides, b, h, i), g.d, g.d_pad, g.scale, Q_group.get() + n * g.d_pad);
+          WidenRow(RowOf<T>(bp.d_o, bp.do_strides, b, h, i), g.dv, g.dv_pad, dO_group.get() + n * g.dv_pad);
         }
         // The K/V blocks in snake order over the team: item k goes to thread k mod T and is block
         // r·T + (k mod T) in even rounds r = k div T, r·T + T − 1 − (k mod T) in odd ones, so that under a
@@ -396,8 +298,7 @@ void FusedBackwardT(const BackwardParams& bp) {
 #pragma omp for schedule(static)
         for (std::int64_t n = 0; n < g.group * g.Nq; ++n) {
           const std::int64_t h = hkv * g.group + n / g.Nq, i = n % g.Nq;
-          T* dQ = static_cast<T*>(bp.dq) + b * bp.dq_strides.batch + h * bp.dq_strides.head +
-                  i * bp.dq_strides.seq;
+          T* dQ = RowOf<T>(bp.dq, bp.dq_strides, b, h, i);
           float* sum = dQ_partials.get() + n * g.d_pad;
           const VF scale = hn::Set(df, g.scale);
           for (std::int64_t e = 0; e < g.d_pad; e += L) {
@@ -414,7 +315,7 @@ void FusedBackwardT(const BackwardParams& bp) {
   }
 }
 
-}  // namespace flashattn::backward_kernel::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE::backward_kernel
 HWY_AFTER_NAMESPACE();
 
 #endif  // FLASHATTN_BACKWARD_BACKWARD_KERNEL_INL_H_

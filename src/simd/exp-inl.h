@@ -1,4 +1,5 @@
-// Vector e^x for the online softmax (per Highway target; include after hwy/highway.h).
+// Vector e^x for the online softmax and the backward pass's P = e^{S − LSE} (per Highway target; include
+// after hwy/highway.h).
 //
 // Accuracy contract: max error 2 ulp (1 ulp measured, tests/kernel_exp_test.cc) for x in [−87.33, 88.37],
 // i.e. wherever e^x is a normal float below 2^127.5. Below −87.33 (results under FLT_MIN, which the softmax
@@ -11,13 +12,12 @@
 // 1.5·2^23 + 127 in the same FMA that forms x·log2 e: the sum's low mantissa bits are then n + 127, the
 // biased exponent of 2^n, so no rounding or conversion instruction is needed. On x86 those (with Highway's
 // overflow fix-up of the conversion) were 6 of the 24 instructions, and the softmax spends them on the FMA
-// ports the matrix products need (measured: 12.0 → 9.5 cycles per vector on Zen 3; the fused forward pass
-// spends about a tenth of its time here).
-#if defined(FLASHATTN_KERNELS_VEC_EXP_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef FLASHATTN_KERNELS_VEC_EXP_INL_H_
-#undef FLASHATTN_KERNELS_VEC_EXP_INL_H_
+// ports the matrix products need (the measurements are in docs/performance.md).
+#if defined(FLASHATTN_SIMD_EXP_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FLASHATTN_SIMD_EXP_INL_H_
+#undef FLASHATTN_SIMD_EXP_INL_H_
 #else
-#define FLASHATTN_KERNELS_VEC_EXP_INL_H_
+#define FLASHATTN_SIMD_EXP_INL_H_
 #endif
 
 #include <limits>
@@ -25,7 +25,7 @@
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::kernels::HWY_NAMESPACE {
+namespace flashattn::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Exp without its overflow test, for the softmax's S − max ≤ 0: the same result for x ≤ 88.37 and NaN,
@@ -58,7 +58,7 @@ HWY_INLINE V Exp(D d, V x) {
                         hn::Set(d, std::numeric_limits<float>::infinity()), ExpOfNonPositive(d, x));
 }
 
-}  // namespace flashattn::kernels::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
-#endif  // FLASHATTN_KERNELS_VEC_EXP_INL_H_
+#endif  // FLASHATTN_SIMD_EXP_INL_H_

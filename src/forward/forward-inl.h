@@ -12,48 +12,39 @@
 //         P̃_ij ∘= Z_ij                           (dropout multipliers, regenerated; l keeps the undropped sum)
 //         Õ = diag(α) Õ + P̃_ij V_j              (AccumulateAB, from packed or copied V_j)
 //       O_i = Õ / l, LSE_i = m + log l          (NormalizeAndLse), written once
-#if defined(FLASHATTN_KERNELS_FUSED_FORWARD_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef FLASHATTN_KERNELS_FUSED_FORWARD_INL_H_
-#undef FLASHATTN_KERNELS_FUSED_FORWARD_INL_H_
+#if defined(FLASHATTN_FORWARD_FORWARD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FLASHATTN_FORWARD_FORWARD_INL_H_
+#undef FLASHATTN_FORWARD_FORWARD_INL_H_
 #else
-#define FLASHATTN_KERNELS_FUSED_FORWARD_INL_H_
+#define FLASHATTN_FORWARD_FORWARD_INL_H_
 #endif
 
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <new>
 #include <type_traits>
 
+#include "common/constants.h"
+#include "common/dropout.h"
 #include "common/element.h"
 #include "common/prefetch.h"
+#include "common/score.h"
 #include "flashattn/flashattn.h"
-#include "hwy/aligned_allocator.h"
+#include "forward/forward.h"
 #include "hwy/highway.h"
-#include "kernels/fused_forward.h"
-#include "kernels/mask_geometry.h"
-#include "kernels/online_softmax-inl.h"
-#include "kernels/score_mods-inl.h"
-#include "kernels/tile_ops-inl.h"
-#include "reference/dropout.h"
+#include "simd/convert-inl.h"
+#include "simd/geometry.h"
+#include "simd/online_softmax-inl.h"
+#include "simd/packing-inl.h"
+#include "simd/register_tiles-inl.h"
+#include "simd/scratch.h"
+#include "simd/score_modifiers-inl.h"
+#include "simd/seen_pairs-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace flashattn::kernels::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-
-// Sizes shared by every work item of one call.
-struct Geometry {
-  std::int64_t Nq, Nk, d, dv, Hq, Hkv, group;
-  std::int64_t Br, Bc, Tr, Tc;
-  std::int64_t L, NR;
-  std::int64_t Bc_pad;     // keys per packed block, a multiple of NR
-  std::int64_t dv_pad;     // Õ and V_j row length, a multiple of L
-  std::int64_t packed_head;  // elements of packed K per (batch, K/V head)
-  std::int64_t packed_v_head;  // elements of packed V per (batch, K/V head); 0 = V_j is copied per tile
-  float scale;
-};
+namespace flashattn::HWY_NAMESPACE::forward_kernel {
+using simd::Geometry;
 
 // One thread's fast-memory working set (P: the packed K and V element type, see PacksKvWide).
 template <typename P>
@@ -67,26 +58,30 @@ struct Scratch {
   float* alpha;  // Br rescale factors of the current tile
   float* Z;      // Bc_pad dropout multipliers of one row
   ColumnSpan* spans;  // ⌈Br / kMR⌉ per-row-group key spans of a band boundary tile
+
+  // The regions of one thread's share (V_j empty when V is packed whole).
+  static Scratch Carve(simd::ScratchCarver& c, const Geometry& g, bool pack_v) {
+    Scratch x;
+    x.Q_i = c.Take<float>(RoundUp(g.Br, kMR) * g.d);
+    x.S_ij = c.Take<float>(g.Br * g.Bc_pad);
+    x.O_i = c.Take<float>(g.Br * g.dv_pad);
+    x.m = c.Take<float>(g.Br);
+    x.l = c.Take<float>(g.Br);
+    x.alpha = c.Take<float>(g.Br);
+    x.Z = c.Take<float>(g.Bc_pad);
+    x.V_j = c.Take<P>(pack_v ? 0 : g.Bc * g.dv_pad);
+    x.spans = c.Take<ColumnSpan>((g.Br + kMR - 1) / kMR);
+    return x;
+  }
 };
 
 // float16/bfloat16 K and V are widened to float32 as they are packed, once per (batch, K/V head), when a Q
 // block has more than one register tile of rows (PacksKvWide): every Q block and query head then reads
 // float32 panels, as in a float32 call, instead of converting next to every FMA (AVX-512 converts on the
-// FMA ports) or widening each tile once per Q block (3–4% of a float16 pass at N = 4096). The caller's K and
-// V are still read from memory in their own type. Blocks of at most kMR rows (Nq ≤ kMR) pack them in their
-// own type and convert as the micro-kernel loads.
-static_assert(kMR == 6, "PacksKvWide (fused_forward.h) states the register tile's rows");
-
-// Packs K block jt of one (batch, K/V head) into panels; done once and shared by all query blocks and
-// query heads of the group.
-template <typename T, typename P>
-void PackKBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
-                      std::int64_t jt, P* packed) {
-  const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
-  const T* K =
-      static_cast<const T*>(p.k) + b * p.k_strides.batch + hkv * p.k_strides.head + j0 * p.k_strides.seq;
-  PackPanels(K, p.k_strides.seq, cols, g.d, g.Bc_pad, packed + jt * g.Bc_pad * g.d);
-}
+// FMA ports) or widening each tile once per Q block (docs/performance.md). The caller's K and V are still
+// read from memory in their own type. Blocks of at most kMR rows (Nq ≤ kMR) pack them in their own type and
+// convert as the micro-kernel loads.
+static_assert(kMR == 6, "PacksKvWide (forward.h) states the register tile's rows");
 
 // Asks for `rows` rows of `width` elements (row stride ld) to be brought into L2: the V rows that PackSlices
 // reads after the scores of a tile are done. Each row is usually in a page of its own, out of reach of the
@@ -97,86 +92,62 @@ HWY_INLINE void PrefetchRows(const T* rows_begin, std::int64_t ld, std::int64_t 
   for (std::int64_t r = 0; r < rows; ++r) PrefetchRowToL2(rows_begin + r * ld, row_bytes);
 }
 
-// V_j is copied before the products read it: into column slices (BLayout::kSlices, zero beyond dv), so
-// that the slice AccumulateAB reads for every row group is contiguous. (The caller's rows are often a power
-// of two apart, heads × dv elements, and every row in a page of its own.)
-//
-// Copies V block jt of one (batch, K/V head) into its place, once for all query blocks and query heads of
-// the group (when the head is small enough to be packed whole; see SolveAllBlocks).
+// Packs block jt of one (batch, K/V head), once for all query blocks and query heads of the group: K into
+// panels, and V, when the head is small enough to be packed whole (`packed_v` not null; see SolveAllBlocks),
+// into column slices (BLayout::kSlices, zero beyond dv), so that the slice AccumulateAB reads for every row
+// group is contiguous. (The caller's rows are often a power of two apart, heads × dv elements, and every
+// row in a page of its own.) A longer head copies V_j into slices per tile instead.
 template <typename T, typename P>
-void PackVBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
-                      std::int64_t jt, P* packed_v) {
+void PackBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
+                     std::int64_t jt, P* packed, P* packed_v) {
   const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
-  const T* V =
-      static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
-  PackSlices(V, p.v_strides.seq, cols, g.dv, g.dv_pad, packed_v + jt * g.Bc * g.dv_pad);
-}
-
-// Õ_r = α_r·Õ_r + Σ_{keys j0 + c that row i0 + r sees} P̃_rc v_c, scalar: the path of a tile with hidden keys
-// and a non-finite value in V_j (in slices of `cols` rows, dv_pad columns). A hidden key's P̃ is 0, but it
-// is left out instead of multiplied by 0, so that its inf or NaN (0·NaN = NaN) does not reach rows that do
-// not see it; the visible keys' products follow IEEE arithmetic as in the vector path.
-template <typename T>
-void AccumulateSeenKeys(const ScoreModifiers& mods, std::int64_t i0, std::int64_t rows, std::int64_t j0,
-                        std::int64_t cols, const float* P, std::int64_t ldp, const float* alpha, const T* V_j,
-                        std::int64_t dv_pad, std::int64_t dv, float* O, std::int64_t ldo) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* O_r = O + r * ldo;
-    for (std::int64_t e = 0; e < dv; ++e) O_r[e] *= alpha[r];
-    for (std::int64_t c = 0; c < cols; ++c) {
-      if (!mods.Sees(i0 + r, j0 + c)) continue;
-      for (std::int64_t e = 0; e < dv; ++e) O_r[e] += P[r * ldp + c] * ToF32(V_j[SliceOffset(cols, dv_pad, c, e)]);
-    }
+  PackPanels(RowOf<T>(p.k, p.k_strides, b, hkv, j0), p.k_strides.seq, cols, g.d, g.Bc_pad,
+             packed + jt * g.Bc_pad * g.d);
+  if (packed_v != nullptr) {
+    PackSlices(RowOf<T>(p.v, p.v_strides, b, hkv, j0), p.v_strides.seq, cols, g.dv, g.dv_pad,
+               packed_v + jt * g.Bc * g.dv_pad);
   }
 }
 
 // Rows [i0, i0 + rows) of query head h: the whole inner loop over K/V blocks, then the one write of O, LSE.
 template <typename T, typename P>
-void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::Dropout& dropout,
-                 const Scratch<P>& x, std::int64_t b, std::int64_t h, std::int64_t qb, const P* packed,
-                 const P* packed_v) {
+void SolveQBlock(const AttentionParams& p, const Geometry& g, const Dropout& dropout, const Scratch<P>& x,
+                 std::int64_t b, std::int64_t h, std::int64_t qb, const P* packed, const P* packed_v) {
   const DF df;
   const std::int64_t L = g.L, NR = g.NR, d = g.d, dv = g.dv;
   const std::int64_t i0 = qb * g.Br, rows = std::min(g.Br, g.Nq - i0);
   const std::int64_t hkv = h / g.group;
   const ScoreModifiers mods(p, b, h);
 
-  const T* Q = static_cast<const T*>(p.q) + b * p.q_strides.batch + h * p.q_strides.head + i0 * p.q_strides.seq;
+  const T* Q = RowOf<T>(p.q, p.q_strides, b, h, i0);
   // Q_i = s·Q rows in float32, in row groups of kMR rows (ALayout::kRowGroups; zero rows pad the last).
   std::fill(x.Q_i, x.Q_i + RoundUp(rows, kMR) * d, 0.0f);
-  const VF scale = hn::Set(df, g.scale);
-  float* lanes = x.O_i;  // one vector of staging (Õ's first row, zeroed below; dv_pad ≥ Lanes)
   for (std::int64_t r = 0; r < rows; ++r) {
+    alignas(64) float q_r[kMaxHeadDim];
+    WidenScaledRow(Q + r * p.q_strides.seq, d, d, g.scale, q_r);
     float* group = x.Q_i + (r / kMR) * kMR * d + r % kMR;
-    const T* Q_r = Q + r * p.q_strides.seq;
-    std::int64_t e = 0;
-    for (; e + L <= d; e += L) {  // widened a vector at a time (float16: F16C), scattered into the group
-      hn::Store(hn::Mul(scale, LoadF32(df, Q_r + e)), df, lanes);
-      for (std::int64_t k = 0; k < L; ++k) group[(e + k) * kMR] = lanes[k];
-    }
-    for (; e < d; ++e) group[e * kMR] = g.scale * ToF32(Q_r[e]);
+    for (std::int64_t e = 0; e < d; ++e) group[e * kMR] = q_r[e];
     x.m[r] = kNegInf;
     x.l[r] = 0.0f;
   }
   std::fill(x.O_i, x.O_i + rows * g.dv_pad, 0.0f);
 
-  const VisibleKeys reach = mods.KeysOfRows(i0, i0 + rows, g.Nk);
+  const IndexRange reach = mods.KeysOfRows(i0, i0 + rows, g.Nk);
   const std::int64_t lds = g.Bc_pad;
-  for (std::int64_t jt = reach.first / g.Bc; reach.first <= reach.last && jt <= reach.last / g.Bc; ++jt) {
+  for (std::int64_t jt = reach.begin / g.Bc; reach.begin < reach.end && jt * g.Bc < reach.end; ++jt) {
     const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0), cols_L = RoundUp(cols, L);
     const P* panels = packed + jt * g.Bc_pad * d;
-    const T* V =
-        static_cast<const T*>(p.v) + b * p.v_strides.batch + hkv * p.v_strides.head + j0 * p.v_strides.seq;
+    const T* V = RowOf<T>(p.v, p.v_strides, b, hkv, j0);
     // A tile on the causal/window band's boundary: each row group computes and sums over only the keys
     // its rows may see (the diagonal tiles of a causal mask do half the work); the scores it skips are
     // masked to −∞ below.
     const ColumnSpan* spans = nullptr;
     if (!mods.BandCovers(i0, i0 + rows, j0, j0 + cols)) {
       for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
-        const std::int64_t first = mods.KeysOf(i0 + r0).first - j0;
-        const std::int64_t last = mods.KeysOf(i0 + std::min(rows, r0 + kMR) - 1).last - j0;
+        const std::int64_t first = mods.KeysOf(i0 + r0).begin - j0;
+        const std::int64_t end = mods.KeysOf(i0 + std::min(rows, r0 + kMR) - 1).end - j0;
         const std::int64_t begin = std::clamp<std::int64_t>(first, 0, cols);
-        x.spans[r0 / kMR] = {begin, std::clamp<std::int64_t>(last + 1, begin, cols)};
+        x.spans[r0 / kMR] = {begin, std::clamp<std::int64_t>(end, begin, cols)};
       }
       spans = x.spans;
     }
@@ -196,7 +167,7 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
     for (std::int64_t r = 0; r < rows; ++r) {  // online softmax; keys past `cols` take no part
       float* S_r = x.S_ij + r * lds;
       std::fill(S_r + cols, S_r + cols_L, kNegInf);
-      x.alpha[r] = OnlineSoftmaxRow(S_r, cols_L, x.m[r], x.l[r]);
+      x.alpha[r] = OnlineSoftmaxRow<SumUpdate::kProductThenSum>(S_r, cols_L, x.m[r], x.l[r]);
       if (dropout.Active()) {  // O = (P ∘ Z) V while l, and so the LSE, sums the undropped P̃
         dropout.RowMultipliers(b, h, i0 + r, j0, cols, x.Z);
         for (std::int64_t c = 0; c < cols; ++c) S_r[c] *= x.Z[c];
@@ -206,14 +177,17 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
     const P* V_j = packed_v != nullptr ? packed_v + jt * g.Bc * g.dv_pad : x.V_j;
     if (packed_v == nullptr) PackSlices(V, p.v_strides.seq, cols, dv, g.dv_pad, x.V_j);
     if (mods.TileMayHideKeys(i0, i0 + rows, j0, j0 + cols) && HasNonFinite(V_j, cols * g.dv_pad)) {
-      AccumulateSeenKeys(mods, i0, rows, j0, cols, x.S_ij, lds, x.alpha, V_j, g.dv_pad, dv, x.O_i, g.dv_pad);
+      const auto V_at = [&](std::int64_t c, std::int64_t e) { return V_j + SliceOffset(cols, g.dv_pad, c, e); };
+      const auto seen = [&](std::int64_t r, std::int64_t c) { return mods.Sees(i0 + r, j0 + c); };
+      AccumulateSeenPairs<ALayout::kRowMajor>(x.S_ij, lds, rows, cols, V_at, g.dv_pad, x.O_i, g.dv_pad, x.alpha,
+                                              seen);
     } else {
       AccumulateAB<ALayout::kRowMajor, BLayout::kSlices>(x.S_ij, lds, rows, cols, V_j, cols, g.dv_pad, x.O_i,
                                                           g.dv_pad, x.alpha, spans);
     }
   }
 
-  T* O = static_cast<T*>(p.o) + b * p.o_strides.batch + h * p.o_strides.head + i0 * p.o_strides.seq;
+  T* O = RowOf<T>(p.o, p.o_strides, b, h, i0);
   float* lse = p.lse == nullptr ? nullptr : p.lse + (b * g.Hq + h) * g.Nq + i0;
   for (std::int64_t r = 0; r < rows; ++r) {
     float* O_r = x.O_i + r * g.dv_pad;
@@ -233,17 +207,18 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const reference::D
 
 // Packs K and V as P and solves every Q block (all threads).
 template <typename T, typename P>
-void SolveAllBlocks(const AttentionParams& p, Geometry g, const reference::Dropout& dropout) {
+void SolveAllBlocks(const AttentionParams& p, const Geometry& g, const Dropout& dropout) {
   // Several (batch, K/V head) pairs are packed at once when they are small, so that short sequences
   // still give every thread work; one pair at a time when it alone is large. V is packed next to K when
   // both fit the budget; a longer head copies V_j per tile instead, which keeps the scratch of a very long
   // sequence at one packed K.
   constexpr std::int64_t kPackBudgetBytes = 16 << 20;
   const std::int64_t heads = p.batch * g.Hkv;
-  const std::int64_t k_head_bytes = g.packed_head * static_cast<std::int64_t>(sizeof(P));
+  const std::int64_t packed_head = g.Tc * g.Bc_pad * g.d;  // elements of packed K per (batch, K/V head)
+  const std::int64_t k_head_bytes = packed_head * static_cast<std::int64_t>(sizeof(P));
   const std::int64_t v_head_bytes = g.Tc * g.Bc * g.dv_pad * static_cast<std::int64_t>(sizeof(P));
   const bool pack_v = k_head_bytes + v_head_bytes <= kPackBudgetBytes;
-  g.packed_v_head = pack_v ? g.Tc * g.Bc * g.dv_pad : 0;
+  const std::int64_t packed_v_head = pack_v ? g.Tc * g.Bc * g.dv_pad : 0;  // 0: V_j is copied per tile
   const std::int64_t head_bytes = k_head_bytes + (pack_v ? v_head_bytes : 0);
   const std::int64_t chunk =
       std::clamp<std::int64_t>(kPackBudgetBytes / std::max<std::int64_t>(1, head_bytes), 1, heads);
@@ -253,43 +228,22 @@ void SolveAllBlocks(const AttentionParams& p, Geometry g, const reference::Dropo
       std::min<std::int64_t>(items, p.num_threads > 0 ? p.num_threads : omp_get_max_threads()));
 
   // All memory before any output is written: a failed allocation leaves the caller's arrays untouched.
-  const std::int64_t align = 16;  // floats: one AVX-512 vector, so every region starts aligned
-  const std::int64_t per_thread = RoundUp(RoundUp(g.Br, kMR) * g.d, align) + RoundUp(g.Br * g.Bc_pad, align) +
-                                  RoundUp(g.Br * g.dv_pad, align) + 3 * RoundUp(g.Br, align) +
-                                  RoundUp(g.Bc_pad, align);
-  const std::int64_t per_thread_v = pack_v ? 0 : RoundUp(g.Bc * g.dv_pad, align);
-  auto packed =
-      hwy::AllocateAligned<P>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.packed_head)));
-  auto packed_v =
-      hwy::AllocateAligned<P>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk * g.packed_v_head)));
-  auto scratch = hwy::AllocateAligned<float>(static_cast<std::size_t>(threads * per_thread));
-  auto scratch_v =
-      hwy::AllocateAligned<P>(static_cast<std::size_t>(std::max<std::int64_t>(1, threads * per_thread_v)));
-  const std::int64_t groups_per_block = (g.Br + kMR - 1) / kMR;
-  auto spans = hwy::AllocateAligned<ColumnSpan>(static_cast<std::size_t>(threads * groups_per_block));
-  if (!packed || !packed_v || !scratch || !scratch_v || !spans) throw std::bad_alloc();
+  const auto carve = [&](simd::ScratchCarver& c) { return Scratch<P>::Carve(c, g, pack_v); };
+  const simd::ScratchArena arena(threads, carve);
+  const auto packed = simd::AllocateOrThrow<P>(chunk * packed_head);
+  const auto packed_v = simd::AllocateOrThrow<P>(chunk * packed_v_head);
 
 #pragma omp parallel num_threads(threads)
   {
-    float* base = scratch.get() + omp_get_thread_num() * per_thread;
-    Scratch<P> x;
-    x.V_j = scratch_v.get() + omp_get_thread_num() * per_thread_v;
-    x.spans = spans.get() + omp_get_thread_num() * groups_per_block;
-    x.Q_i = base, base += RoundUp(RoundUp(g.Br, kMR) * g.d, align);
-    x.S_ij = base, base += RoundUp(g.Br * g.Bc_pad, align);
-    x.O_i = base, base += RoundUp(g.Br * g.dv_pad, align);
-    x.m = base, base += RoundUp(g.Br, align);
-    x.l = base, base += RoundUp(g.Br, align);
-    x.alpha = base, base += RoundUp(g.Br, align);
-    x.Z = base, base += RoundUp(g.Bc_pad, align);
+    const Scratch<P> x = arena.Share(omp_get_thread_num(), carve);
     for (std::int64_t first = 0; first < heads; first += chunk) {
       const std::int64_t count = std::min(chunk, heads - first);
 #pragma omp for schedule(static)
       for (std::int64_t t = 0; t < count * g.Tc; ++t) {
         const std::int64_t head = first + t / g.Tc;
         const std::int64_t b = head / g.Hkv, hkv = head % g.Hkv, jt = t % g.Tc;
-        PackKBlockOfHead<T>(p, g, b, hkv, jt, packed.get() + (t / g.Tc) * g.packed_head);
-        if (pack_v) PackVBlockOfHead<T>(p, g, b, hkv, jt, packed_v.get() + (t / g.Tc) * g.packed_v_head);
+        PackBlockOfHead<T>(p, g, b, hkv, jt, packed.get() + (t / g.Tc) * packed_head,
+                           pack_v ? packed_v.get() + (t / g.Tc) * packed_v_head : nullptr);
       }
       // Work items head by head, so that a head's K and V stay in the shared cache while every Q block
       // reads them; within a head in decreasing Q block order, because under a causal mask the last blocks
@@ -300,39 +254,31 @@ void SolveAllBlocks(const AttentionParams& p, Geometry g, const reference::Dropo
         const std::int64_t local = t / per_head, head = first + local;
         const std::int64_t qb = g.Tr - 1 - (t % per_head) / g.group;
         const std::int64_t h = (head % g.Hkv) * g.group + t % g.group;
-        SolveQBlock<T>(p, g, dropout, x, head / g.Hkv, h, qb, packed.get() + local * g.packed_head,
-                       pack_v ? packed_v.get() + local * g.packed_v_head : nullptr);
+        SolveQBlock<T>(p, g, dropout, x, head / g.Hkv, h, qb, packed.get() + local * packed_head,
+                       pack_v ? packed_v.get() + local * packed_v_head : nullptr);
       }
     }
   }
 }
 
 template <typename T>
-void FusedForwardT(const AttentionParams& p) {
+void ForwardT(const AttentionParams& p) {
   if (p.batch == 0 || p.seqlen_q == 0) return;
-  const FusedTiling tiling = ChooseFusedTiling(p);
-  const reference::Dropout dropout(p);
-  Geometry g;
-  g.Nq = p.seqlen_q, g.Nk = p.seqlen_k, g.d = p.head_dim, g.dv = p.value_head_dim();
-  g.Hq = p.heads_q, g.Hkv = p.heads_kv, g.group = g.Hq / g.Hkv;
+  const flashattn::forward_kernel::FusedTiling tiling = flashattn::forward_kernel::ChooseFusedTiling(p);
   // A block longer than its sequence is that sequence: the clamp keeps scratch sizes bounded for any
   // requested tiling without changing the computation.
-  g.Br = std::min(tiling.Br, std::max<std::int64_t>(1, g.Nq));
-  g.Bc = std::min(tiling.Bc, std::max<std::int64_t>(1, g.Nk));
-  g.Tr = (g.Nq + g.Br - 1) / g.Br, g.Tc = (g.Nk + g.Bc - 1) / g.Bc;
-  g.L = static_cast<std::int64_t>(hn::Lanes(DF())), g.NR = 2 * g.L;
-  g.Bc_pad = RoundUp(g.Bc, g.NR), g.dv_pad = RoundUp(g.dv, g.L);
-  g.packed_head = g.Tc * g.Bc_pad * g.d;
-  g.scale = p.scale.value_or(1.0f / std::sqrt(static_cast<float>(g.d)));
-
-  if (PacksKvWide(p.dtype, g.Br)) {
+  const std::int64_t Br = std::min(tiling.Br, std::max<std::int64_t>(1, p.seqlen_q));
+  const std::int64_t Bc = std::min(tiling.Bc, std::max<std::int64_t>(1, p.seqlen_k));
+  const Geometry g(p, Br, Bc, static_cast<std::int64_t>(hn::Lanes(DF())));
+  const Dropout dropout(p);
+  if (flashattn::forward_kernel::PacksKvWide(p.dtype, g.Br)) {
     SolveAllBlocks<T, float>(p, g, dropout);
   } else {
     SolveAllBlocks<T, T>(p, g, dropout);
   }
 }
 
-}  // namespace flashattn::kernels::HWY_NAMESPACE
+}  // namespace flashattn::HWY_NAMESPACE::forward_kernel
 HWY_AFTER_NAMESPACE();
 
-#endif  // FLASHATTN_KERNELS_FUSED_FORWARD_INL_H_
+#endif  // FLASHATTN_FORWARD_FORWARD_INL_H_

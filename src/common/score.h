@@ -1,0 +1,160 @@
+// Which keys a query row sees and what the score of each pair is: the causal/sliding-window band, the mask
+// tensor, the scale, softcap and ALiBi. The one description that the reference algorithms, the fused forward
+// and backward kernels and decode all use, so that they agree (docs/algorithms.md derives it; the kernels
+// apply the same steps to whole tiles in simd/score_modifiers-inl.h).
+//
+// Query row i of Nq rows against Nk keys has the diagonal i + Nk − Nq: the key it is aligned with (the last
+// row with the last key, flash-attn's bottom-right alignment). The row on diagonal δ sees the keys
+// [δ − left, δ + right] of the band, less those a boolean mask tensor drops.
+#ifndef FLASHATTN_COMMON_SCORE_H_
+#define FLASHATTN_COMMON_SCORE_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+
+#include "common/constants.h"
+#include "flashattn/flashattn.h"
+
+namespace flashattn {
+
+// Far beyond any position, and safe to add to one: a reach of −1 (unbounded) becomes this, and any larger
+// reach is clamped to it, since it sees the same keys and diagonal ± reach would overflow.
+inline constexpr std::int64_t kUnboundedReach = INT64_MAX / 4;
+
+// Positions [begin, end); empty when begin ≥ end.
+struct IndexRange {
+  std::int64_t begin, end;
+};
+
+// The band: the reaches left and right of each row's diagonal.
+struct Band {
+  std::int64_t left = kUnboundedReach;
+  std::int64_t right = kUnboundedReach;
+
+  // Causal is the window (left, 0), as in flash-attn; a reach of −1 is unbounded.
+  static Band Of(bool causal, std::int64_t window_left, std::int64_t window_right) {
+    const auto reach = [](std::int64_t w) { return w < 0 ? kUnboundedReach : std::min(w, kUnboundedReach); };
+    return {reach(window_left), causal ? 0 : reach(window_right)};
+  }
+  // The band of a call's params (AttentionParams or DecodeParams).
+  template <class Params>
+  static Band Of(const Params& p) {
+    return Of(p.causal, p.window_left, p.window_right);
+  }
+
+  bool Sees(std::int64_t diagonal, std::int64_t j) const { return j >= diagonal - left && j <= diagonal + right; }
+  // The keys of the row on `diagonal`, not clipped to the sequence.
+  IndexRange KeysOf(std::int64_t diagonal) const { return {diagonal - left, diagonal + right + 1}; }
+  // The keys that some row with a diagonal in [first, last] sees, clipped to [0, Nk).
+  IndexRange KeysOfDiagonals(std::int64_t first, std::int64_t last, std::int64_t Nk) const {
+    const std::int64_t begin = std::clamp<std::int64_t>(first - left, 0, Nk);
+    return {begin, std::clamp<std::int64_t>(last + right + 1, begin, Nk)};
+  }
+};
+
+// The score of a pair that the row sees, from q·k (T: float, or double in the float64 oracles):
+//   S = s·q·k,   then S ← c·tanh(S / c) with softcap c > 0,   then S ← S − slope·|diagonal − j| (ALiBi),
+// `distance` = |diagonal − j|. An additive mask is added after these (ScoreModifiers::Score).
+template <typename T>
+T ModifiedScore(T q_dot_k, float scale, float softcap, float alibi_slope, std::int64_t distance) {
+  T s = static_cast<T>(scale) * q_dot_k;
+  if (softcap > 0) s = static_cast<T>(softcap) * std::tanh(s / static_cast<T>(softcap));
+  if (alibi_slope != 0) s -= static_cast<T>(alibi_slope) * static_cast<T>(distance);
+  return s;
+}
+
+// s: params.scale, or 1/√d.
+template <class Params>
+float SoftmaxScale(const Params& p) {
+  return p.scale.value_or(1.0f / std::sqrt(static_cast<float>(p.head_dim)));
+}
+
+// The ALiBi slope of query head h of sequence b (0 = none).
+template <class Params>
+float AlibiSlope(const Params& p, std::int64_t b, std::int64_t h) {
+  return p.alibi_slopes == nullptr ? 0.0f : p.alibi_slopes[b * p.alibi_batch_stride + h];
+}
+
+// Everything that decides the scores of one (batch b, query head h) of a forward or backward call.
+struct ScoreModifiers {
+  std::int64_t offset = 0;  // row i's diagonal is i + offset, offset = Nk − Nq
+  Band band;
+  float scale = 1.0f;        // s
+  float softcap = 0.0f;      // 0 = off
+  float alibi_slope = 0.0f;  // 0 = off
+  MaskKind mask_kind = MaskKind::kNone;
+  const void* mask = nullptr;  // offset to this (batch, head); null only when the mask is empty
+  std::int64_t mask_stride_row = 0, mask_stride_col = 0;
+
+  ScoreModifiers(const AttentionParams& p, std::int64_t b, std::int64_t h)
+      : offset(p.seqlen_k - p.seqlen_q),
+        band(Band::Of(p)),
+        scale(SoftmaxScale(p)),
+        softcap(p.softcap),
+        alibi_slope(AlibiSlope(p, b, h)),
+        mask_kind(p.mask.kind),
+        mask_stride_row(p.mask.stride_row),
+        mask_stride_col(p.mask.stride_col) {
+    if (mask_kind != MaskKind::kNone && p.mask.data != nullptr) {
+      const std::int64_t bytes = mask_kind == MaskKind::kBool ? 1 : 4;
+      mask = static_cast<const char*>(p.mask.data) + (b * p.mask.stride_batch + h * p.mask.stride_head) * bytes;
+    }
+  }
+
+  std::int64_t Diagonal(std::int64_t i) const { return i + offset; }
+  // Row i's keys as far as the band is concerned, not clipped to the sequence.
+  IndexRange KeysOf(std::int64_t i) const { return band.KeysOf(Diagonal(i)); }
+  // Keys that some row of [i0, i1) may see, clipped to [0, Nk): K/V blocks outside it are skipped.
+  IndexRange KeysOfRows(std::int64_t i0, std::int64_t i1, std::int64_t Nk) const {
+    return band.KeysOfDiagonals(Diagonal(i0), Diagonal(i1 - 1), Nk);
+  }
+  // Rows whose band meets keys [j0, j1), clipped to [0, Nq): the Q blocks a K/V block must visit.
+  IndexRange RowsOfKeys(std::int64_t j0, std::int64_t j1, std::int64_t Nq) const {
+    const std::int64_t begin = std::clamp<std::int64_t>(j0 - band.right - offset, 0, Nq);
+    return {begin, std::clamp<std::int64_t>(j1 - 1 + band.left - offset + 1, begin, Nq)};
+  }
+  // Whether every row of [i0, i1) sees every key of [j0, j1) as far as the band is concerned.
+  bool BandCovers(std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const {
+    return KeysOf(i1 - 1).begin <= j0 && KeysOf(i0).end >= j1;
+  }
+
+  // The boolean mask's verdict on (i, j), and the additive mask's term.
+  bool MaskKeeps(std::int64_t i, std::int64_t j) const {
+    return static_cast<const std::uint8_t*>(mask)[i * mask_stride_row + j * mask_stride_col] != 0;
+  }
+  float MaskBias(std::int64_t i, std::int64_t j) const {
+    return static_cast<const float*>(mask)[i * mask_stride_row + j * mask_stride_col];
+  }
+
+  // Whether key j is inside row i's band; whether row i sees key j: inside the band and kept by the boolean
+  // mask, if any. (An additive mask's −∞ is arithmetic: it makes S_ij = −∞ and P_ij = 0, but the pair is
+  // seen.)
+  bool Visible(std::int64_t i, std::int64_t j) const { return band.Sees(Diagonal(i), j); }
+  bool Sees(std::int64_t i, std::int64_t j) const {
+    return Visible(i, j) && (mask_kind != MaskKind::kBool || MaskKeeps(i, j));
+  }
+
+  // Whether some row of [i0, i1) may not see some key of [j0, j1): a band boundary or a boolean mask.
+  bool TileMayHideKeys(std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const {
+    return mask_kind == MaskKind::kBool || !BandCovers(i0, i1, j0, j1);
+  }
+  // Whether the tile's scores need anything beyond s·q·k: a band boundary or a per-element modifier.
+  bool TileNeedsModifiers(std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const {
+    return softcap > 0.0f || alibi_slope != 0.0f || mask_kind != MaskKind::kNone || !BandCovers(i0, i1, j0, j1);
+  }
+
+  // S_ij from q_i·k_j: ModifiedScore, then the additive mask; −∞ where row i does not see key j.
+  template <typename T>
+  T Score(std::int64_t i, std::int64_t j, T q_dot_k) const {
+    if (!Sees(i, j)) return kNegInfOf<T>;
+    T s = ModifiedScore(q_dot_k, scale, softcap, alibi_slope, std::llabs(Diagonal(i) - j));
+    if (mask_kind == MaskKind::kAdditive) s += static_cast<T>(MaskBias(i, j));
+    return s;
+  }
+};
+
+}  // namespace flashattn
+
+#endif  // FLASHATTN_COMMON_SCORE_H_

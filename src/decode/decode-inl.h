@@ -1,0 +1,46 @@
+// decode() per Highway target, for one element type T: the split-KV steps (decode.h, plain code) around
+// the chunks, which the thread team runs in parallel with this target's AttendChunk.
+#if defined(FLASHATTN_DECODE_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FLASHATTN_DECODE_DECODE_INL_H_
+#undef FLASHATTN_DECODE_DECODE_INL_H_
+#else
+#define FLASHATTN_DECODE_DECODE_INL_H_
+#endif
+
+#include <omp.h>
+
+#include <cstdint>
+
+#include "common/constants.h"
+#include "decode/attend-inl.h"
+#include "decode/decode.h"
+#include "flashattn/decode.h"
+#include "hwy/highway.h"
+#include "simd/scratch.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace flashattn::HWY_NAMESPACE::decode_kernel {
+using flashattn::decode_kernel::SplitKv;
+
+template <typename T>
+void DecodeT(const DecodeParams& p) {
+  SplitKv call(p);
+  const std::int64_t d_pad = RoundUp(p.head_dim, static_cast<std::int64_t>(hn::Lanes(hn::ScalableTag<float>())));
+  const auto carve = [&](simd::ScratchCarver& c) {
+    return AttendScratch::Carve(c, call.Heads(), call.RowsPerHead(), d_pad);
+  };
+  const simd::ScratchArena arena(call.Threads(), carve);  // all memory before the cache is touched
+  if (!call.AppendAndGather()) return;
+#pragma omp parallel num_threads(call.Threads())
+  {
+    const AttendScratch x = arena.Share(omp_get_thread_num(), carve);
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t item = 0; item < call.Items(); ++item) AttendChunk<T>(call.Task(item), x);
+  }
+  call.Merge();
+}
+
+}  // namespace flashattn::HWY_NAMESPACE::decode_kernel
+HWY_AFTER_NAMESPACE();
+
+#endif  // FLASHATTN_DECODE_DECODE_INL_H_

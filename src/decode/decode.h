@@ -1,0 +1,74 @@
+// The decode kernel's plain interface: Flash-Decoding's split-KV steps around the streaming kernel of
+// attend.h (SplitKv, split_kv.cc), and the kernel's entry points. No SIMD types: the kernel is compiled for
+// every Highway target and one of them is chosen at run time, once per call (src/simd/dispatch.h).
+//   1. Plan the split and allocate everything before the cache is touched.
+//   2. Append: k_new (rotated) and v_new go into the cache at positions cache_seqlens[b] + i.
+//   3. Per sequence b and K/V head: gather its R = (Hq/Hkv)·Nq query rows (rotated, rounded to dtype) into
+//      one float32 tile, so each K/V byte is read once for all of them.
+//   4. Split the keys the rows can see into chunks; every (b, chunk) is one parallel work item (AttendChunk,
+//      all K/V heads, so the cache is read in address order) that leaves partials (O_k, LSE_k) behind.
+//   5. Merge each row's partials by LSE (MergeRow, the operation of merge_attention_states) into O and LSE.
+// DecodeT (decode-inl.h) runs them, steps 1-3 and 5 in this plain code and step 4 per target.
+#ifndef FLASHATTN_DECODE_DECODE_H_
+#define FLASHATTN_DECODE_DECODE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "common/score.h"
+#include "decode/attend.h"
+#include "flashattn/decode.h"
+#include "simd/dispatch.h"
+
+namespace flashattn::decode_kernel {
+
+class SplitKv {
+ public:
+  // Step 1: plans the chunks and allocates the partials and the gathered rows; writes nothing.
+  explicit SplitKv(const DecodeParams& params);
+
+  int Threads() const { return threads_; }
+  std::int64_t Items() const { return items_; }  // batch × chunks
+  std::int64_t Heads() const { return p_.heads_kv; }
+  std::int64_t RowsPerHead() const { return R_; }  // R
+
+  // Steps 2 and 3. False when there are no query rows: the append was the whole call.
+  bool AppendAndGather();
+  // Step 4: work item `item`, chunk item mod splits of sequence item div splits, writing its partials.
+  ChunkTask Task(std::int64_t item);
+  // Step 5.
+  void Merge();
+
+ private:
+  // The query rows of one sequence: row r = g·Nq + i of K/V head hk is query i of head hk·G + g, stored at
+  // (hk·R + r) of Q and slope.
+  struct RowGroup {
+    std::vector<float> Q;                // Hkv·R×d
+    std::vector<std::int64_t> diagonal;  // per r: the same for every head
+    std::vector<float> slope;            // Hkv·R
+    std::int64_t j_begin = 0, j_end = 0;  // the keys any row may see
+  };
+  RowGroup GatherRows(std::int64_t b) const;
+
+  const DecodeParams& p_;
+  const Band band_;
+  const std::int64_t R_;
+  const int threads_;
+  std::int64_t splits_ = 1, items_ = 0, rows_per_item_ = 0;
+  std::vector<RowGroup> groups_;
+  std::vector<float> O_partial_, lse_partial_, o_row_;
+};
+
+// The kernel for one element type on the best target of this CPU (decode_f32.cc, ...).
+void DecodeF32(const DecodeParams& params);
+void DecodeF16(const DecodeParams& params);
+void DecodeBF16(const DecodeParams& params);
+
+// Appends the new keys, attends, and writes O (and LSE): one dispatch, by element type and SIMD target.
+inline void Decode(const DecodeParams& params) {
+  simd::CallForElementType<DecodeF32, DecodeF16, DecodeBF16>(params.dtype, params);
+}
+
+}  // namespace flashattn::decode_kernel
+
+#endif  // FLASHATTN_DECODE_DECODE_H_

@@ -1,0 +1,19 @@
+// The decode kernel for bf16 tensors, compiled for every Highway target (src/simd/dispatch.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "decode/decode_bf16.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "decode/decode-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace flashattn::HWY_NAMESPACE {
+void DecodeBF16(const DecodeParams& params) { decode_kernel::DecodeT<hwy::bfloat16_t>(params); }
+}  // namespace flashattn::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace flashattn {
+HWY_EXPORT(DecodeBF16);
+void decode_kernel::DecodeBF16(const DecodeParams& params) { HWY_DYNAMIC_DISPATCH(DecodeBF16)(params); }
+}  // namespace flashattn
+#endif

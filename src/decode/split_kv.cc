@@ -1,0 +1,159 @@
+#include "decode/decode.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "common/element.h"
+#include "common/rotary.h"
+#include "decode/merge.h"
+
+namespace flashattn::decode_kernel {
+
+namespace {
+
+int ThreadsOf(int requested) { return requested > 0 ? requested : omp_get_max_threads(); }
+
+std::int64_t ElementBytes(const DecodeParams& p) { return static_cast<std::int64_t>(size_of(p.dtype)); }
+
+// Element offset of cache row (sequence b, key position j, K/V head hk).
+std::int64_t CacheOffset(const DecodeParams& p, std::int64_t b, std::int64_t j, std::int64_t hk) {
+  const Strides& s = p.cache_strides;
+  if (!p.paged()) return b * s.batch + j * s.seq + hk * s.head;
+  const std::int64_t page = p.block_table[b * p.block_table_stride + j / p.page_size];
+  return page * s.batch + (j % p.page_size) * s.seq + hk * s.head;
+}
+
+// Step 2: the new keys and values into the cache (in place). Rotary keys are rotated in float32 and
+// rounded to the cache type; otherwise the bytes are copied unchanged.
+void AppendNewKeys(const DecodeParams& p) {
+  const std::int64_t d = p.head_dim, elem = ElementBytes(p);
+  std::vector<float> k_row(static_cast<std::size_t>(d));
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t i = 0; i < p.seqlen_new; ++i)
+      for (std::int64_t hk = 0; hk < p.heads_kv; ++hk) {
+        const std::int64_t j = p.cache_seqlens[b] + i;
+        const std::int64_t src = b * p.new_strides.batch + i * p.new_strides.seq + hk * p.new_strides.head;
+        const std::int64_t dst = CacheOffset(p, b, j, hk);
+        std::memcpy(static_cast<char*>(p.v_cache) + dst * elem, static_cast<const char*>(p.v_new) + src * elem,
+                    d * elem);
+        if (p.rotary_dim == 0) {
+          std::memcpy(static_cast<char*>(p.k_cache) + dst * elem, static_cast<const char*>(p.k_new) + src * elem,
+                      d * elem);
+          continue;
+        }
+        for (std::int64_t e = 0; e < d; ++e) k_row[e] = LoadAsFloat(p.k_new, p.dtype, src + e);
+        const std::int64_t pos = j * (p.rotary_dim / 2);
+        ApplyRotary(k_row.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
+        for (std::int64_t e = 0; e < d; ++e) StoreFromFloat(p.k_cache, p.dtype, dst + e, k_row[e]);
+      }
+}
+
+}  // namespace
+
+SplitKv::SplitKv(const DecodeParams& p)
+    : p_(p),
+      band_(Band::Of(p)),
+      R_(p.heads_q / p.heads_kv * p.seqlen_q),
+      threads_(ThreadsOf(p.num_threads)),
+      groups_(static_cast<std::size_t>(p.batch)) {
+  std::int64_t max_keys = 0;
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    max_keys = std::max<std::int64_t>(max_keys, p.cache_seqlens[b] + p.seqlen_new);
+  }
+  splits_ =
+      std::max<std::int64_t>(1, p.num_splits == 0 ? choose_num_splits(p.batch, max_keys, threads_) : p.num_splits);
+  items_ = p.batch * splits_, rows_per_item_ = p.heads_kv * R_;
+  const std::int64_t d = p.head_dim;
+  O_partial_.resize(static_cast<std::size_t>(items_ * rows_per_item_ * d));
+  lse_partial_.resize(static_cast<std::size_t>(items_ * rows_per_item_));
+  o_row_.resize(static_cast<std::size_t>(d));
+}
+
+SplitKv::RowGroup SplitKv::GatherRows(std::int64_t b) const {
+  const DecodeParams& p = p_;
+  const std::int64_t Nq = p.seqlen_q, d = p.head_dim, G = p.heads_q / p.heads_kv, R = R_;
+  const std::int64_t cached = p.cache_seqlens[b], Nk = cached + p.seqlen_new;
+  RowGroup rows;
+  rows.Q.resize(p.heads_kv * R * d);
+  rows.diagonal.resize(R);
+  rows.slope.resize(p.heads_kv * R);
+  for (std::int64_t h = 0; h < p.heads_q; ++h)
+    for (std::int64_t i = 0; i < Nq; ++i) {
+      const std::int64_t r = (h % G) * Nq + i, row = (h / G) * R + r;
+      float* q = &rows.Q[row * d];
+      const std::int64_t src = b * p.q_strides.batch + i * p.q_strides.seq + h * p.q_strides.head;
+      for (std::int64_t e = 0; e < d; ++e) q[e] = LoadAsFloat(p.q, p.dtype, src + e);
+      if (p.rotary_dim > 0) {  // rotated at position cache_seqlens[b] + i, rounded as if stored in dtype
+        const std::int64_t pos = (cached + i) * (p.rotary_dim / 2);
+        ApplyRotary(q, p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
+        for (std::int64_t e = 0; e < d; ++e) q[e] = RoundTo(p.dtype, q[e]);
+      }
+      rows.diagonal[r] = i + Nk - Nq;
+      rows.slope[row] = AlibiSlope(p, b, h);
+    }
+  const IndexRange keys = band_.KeysOfDiagonals(Nk - Nq, Nk - 1, Nk);
+  rows.j_begin = keys.begin, rows.j_end = keys.end;
+  return rows;
+}
+
+bool SplitKv::AppendAndGather() {
+  AppendNewKeys(p_);
+  if (rows_per_item_ == 0) return false;  // no query rows (seqlen_q = 0)
+  for (std::int64_t b = 0; b < p_.batch; ++b) groups_[b] = GatherRows(b);
+  return true;
+}
+
+ChunkTask SplitKv::Task(std::int64_t item) {
+  const DecodeParams& p = p_;
+  const std::int64_t b = item / splits_, s = item % splits_;
+  const RowGroup& rows = groups_[b];
+  const std::int64_t chunk = (rows.j_end - rows.j_begin + splits_ - 1) / splits_;
+  ChunkTask task;
+  task.Q = rows.Q.data();
+  task.heads = p.heads_kv;
+  task.head_stride = p.cache_strides.head;
+  task.R = R_;
+  task.d = p.head_dim;
+  task.diagonal = rows.diagonal.data();
+  task.slope = rows.slope.data();
+  task.band = band_;
+  task.scale = SoftmaxScale(p);
+  task.softcap = p.softcap;
+  task.j_begin = std::min(rows.j_end, rows.j_begin + s * chunk);
+  task.j_end = std::min(rows.j_end, task.j_begin + chunk);
+  if (p.paged()) {
+    task.kv = {p.k_cache, p.v_cache, p.cache_strides.seq, p.cache_strides.batch, p.page_size,
+               p.block_table + b * p.block_table_stride};
+  } else {
+    // An empty cache (cache_seqlen_max = 0) may be null; no offset on null (undefined), and no keys.
+    const std::int64_t sequence_offset = b * p.cache_strides.batch * ElementBytes(p);
+    const auto sequence_b = [&](const void* cache) {
+      return cache == nullptr ? nullptr : static_cast<const char*>(cache) + sequence_offset;
+    };
+    task.kv = {sequence_b(p.k_cache), sequence_b(p.v_cache), p.cache_strides.seq, 0, 0, nullptr};
+  }
+  task.O = O_partial_.data() + item * rows_per_item_ * p.head_dim;
+  task.lse = lse_partial_.data() + item * rows_per_item_;
+  return task;
+}
+
+void SplitKv::Merge() {
+  const DecodeParams& p = p_;
+  const std::int64_t d = p.head_dim, Nq = p.seqlen_q, G = p.heads_q / p.heads_kv;
+  // Partials of row (hk, r) of sequence b sit splits apart: O at (b·splits + s)·Hkv·R + hk·R + r rows of d.
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t row = 0; row < rows_per_item_; ++row) {
+      const std::int64_t first = b * splits_ * rows_per_item_ + row;
+      const float lse = MergeRow(splits_, &O_partial_[first * d], rows_per_item_ * d, &lse_partial_[first],
+                                 rows_per_item_, d, o_row_.data());
+      const std::int64_t hk = row / R_, g = row % R_ / Nq, i = row % Nq, h = hk * G + g;
+      const std::int64_t dst = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
+      for (std::int64_t e = 0; e < d; ++e) StoreFromFloat(p.o, p.dtype, dst + e, o_row_[e]);
+      if (p.lse != nullptr) p.lse[(b * p.heads_q + h) * Nq + i] = lse;
+    }
+}
+
+}  // namespace flashattn::decode_kernel
