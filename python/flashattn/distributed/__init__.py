@@ -1,0 +1,1 @@
+"""flashattn.distributed: attention over one sequence sharded across processes (context parallelism)."""
