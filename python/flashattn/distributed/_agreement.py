@@ -5,8 +5,6 @@ of leaving the others waiting for a transfer that never comes."""
 
 import os
 
-_UINT64 = 1 << 64
-
 
 def draw_seed():
     return int.from_bytes(os.urandom(8), "little")
@@ -55,13 +53,3 @@ def agree(allgather, prepare):
     if seed is None:
         seed = everyone[0]["seed"] if params.get("dropout_p", 0) > 0 else 0
     return prepared.call, [d["length"] for d in everyone], seed
-
-
-def check_seed(seed):
-    """A given seed as an int in [0, 2**64), or None."""
-    if seed is None:
-        return None
-    seed = int(seed)
-    if not 0 <= seed < _UINT64:
-        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
-    return seed

@@ -7,7 +7,10 @@ torch.distributed path, which runs without MPI. docs/distributed.md derives the 
 """
 
 import math
+import operator
 from typing import NamedTuple
+
+import numpy as np
 
 LAYOUTS = ("contiguous", "zigzag")
 
@@ -39,8 +42,16 @@ def shard_segments(seqlen, world_size, rank, layout):
     return segments
 
 
-def shard_length(seqlen, world_size, rank, layout):
-    return sum(s.length for s in shard_segments(seqlen, world_size, rank, layout))
+def shard_indices(seqlen, world_size, rank, layout):
+    """The segments' positions one after the other, checked arguments."""
+    seqlen, world_size, rank = (operator.index(x) for x in (seqlen, world_size, rank))
+    if seqlen < 0 or world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(
+            f"shard_indices needs seqlen >= 0, world_size >= 1 and 0 <= rank < world_size, got seqlen = "
+            f"{seqlen}, world_size = {world_size}, rank = {rank}"
+        )
+    segments = shard_segments(seqlen, world_size, rank, check_layout(layout))
+    return np.concatenate([np.arange(s.global_start, s.global_start + s.length, dtype=np.int64) for s in segments])
 
 
 class Band(NamedTuple):

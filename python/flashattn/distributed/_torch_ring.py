@@ -22,22 +22,6 @@ import flashattn.torch as fat
 from . import _layout
 
 
-class Modifiers(NamedTuple):
-    """The keyword arguments of a ring call, checked; alibi_slopes is a float32 tensor or None."""
-
-    softmax_scale: object
-    causal: bool
-    window: tuple
-    softcap: float
-    alibi_slopes: object
-    dropout_p: float
-    seed: int
-
-    @property
-    def band(self):
-        return _layout.Band.of(self.causal, self.window)
-
-
 class Ring(NamedTuple):
     """One call's communicator view: the group, this rank, the global ranks of its neighbours, every rank's
     segments and how long a transfer may take."""
@@ -62,14 +46,10 @@ def _block_arguments(block, m):
             "flashattn.distributed.torch: this block needs global positions (sliding window across shards, "
             "ALiBi or dropout), which the kernels do not take yet"
         )
-    masked = not block.full
-    return dict(
-        softmax_scale=m.softmax_scale,
-        causal=m.causal and masked,
-        window_size=m.window if masked else (-1, -1),
-        softcap=m.softcap,
-        alibi_slopes=m.alibi_slopes,
-    )
+    keywords = m.keywords()
+    if block.full:
+        keywords.update(causal=False, window_size=(-1, -1))
+    return keywords
 
 
 def _rows(x, segment, dim=1):
@@ -185,6 +165,7 @@ def forward(ring, q, k, v, m):
                     _rows(kf, block.k),
                     _rows(vf, block.k),
                     return_attn_probs=True,
+                    seed=m.seed,
                     **_block_arguments(block, m),
                 )
                 rows_o, rows_lse = _rows(out, block.q), _rows(lse, block.q, dim=2)
@@ -220,7 +201,6 @@ def backward(ring, dout, q, k, v, out, lse, m):
                 _rows(vf, block.k),
                 _rows(outf, block.q),
                 _rows(lse, block.q, dim=2).contiguous(),
-                dropout_p=m.dropout_p,
                 seed=m.seed,
                 **_block_arguments(block, m),
             )
