@@ -89,12 +89,13 @@ def ring_flash_attn_func(
 
     def prepare():
         m = _mpi.modifiers_of(q, keywords)
-        call = _mpi.compiled().RingForward(comm, q, k, v, **_mpi.ring_keywords(layout, m))
+        arrays = [_mpi.addressable(x) for x in (q, k, v)]
+        call = _mpi.compiled().RingForward(comm, *arrays, **_mpi.ring_keywords(layout, m))
         _arguments.check_shards(q, k, v)
         params = _arguments.describe(q, k, v, layout, m)
         return _agreement.Prepared(params, call=(call, _arguments.check_timeout(timeout)), length=q.shape[1])
 
-    (call, seconds), seqlen, seed = _mpi.agree(comm, prepare)
+    (call, seconds), seqlen, seed = _mpi.agree(comm, prepare, layout)
     out, lse = call.run(seqlen=seqlen, seed=seed, timeout_seconds=seconds)
     return (out, lse, None) if return_attn_probs else out
 
@@ -142,13 +143,14 @@ def ring_flash_attn_backward(
     def prepare():
         m = _mpi.modifiers_of(q, keywords)
         _arguments.check_seed(seed, m.dropout_p, required=True)
-        call = _mpi.compiled().RingBackward(comm, dout, q, k, v, out, softmax_lse, **_mpi.ring_keywords(layout, m))
+        arrays = [_mpi.addressable(x) for x in (dout, q, k, v, out)]
+        call = _mpi.compiled().RingBackward(comm, *arrays, softmax_lse, **_mpi.ring_keywords(layout, m))
         _arguments.check_shards(q, k, v)
         _arguments.check_outputs(q, v, out, dout, softmax_lse)
         params = _arguments.describe(q, k, v, layout, m)
         return _agreement.Prepared(params, call=(call, _arguments.check_timeout(timeout)), length=q.shape[1])
 
-    (call, seconds), seqlen, seed = _mpi.agree(comm, prepare)
+    (call, seconds), seqlen, seed = _mpi.agree(comm, prepare, layout)
     dq, dk, dv = call.run(seqlen=seqlen, seed=seed, timeout_seconds=seconds)
     return dq, dk, dv
 

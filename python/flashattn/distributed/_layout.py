@@ -2,8 +2,9 @@
 
 A rank's shard is a list of segments, runs of consecutive global positions stored one after the other:
 one segment in the contiguous layout, two (chunks r and 2W − 1 − r of 2W) in the zigzag layout. The same
-partition as the C++ library's shard_length and shard_indices (include/flashattn/distributed.h), for the
-torch.distributed path, which runs without MPI. docs/distributed.md derives the layouts and the blocks.
+partition as the C++ library's shard_length and shard_indices (include/flashattn/distributed.h), here in
+Python for shard_indices and the torch.distributed path, which run without MPI. docs/distributed.md
+derives the layouts and the blocks.
 """
 
 import math
@@ -54,6 +55,18 @@ def shard_indices(seqlen, world_size, rank, layout):
     return np.concatenate([np.arange(s.global_start, s.global_start + s.length, dtype=np.int64) for s in segments])
 
 
+def check_lengths(lengths, layout):
+    """ValueError unless each rank r of len(lengths) holds its share of seqlen = sum(lengths) rows."""
+    world_size, seqlen = len(lengths), sum(lengths)
+    for rank, length in enumerate(lengths):
+        expected = sum(s.length for s in shard_segments(seqlen, world_size, rank, layout))
+        if length != expected:
+            raise ValueError(
+                f"rank {rank} holds {length} rows, but the {layout} layout gives rank {rank} {expected} of the "
+                f"seqlen = {seqlen} rows (the sum of the ranks' seqlen_local); place rows with shard_indices"
+            )
+
+
 class Band(NamedTuple):
     """The keys j row i sees, at global positions: i − left ≤ j ≤ i + right (math.inf = unbounded); causal
     is right = 0. Self-attention over one sequence, so bottom-right and top-left alignment coincide."""
@@ -70,33 +83,44 @@ class Band(NamedTuple):
 
 
 class Block(NamedTuple):
-    """Rows [q.local_start, + q.length) of the local shard against keys [k.local_start, + k.length) of the
-    visiting shard."""
+    """Rows of the local shard against keys of the visiting shard, trimmed to the rows that see a key and
+    the keys that a row sees, with the library's bottom-right mask that equals the band on them."""
 
-    q: Segment
-    k: Segment
-    full: bool  # every row sees every key: no mask applies
-    aligned: bool  # the rows sit where a call of their own would put them: a local mask is the global one
+    rows: Segment
+    keys: Segment
+    causal: bool
+    window: tuple  # (left, right) of the library's call, −1 = unbounded
 
     @property
-    def needs_positions(self):
-        """Whether the local call must be told the block's global positions for the band to be right."""
-        return not (self.full or self.aligned)
+    def offset(self):
+        """δ = end of the rows − end of the keys (global positions): the library's call puts row i's diagonal
+        at key i + δ' with δ' = keys − rows, the sequence at i + δ + δ'. ALiBi needs δ = 0."""
+        return (self.rows.global_start + self.rows.length) - (self.keys.global_start + self.keys.length)
+
+
+def _finite(x):
+    return -1 if x == math.inf else int(x)
 
 
 def block(q, k, band):
-    """The block of segment q's rows against segment k's keys, or None when no row sees a key."""
-    if q.length == 0 or k.length == 0:
+    """Segment q's rows against segment k's keys (docs/distributed.md, "Blocks"), or None when no row sees a
+    key. After trimming, the last row sees a key and the last key is seen, so with δ = offset the band is
+    the library's window (left − δ, right + δ), both sides ≥ 0."""
+    first_row = max(q.global_start, k.global_start - band.right)
+    last_row = min(q.global_start + q.length - 1, k.global_start + k.length - 1 + band.left)
+    if first_row > last_row or k.length == 0:
         return None
-    first_row, last_row = q.global_start, q.global_start + q.length - 1
-    first_key, last_key = k.global_start, k.global_start + k.length - 1
-    if first_row - band.left > last_key or last_row + band.right < first_key:
-        return None
-    full = last_row - band.left <= first_key and first_row + band.right >= last_key
-    # A call of q.length rows over k.length keys aligns its band bottom-right: row i's diagonal is key
-    # i + k.length − q.length, globally it is key i + q.global_start − k.global_start.
-    aligned = k.length - q.length == q.global_start - k.global_start
-    return Block(q, k, full, aligned)
+    first_key = max(k.global_start, first_row - band.left)
+    last_key = min(k.global_start + k.length - 1, last_row + band.right)
+    rows = Segment(q.local_start + first_row - q.global_start, first_row, last_row - first_row + 1)
+    keys = Segment(k.local_start + first_key - k.global_start, first_key, last_key - first_key + 1)
+    if last_row - band.left <= first_key and first_row + band.right >= last_key:
+        return Block(rows, keys, False, (-1, -1))  # every pair visible: no mask
+    delta = last_row - last_key
+    window = (_finite(band.left - delta), _finite(band.right + delta))
+    if window == (-1, 0):
+        return Block(rows, keys, True, (-1, -1))  # the causal mask
+    return Block(rows, keys, False, window)
 
 
 def blocks(q_segments, k_segments, band):

@@ -3,7 +3,7 @@ collective check around a prepared call of flashattn._distributed."""
 
 import numpy as np
 
-from . import _agreement, _arguments
+from . import _agreement, _arguments, _layout
 
 
 def compiled():
@@ -22,11 +22,14 @@ def check_comm(comm):
         raise TypeError(f"comm must be an mpi4py.MPI.Intracomm, got {type(comm).__name__}")
 
 
-def agree(comm, prepare):
+def agree(comm, prepare, layout=None):
     """The collective check around prepare() → (this rank's prepared call, seqlen = the sum of the ranks'
-    lengths, the agreed dropout seed)."""
+    lengths, the agreed dropout seed). With a layout, each rank must hold its share of the rows."""
     call, lengths, seed = _agreement.agree(comm.allgather, prepare)
-    return call, sum(length or 0 for length in lengths), seed
+    if layout is not None:
+        _layout.check_lengths(lengths, layout)
+        return call, sum(lengths), seed
+    return call, None, seed
 
 
 def modifiers_of(q, keywords):
@@ -37,6 +40,16 @@ def modifiers_of(q, keywords):
     if q.ndim != 4:
         raise ValueError(f"q must have 4 dimensions (batch, seqlen_local, heads_q, head_dim), got {q.ndim}")
     return _arguments.modifiers(q.shape[0], q.shape[2], **keywords)
+
+
+def addressable(x):
+    """x, or for an array without elements (the shard of a rank that holds no row) an equivalent one with the
+    strides of a contiguous array: NumPy gives such arrays zero strides, which the bindings reject."""
+    if not isinstance(x, np.ndarray) or x.size > 0:
+        return x
+    dims = [max(n, 1) for n in x.shape]
+    strides = [int(np.prod(dims[i + 1 :])) * x.itemsize for i in range(x.ndim)]
+    return np.ndarray(x.shape, x.dtype, buffer=bytearray(x.itemsize), strides=strides)
 
 
 def ring_keywords(layout, m):

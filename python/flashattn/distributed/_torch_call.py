@@ -55,15 +55,9 @@ def _global_rank(group, group_rank):
 
 def _ring(group, layout, lengths, timeout):
     """The call's Ring, after checking on every rank alike that each rank holds its layout's share."""
+    _layout.check_lengths(lengths, layout)
     world_size, rank, seqlen = len(lengths), dist.get_rank(group), sum(lengths)
     segments = [_layout.shard_segments(seqlen, world_size, r, layout) for r in range(world_size)]
-    for r, length in enumerate(lengths):
-        expected = sum(s.length for s in segments[r])
-        if length != expected:
-            raise ValueError(
-                f"rank {r} holds {length} rows, but the {layout} layout gives rank {r} {expected} of the "
-                f"seqlen = {seqlen} rows (the sum of the ranks' seqlen_local): shard with shard_indices"
-            )
     return _torch_ring.Ring(
         group=group,
         rank=rank,

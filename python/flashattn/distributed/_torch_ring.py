@@ -39,17 +39,14 @@ class Ring(NamedTuple):
 
 
 def _block_arguments(block, m):
-    """The keywords of one block's kernel call. A fully visible block needs no mask; an aligned one takes
-    the band and ALiBi as a call of its own would apply them."""
-    if m.dropout_p > 0 or (m.alibi_slopes is not None and not block.aligned) or block.needs_positions:
+    """The keywords of one block's kernel call: the block's own mask, and the other modifiers, which do not
+    depend on positions (ALiBi only when the block's offset is 0)."""
+    if m.dropout_p > 0 or (m.alibi_slopes is not None and block.offset != 0):
         raise ValueError(
-            "flashattn.distributed.torch: this block needs global positions (sliding window across shards, "
-            "ALiBi or dropout), which the kernels do not take yet"
+            "flashattn.distributed.torch: ALiBi and dropout need the kernels to take global positions, "
+            "which they do not yet"
         )
-    keywords = m.keywords()
-    if block.full:
-        keywords.update(causal=False, window_size=(-1, -1))
-    return keywords
+    return dict(m.keywords(), causal=block.causal, window_size=block.window)
 
 
 def _rows(x, segment, dim=1):
@@ -161,14 +158,14 @@ def forward(ring, q, k, v, m):
             kf, vf = _widen(held[0]), _widen(held[1])
             for block in _layout.blocks(ring.segments[r], ring.segments[src], m.band):
                 o_b, lse_b, _ = fat.flash_attn_func(
-                    _rows(qf, block.q),
-                    _rows(kf, block.k),
-                    _rows(vf, block.k),
+                    _rows(qf, block.rows),
+                    _rows(kf, block.keys),
+                    _rows(vf, block.keys),
                     return_attn_probs=True,
                     seed=m.seed,
                     **_block_arguments(block, m),
                 )
-                rows_o, rows_lse = _rows(out, block.q), _rows(lse, block.q, dim=2)
+                rows_o, rows_lse = _rows(out, block.rows), _rows(lse, block.rows, dim=2)
                 merged_o, merged_lse = fat.merge_attention_states([rows_o, o_b], [rows_lse, lse_b])
                 rows_o.copy_(merged_o)
                 rows_lse.copy_(merged_lse)
@@ -195,18 +192,18 @@ def backward(ring, dout, q, k, v, out, lse, m):
         dk, dv = torch.zeros(kf.shape, dtype=torch.float32), torch.zeros(vf.shape, dtype=torch.float32)
         for block in _layout.blocks(ring.segments[r], ring.segments[src], m.band):
             dq_b, dk_b, dv_b = fat.flash_attn_backward(
-                _rows(doutf, block.q),
-                _rows(qf, block.q),
-                _rows(kf, block.k),
-                _rows(vf, block.k),
-                _rows(outf, block.q),
-                _rows(lse, block.q, dim=2).contiguous(),
+                _rows(doutf, block.rows),
+                _rows(qf, block.rows),
+                _rows(kf, block.keys),
+                _rows(vf, block.keys),
+                _rows(outf, block.rows),
+                _rows(lse, block.rows, dim=2).contiguous(),
                 seed=m.seed,
                 **_block_arguments(block, m),
             )
-            _rows(dq, block.q).add_(dq_b)
-            _rows(dk, block.k).add_(dk_b)
-            _rows(dv, block.k).add_(dv_b)
+            _rows(dq, block.rows).add_(dq_b)
+            _rows(dk, block.keys).add_(dk_b)
+            _rows(dv, block.keys).add_(dv_b)
         if gradient_transfer is not None:
             accumulated = gradient_transfer.wait()
             dk, dv = accumulated[0].add_(dk), accumulated[1].add_(dv)
