@@ -23,3 +23,12 @@ foreach(world 1 2 3 4)
   set_tests_properties(mpi_test_w${world} PROPERTIES ENVIRONMENT "${flashattn_mpi_environment}" LABELS mpi
                                                      TIMEOUT 300 PROCESSORS ${world})
 endforeach()
+
+# A rank that exits in the middle of a call: the job must end with an error, not hang.
+add_executable(mpi_rank_exit ${CMAKE_CURRENT_LIST_DIR}/mpi/rank_exit_main.cc)
+target_include_directories(mpi_rank_exit PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(mpi_rank_exit PRIVATE flashattn::mpi)
+add_test(NAME mpi_rank_exit_test
+         COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DPROGRAM=$<TARGET_FILE:mpi_rank_exit>
+                 -P ${CMAKE_CURRENT_LIST_DIR}/mpi/run_rank_exit.cmake)
+set_tests_properties(mpi_rank_exit_test PROPERTIES LABELS mpi TIMEOUT 180 PROCESSORS 2)

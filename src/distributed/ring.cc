@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -156,6 +157,12 @@ RingStepTiming Step::Finish(std::string_view what) {
   timing.wait_seconds = SecondsBetween(compute_end, end);
   timing.bytes = bytes_received;
   return timing;
+}
+
+std::string StepTransfers(int step, const CallComm& comm) {
+  const int world = comm.size();
+  return "step " + std::to_string(step) + "'s transfers with ranks " + std::to_string((comm.rank() + world - 1) % world) +
+         " and " + std::to_string((comm.rank() + 1) % world);
 }
 
 void SetLastRingTimings(std::vector<RingStepTiming> timings) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -91,6 +92,9 @@ class Step {
   std::optional<bool> posted_;  // whether the step had any transfer, known at the first poll
   std::optional<Clock::time_point> transfers_done_;
 };
+
+// Names a step's transfers in a timeout Error.
+std::string StepTransfers(int step, const CallComm& comm);
 
 void SetLastRingTimings(std::vector<RingStepTiming> timings);
 

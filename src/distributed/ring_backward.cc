@@ -160,8 +160,7 @@ void ring_backward(const RingBackwardParams& params, MPI_Comm comm_in) {
         }
       }
     }
-    timings.push_back(transfers.Finish("the K/V shard of rank " + std::to_string(next_source) +
-                                       " and the dK/dV of rank " + std::to_string(source)));
+    timings.push_back(transfers.Finish(StepTransfers(step, comm)));
 
     // The shard's accumulator: what came from the previous rank, plus this rank's part, in that order.
     if (shard != nullptr) {

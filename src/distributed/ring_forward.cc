@@ -64,8 +64,7 @@ void ring_forward(const RingParams& params, MPI_Comm comm_in) {
         }
       }
     }
-    timings.push_back(transfers.Finish("the K/V shard of rank " + std::to_string(next_source) + " (step " +
-                                       std::to_string(step + 1) + ")"));
+    timings.push_back(transfers.Finish(StepTransfers(step, comm)));
     shard = std::move(next_shard);
   }
   state.WriteTo(local);
