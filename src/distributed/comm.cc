@@ -38,16 +38,19 @@ void KeepForever(std::vector<std::shared_ptr<const void>> buffers) {
                     std::make_move_iterator(buffers.end()));
 }
 
-// Repeats `done()` until it returns true or `timeout_seconds` pass: spins (yielding the core) for the
-// first millisecond, then sleeps between polls, at most 1 ms, so that oversubscribed ranks keep computing.
+// Repeats `done()` until it returns true or `timeout_seconds` pass. Polls continuously, yielding the core
+// between polls (as Open MPI's own waits do when ranks outnumber cores), for the first 50 ms: a wait that
+// ends within that costs no latency. Longer waits (a slow or vanished rank) sleep between polls, from
+// 50 µs growing to 1 ms.
 template <typename Done>
 bool PollUntil(double timeout_seconds, Done done) {
+  constexpr double kSpinSeconds = 0.05;
   const Clock::time_point start = Clock::now();
-  auto pause = std::chrono::microseconds(20);
+  auto pause = std::chrono::microseconds(50);
   while (!done()) {
     const double waited = SecondsBetween(start, Clock::now());
     if (waited > timeout_seconds) return false;
-    if (waited < 1e-3) {
+    if (waited < kSpinSeconds) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(pause);

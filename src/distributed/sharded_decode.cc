@@ -2,6 +2,7 @@
 // gather of the float32 partials and a merge in rank order give every rank the whole result
 // (docs/distributed.md, "Decoding over a sharded cache").
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -205,34 +206,41 @@ void sharded_decode(const DecodeParams& local, MPI_Comm comm_in, double timeout_
     calls.emplace_back(local, plans, first, end - first);
     first = end;
   }
-  AgreeOrThrow(comm, {}, ErrorOf([&] {
-                 for (PartialCall& call : calls) call.Validate();
-               }));
+  // Appending (the rank's cache grows, and may not have room) and rotary positions (the shifted tables may
+  // run out) can fail where the local check passed: checked collectively before anything is written.
+  // Otherwise every call reads a part of what the local check accepted.
+  if (local.seqlen_new > 0 || local.rotary_dim > 0) {
+    AgreeOrThrow(comm, {}, ErrorOf([&] {
+                   for (PartialCall& call : calls) call.Validate();
+                 }));
+  }
 
+  // This rank's partial, O then LSE in one buffer, so that one collective gathers both.
   const std::int64_t Nq = local.seqlen_q, Hq = local.heads_q, d = local.head_dim;
   const std::int64_t o_count = local.batch * Nq * Hq * d, lse_count = local.batch * Hq * Nq;
-  auto partial_o = std::make_shared<std::vector<float>>(static_cast<std::size_t>(o_count), 0.0f);
-  auto partial_lse = std::make_shared<std::vector<float>>(static_cast<std::size_t>(lse_count),
-                                                          -std::numeric_limits<float>::infinity());
-  for (PartialCall& call : calls) call.Run(partial_o->data(), partial_lse->data());
+  const std::int64_t partial_count = o_count + lse_count;
+  auto partial = std::make_shared<std::vector<float>>(static_cast<std::size_t>(partial_count), 0.0f);
+  std::fill(partial->begin() + o_count, partial->end(), -std::numeric_limits<float>::infinity());
+  for (PartialCall& call : calls) call.Run(partial->data(), partial->data() + o_count);
 
-  auto all_o = std::make_shared<std::vector<float>>(static_cast<std::size_t>(o_count * world));
-  auto all_lse = std::make_shared<std::vector<float>>(static_cast<std::size_t>(lse_count * world));
-  Transfers gather(comm);
+  auto gathered = std::make_shared<std::vector<float>>(static_cast<std::size_t>(partial_count * world));
   MPI_Request request;
-  comm.Check(MPI_Iallgather(partial_o->data(), static_cast<int>(o_count), MPI_FLOAT, all_o->data(), static_cast<int>(o_count),
-                            MPI_FLOAT, comm.get(), &request),
-             "MPI_Iallgather of the partial outputs");
-  gather.Add(request, {partial_o, all_o});
-  comm.Check(MPI_Iallgather(partial_lse->data(), static_cast<int>(lse_count), MPI_FLOAT, all_lse->data(),
-                            static_cast<int>(lse_count), MPI_FLOAT, comm.get(), &request),
-             "MPI_Iallgather of the partial LSEs");
-  gather.Add(request, {partial_lse, all_lse});
-  gather.Wait("the other ranks' partial results");
+  comm.Check(MPI_Iallgather(partial->data(), static_cast<int>(partial_count), MPI_FLOAT, gathered->data(),
+                            static_cast<int>(partial_count), MPI_FLOAT, comm.get(), &request),
+             "MPI_Iallgather of the partial results");
+  WaitCollective(comm, request, {partial, gathered}, "the other ranks' partial results");
+  std::vector<float> o_partials, lse_partials;  // rank after rank, as merge_attention_states reads them
+  o_partials.reserve(static_cast<std::size_t>(o_count * world));
+  lse_partials.reserve(static_cast<std::size_t>(lse_count * world));
+  for (int r = 0; r < world; ++r) {
+    const auto from = gathered->begin() + r * partial_count;
+    o_partials.insert(o_partials.end(), from, from + o_count);
+    lse_partials.insert(lse_partials.end(), from + o_count, from + partial_count);
+  }
 
   MergeParams merge;
-  merge.o_partials = all_o->data();
-  merge.lse_partials = all_lse->data();
+  merge.o_partials = o_partials.data();
+  merge.lse_partials = lse_partials.data();
   merge.o = local.o;
   merge.lse = local.lse;
   merge.o_strides = local.o_strides;
