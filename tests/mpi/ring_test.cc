@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -169,24 +170,31 @@ void ExpectWithinBound(const char* what, double ring_error_here, double single_e
       << ", W=" << WorldSize() << ")";
 }
 
-std::vector<RingCase> ForwardCases() {
-  std::vector<RingCase> cases;
+// The matrix both passes run: both layouts × {none, causal, window (9, 4), causal + window 12} × {GQA 4/2,
+// MQA 3/1} × {float32, float16, bfloat16} × the given lengths.
+std::vector<RingCase> MaskHeadTypeMatrix(std::initializer_list<std::int64_t> lengths, std::int64_t batch) {
   struct Mask {
     bool causal;
     std::int64_t left, right;
   };
   const Mask masks[] = {{false, -1, -1}, {true, -1, -1}, {false, 9, 4}, {true, 12, -1}};
-  const std::pair<std::int64_t, std::int64_t> heads[] = {{4, 2}, {3, 1}};  // GQA, MQA
+  const std::pair<std::int64_t, std::int64_t> heads[] = {{4, 2}, {3, 1}};
+  std::vector<RingCase> cases;
   for (ShardLayout layout : {ShardLayout::kContiguous, ShardLayout::kZigzag})
     for (const Mask& mask : masks)
       for (const auto& [Hq, Hkv] : heads)
         for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16})
-          for (std::int64_t seqlen : {97, 113}) {
+          for (std::int64_t seqlen : lengths) {
             RingCase c;
             c.layout = layout, c.causal = mask.causal, c.window_left = mask.left, c.window_right = mask.right;
-            c.Hq = Hq, c.Hkv = Hkv, c.dtype = dtype, c.seqlen = seqlen;
+            c.Hq = Hq, c.Hkv = Hkv, c.dtype = dtype, c.seqlen = seqlen, c.batch = batch;
             cases.push_back(c);
           }
+  return cases;
+}
+
+std::vector<RingCase> ForwardCases() {
+  std::vector<RingCase> cases = MaskHeadTypeMatrix({97, 113}, 2);
   // Fewer rows than ranks or chunks (ranks and chunks without rows), d ≠ dv, softcap and scale.
   for (ShardLayout layout : {ShardLayout::kContiguous, ShardLayout::kZigzag}) {
     for (std::int64_t seqlen : {1, 3, 7}) {
@@ -222,22 +230,7 @@ TEST(RingForward, MatchesOneProcessAndTheOracle) {
 }
 
 std::vector<RingCase> BackwardCases() {
-  std::vector<RingCase> cases;
-  struct Mask {
-    bool causal;
-    std::int64_t left, right;
-  };
-  const Mask masks[] = {{false, -1, -1}, {true, -1, -1}, {false, 9, 4}, {true, 12, -1}};
-  const std::pair<std::int64_t, std::int64_t> heads[] = {{4, 2}, {3, 1}};
-  for (ShardLayout layout : {ShardLayout::kContiguous, ShardLayout::kZigzag})
-    for (const Mask& mask : masks)
-      for (const auto& [Hq, Hkv] : heads)
-        for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-          RingCase c;
-          c.layout = layout, c.causal = mask.causal, c.window_left = mask.left, c.window_right = mask.right;
-          c.Hq = Hq, c.Hkv = Hkv, c.dtype = dtype, c.seqlen = 113, c.batch = 1;
-          cases.push_back(c);
-        }
+  std::vector<RingCase> cases = MaskHeadTypeMatrix({113}, 1);
   for (ShardLayout layout : {ShardLayout::kContiguous, ShardLayout::kZigzag}) {
     RingCase few;
     few.layout = layout, few.seqlen = 3, few.causal = true;
