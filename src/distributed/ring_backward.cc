@@ -93,112 +93,143 @@ std::shared_ptr<Floats> MakeAccumulator(const KvShape& shape, std::int64_t rows)
 
 std::int64_t SizeInBytes(const Floats& floats) { return static_cast<std::int64_t>(floats.size() * sizeof(float)); }
 
+// One rank's part of the ring backward pass, step by step.
+class BackwardRing {
+ public:
+  BackwardRing(const RingBackwardParams& params, const CallComm& comm)
+      : local_(params.local), a_(params.local.attention), comm_(comm),
+        plan_(params.seqlen, comm.size(), params.layout, Band::Of(a_)), shape_(KvShape::Of(a_)),
+        rows_(plan_.Length(comm.rank())), rows_per_piece_(RowsPerPiece(rows_)), operands_(local_),
+        dq_(static_cast<std::size_t>(a_.batch * rows_ * a_.heads_q * a_.head_dim), 0.0f),
+        home_(MakeAccumulator(shape_, rows_)), home_transfer_(comm), carried_(comm), piece_gradients_(a_, shape_) {}
+
+  void Run() {
+    const int rank = comm_.rank(), world = comm_.size();
+    if (plan_.LastHolder(rank) != rank) {
+      home_transfer_.Receive(home_->data(), SizeInBytes(*home_), plan_.LastHolder(rank), kHomeTag, home_);
+    }
+    std::shared_ptr<Bytes> shard = PackShard(a_, rows_);  // null while this rank holds no shard
+    for (int step = 0; step < world; ++step) {
+      const int source = plan_.SourceAt(rank, step), next_source = plan_.SourceAt(rank, step + 1);
+      Step transfers(comm_);
+      transfers.transfers.Absorb(carried_);  // the accumulator of `source` arriving, last step's sends
+      transfers.bytes_received = carried_bytes_;
+      std::shared_ptr<Bytes> next_shard;
+      if (step + 1 < world && plan_.Reaches(next_source, rank)) {
+        next_shard = std::make_shared<Bytes>(static_cast<std::size_t>(shape_.Bytes(plan_.Length(next_source))));
+        transfers.transfers.Receive(next_shard->data(), static_cast<std::int64_t>(next_shard->size()), Previous(),
+                                    kKvTag, next_shard);
+        transfers.bytes_received += static_cast<std::int64_t>(next_shard->size());
+      }
+      const bool passes_on = step + 1 < world && plan_.Reaches(source, Next());
+      if (passes_on) {
+        transfers.transfers.Send(shard->data(), static_cast<std::int64_t>(shard->size()), Next(), kKvTag, shard);
+      }
+      std::shared_ptr<Floats> contribution;
+      if (shard != nullptr && plan_.Needs(rank, source)) contribution = Contribution(source, *shard, transfers);
+      timings_.push_back(transfers.Finish(StepTransfers(step, comm_)));
+      if (shard != nullptr) PassOn(source, passes_on, contribution);
+      PostAccumulatorReceive(next_shard != nullptr ? next_source : -1);
+      shard = std::move(next_shard);
+    }
+    // The last accumulators sent, and this shard's coming home (sent after the last step's compute).
+    const Clock::time_point last_wait = Clock::now();
+    carried_.Absorb(home_transfer_);
+    carried_.Wait("the dK/dV of this rank's shard and the other ranks to receive theirs");
+    timings_.back().wait_seconds += SecondsBetween(last_wait, Clock::now());
+  }
+
+  // dQ, dK and dV, rounded once to the element type, through the caller's strides.
+  void WriteGradients() const {
+    const std::int64_t B = a_.batch, Hkv = shape_.heads_kv;
+    NarrowInto(dq_.data(), a_.dtype, local_.dq_strides, B, rows_, a_.heads_q, a_.head_dim, local_.dq);
+    NarrowInto(home_->data(), a_.dtype, local_.dk_strides, B, rows_, Hkv, shape_.head_dim, local_.dk);
+    NarrowInto(home_->data() + shape_.KElements(rows_), a_.dtype, local_.dv_strides, B, rows_, Hkv,
+               shape_.head_dim_v, local_.dv);
+  }
+
+  std::vector<RingStepTiming> TakeTimings() { return std::move(timings_); }
+
+ private:
+  int Previous() const { return (comm_.rank() - 1 + comm_.size()) % comm_.size(); }
+  int Next() const { return (comm_.rank() + 1) % comm_.size(); }
+
+  // This rank's queries' part of the dK/dV of `source`'s shard (its dQ part goes into dq_), block by block,
+  // polling the step's transfers between pieces.
+  std::shared_ptr<Floats> Contribution(int source, const Bytes& shard, Step& transfers) {
+    const std::int64_t keys = plan_.Length(source), dv = a_.HeadDimV();
+    std::shared_ptr<Floats> contribution = MakeAccumulator(shape_, keys);
+    AttentionParams base = BlockBase(a_, operands_.q.data(), rows_, ShardAsFloats(shard, shape_, keys, kv_scratch_), keys);
+    base.o = operands_.o.data();  // read by backward, never written
+    base.o_strides = {rows_ * a_.heads_q * dv, a_.heads_q * dv, dv};
+    for (const Block& block : plan_.Blocks(comm_.rank(), source, !DependsOnPositions(a_))) {
+      for (const Block& piece : Pieces(plan_.band(), block, rows_per_piece_)) {
+        piece_gradients_.Compute(LocalCall(base, plan_.band(), piece), piece, operands_, a_.lse);
+        piece_gradients_.AddTo(piece, dq_.data(), rows_, contribution->data(), keys);
+        transfers.Poll();
+      }
+    }
+    return contribution;
+  }
+
+  // The accumulator of `source`'s shard: what came from the previous rank plus this rank's contribution, in
+  // that order; sent on with the shard, or home after the last rank that needs it.
+  void PassOn(int source, bool passes_on, const std::shared_ptr<Floats>& contribution) {
+    std::shared_ptr<Floats> accumulator = incoming_ != nullptr ? incoming_ : contribution;
+    if (accumulator == nullptr) accumulator = MakeAccumulator(shape_, plan_.Length(source));
+    if (incoming_ != nullptr && contribution != nullptr)
+      for (std::size_t e = 0; e < accumulator->size(); ++e) (*accumulator)[e] += (*contribution)[e];
+    if (passes_on) {
+      carried_.Send(accumulator->data(), SizeInBytes(*accumulator), Next(), kAccumulatorTag, accumulator);
+    } else if (source != comm_.rank()) {
+      carried_.Send(accumulator->data(), SizeInBytes(*accumulator), source, kHomeTag, accumulator);
+    } else {
+      home_ = accumulator;
+    }
+  }
+
+  // The accumulator that follows the next shard (none if `source` < 0: no shard comes).
+  void PostAccumulatorReceive(int source) {
+    incoming_ = nullptr;
+    carried_bytes_ = 0;
+    if (source < 0) return;
+    incoming_ = MakeAccumulator(shape_, plan_.Length(source));
+    carried_.Receive(incoming_->data(), SizeInBytes(*incoming_), Previous(), kAccumulatorTag, incoming_);
+    carried_bytes_ = SizeInBytes(*incoming_);
+  }
+
+  const BackwardParams& local_;
+  const AttentionParams& a_;
+  const CallComm& comm_;
+  const RingPlan plan_;
+  const KvShape shape_;
+  const std::int64_t rows_, rows_per_piece_;
+  LocalOperands operands_;
+  Floats dq_;                        // this rank's dQ, float32
+  std::shared_ptr<Floats> home_;     // this shard's dK, dV once complete
+  Transfers home_transfer_;          // their trip home from the last rank that needed the shard
+  Transfers carried_;                // accumulators in flight: sent last step, or arriving for the next
+  std::int64_t carried_bytes_ = 0;
+  std::shared_ptr<Floats> incoming_;  // the accumulator of the shard at hand, as the previous rank sent it
+  PieceGradients piece_gradients_;
+  Floats kv_scratch_;
+  std::vector<RingStepTiming> timings_;
+};
+
 }  // namespace
 
 void ring_backward(const RingBackwardParams& params, MPI_Comm comm_in) {
-  const BackwardParams& local = params.local;
-  const AttentionParams& attention = local.attention;
   const CallComm comm(comm_in, "ring_backward", params.timeout_seconds);
+  const AttentionParams& attention = params.local.attention;
   AgreeOrThrow(comm, RingFields(attention, params.seqlen, params.layout), ErrorOf([&] {
                  CheckRingShard(attention, params.seqlen, params.layout, params.timeout_seconds, comm,
                                 "local.attention.");
-                 Validate(local);
+                 Validate(params.local);
                }));
-  const int rank = comm.rank(), world = comm.size(), previous = (rank - 1 + world) % world, next = (rank + 1) % world;
-  const RingPlan plan(params.seqlen, world, params.layout, Band::Of(attention));
-  const KvShape shape = KvShape::Of(attention);
-  const std::int64_t rows = plan.Length(rank);
-  const bool merge_full = !DependsOnPositions(attention);
-  const std::int64_t rows_per_piece = RowsPerPiece(rows);
-
-  LocalOperands operands(local);
-  Floats dq(static_cast<std::size_t>(attention.batch * rows * attention.heads_q * attention.head_dim), 0.0f);
-  std::shared_ptr<Floats> home = MakeAccumulator(shape, rows);  // this shard's dK, dV when complete
-  Transfers home_transfer(comm);
-  if (plan.LastHolder(rank) != rank) {
-    home_transfer.Receive(home->data(), SizeInBytes(*home), plan.LastHolder(rank), kHomeTag, home);
-  }
-
-  PieceGradients piece_gradients(attention, shape);
-  Floats kv_scratch;
-  std::shared_ptr<Bytes> shard = PackShard(attention, rows);
-  std::shared_ptr<Floats> incoming;  // the accumulator of the shard at hand, as the previous rank passed it on
-  Transfers carried(comm);           // accumulators in flight: sent last step, or arriving for this one
-  std::int64_t carried_bytes = 0;
-  std::vector<RingStepTiming> timings;
-  for (int step = 0; step < world; ++step) {
-    const int source = plan.SourceAt(rank, step), next_source = plan.SourceAt(rank, step + 1);
-    const std::int64_t keys = plan.Length(source);
-    Step transfers(comm);
-    transfers.transfers.Absorb(carried);
-    transfers.bytes_received = carried_bytes;
-    std::shared_ptr<Bytes> next_shard;
-    if (step + 1 < world && plan.Reaches(next_source, rank)) {
-      next_shard = std::make_shared<Bytes>(static_cast<std::size_t>(shape.Bytes(plan.Length(next_source))));
-      transfers.transfers.Receive(next_shard->data(), static_cast<std::int64_t>(next_shard->size()), previous, kKvTag,
-                                  next_shard);
-      transfers.bytes_received += static_cast<std::int64_t>(next_shard->size());
-    }
-    const bool passes_on = step + 1 < world && plan.Reaches(source, next);
-    if (passes_on) {
-      transfers.transfers.Send(shard->data(), static_cast<std::int64_t>(shard->size()), next, kKvTag, shard);
-    }
-
-    std::shared_ptr<Floats> grads;  // this rank's contribution to the shard's dK, dV
-    if (shard != nullptr && plan.Needs(rank, source)) {
-      grads = MakeAccumulator(shape, keys);
-      AttentionParams base = BlockBase(attention, operands.q.data(), rows, ShardAsFloats(*shard, shape, keys, kv_scratch),
-                                       keys);
-      base.o = operands.o.data();  // read by backward, never written
-      base.o_strides = {rows * attention.heads_q * attention.HeadDimV(), attention.heads_q * attention.HeadDimV(),
-                        attention.HeadDimV()};
-      for (const Block& block : plan.Blocks(rank, source, merge_full)) {
-        for (const Block& piece : Pieces(plan.band(), block, rows_per_piece)) {
-          piece_gradients.Compute(LocalCall(base, plan.band(), piece), piece, operands, attention.lse);
-          piece_gradients.AddTo(piece, dq.data(), rows, grads->data(), keys);
-          transfers.Poll();
-        }
-      }
-    }
-    timings.push_back(transfers.Finish(StepTransfers(step, comm)));
-
-    // The shard's accumulator: what came from the previous rank, plus this rank's part, in that order.
-    if (shard != nullptr) {
-      std::shared_ptr<Floats> accumulator = incoming != nullptr ? incoming : grads;
-      if (accumulator == nullptr) accumulator = MakeAccumulator(shape, keys);
-      if (incoming != nullptr && grads != nullptr)
-        for (std::size_t e = 0; e < accumulator->size(); ++e) (*accumulator)[e] += (*grads)[e];
-      if (passes_on) {
-        carried.Send(accumulator->data(), SizeInBytes(*accumulator), next, kAccumulatorTag, accumulator);
-      } else if (source != rank) {
-        carried.Send(accumulator->data(), SizeInBytes(*accumulator), source, kHomeTag, accumulator);
-      } else {
-        home = accumulator;
-      }
-    }
-    incoming = nullptr;
-    carried_bytes = 0;
-    if (next_shard != nullptr) {
-      incoming = MakeAccumulator(shape, plan.Length(next_source));
-      carried.Receive(incoming->data(), SizeInBytes(*incoming), previous, kAccumulatorTag, incoming);
-      carried_bytes = SizeInBytes(*incoming);
-    }
-    shard = std::move(next_shard);
-  }
-  // The last accumulators sent, and this shard's coming home (sent after the last step's compute).
-  const Clock::time_point last_wait = Clock::now();
-  carried.Absorb(home_transfer);
-  carried.Wait("the dK/dV of this rank's shard and the other ranks to receive theirs");
-  timings.back().wait_seconds += SecondsBetween(last_wait, Clock::now());
-
-  const std::int64_t dv = attention.HeadDimV();
-  NarrowInto(dq.data(), attention.dtype, local.dq_strides, attention.batch, rows, attention.heads_q, attention.head_dim,
-             local.dq);
-  NarrowInto(home->data(), attention.dtype, local.dk_strides, attention.batch, rows, shape.heads_kv, shape.head_dim,
-             local.dk);
-  NarrowInto(home->data() + shape.KElements(rows), attention.dtype, local.dv_strides, attention.batch, rows,
-             shape.heads_kv, dv, local.dv);
-  SetLastRingTimings(std::move(timings));
+  BackwardRing ring(params, comm);
+  ring.Run();
+  ring.WriteGradients();
+  SetLastRingTimings(ring.TakeTimings());
 }
 
 }  // namespace flashattn::distributed
