@@ -1,8 +1,8 @@
 """pytest set-up for flashattn.distributed's tests, which run under `mpirun -np W python3 -m pytest` (every
 rank runs every test; tests/python.cmake registers W = 1, 2, 3, 4). The single-process runs over
 tests/python skip this directory. Fixtures: `comm` (mpi4py's COMM_WORLD) and `group` (torch.distributed's
-default gloo group over the same ranks, set up once through a TCP rendezvous on 127.0.0.1); helpers for
-the shards of global arrays. The parent conftest.py gives each test a generator seeded by its name, the
+default gloo group over the same ranks, set up once through a TCP rendezvous on 127.0.0.1 and destroyed
+at the end). The parent conftest.py gives each test a generator seeded by its name, the
 same on every rank."""
 
 import datetime
@@ -33,13 +33,15 @@ def _free_port():
 def group(comm):
     import torch.distributed as dist
 
-    if not dist.is_initialized():
-        port = comm.bcast(_free_port() if comm.rank == 0 else None)
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://127.0.0.1:{port}",
-            rank=comm.rank,
-            world_size=comm.size,
-            timeout=datetime.timedelta(seconds=120),
-        )
-    return dist.group.WORLD
+    port = comm.bcast(_free_port() if comm.rank == 0 else None)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=comm.rank,
+        world_size=comm.size,
+        timeout=datetime.timedelta(seconds=120),
+    )
+    yield dist.group.WORLD
+    # Before MPI ends the process: gloo's threads must not outlive their group.
+    dist.barrier()
+    dist.destroy_process_group()
