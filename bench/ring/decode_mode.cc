@@ -79,15 +79,16 @@ int RunDecode(const Options& o) {
 
   int status = 0;
   if (rank == 0) {
-    std::printf("flashattn-ring decode: W=%d ranks x %d threads, batch %lld, cache %lld keys (%lld per rank), "
-                "Nq %lld, Hq %lld, Hkv %lld, d %lld, %s\n",
-                world, o.threads, static_cast<long long>(o.batch), static_cast<long long>(o.cache_len),
-                static_cast<long long>(end - begin), static_cast<long long>(o.seqlen_q),
-                static_cast<long long>(o.heads), static_cast<long long>(o.HeadsKv()),
-                static_cast<long long>(o.head_dim), o.dtype.c_str());
-    std::printf("  slowest rank's local decode: %.3f ms\n  sharded_decode (decode + gather + merge): %.3f ms\n"
-                "  gather and merge add %.3f ms = %.1f%% of the local decode\n",
-                1e3 * local, 1e3 * sharded, 1e3 * (sharded - local), 100.0 * (sharded - local) / local);
+    std::printf(
+        "flashattn-ring decode: W=%d ranks x %d threads, batch %lld, cache %lld keys (%lld per rank), "
+        "Nq %lld, Hq %lld, Hkv %lld, d %lld, %s\n",
+        world, o.threads, static_cast<long long>(o.batch), static_cast<long long>(o.cache_len),
+        static_cast<long long>(end - begin), static_cast<long long>(o.seqlen_q), static_cast<long long>(o.heads),
+        static_cast<long long>(o.HeadsKv()), static_cast<long long>(o.head_dim), o.dtype.c_str());
+    std::printf(
+        "  slowest rank's local decode: %.3f ms\n  sharded_decode (decode + gather + merge): %.3f ms\n"
+        "  gather and merge add %.3f ms = %.1f%% of the local decode\n",
+        1e3 * local, 1e3 * sharded, 1e3 * (sharded - local), 100.0 * (sharded - local) / local);
   }
   if (o.check) {
     const Tensor merged = shard.o;  // from the last sharded_decode

@@ -28,7 +28,11 @@ std::uint64_t Mix(std::uint64_t x) {
 }  // namespace
 
 Tensor::Tensor(std::int64_t batch, std::int64_t rows, std::int64_t heads, std::int64_t dim, DType dtype)
-    : batch(batch), rows(rows), heads(heads), dim(dim), dtype(dtype),
+    : batch(batch),
+      rows(rows),
+      heads(heads),
+      dim(dim),
+      dtype(dtype),
       bytes(static_cast<std::size_t>(batch * rows * heads * dim) * SizeOf(dtype)) {}
 
 std::vector<float> Tensor::Floats() const {
@@ -46,7 +50,8 @@ Tensor MakeRows(int tensor, const std::vector<std::int64_t>& positions, std::int
     for (std::int64_t position : positions)
       for (std::int64_t h = 0; h < heads; ++h)
         for (std::int64_t c = 0; c < dim; ++c) {
-          const std::uint64_t key = (((static_cast<std::uint64_t>(tensor) * 1000003u + b) * 4000000007u + position) * 65537u + h) * 1031u + c;
+          const std::uint64_t key =
+              (((static_cast<std::uint64_t>(tensor) * 1000003u + b) * 4000000007u + position) * 65537u + h) * 1031u + c;
           values.push_back(static_cast<float>(Mix(key) >> 40) * 0x1p-23f - 1.0f);
         }
   distributed::NarrowInto(values.data(), dtype, out.strides(), batch, out.rows, heads, dim, out.data());
@@ -92,7 +97,8 @@ RankBlocks GatherBlocks(const void* data, std::size_t bytes, const std::vector<s
               row_offsets.data(), MPI_INT64_T, 0, MPI_COMM_WORLD);
   RankBlocks blocks;
   for (int r = 0; rank == 0 && r < world; ++r) {
-    blocks.bytes.emplace_back(all_bytes.begin() + byte_offsets[r], all_bytes.begin() + byte_offsets[r] + byte_counts[r]);
+    blocks.bytes.emplace_back(all_bytes.begin() + byte_offsets[r],
+                              all_bytes.begin() + byte_offsets[r] + byte_counts[r]);
     blocks.positions.emplace_back(all_rows.begin() + row_offsets[r], all_rows.begin() + row_offsets[r] + row_counts[r]);
   }
   return blocks;

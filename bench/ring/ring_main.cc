@@ -24,8 +24,9 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   Options o;
-  CLI::App app{"Times ring attention (forward and backward) or sharded decoding over the ranks of mpirun, "
-               "per rank and step, and checks the result against one process."};
+  CLI::App app{
+      "Times ring attention (forward and backward) or sharded decoding over the ranks of mpirun, "
+      "per rank and step, and checks the result against one process."};
   app.add_option("--mode", o.mode, "ring or decode")->check(CLI::IsMember({"ring", "decode"}))->capture_default_str();
   app.add_option("--batch", o.batch, "Batch size")->capture_default_str();
   app.add_option("--seqlen", o.seqlen, "Ring: global sequence length N")->capture_default_str();
@@ -38,7 +39,8 @@ int main(int argc, char** argv) {
   app.add_option("--layout", o.layout, "Ring: zigzag or contiguous")->capture_default_str();
   app.add_option("--dtype", o.dtype, "f32, f16 or bf16")->capture_default_str();
   app.add_option("--threads", o.threads, "Threads per rank")->capture_default_str();
-  app.add_option("--single-threads", o.single_threads, "Threads of the one-process comparison (default: W × --threads)");
+  app.add_option("--single-threads", o.single_threads,
+                 "Threads of the one-process comparison (default: W × --threads)");
   app.add_option("--repeats", o.repeats, "Timed calls after a warm-up (medians reported)")->capture_default_str();
   app.add_flag("!--no-backward", o.backward, "Ring: time the forward pass only");
   app.add_flag("!--no-check", o.check, "Skip the check against one process (saves rank 0's memory and time)");

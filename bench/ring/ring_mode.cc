@@ -112,12 +112,12 @@ int RunRing(const Options& o) {
   backward_params.layout = layout;
 
   std::vector<PassReport> passes;
-  passes.push_back(TimeRingPass("forward", [&] { distributed::ring_forward(forward_params, MPI_COMM_WORLD); },
-                                o.repeats));
+  passes.push_back(TimeRingPass(
+      "forward", [&] { distributed::ring_forward(forward_params, MPI_COMM_WORLD); }, o.repeats));
   passes.back().flops = ForwardFlops(o);
   if (o.backward) {
-    passes.push_back(TimeRingPass("backward", [&] { distributed::ring_backward(backward_params, MPI_COMM_WORLD); },
-                                  o.repeats));
+    passes.push_back(TimeRingPass(
+        "backward", [&] { distributed::ring_backward(backward_params, MPI_COMM_WORLD); }, o.repeats));
     passes.back().flops = 2.5 * ForwardFlops(o);
   }
 
@@ -165,12 +165,13 @@ int RunRing(const Options& o) {
   }
 
   if (rank == 0) {
-    std::printf("flashattn-ring: W=%d ranks x %d threads, batch %lld, N %lld, Hq %lld, Hkv %lld, d %lld, %s, %s%s, "
-                "window (%lld, %lld)\n",
-                world, o.threads, static_cast<long long>(o.batch), static_cast<long long>(o.seqlen),
-                static_cast<long long>(o.heads), static_cast<long long>(o.HeadsKv()), static_cast<long long>(o.head_dim),
-                o.dtype.c_str(), o.layout.c_str(), o.causal ? ", causal" : "", static_cast<long long>(o.window_left),
-                static_cast<long long>(o.window_right));
+    std::printf(
+        "flashattn-ring: W=%d ranks x %d threads, batch %lld, N %lld, Hq %lld, Hkv %lld, d %lld, %s, %s%s, "
+        "window (%lld, %lld)\n",
+        world, o.threads, static_cast<long long>(o.batch), static_cast<long long>(o.seqlen),
+        static_cast<long long>(o.heads), static_cast<long long>(o.HeadsKv()), static_cast<long long>(o.head_dim),
+        o.dtype.c_str(), o.layout.c_str(), o.causal ? ", causal" : "", static_cast<long long>(o.window_left),
+        static_cast<long long>(o.window_right));
     for (const PassReport& pass : passes) PrintPass(pass);
     std::printf("\n");
     for (const std::string& check : checks) std::printf("check %s\n", check.c_str());

@@ -49,7 +49,8 @@ std::vector<double> IsolatedTransfers(const std::vector<RingStepTiming>& steps, 
       MPI_Barrier(MPI_COMM_WORLD);
       const auto start = std::chrono::steady_clock::now();
       MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-      if (receive > 0) MPI_Irecv(in.data(), static_cast<int>(receive), MPI_BYTE, previous, 9, MPI_COMM_WORLD, &requests[0]);
+      if (receive > 0)
+        MPI_Irecv(in.data(), static_cast<int>(receive), MPI_BYTE, previous, 9, MPI_COMM_WORLD, &requests[0]);
       if (send > 0) MPI_Isend(out.data(), static_cast<int>(send), MPI_BYTE, next, 9, MPI_COMM_WORLD, &requests[1]);
       MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
       samples.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -162,9 +163,9 @@ void WriteJson(const std::string& path, const Options& o, int world, const std::
       out << (r ? "," : "") << "\n      [";
       for (std::size_t s = 0; s < pass.steps[r].size(); ++s) {
         const PassReport::Step& step = pass.steps[r][s];
-        out << (s ? ", " : "") << "{\"compute\": " << step.timing.compute_seconds << ", \"transfer\": "
-            << step.timing.transfer_seconds << ", \"wait\": " << step.timing.wait_seconds << ", \"alone\": "
-            << step.isolated_seconds << ", \"bytes\": " << step.timing.bytes << "}";
+        out << (s ? ", " : "") << "{\"compute\": " << step.timing.compute_seconds
+            << ", \"transfer\": " << step.timing.transfer_seconds << ", \"wait\": " << step.timing.wait_seconds
+            << ", \"alone\": " << step.isolated_seconds << ", \"bytes\": " << step.timing.bytes << "}";
       }
       out << "]";
     }

@@ -6,7 +6,6 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <span>
 #include <sstream>
@@ -52,12 +51,13 @@ std::string RankList(const std::vector<int>& ranks) {
 }
 
 // "64 on ranks 0, 2; 32 on rank 1": each distinct value with the ranks that hold it, in rank order of
-// first appearance.
-template <typename Value, typename Print>
-std::string ValuesByRank(const std::vector<Value>& values, Print print) {
+// first appearance. Ranks whose value `skip` accepts are left out.
+template <typename Value, typename Print, typename Skip>
+std::string ValuesByRank(const std::vector<Value>& values, Print print, Skip skip) {
   std::vector<Value> distinct;
   std::vector<std::vector<int>> holders;
   for (int rank = 0; rank < static_cast<int>(values.size()); ++rank) {
+    if (skip(values[rank])) continue;
     const auto found = std::find(distinct.begin(), distinct.end(), values[rank]);
     if (found == distinct.end()) {
       distinct.push_back(values[rank]);
@@ -69,10 +69,40 @@ std::string ValuesByRank(const std::vector<Value>& values, Print print) {
   std::ostringstream text;
   for (std::size_t n = 0; n < distinct.size(); ++n) {
     if (n > 0) text << "; ";
-    print(text, distinct[n]);
-    text << " on " << RankList(holders[n]);
+    print(text, distinct[n], RankList(holders[n]));
   }
   return text.str();
+}
+
+template <typename Value>
+bool Never(const Value&) {
+  return false;
+}
+
+template <typename Value>
+void PrintOnRanks(std::ostream& out, const Value& value, const std::string& ranks) {
+  out << value << " on " << ranks;
+}
+
+// "the ranks disagree on head_dim (64 on ranks 0, 2; 32 on rank 1)", one per field that differs.
+std::vector<std::string> Disagreements(std::span<const Field> fields, const std::vector<Record>& records) {
+  std::vector<std::string> disagreements;
+  for (std::size_t n = 0; n < fields.size(); ++n) {
+    std::vector<std::int64_t> values;
+    for (const Record& record : records) values.push_back(record.FieldValue(n));
+    if (std::all_of(values.begin(), values.end(), [&](std::int64_t value) { return value == values[0]; })) continue;
+    const Field::Kind kind = fields[n].kind;
+    auto print = [kind](std::ostream& out, std::int64_t value, const std::string& ranks) {
+      if (kind == Field::Kind::kFloat) {
+        PrintOnRanks(out, std::bit_cast<float>(static_cast<std::uint32_t>(value)), ranks);
+      } else {
+        PrintOnRanks(out, value, ranks);
+      }
+    };
+    disagreements.push_back(std::string("the ranks disagree on ") + fields[n].name + " (" +
+                            ValuesByRank(values, print, Never<std::int64_t>) + ")");
+  }
+  return disagreements;
 }
 
 std::vector<std::string> GatherErrors(const CallComm& comm, const std::vector<Record>& records,
@@ -132,41 +162,22 @@ void AgreeOrThrow(const CallComm& comm, std::span<const Field> fields, const std
   for (const Record& record : records) names.push_back(record.Name());
   if (std::any_of(names.begin(), names.end(), [&](const std::string& name) { return name != names[0]; })) {
     Fail(comm.call(), ": the ranks are in different calls (",
-         ValuesByRank(names, [](std::ostream& out, const std::string& name) { out << name; }), ")");
+         ValuesByRank(names, PrintOnRanks<std::string>, Never<std::string>), ")");
   }
-
-  std::ostringstream problems;
-  for (std::size_t n = 0; n < fields.size(); ++n) {
-    std::vector<std::int64_t> values;
-    for (const Record& record : records) values.push_back(record.FieldValue(n));
-    if (std::all_of(values.begin(), values.end(), [&](std::int64_t value) { return value == values[0]; })) continue;
-    const Field::Kind kind = fields[n].kind;
-    problems << (problems.tellp() > 0 ? "; " : "") << "the ranks disagree on " << fields[n].name << " ("
-             << ValuesByRank(values, [kind](std::ostream& out, std::int64_t value) {
-                  if (kind == Field::Kind::kFloat) {
-                    out << std::bit_cast<float>(static_cast<std::uint32_t>(value));
-                  } else {
-                    out << value;
-                  }
-                })
-             << ")";
+  std::vector<std::string> problems = Disagreements(fields, records);
+  if (std::any_of(records.begin(), records.end(), [](const Record& r) { return r.ErrorLength() > 0; })) {
+    problems.push_back(ValuesByRank(
+        GatherErrors(comm, records, local_error),
+        [](std::ostream& out, const std::string& error, const std::string& ranks) {
+          out << "invalid input on " << ranks << ": " << error;
+        },
+        [](const std::string& error) { return error.empty(); }));
   }
-  const bool any_error = std::any_of(records.begin(), records.end(), [](const Record& r) { return r.ErrorLength() > 0; });
-  if (any_error) {
-    const std::vector<std::string> errors = GatherErrors(comm, records, local_error);
-    std::vector<std::string> failed;
-    std::vector<int> failed_ranks;
-    for (int rank = 0; rank < comm.size(); ++rank) {
-      if (errors[rank].empty()) continue;
-      failed.push_back(errors[rank]);
-      failed_ranks.push_back(rank);
-    }
-    std::map<std::string, std::vector<int>> ranks_by_error;
-    for (std::size_t n = 0; n < failed.size(); ++n) ranks_by_error[failed[n]].push_back(failed_ranks[n]);
-    for (const auto& [error, ranks] : ranks_by_error)
-      problems << (problems.tellp() > 0 ? "; " : "") << "invalid input on " << RankList(ranks) << ": " << error;
+  if (!problems.empty()) {
+    std::ostringstream message;
+    for (std::size_t n = 0; n < problems.size(); ++n) message << (n ? "; " : "") << problems[n];
+    Fail(comm.call(), ": ", message.str());
   }
-  if (problems.tellp() > 0) Fail(comm.call(), ": ", problems.str());
 }
 
 }  // namespace flashattn::distributed

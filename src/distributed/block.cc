@@ -37,8 +37,8 @@ std::optional<Block> VisiblePart(const Band& band, const Block& block) {
   part.keys = last_key - first_key + 1;
   part.key_position = first_key;
   // All pairs visible iff the last row's lower bound and the first row's upper bound admit every key.
-  part.full = (band.left < 0 || last_row - band.left <= first_key) &&
-              (band.right < 0 || first_row + band.right >= last_key);
+  part.full =
+      (band.left < 0 || last_row - band.left <= first_key) && (band.right < 0 || first_row + band.right >= last_key);
   return part;
 }
 
@@ -119,8 +119,7 @@ AttentionParams LocalCall(const AttentionParams& base, const Band& band, const B
   call.window_left = -1;
   call.window_right = -1;
   if (block.full) return call;
-  const LocalMask mask =
-      MaskFor(band, block.row_position + block.rows, block.key_position + block.keys);
+  const LocalMask mask = MaskFor(band, block.row_position + block.rows, block.key_position + block.keys);
   call.causal = mask.causal;
   call.window_left = mask.window_left;
   call.window_right = mask.window_right;

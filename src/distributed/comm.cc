@@ -34,8 +34,7 @@ void KeepForever(std::vector<std::shared_ptr<const void>> buffers) {
   static std::mutex mutex;
   static auto* abandoned = new std::vector<std::shared_ptr<const void>>;
   const std::lock_guard<std::mutex> lock(mutex);
-  abandoned->insert(abandoned->end(), std::make_move_iterator(buffers.begin()),
-                    std::make_move_iterator(buffers.end()));
+  abandoned->insert(abandoned->end(), std::make_move_iterator(buffers.begin()), std::make_move_iterator(buffers.end()));
 }
 
 // Repeats `done()` until it returns true or `timeout_seconds` pass. Polls continuously, yielding the core
@@ -130,8 +129,7 @@ void Transfers::Receive(void* data, std::int64_t bytes, int source, int tag, std
   for (std::int64_t offset = 0; offset < bytes; offset += kMaxMessageBytes) {
     const int count = static_cast<int>(std::min(kMaxMessageBytes, bytes - offset));
     MPI_Request request;
-    comm_->Check(MPI_Irecv(bytes_out + offset, count, MPI_BYTE, source, tag, comm_->get(), &request),
-                 "MPI_Irecv");
+    comm_->Check(MPI_Irecv(bytes_out + offset, count, MPI_BYTE, source, tag, comm_->get(), &request), "MPI_Irecv");
     Post(request, Kind::kReceive);
   }
   buffers_.push_back(std::move(buffer));

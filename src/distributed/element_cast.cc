@@ -32,11 +32,11 @@ std::uint16_t ToFloat16(float x) {
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
   const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
   const std::uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return sign | 0x7e00u;     // NaN
-  if (magnitude >= 0x477ff000u) return sign | 0x7c00u;    // rounds to 65520 or more: infinity
-  if (magnitude < 0x38800000u) {                          // below 2⁻¹⁴: a subnormal m · 2⁻²⁴
+  if (magnitude > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (magnitude >= 0x477ff000u) return sign | 0x7c00u;  // rounds to 65520 or more: infinity
+  if (magnitude < 0x38800000u) {                        // below 2⁻¹⁴: a subnormal m · 2⁻²⁴
     const float scaled = std::bit_cast<float>(magnitude) * 0x1p24f;
-    const float rounded = scaled + 0x1p23f - 0x1p23f;     // to an integer, ties to even
+    const float rounded = scaled + 0x1p23f - 0x1p23f;  // to an integer, ties to even
     return sign | static_cast<std::uint16_t>(rounded);
   }
   std::uint32_t rebiased = magnitude - (112u << 23);
@@ -46,18 +46,27 @@ std::uint16_t ToFloat16(float x) {
 
 float Load(const void* base, DType dtype, std::int64_t index) {
   switch (dtype) {
-    case DType::kF32: return static_cast<const float*>(base)[index];
-    case DType::kF16: return FromFloat16(static_cast<const std::uint16_t*>(base)[index]);
-    case DType::kBF16: return FromBFloat16(static_cast<const std::uint16_t*>(base)[index]);
+    case DType::kF32:
+      return static_cast<const float*>(base)[index];
+    case DType::kF16:
+      return FromFloat16(static_cast<const std::uint16_t*>(base)[index]);
+    case DType::kBF16:
+      return FromBFloat16(static_cast<const std::uint16_t*>(base)[index]);
   }
   return 0.0f;
 }
 
 void Store(void* base, DType dtype, std::int64_t index, float value) {
   switch (dtype) {
-    case DType::kF32: static_cast<float*>(base)[index] = value; return;
-    case DType::kF16: static_cast<std::uint16_t*>(base)[index] = ToFloat16(value); return;
-    case DType::kBF16: static_cast<std::uint16_t*>(base)[index] = ToBFloat16(value); return;
+    case DType::kF32:
+      static_cast<float*>(base)[index] = value;
+      return;
+    case DType::kF16:
+      static_cast<std::uint16_t*>(base)[index] = ToFloat16(value);
+      return;
+    case DType::kBF16:
+      static_cast<std::uint16_t*>(base)[index] = ToBFloat16(value);
+      return;
   }
 }
 

@@ -42,8 +42,10 @@ std::vector<Chunk> ShardChunks(std::int64_t seqlen, int world_size, int rank, Sh
 
 std::string_view to_string(ShardLayout layout) {
   switch (layout) {
-    case ShardLayout::kContiguous: return "contiguous";
-    case ShardLayout::kZigzag: return "zigzag";
+    case ShardLayout::kContiguous:
+      return "contiguous";
+    case ShardLayout::kZigzag:
+      return "zigzag";
   }
   return "unknown";
 }

@@ -60,12 +60,13 @@ void CheckRingShard(const AttentionParams& local, std::int64_t seqlen, ShardLayo
   const std::int64_t rows = shard_length(seqlen, comm.size(), comm.rank(), layout);
   if (local.seqlen_q != rows || local.seqlen_k != rows) {
     Fail(names, "seqlen_q and ", names, "seqlen_k must both be shard_length(seqlen=", seqlen,
-         ", world_size=", comm.size(), ", rank=", comm.rank(), ", layout=", to_string(layout), ") = ", rows,
-         ", got ", local.seqlen_q, " and ", local.seqlen_k);
+         ", world_size=", comm.size(), ", rank=", comm.rank(), ", layout=", to_string(layout), ") = ", rows, ", got ",
+         local.seqlen_q, " and ", local.seqlen_k);
   }
   if (local.mask.kind != MaskKind::kNone) {
-    Fail(names, "mask: a mask tensor is not supported by the ring (a shard's mask has no global meaning); "
-                "use causal and the window");
+    Fail(names,
+         "mask: a mask tensor is not supported by the ring (a shard's mask has no global meaning); "
+         "use causal and the window");
   }
   if (local.alibi_slopes != nullptr) Fail(names, "alibi_slopes: ALiBi is not supported by the ring yet");
   if (local.dropout_p > 0.0f) Fail(names, "dropout_p: dropout is not supported by the ring yet");
@@ -161,8 +162,8 @@ RingStepTiming Step::Finish(std::string_view what) {
 
 std::string StepTransfers(int step, const CallComm& comm) {
   const int world = comm.size();
-  return "step " + std::to_string(step) + "'s transfers with ranks " + std::to_string((comm.rank() + world - 1) % world) +
-         " and " + std::to_string((comm.rank() + 1) % world);
+  return "step " + std::to_string(step) + "'s transfers with ranks " +
+         std::to_string((comm.rank() + world - 1) % world) + " and " + std::to_string((comm.rank() + 1) % world);
 }
 
 void SetLastRingTimings(std::vector<RingStepTiming> timings) {

@@ -97,11 +97,19 @@ std::int64_t SizeInBytes(const Floats& floats) { return static_cast<std::int64_t
 class BackwardRing {
  public:
   BackwardRing(const RingBackwardParams& params, const CallComm& comm)
-      : local_(params.local), a_(params.local.attention), comm_(comm),
-        plan_(params.seqlen, comm.size(), params.layout, Band::Of(a_)), shape_(KvShape::Of(a_)),
-        rows_(plan_.Length(comm.rank())), rows_per_piece_(RowsPerPiece(rows_)), operands_(local_),
+      : local_(params.local),
+        a_(params.local.attention),
+        comm_(comm),
+        plan_(params.seqlen, comm.size(), params.layout, Band::Of(a_)),
+        shape_(KvShape::Of(a_)),
+        rows_(plan_.Length(comm.rank())),
+        rows_per_piece_(RowsPerPiece(rows_)),
+        operands_(local_),
         dq_(static_cast<std::size_t>(a_.batch * rows_ * a_.heads_q * a_.head_dim), 0.0f),
-        home_(MakeAccumulator(shape_, rows_)), home_transfer_(comm), carried_(comm), piece_gradients_(a_, shape_) {}
+        home_(MakeAccumulator(shape_, rows_)),
+        home_transfer_(comm),
+        carried_(comm),
+        piece_gradients_(a_, shape_) {}
 
   void Run() {
     const int rank = comm_.rank(), world = comm_.size();
@@ -144,8 +152,8 @@ class BackwardRing {
     const std::int64_t B = a_.batch, Hkv = shape_.heads_kv;
     NarrowInto(dq_.data(), a_.dtype, local_.dq_strides, B, rows_, a_.heads_q, a_.head_dim, local_.dq);
     NarrowInto(home_->data(), a_.dtype, local_.dk_strides, B, rows_, Hkv, shape_.head_dim, local_.dk);
-    NarrowInto(home_->data() + shape_.KElements(rows_), a_.dtype, local_.dv_strides, B, rows_, Hkv,
-               shape_.head_dim_v, local_.dv);
+    NarrowInto(home_->data() + shape_.KElements(rows_), a_.dtype, local_.dv_strides, B, rows_, Hkv, shape_.head_dim_v,
+               local_.dv);
   }
 
   std::vector<RingStepTiming> TakeTimings() { return std::move(timings_); }
@@ -159,7 +167,8 @@ class BackwardRing {
   std::shared_ptr<Floats> Contribution(int source, const Bytes& shard, Step& transfers) {
     const std::int64_t keys = plan_.Length(source), dv = a_.HeadDimV();
     std::shared_ptr<Floats> contribution = MakeAccumulator(shape_, keys);
-    AttentionParams base = BlockBase(a_, operands_.q.data(), rows_, ShardAsFloats(shard, shape_, keys, kv_scratch_), keys);
+    AttentionParams base =
+        BlockBase(a_, operands_.q.data(), rows_, ShardAsFloats(shard, shape_, keys, kv_scratch_), keys);
     base.o = operands_.o.data();  // read by backward, never written
     base.o_strides = {rows_ * a_.heads_q * dv, a_.heads_q * dv, dv};
     for (const Block& block : plan_.Blocks(comm_.rank(), source, !DependsOnPositions(a_))) {
@@ -205,10 +214,10 @@ class BackwardRing {
   const KvShape shape_;
   const std::int64_t rows_, rows_per_piece_;
   LocalOperands operands_;
-  Floats dq_;                        // this rank's dQ, float32
-  std::shared_ptr<Floats> home_;     // this shard's dK, dV once complete
-  Transfers home_transfer_;          // their trip home from the last rank that needed the shard
-  Transfers carried_;                // accumulators in flight: sent last step, or arriving for the next
+  Floats dq_;                     // this rank's dQ, float32
+  std::shared_ptr<Floats> home_;  // this shard's dK, dV once complete
+  Transfers home_transfer_;       // their trip home from the last rank that needed the shard
+  Transfers carried_;             // accumulators in flight: sent last step, or arriving for the next
   std::int64_t carried_bytes_ = 0;
   std::shared_ptr<Floats> incoming_;  // the accumulator of the shard at hand, as the previous rank sent it
   PieceGradients piece_gradients_;

@@ -49,7 +49,8 @@ void ring_forward(const RingParams& params, MPI_Comm comm_in) {
     }
     if (shard != nullptr && plan.Needs(rank, source)) {
       const std::int64_t keys = plan.Length(source);
-      const AttentionParams base = BlockBase(local, q.data(), rows, ShardAsFloats(*shard, shape, keys, kv_scratch), keys);
+      const AttentionParams base =
+          BlockBase(local, q.data(), rows, ShardAsFloats(*shard, shape, keys, kv_scratch), keys);
       for (const Block& block : plan.Blocks(rank, source, merge_full)) {
         for (const Block& piece : Pieces(plan.band(), block, rows_per_piece)) {
           AttentionParams call = LocalCall(base, plan.band(), piece);

@@ -26,8 +26,8 @@ std::vector<Block> RingPlan::Blocks(int rank, int source, bool merge_full) const
   std::vector<Block> blocks;
   for (const Chunk& rows : chunks_[rank]) {
     for (const Chunk& keys : chunks_[source]) {
-      const Block whole{rows.local_start, rows.length, rows.global_start, keys.local_start, keys.length,
-                        keys.global_start};
+      const Block whole{rows.local_start, rows.length, rows.global_start,
+                        keys.local_start, keys.length, keys.global_start};
       if (const std::optional<Block> part = VisiblePart(band_, whole)) blocks.push_back(*part);
     }
   }

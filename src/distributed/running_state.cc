@@ -11,7 +11,10 @@
 namespace flashattn::distributed {
 
 RunningState::RunningState(std::int64_t batch, std::int64_t rows, std::int64_t heads, std::int64_t dv)
-    : batch_(batch), rows_(rows), heads_(heads), dv_(dv),
+    : batch_(batch),
+      rows_(rows),
+      heads_(heads),
+      dv_(dv),
       o_(static_cast<std::size_t>(batch * rows * heads * dv), 0.0f),
       lse_(static_cast<std::size_t>(batch * heads * rows), -std::numeric_limits<float>::infinity()) {}
 

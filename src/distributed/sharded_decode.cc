@@ -1,8 +1,8 @@
 // sharded_decode: every rank decodes against its part of each sequence's cache, at global positions; one
 // gather of the float32 partials and a merge in rank order give every rank the whole result
 // (docs/distributed.md, "Decoding over a sharded cache").
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -101,8 +101,7 @@ std::vector<SequencePlan> PlanSequences(const DecodeParams& local, const std::ve
 // key counts and its outputs, and widens them into the float32 partial.
 class PartialCall {
  public:
-  PartialCall(const DecodeParams& local, const std::vector<SequencePlan>& plans, std::int64_t first,
-              std::int64_t count)
+  PartialCall(const DecodeParams& local, const std::vector<SequencePlan>& plans, std::int64_t first, std::int64_t count)
       : local_(local), first_(first), count_(count), plan_(plans[static_cast<std::size_t>(first)]) {
     for (std::int64_t b = first; b < first + count; ++b) keys_.push_back(plans[static_cast<std::size_t>(b)].keys);
     const std::int64_t elements = count * plan_.rows * local.heads_q * local.head_dim;
@@ -195,14 +194,17 @@ void sharded_decode(const DecodeParams& local, MPI_Comm comm_in, double timeout_
   const CallComm comm(comm_in, "sharded_decode", timeout_seconds);
   AgreeOrThrow(comm, DecodeFields(local), ErrorOf([&] { CheckLocalDecode(local, timeout_seconds); }));
   const int rank = comm.rank(), world = comm.size();
-  const std::vector<std::int64_t> counts = GatherValues(
-      comm, std::vector<std::int64_t>(local.cache_seqlens, local.cache_seqlens + local.batch), "the other ranks' cache_seqlens");
+  const std::vector<std::int64_t> counts =
+      GatherValues(comm, std::vector<std::int64_t>(local.cache_seqlens, local.cache_seqlens + local.batch),
+                   "the other ranks' cache_seqlens");
 
   const std::vector<SequencePlan> plans = PlanSequences(local, counts, rank, world);
   std::vector<PartialCall> calls;
   for (std::int64_t first = 0; first < local.batch;) {
     std::int64_t end = first + 1;
-    while (end < local.batch && plans[static_cast<std::size_t>(end)].SharesCallWith(plans[static_cast<std::size_t>(first)])) ++end;
+    while (end < local.batch &&
+           plans[static_cast<std::size_t>(end)].SharesCallWith(plans[static_cast<std::size_t>(first)]))
+      ++end;
     calls.emplace_back(local, plans, first, end - first);
     first = end;
   }

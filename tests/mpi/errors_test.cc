@@ -89,7 +89,8 @@ TEST(Errors, RanksThatDisagreeAllGetTheSameError) {
   {
     Shard shard(odd_one ? 32 : 16);
     ExpectError([&] { ring_forward(shard.params, MPI_COMM_WORLD); },
-                {"ring_forward", "disagree on head_dim", "16 on rank", "32 on rank " + std::to_string(last)}, "head_dim");
+                {"ring_forward", "disagree on head_dim", "16 on rank", "32 on rank " + std::to_string(last)},
+                "head_dim");
     EXPECT_TRUE(AllNaN(shard.o));
   }
   {

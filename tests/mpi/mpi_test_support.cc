@@ -28,7 +28,11 @@ int WorldSize() {
 }
 
 Tensor::Tensor(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t dim, DType dtype)
-    : batch(batch), seq(seq), heads(heads), dim(dim), dtype(dtype),
+    : batch(batch),
+      seq(seq),
+      heads(heads),
+      dim(dim),
+      dtype(dtype),
       bytes(static_cast<std::size_t>(batch * seq * heads * dim) * SizeOf(dtype)) {}
 
 std::vector<float> Tensor::Floats() const {
@@ -61,7 +65,8 @@ Tensor RandomTensor(std::int64_t batch, std::int64_t seq, std::int64_t heads, st
 
 Tensor NanTensor(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t dim, DType dtype) {
   Tensor tensor(batch, seq, heads, dim, dtype);
-  tensor.Assign(std::vector<float>(static_cast<std::size_t>(tensor.Elements()), std::numeric_limits<float>::quiet_NaN()));
+  tensor.Assign(
+      std::vector<float>(static_cast<std::size_t>(tensor.Elements()), std::numeric_limits<float>::quiet_NaN()));
   return tensor;
 }
 

@@ -95,7 +95,8 @@ struct ForwardResult {
   std::vector<float> lse;
 };
 
-ForwardResult SingleForward(const GlobalProblem& g, const Tensor& q, const Tensor& k, const Tensor& v, Algorithm algorithm) {
+ForwardResult SingleForward(const GlobalProblem& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                            Algorithm algorithm) {
   ForwardResult r{NanTensor(g.c.batch, q.seq, g.c.Hq, g.c.dv, q.dtype),
                   std::vector<float>(static_cast<std::size_t>(g.c.batch * g.c.Hq * q.seq), kNaN)};
   forward(g.Params(q, k, v, r.o, r.lse.data()), algorithm);

@@ -69,7 +69,8 @@ struct Cache {
     k = NanTensor(blocks, rows, kHkv, kD, global_k.dtype);
     v = NanTensor(blocks, rows, kHkv, kD, global_k.dtype);
     for (std::int64_t b = 0; b < kBatch; ++b)
-      for (std::int64_t p = 0; p < max_pages; ++p) block_table.push_back(static_cast<std::int32_t>(kBatch * max_pages - 1 - (b * max_pages + p)));
+      for (std::int64_t p = 0; p < max_pages; ++p)
+        block_table.push_back(static_cast<std::int32_t>(kBatch * max_pages - 1 - (b * max_pages + p)));
     const std::size_t row_bytes = static_cast<std::size_t>(kHkv * kD) * SizeOf(global_k.dtype);
     for (std::int64_t b = 0; b < kBatch; ++b)
       for (std::int64_t j = 0; j < counts[b]; ++j) {
@@ -112,7 +113,8 @@ struct Rotary {
   Rotary() {
     for (std::int64_t pos = 0; pos < max_pos; ++pos)
       for (std::int64_t c = 0; c < dim / 2; ++c) {
-        const double angle = static_cast<double>(pos) * std::pow(100.0, -2.0 * static_cast<double>(c) / static_cast<double>(dim));
+        const double angle =
+            static_cast<double>(pos) * std::pow(100.0, -2.0 * static_cast<double>(c) / static_cast<double>(dim));
         cos.push_back(static_cast<float>(std::cos(angle)));
         sin.push_back(static_cast<float>(std::sin(angle)));
       }
@@ -149,7 +151,8 @@ DecodeParams DecodeCall(const DecodeCase& c, const Tensor& q, const Tensor& k_ne
 }
 
 DecodeOutput NanOutput(const DecodeCase& c, DType dtype) {
-  return {NanTensor(kBatch, c.Nq, kHq, kD, dtype), std::vector<float>(static_cast<std::size_t>(kBatch * kHq * c.Nq), kNaN)};
+  return {NanTensor(kBatch, c.Nq, kHq, kD, dtype),
+          std::vector<float>(static_cast<std::size_t>(kBatch * kHq * c.Nq), kNaN)};
 }
 
 std::vector<DecodeCase> DecodeCases() {

@@ -96,8 +96,8 @@ TEST(Block, VisiblePartAndItsMaskEqualTheBand) {
       const std::optional<Block> part = VisiblePart(band, block);
       ASSERT_EQ(part.has_value(), !expected.empty());
       if (!part) continue;
-      const LocalMask mask = part->full ? LocalMask{}
-                                        : MaskFor(band, part->row_position + part->rows, part->key_position + part->keys);
+      const LocalMask mask =
+          part->full ? LocalMask{} : MaskFor(band, part->row_position + part->rows, part->key_position + part->keys);
       EXPECT_GE(mask.window_left, -1);
       EXPECT_GE(mask.window_right, -1);
       std::set<std::pair<std::int64_t, std::int64_t>> got;
@@ -105,8 +105,8 @@ TEST(Block, VisiblePartAndItsMaskEqualTheBand) {
         for (std::int64_t j = 0; j < part->keys; ++j)
           if (LibrarySees(mask, part->rows, part->keys, i, j))
             got.insert({part->row_begin + i - block.row_begin, part->key_begin + j - block.key_begin});
-      EXPECT_EQ(got, expected) << "band (" << band.left << ", " << band.right << ") rows " << block.row_position
-                               << "+" << block.rows << " keys " << block.key_position << "+" << block.keys;
+      EXPECT_EQ(got, expected) << "band (" << band.left << ", " << band.right << ") rows " << block.row_position << "+"
+                               << block.rows << " keys " << block.key_position << "+" << block.keys;
     }
 }
 
@@ -121,7 +121,7 @@ TEST(RunningState, EmptyPartialIsANoOpAndTwoEmptyStatesStayEmpty) {
   }
   const float o[6] = {1, 2, 3, 4, 5, 6};
   const float lse[2] = {0.5f, -2.0f};
-  state.Merge(0, 2, o, lse);  // a partial into the empty state: the partial
+  state.Merge(0, 2, o, lse);              // a partial into the empty state: the partial
   state.Merge(0, 2, empty_o, empty_lse);  // then an empty one: unchanged
   EXPECT_EQ(state.Lse(0, 0, 0), 0.5f);
   EXPECT_EQ(state.Lse(0, 1, 0), -2.0f);
@@ -140,7 +140,8 @@ TEST(RunningState, AgreesWithMergeAttentionStates) {
   const float o[3][12] = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
                           {-1, 0, 1, 2, 2, 2, 0.5, 0.5, 0.5, 3, 2, 1},
                           {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
-  const float lse[3][4] = {{1.0f, 2.0f, -1.0f, 0.0f}, {0.5f, kNegInf, 3.0f, -4.0f}, {kNegInf, kNegInf, kNegInf, kNegInf}};
+  const float lse[3][4] = {
+      {1.0f, 2.0f, -1.0f, 0.0f}, {0.5f, kNegInf, 3.0f, -4.0f}, {kNegInf, kNegInf, kNegInf, kNegInf}};
   RunningState state(1, 2, 2, 3);
   for (int k = 0; k < 3; ++k) state.Merge(0, 2, o[k], lse[k]);
   std::vector<float> o_partials, lse_partials;
