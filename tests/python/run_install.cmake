@@ -32,6 +32,10 @@ else()
 endif()
 file(GLOB_RECURSE installed RELATIVE ${root} ${root}/*)
 file(GLOB package RELATIVE ${site}/flashattn ${site}/flashattn/*)
+# flashattn.distributed and its compiled module (built with MPI and mpi4py), checked on their own below.
+file(GLOB_RECURSE distributed RELATIVE ${site}/flashattn ${site}/flashattn/distributed/* ${site}/flashattn/_distributed*)
+list(FILTER package EXCLUDE REGEX "^_?distributed")
+list(FILTER installed EXCLUDE REGEX "/flashattn/_?distributed")
 list(SORT package)
 if(NOT package MATCHES "^__init__\\.py;_core[^;]*\\.so;torch\\.py$")
   message(FATAL_ERROR "expected _core*.so, __init__.py and torch.py in ${site}/flashattn, got: ${package}\n"
@@ -40,6 +44,17 @@ endif()
 list(LENGTH installed count)
 if(NOT count EQUAL 3)
   message(FATAL_ERROR "the python component installed more than the package: ${installed}")
+endif()
+
+if(distributed)
+  list(TRANSFORM distributed REPLACE "^_distributed[^;]*\\.so$" "_distributed.so")
+  list(SORT distributed)
+  set(expected _distributed.so distributed/__init__.py distributed/_agreement.py distributed/_arguments.py
+               distributed/_layout.py distributed/_mpi.py distributed/_torch_call.py distributed/_torch_ring.py
+               distributed/torch.py)
+  if(NOT distributed STREQUAL expected)
+    message(FATAL_ERROR "expected ${expected} for flashattn.distributed, got: ${distributed}")
+  endif()
 endif()
 
 run(${CMAKE_COMMAND} -E env --unset=PYTHONPATH --unset=PYTHONHOME --unset=PYTHONSTARTUP OMP_NUM_THREADS=1
