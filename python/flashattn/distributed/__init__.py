@@ -21,7 +21,7 @@ seconds (a rank left the call) raises ValueError. The outputs are new arrays; no
 (but the KV cache that decode_with_kvcache appends to).
 """
 
-from . import _agreement, _arguments, _layout, _mpi
+from . import _arguments, _layout, _mpi
 
 __all__ = [
     "ring_flash_attn_func",
@@ -76,27 +76,13 @@ def ring_flash_attn_func(
     return_attn_probs=True: softmax_lse float32 (batch, heads_q, seqlen_local), natural log.
     """
     del deterministic
-    _mpi.check_comm(comm)
-    keywords = dict(
-        dropout_p=dropout_p,
-        softmax_scale=softmax_scale,
-        causal=causal,
-        window_size=window_size,
-        softcap=softcap,
-        alibi_slopes=alibi_slopes,
-        seed=seed,
-    )
+    keywords = _arguments.modifier_keywords(locals())
 
-    def prepare():
-        m = _mpi.modifiers_of(q, keywords)
+    def compile_call(m):
         arrays = [_mpi.addressable(x) for x in (q, k, v)]
-        call = _mpi.compiled().RingForward(comm, *arrays, **_mpi.ring_keywords(layout, m))
-        _arguments.check_shards(q, k, v)
-        params = _arguments.describe(q, k, v, layout, m)
-        return _agreement.Prepared(params, call=(call, _arguments.check_timeout(timeout)), length=q.shape[1])
+        return _mpi.compiled().RingForward(comm, *arrays, **_mpi.ring_keywords(layout, m))
 
-    (call, seconds), seqlen, seed = _mpi.agree(comm, prepare, layout)
-    out, lse = call.run(seqlen=seqlen, seed=seed, timeout_seconds=seconds)
+    out, lse = _mpi.run_ring(comm, layout, timeout, keywords, (q, k, v), compile_call)
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -129,29 +115,16 @@ def ring_flash_attn_backward(
     number of ranks. New arrays of q's dtype and of the shapes of q, k, v.
     """
     del deterministic
-    _mpi.check_comm(comm)
-    keywords = dict(
-        dropout_p=dropout_p,
-        softmax_scale=softmax_scale,
-        causal=causal,
-        window_size=window_size,
-        softcap=softcap,
-        alibi_slopes=alibi_slopes,
-        seed=seed,
-    )
+    keywords = _arguments.modifier_keywords(locals())
 
-    def prepare():
-        m = _mpi.modifiers_of(q, keywords)
+    def compile_call(m):
         _arguments.check_seed(seed, m.dropout_p, required=True)
         arrays = [_mpi.addressable(x) for x in (dout, q, k, v, out)]
         call = _mpi.compiled().RingBackward(comm, *arrays, softmax_lse, **_mpi.ring_keywords(layout, m))
-        _arguments.check_shards(q, k, v)
         _arguments.check_outputs(q, v, out, dout, softmax_lse)
-        params = _arguments.describe(q, k, v, layout, m)
-        return _agreement.Prepared(params, call=(call, _arguments.check_timeout(timeout)), length=q.shape[1])
+        return call
 
-    (call, seconds), seqlen, seed = _mpi.agree(comm, prepare, layout)
-    dq, dk, dv = call.run(seqlen=seqlen, seed=seed, timeout_seconds=seconds)
+    dq, dk, dv = _mpi.run_ring(comm, layout, timeout, keywords, (q, k, v), compile_call)
     return dq, dk, dv
 
 

@@ -18,11 +18,12 @@ class Prepared:
         self.params, self.call, self.length = params, call, length
 
 
-def _raise(failures):
-    """Every rank raises one error listing each failed rank's error (TypeError if they are all TypeErrors)."""
+def _raise(failures, own_error):
+    """Every rank raises one error listing each failed rank's error (TypeError if they are all TypeErrors),
+    chained to this rank's own exception if it has one."""
     kinds = {kind for _, (kind, _) in failures}
     message = "; ".join(f"rank {rank}: {text}" for rank, (_, text) in failures)
-    raise (TypeError if kinds == {"TypeError"} else ValueError)(message)
+    raise (TypeError if kinds == {"TypeError"} else ValueError)(message) from own_error
 
 
 def agree(allgather, prepare):
@@ -33,16 +34,17 @@ def agree(allgather, prepare):
 
     allgather(obj) returns the list of every rank's obj, in rank order (a collective)."""
     mine = {"error": None, "seed": draw_seed()}
-    prepared = None
+    prepared = own_error = None
     try:
         prepared = prepare()
         mine["params"], mine["length"] = prepared.params, prepared.length
-    except (TypeError, ValueError) as error:
+    except Exception as error:  # any failure here must reach the other ranks, or they would wait for us
+        own_error = error
         mine["error"] = (type(error).__name__, str(error))
     everyone = allgather(mine)
     failures = [(rank, d["error"]) for rank, d in enumerate(everyone) if d["error"] is not None]
     if failures:
-        _raise(failures)
+        _raise(failures, own_error)
     for name in everyone[0]["params"]:
         values = [d["params"][name] for d in everyone]
         if any(v != values[0] for v in values):

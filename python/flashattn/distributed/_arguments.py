@@ -107,6 +107,14 @@ def digest(array):
     return f"shape {array.shape}, {array.dtype}, crc32 {zlib.crc32(array.tobytes()):#010x}"
 
 
+MODIFIERS = ("dropout_p", "softmax_scale", "causal", "window_size", "softcap", "alibi_slopes", "seed")
+
+
+def modifier_keywords(arguments):
+    """The keywords shared by the ring functions, picked from a call's arguments (its locals())."""
+    return {name: arguments[name] for name in MODIFIERS}
+
+
 def modifiers(batch, heads_q, *, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed):
     dropout_p = float(dropout_p)
     return Modifiers(

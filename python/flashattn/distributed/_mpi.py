@@ -32,6 +32,23 @@ def agree(comm, prepare, layout=None):
     return call, None, seed
 
 
+def run_ring(comm, layout, timeout, keywords, shards, compile_call):
+    """A ring call: this rank's checks and compile_call(checked Modifiers) → its prepared call of
+    flashattn._distributed, the collective check, then the call's run()."""
+    check_comm(comm)
+    q, k, v = shards
+
+    def prepare():
+        m = modifiers_of(q, keywords)
+        call = compile_call(m)
+        _arguments.check_shards(q, k, v)
+        params = _arguments.describe(q, k, v, layout, m)
+        return _agreement.Prepared(params, call=(call, _arguments.check_timeout(timeout)), length=q.shape[1])
+
+    (call, seconds), seqlen, seed = agree(comm, prepare, layout)
+    return call.run(seqlen=seqlen, seed=seed, timeout_seconds=seconds)
+
+
 def modifiers_of(q, keywords):
     """The checked keywords; q's batch and heads (for the slopes' shape) once q is known to be an array of 4
     dimensions."""

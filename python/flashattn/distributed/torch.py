@@ -7,7 +7,7 @@ computes its rows against the visiting shard with flashattn's kernels. ``loss.ba
 backward pass and must then be called on every rank too. No MPI is needed on this path.
 """
 
-from . import _torch_call
+from . import _arguments, _torch_call
 
 __all__ = ["ring_flash_attn_func"]
 
@@ -48,14 +48,6 @@ def ring_flash_attn_func(
     return_attn_probs=True, softmax_lse float32 (batch, heads_q, seqlen_local).
     """
     del deterministic
-    keywords = dict(
-        dropout_p=dropout_p,
-        softmax_scale=softmax_scale,
-        causal=causal,
-        window_size=window_size,
-        softcap=softcap,
-        alibi_slopes=alibi_slopes,
-        seed=seed,
-    )
+    keywords = _arguments.modifier_keywords(locals())
     out, lse = _torch_call.ring_attention(q, k, v, group, layout, timeout, keywords)
     return (out, lse, None) if return_attn_probs else out

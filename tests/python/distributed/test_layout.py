@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import flashattn.distributed as fd
-from flashattn.distributed import _layout
+from flashattn.distributed import _layout, _torch_ring
 
 from reference import visible
 
@@ -63,3 +63,24 @@ def test_blocks_cover_the_mask_once(layout, causal, window):
                 world_size,
                 seqlen,
             )
+
+
+@pytest.mark.parametrize(
+    "layout, causal, window, travels",
+    [
+        # Shard j is needed by ranks ≥ j only: it never travels on from rank W − 1 to rank 0.
+        ("contiguous", True, (-1, -1), lambda src, to: to > src),
+        # Rows see 3 keys back, shards hold 10: only the next rank needs a shard.
+        ("contiguous", False, (3, 0), lambda src, to: to == src + 1),
+        # Every rank needs part of every shard.
+        ("zigzag", True, (-1, -1), lambda src, to: True),
+    ],
+)
+def test_forward_ring_transfers_what_a_later_rank_needs(layout, causal, window, travels):
+    segments = [_layout.shard_segments(40, 4, r, layout) for r in range(4)]
+    ring = _torch_ring.Ring(None, 0, 4, 1, 3, segments, None)
+    needs = _torch_ring._Needs(ring, _layout.Band.of(causal, window))
+    for src in range(4):
+        for to_rank in range(4):
+            if to_rank != src:
+                assert needs.transfer(src, to_rank) == travels(src, to_rank), (src, to_rank)
