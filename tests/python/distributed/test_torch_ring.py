@@ -4,12 +4,15 @@ for float32, float16 and bfloat16, both layouts, the masks, GQA and MQA, lengths
 not divide and ranks that hold no row; the same bits on every run; a subgroup; and bad input, which every
 rank reports alike before any transfer."""
 
+import time
+
 import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
 
 import flashattn.torch as fat
+from flashattn.distributed import _torch_ring
 from flashattn.distributed import torch as fdt
 from ring_cases import HEADS, LAYOUTS, LENGTHS, MASKS, check_within_baseline, problem, reference, shard
 
@@ -109,3 +112,21 @@ def test_a_rank_holding_the_wrong_rows_makes_every_rank_raise(group, rng):
         q, k, v = (torch.cat([x, x[:, :1]], 1) for x in (q, k, v))
     with pytest.raises(ValueError, match=r"rank \d holds \d+ rows, but the contiguous layout gives rank \d \d+ of the seqlen"):
         fdt.ring_flash_attn_func(q, k, v, layout="contiguous")
+
+
+def test_a_rank_that_leaves_the_ring_makes_the_others_time_out(group, rng, monkeypatch):
+    """Rank 0 passes the collective check, then skips the ring (as if it had crashed): the others raise
+    within the timeout instead of waiting for its transfers. On a group of its own, which is unusable
+    afterwards."""
+    if dist.get_world_size() == 1:
+        pytest.skip("a single rank has nobody to wait for")
+    doomed = dist.new_group(list(range(dist.get_world_size())))
+    q, k, v = local(rng)
+    if dist.get_rank() == 0:
+        monkeypatch.setattr(_torch_ring, "forward", lambda ring, q, k, v, m: (q.clone(), q.new_zeros(())))
+        fdt.ring_flash_attn_func(q, k, v, group=doomed, timeout=1.0)
+        return
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"rank \d: a ring transfer \(tag \d+\) did not complete within 1 s"):
+        fdt.ring_flash_attn_func(q, k, v, group=doomed, timeout=1.0)
+    assert time.monotonic() - started < 30
