@@ -181,8 +181,8 @@ def backward(ring, dout, q, k, v, out, lse, m):
     qf, outf, doutf = _widen(q), _widen(out), _widen(dout)
     dq = torch.zeros(qf.shape, dtype=torch.float32)
     w, r = ring.world_size, ring.rank
-    held, accumulated = (k, v), None  # the visiting K/V shard; its dK/dV accumulators on arrival
-    gradient_transfer = None
+    held = (k, v)  # the visiting K/V shard
+    gradient_transfer = None  # brings the visiting shard's dK/dV accumulators
     for step in range(w):
         src = ring.source(step)
         kv_transfer = None
@@ -205,8 +205,8 @@ def backward(ring, dout, q, k, v, out, lse, m):
             _rows(dk, block.keys).add_(dk_b)
             _rows(dv, block.keys).add_(dv_b)
         if gradient_transfer is not None:
-            accumulated = gradient_transfer.wait()
-            dk, dv = accumulated[0].add_(dk), accumulated[1].add_(dv)
+            dk_sum, dv_sum = gradient_transfer.wait()
+            dk, dv = dk_sum.add_(dk), dv_sum.add_(dv)
         # The accumulators go one rank on; at the last step that is their shard's home.
         following = (src - 1) % w if step + 1 < w else r
         gradient_transfer = (
