@@ -95,6 +95,8 @@ def main():
     parser.add_argument("--latency-us", type=float, default=5.0, help="per-message latency of the links")
     parser.add_argument("--memory-gib", type=float, default=256.0, help="memory per machine for the largest context")
     parser.add_argument("--ranks-per-machine", type=int, default=1, help="ranks sharing one machine's memory")
+    parser.add_argument("--rate-per-run", action="store_true",
+                        help="check each run with its own F (on a machine with fewer cores than ranks, F falls with W)")
     args = parser.parse_args()
 
     runs = [load(path) for path in args.runs]
@@ -114,7 +116,8 @@ def main():
     for path, run in zip(args.runs, runs):
         bandwidth = link_bandwidth(run) or float("inf")
         for p in run["passes"]:
-            predicted, _, _ = model_time(shape_of(run), run["world"], p["name"], rates[p["name"]], bandwidth, 0.0)
+            rate = rank_rate(run, p["name"]) if args.rate_per_run else rates[p["name"]]
+            predicted, _, _ = model_time(shape_of(run), run["world"], p["name"], rate, bandwidth, 0.0)
             print(f"| {path} | {run['world']} | {p['name']} | {bandwidth * 8 / 1e9:.1f} Gb/s | {p['seconds']:.4f} "
                   f"| {predicted:.4f} | {100 * (predicted - p['seconds']) / p['seconds']:+.1f}% |")
 

@@ -50,10 +50,11 @@ inline constexpr double kDefaultTimeoutSeconds = 60.0;
 //   q (batch, L, Hq, d), k (batch, L, Hkv, d), v (batch, L, Hkv, dv), o (batch, L, Hq, dv),
 //   lse optional float32 (batch, Hq, L), contiguous,
 // with local.seqlen_q == local.seqlen_k == L == shard_length(seqlen, W, rank, layout). Row i of the shard is
-// global position shard_indices(...)[i]. Every modifier applies at global positions, as one process would
-// apply it to the whole sequence: causal, the sliding window, softcap, scale, ALiBi and dropout (the same
-// mask as a single-process call with the same seed and offset). Rejected: a mask tensor (a local mask has
-// no global meaning). local.tiling is passed to every block's kernel call; local.num_threads is per rank.
+// global position shard_indices(...)[i]. The modifiers apply at global positions, as one process would
+// apply them to the whole sequence: causal, the sliding window, softcap and scale. Rejected with an Error:
+// a mask tensor (a local mask has no global meaning), and for now ALiBi and dropout (they need a block's
+// position inside the whole problem, which the core API does not take yet). local.tiling is passed to
+// every block's kernel call; local.num_threads is per rank.
 // Every block is computed in float32 (float16 and bfloat16 inputs are widened exactly), and O is rounded
 // to the element type once, at the end.
 struct RingParams {
@@ -89,7 +90,7 @@ void ring_backward(const RingBackwardParams& params, MPI_Comm comm);
 // the sequence's tail: the highest rank with at least one key of the sequence, or rank W−1 if no rank has
 // any; the other ranks ignore k_new/v_new (they may pass null) and leave their cache untouched. Rotary
 // embedding uses global positions. Causal masks and windows apply at global positions (the query rows are
-// the last rows of the whole sequence).
+// the last rows of the whole sequence). ALiBi is rejected for now (see RingParams).
 // Every rank computes its partial (O_r, LSE_r) in float32, one collective gathers the partials
 // (O(batch·Nq·Hq·dv) floats per rank, whatever the cache length), and every rank merges them in rank order
 // (deterministic) into local.o and local.lse (optional). The same collective check as the ring calls
