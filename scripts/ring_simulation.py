@@ -4,8 +4,8 @@
     mpirun -np 2 build/bench/flashattn-ring ... --json w2.json   (likewise w3.json, w4.json)
     python3 scripts/ring_simulation.py w2.json w3.json w4.json [--seqlen 1048576 --memory-gib 256]
 
-The model (docs/distributed.md, "Simulation"): a rank computes at the rate F it reached in the first
-measured run (its FLOPs over its summed per-step compute time, forward and backward separately). A ring of W
+The model (docs/distributed.md, "Simulation"): a rank computes at the rate F the slowest rank reached in the
+first measured run (its FLOPs over its summed per-step compute time, forward and backward separately). A ring of W
 ranks runs W steps; step s computes 1/W of the rank's work, c = flops / (W² F), while the next K/V shard
 (backward: also a float32 dK/dV accumulator) crosses the link, t = latency + bytes / bandwidth. A step takes
 max(c, t): the transfer is hidden when c ≥ t. The last step has no transfer. The efficiency is the ideal
@@ -35,11 +35,11 @@ def element_bytes(dtype):
 
 
 def rank_rate(run, name):
-    """FLOP/s of one rank in pass `name`: its share of the FLOPs over its summed per-step compute time."""
+    """FLOP/s of a rank in pass `name`: its share of the FLOPs over its summed per-step compute time, for the
+    slowest rank (the pass ends with it)."""
     pass_ = next(p for p in run["passes"] if p["name"] == name)
     per_rank_flops = pass_["flops"] / run["world"]
-    rates = [per_rank_flops / sum(step["compute"] for step in steps) for steps in pass_["steps"]]
-    return statistics.mean(rates)
+    return min(per_rank_flops / sum(step["compute"] for step in steps) for steps in pass_["steps"])
 
 
 def link_bandwidth(run):
