@@ -290,6 +290,74 @@ TEST(Ring, RunsAreBitwiseIdentical) {
     }
 }
 
+// `t` with one more head of padding per row: the same values through larger sequence and batch strides.
+Tensor Padded(const Tensor& t) {
+  Tensor padded = NanTensor(t.batch, t.seq, t.heads + 1, t.dim, t.dtype);
+  const std::size_t row = static_cast<std::size_t>(t.heads * t.dim) * SizeOf(t.dtype);
+  for (std::int64_t n = 0; n < t.batch * t.seq; ++n)
+    std::memcpy(padded.bytes.data() + n * (t.heads + 1) * t.dim * static_cast<std::int64_t>(SizeOf(t.dtype)),
+                t.bytes.data() + n * static_cast<std::int64_t>(row), row);
+  return padded;
+}
+
+// The first `heads` heads of a padded tensor, and whether its padding head is still all NaN.
+Tensor Unpadded(const Tensor& padded, bool* padding_untouched) {
+  Tensor t(padded.batch, padded.seq, padded.heads - 1, padded.dim, padded.dtype);
+  const std::int64_t element = static_cast<std::int64_t>(SizeOf(t.dtype));
+  const std::size_t row = static_cast<std::size_t>(t.heads * t.dim * element);
+  for (std::int64_t n = 0; n < t.batch * t.seq; ++n) {
+    std::memcpy(t.bytes.data() + n * static_cast<std::int64_t>(row),
+                padded.bytes.data() + n * padded.heads * t.dim * element, row);
+    for (std::int64_t c = 0; c < t.dim; ++c)
+      *padding_untouched =
+          *padding_untouched && std::isnan(padded.At(0, 0, 0, (n * padded.heads + t.heads) * t.dim + c));
+  }
+  return t;
+}
+
+// Shards addressed through strides of their own (a padding head per row) give the contiguous shards' bits
+// and leave the padding alone.
+TEST(Ring, AcceptsStridedShards) {
+  RingCase c;
+  c.layout = ShardLayout::kZigzag, c.dtype = DType::kF16, c.seqlen = 113, c.causal = true, c.Hq = 3, c.Hkv = 1;
+  const GlobalProblem g(c, 31);
+  const LocalShard s = ShardOf(g);
+  ForwardResult contiguous = RingForward(g, s);
+  const Gradients contiguous_grads = RingBackward(g, s, contiguous);
+
+  const Tensor q = Padded(s.q), k = Padded(s.k), v = Padded(s.v), d_o = Padded(s.d_o);
+  Tensor o = Padded(contiguous.o);
+  std::fill(o.bytes.begin(), o.bytes.end(), std::byte{0xff});  // NaN in float16
+  std::vector<float> lse(contiguous.lse.size(), kNaN);
+  RingParams forward_params;
+  forward_params.local = g.Params(q, k, v, o, lse.data());
+  forward_params.local.heads_q = c.Hq, forward_params.local.heads_kv = c.Hkv;
+  forward_params.local.q_strides = q.strides(), forward_params.local.k_strides = k.strides();
+  forward_params.local.v_strides = v.strides(), forward_params.local.o_strides = o.strides();
+  forward_params.seqlen = c.seqlen;
+  forward_params.layout = c.layout;
+  ring_forward(forward_params, MPI_COMM_WORLD);
+  bool untouched = true;
+  EXPECT_EQ(Unpadded(o, &untouched).bytes, contiguous.o.bytes);
+  EXPECT_EQ(0, std::memcmp(lse.data(), contiguous.lse.data(), lse.size() * sizeof(float)));
+
+  const Gradients nan = NanGradients(c, s.q.seq, c.dtype);
+  Gradients padded{Padded(nan.dq), Padded(nan.dk), Padded(nan.dv)};
+  RingBackwardParams backward_params;
+  backward_params.local.attention = forward_params.local;
+  backward_params.local.d_o = d_o.data(), backward_params.local.do_strides = d_o.strides();
+  backward_params.local.dq = padded.dq.data(), backward_params.local.dq_strides = padded.dq.strides();
+  backward_params.local.dk = padded.dk.data(), backward_params.local.dk_strides = padded.dk.strides();
+  backward_params.local.dv = padded.dv.data(), backward_params.local.dv_strides = padded.dv.strides();
+  backward_params.seqlen = c.seqlen;
+  backward_params.layout = c.layout;
+  ring_backward(backward_params, MPI_COMM_WORLD);
+  EXPECT_EQ(Unpadded(padded.dq, &untouched).bytes, contiguous_grads.dq.bytes);
+  EXPECT_EQ(Unpadded(padded.dk, &untouched).bytes, contiguous_grads.dk.bytes);
+  EXPECT_EQ(Unpadded(padded.dv, &untouched).bytes, contiguous_grads.dv.bytes);
+  EXPECT_TRUE(untouched) << "a padding element was written";
+}
+
 // Which steps received a shard: contiguous causal sends rank r only the shards of ranks before it; a
 // window narrower than a shard needs only the neighbour's; zigzag causal needs every shard.
 TEST(Ring, SkipsTransfersNoRowNeeds) {
