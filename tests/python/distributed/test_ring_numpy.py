@@ -118,3 +118,12 @@ def test_comm_must_be_a_communicator(rng):
     q = np.zeros((1, 4, 1, 8), np.float32)
     with pytest.raises(TypeError, match="comm must be an mpi4py.MPI.Intracomm, got int"):
         fd.ring_flash_attn_func(q, q, q, comm=0)
+
+
+def test_alibi_and_dropout_are_rejected_on_every_rank(comm, rng):
+    """Not yet supported: a block's global position cannot be passed to the kernels (docs/distributed.md)."""
+    q, k, v = local(rng, comm)
+    with pytest.raises(ValueError, match="ALiBi"):
+        fd.ring_flash_attn_func(q, k, v, comm=comm, alibi_slopes=np.ones(2, np.float32))
+    with pytest.raises(ValueError, match="dropout"):
+        fd.ring_flash_attn_func(q, k, v, comm=comm, dropout_p=0.1, seed=1)

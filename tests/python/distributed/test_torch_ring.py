@@ -130,3 +130,12 @@ def test_a_rank_that_leaves_the_ring_makes_the_others_time_out(group, rng, monke
     with pytest.raises(RuntimeError, match=r"rank \d: a ring transfer \(tag \d+\) did not complete within 1 s"):
         fdt.ring_flash_attn_func(q, k, v, group=doomed, timeout=1.0)
     assert time.monotonic() - started < 30
+
+
+def test_alibi_and_dropout_are_rejected_on_every_rank(group, rng):
+    """Not yet supported: a block's global position cannot be passed to the kernels (docs/distributed.md)."""
+    q, k, v = local(rng)
+    with pytest.raises(ValueError, match="ALiBi and dropout need the kernels to take global positions"):
+        fdt.ring_flash_attn_func(q, k, v, alibi_slopes=torch.ones(2))
+    with pytest.raises(ValueError, match="ALiBi and dropout need the kernels to take global positions"):
+        fdt.ring_flash_attn_func(q, k, v, dropout_p=0.1, seed=1)
