@@ -1,12 +1,23 @@
 # Installs the library, its header and a CMake config package: find_package(flashattn) then
-# target_link_libraries(app flashattn::flashattn).
+# target_link_libraries(app flashattn::flashattn). When built, flashattn::mpi is the package's component
+# `mpi`: find_package(flashattn COMPONENTS mpi) then target_link_libraries(app flashattn::mpi).
 include(CMakePackageConfigHelpers)
 
 install(TARGETS flashattn EXPORT flashattnTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY include/flashattn DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(TARGET flashattn_mpi)
+  install(DIRECTORY include/flashattn DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(TARGETS flashattn_mpi EXPORT flashattnMpiTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(EXPORT flashattnMpiTargets NAMESPACE flashattn::
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/flashattn)
+else()
+  install(DIRECTORY include/flashattn DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} PATTERN distributed.h EXCLUDE)
+endif()
 install(EXPORT flashattnTargets NAMESPACE flashattn::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/flashattn)
 configure_package_config_file(cmake/flashattnConfig.cmake.in

@@ -1,6 +1,8 @@
 // flash_attn_with_kvcache: q attends to a contiguous or paged key/value cache, after k and v (if given) are
 // rotated and written into the cache in place at cache_seqlens. Every check, the library's included, runs
 // before the cache is written: a call that raises leaves k_cache and v_cache unchanged.
+#include "kvcache.h"
+
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -13,15 +15,14 @@
 #include "modifiers.h"
 
 namespace flashattn::python {
-namespace {
 
-py::tuple Kvcache(const py::handle& q_in, const py::handle& k_cache_in, const py::handle& v_cache_in,
-                  const py::handle& k_in, const py::handle& v_in, const py::handle& rotary_cos_in,
-                  const py::handle& rotary_sin_in, const py::handle& cache_seqlens_in,
-                  const py::handle& block_table_in, const py::handle& alibi_slopes,
-                  std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
-                  std::int64_t window_right, float softcap, bool rotary_interleaved, std::int64_t num_splits,
-                  bool return_lse, bool bf16) {
+KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in, const py::handle& v_cache_in,
+                           const py::handle& k_in, const py::handle& v_in, const py::handle& rotary_cos_in,
+                           const py::handle& rotary_sin_in, const py::handle& cache_seqlens_in,
+                           const py::handle& block_table_in, const py::handle& alibi_slopes,
+                           std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
+                           std::int64_t window_right, float softcap, bool rotary_interleaved,
+                           std::int64_t num_splits, bool return_lse, bool bf16) {
   const bool paged = !block_table_in.is_none();
   const char* cache_layout = paged ? "(num_blocks, page_block_size, heads_kv, head_dim)"
                                    : "(batch, seqlen_cache, heads_kv, head_dim)";
@@ -127,11 +128,30 @@ py::tuple Kvcache(const py::handle& q_in, const py::handle& k_cache_in, const py
     p.lse = lse_array.mutable_data();
     lse = lse_array;
   }
+  KvcacheCall call{p, {}, out, lse};
+  for (const py::handle& array : {q_in, k_cache_in, v_cache_in, k_in, v_in, rotary_cos_in, rotary_sin_in,
+                                  cache_seqlens_in, block_table_in, alibi_slopes}) {
+    call.held.push_back(py::reinterpret_borrow<py::object>(array));
+  }
+  return call;
+}
+
+namespace {
+
+py::tuple Kvcache(const py::handle& q, const py::handle& k_cache, const py::handle& v_cache, const py::handle& k,
+                  const py::handle& v, const py::handle& rotary_cos, const py::handle& rotary_sin,
+                  const py::handle& cache_seqlens, const py::handle& block_table, const py::handle& alibi_slopes,
+                  std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
+                  std::int64_t window_right, float softcap, bool rotary_interleaved, std::int64_t num_splits,
+                  bool return_lse, bool bf16) {
+  KvcacheCall call = PrepareKvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
+                                    block_table, alibi_slopes, softmax_scale, causal, window_left,
+                                    window_right, softcap, rotary_interleaved, num_splits, return_lse, bf16);
   {
     py::gil_scoped_release release;
-    decode(p);
+    decode(call.params);
   }
-  return py::make_tuple(out, lse);
+  return py::make_tuple(call.out, call.lse);
 }
 
 }  // namespace

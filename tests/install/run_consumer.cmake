@@ -27,9 +27,10 @@ file(MAKE_DIRECTORY ${WORK_DIR})
 
 if(SHARED)
   set(BUILD_DIR ${WORK_DIR}/library)
+  # The MPI component is checked by the static install: this build stays the core library's.
   run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BUILD_DIR} ${common_args} -DBUILD_SHARED_LIBS=ON
       -DFLASHATTN_ENABLE_TESTS=OFF -DFLASHATTN_ENABLE_CLI=OFF -DFLASHATTN_ENABLE_BENCH=OFF
-      -DFLASHATTN_BUILD_PYTHON=OFF)
+      -DFLASHATTN_BUILD_PYTHON=OFF -DFLASHATTN_ENABLE_MPI=OFF)
   run(${CMAKE_COMMAND} --build ${BUILD_DIR} --parallel 2)
 endif()
 set(prefix ${WORK_DIR}/prefix)
@@ -54,8 +55,14 @@ if(NOT block MATCHES "```cpp\n(.*)```")
 endif()
 file(WRITE ${WORK_DIR}/readme_example.cc "${CMAKE_MATCH_1}")
 
+# The MPI component was installed if flashattn was built with MPI: then the consumer uses it too.
+file(GLOB_RECURSE installed_mpi_config ${prefix}/flashattnMpiTargets.cmake)
+set(mpi_consumer OFF)
+if(installed_mpi_config)
+  set(mpi_consumer ON)
+endif()
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install -B ${WORK_DIR}/consumer ${common_args}
-    -DCMAKE_PREFIX_PATH=${prefix} -DREADME_EXAMPLE=${WORK_DIR}/readme_example.cc)
+    -DCMAKE_PREFIX_PATH=${prefix} -DREADME_EXAMPLE=${WORK_DIR}/readme_example.cc -DMPI_CONSUMER=${mpi_consumer})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer --parallel 2)
 run(${WORK_DIR}/consumer/app)
 message(STATUS "${output}")
@@ -63,4 +70,12 @@ run(${WORK_DIR}/consumer/readme_example)
 message(STATUS "README example printed:\n${output}")
 if(NOT output MATCHES "O\\[token 0\\] = 0 ")
   message(FATAL_ERROR "README example: expected 'O[token 0] = 0 ' (token 0 sees only key 0, whose V row is 0)")
+endif()
+
+if(mpi_consumer)
+  find_program(MPIEXEC NAMES mpiexec mpirun REQUIRED)
+  set(ENV{OMPI_ALLOW_RUN_AS_ROOT} 1)  # Open MPI refuses to start as root without these two
+  set(ENV{OMPI_ALLOW_RUN_AS_ROOT_CONFIRM} 1)
+  run(${MPIEXEC} --oversubscribe -np 2 ${WORK_DIR}/consumer/mpi_app)
+  message(STATUS "MPI consumer printed:\n${output}")
 endif()

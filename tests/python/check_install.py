@@ -3,6 +3,7 @@ flashattn package installed into the staged site-packages directory SITE, checks
 was imported (not the build tree's, not one already installed elsewhere) and makes one small call through
 each module against a NumPy computation of softmax(q kᵀ/√d) v."""
 
+import os
 import site
 import sys
 
@@ -35,4 +36,11 @@ tensors = [torch.from_numpy(x).requires_grad_() for x in (q, k, v)]
 out_t = fat.flash_attn_func(*tensors)
 out_t.sum().backward()
 assert torch.equal(out_t.detach(), torch.from_numpy(out)) and tensors[0].grad.shape == (1, 5, 2, 8)
+if os.path.exists(os.path.join(os.path.dirname(flashattn.__file__), "distributed")):
+    from mpi4py import MPI
+
+    import flashattn.distributed as fd
+
+    assert fd.__file__.startswith(staged + "/flashattn/"), f"flashattn.distributed from {fd.__file__}"
+    assert np.abs(fd.ring_flash_attn_func(q, k, v, comm=MPI.COMM_SELF) - out).max() < 1e-6
 print(f"flashattn imported from {flashattn.__file__}; one call each through NumPy and torch: ok")

@@ -32,6 +32,10 @@ else()
 endif()
 file(GLOB_RECURSE installed RELATIVE ${root} ${root}/*)
 file(GLOB package RELATIVE ${site}/flashattn ${site}/flashattn/*)
+# flashattn.distributed and its compiled module (built with MPI and mpi4py), checked on their own below.
+file(GLOB_RECURSE distributed RELATIVE ${site}/flashattn ${site}/flashattn/distributed/* ${site}/flashattn/_distributed*)
+list(FILTER package EXCLUDE REGEX "^_?distributed")
+list(FILTER installed EXCLUDE REGEX "/flashattn/_?distributed")
 list(SORT package)
 # The public modules, their private helper modules and the compiled module, whatever its tag
 # (_core.cpython-311-x86_64-linux-gnu.so), listed as _core.so.
@@ -45,6 +49,17 @@ list(LENGTH installed count)
 list(LENGTH expected expected_count)
 if(NOT count EQUAL expected_count)
   message(FATAL_ERROR "the python component installed more than the package: ${installed}")
+endif()
+
+if(distributed)
+  list(TRANSFORM distributed REPLACE "^_distributed[^;]*\\.so$" "_distributed.so")
+  list(SORT distributed)
+  set(expected _distributed.so distributed/__init__.py distributed/_agreement.py distributed/_arguments.py
+               distributed/_layout.py distributed/_mpi.py distributed/_torch_call.py distributed/_torch_ring.py
+               distributed/torch.py)
+  if(NOT distributed STREQUAL expected)
+    message(FATAL_ERROR "expected ${expected} for flashattn.distributed, got: ${distributed}")
+  endif()
 endif()
 
 run(${CMAKE_COMMAND} -E env --unset=PYTHONPATH --unset=PYTHONHOME --unset=PYTHONSTARTUP OMP_NUM_THREADS=1

@@ -1,0 +1,178 @@
+"""The keyword arguments of the distributed calls, checked and converted on each rank (inside the collective
+check, see _agreement.py), for NumPy arrays and torch tensors alike: both have .shape and .dtype."""
+
+import operator
+import zlib
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _layout
+
+_UINT64 = 1 << 64
+
+
+class Modifiers(NamedTuple):
+    """flash_attn_func's keywords, checked. alibi_slopes: float32 NumPy array or None; seed: None until the
+    ranks agree on one."""
+
+    softmax_scale: object
+    causal: bool
+    window: tuple
+    softcap: float
+    alibi_slopes: object
+    dropout_p: float
+    seed: object
+
+    @property
+    def band(self):
+        return _layout.Band.of(self.causal, self.window)
+
+    def keywords(self):
+        """The keywords of flashattn's single-process functions."""
+        return dict(
+            dropout_p=self.dropout_p,
+            softmax_scale=self.softmax_scale,
+            causal=self.causal,
+            window_size=self.window,
+            softcap=self.softcap,
+            alibi_slopes=self.alibi_slopes,
+        )
+
+
+def window_of(window_size):
+    try:
+        left, right = window_size
+        return operator.index(left), operator.index(right)
+    except (TypeError, ValueError):
+        raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}") from None
+
+
+def check_seed(value, dropout_p=0.0, required=False):
+    """A given seed as an int in [0, 2**64), or None (required: the forward call's seed when dropout_p > 0)."""
+    if value is None:
+        if required and dropout_p > 0:
+            raise ValueError("seed must be given when dropout_p > 0 (the forward call's seed), got None")
+        return None
+    value = operator.index(value)
+    if not 0 <= value < _UINT64:
+        raise ValueError(f"seed must be in [0, 2**64), got {value}")
+    return value
+
+
+def check_timeout(seconds):
+    seconds = float(seconds)
+    if not seconds > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {seconds}")
+    return seconds
+
+
+def slopes_of(alibi_slopes, batch, heads_q):
+    """alibi_slopes (a NumPy array, tensor or sequence) as a C-contiguous float32 NumPy array, or None."""
+    if alibi_slopes is None:
+        return None
+    if hasattr(alibi_slopes, "detach"):  # a torch.Tensor
+        alibi_slopes = alibi_slopes.detach().float().numpy()
+    array = float32_of(alibi_slopes, "alibi_slopes")
+    if array.shape not in ((heads_q,), (batch, heads_q)):
+        raise ValueError(
+            f"alibi_slopes must have shape (heads_q,) = ({heads_q},) or (batch, heads_q) = ({batch}, "
+            f"{heads_q}), got {array.shape}"
+        )
+    return array
+
+
+def int32_of(x, name, ndim):
+    """An integer array as C-contiguous int32 (a copy only when needed); its values must fit."""
+    array = np.asarray(x)
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"{name} must have an integer dtype, got {array.dtype}")
+    if array.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got {array.ndim}")
+    if array.size and not (-(2**31) <= int(array.min()) and int(array.max()) < 2**31):
+        raise ValueError(f"{name} values must fit in int32, got [{int(array.min())}, {int(array.max())}]")
+    return np.ascontiguousarray(array, dtype=np.int32)
+
+
+def float32_of(x, name):
+    array = np.asarray(x)
+    if array.dtype.kind not in "fiu":
+        raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}")
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def digest(array):
+    """An array's shape, dtype and a checksum of its values: what ranks compare instead of the values."""
+    array = np.ascontiguousarray(array)
+    return f"shape {array.shape}, {array.dtype}, crc32 {zlib.crc32(array.tobytes()):#010x}"
+
+
+MODIFIERS = ("dropout_p", "softmax_scale", "causal", "window_size", "softcap", "alibi_slopes", "seed")
+
+
+def modifier_keywords(arguments):
+    """The keywords shared by the ring functions, picked from a call's arguments (its locals())."""
+    return {name: arguments[name] for name in MODIFIERS}
+
+
+def modifiers(batch, heads_q, *, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed):
+    dropout_p = float(dropout_p)
+    return Modifiers(
+        softmax_scale=None if softmax_scale is None else float(softmax_scale),
+        causal=bool(causal),
+        window=window_of(window_size),
+        softcap=float(softcap),
+        alibi_slopes=slopes_of(alibi_slopes, batch, heads_q),
+        dropout_p=dropout_p,
+        seed=check_seed(seed),
+    )
+
+
+def check_shards(q, k, v):
+    """q (batch, L, Hq, d), k (batch, L, Hkv, d), v (batch, L, Hkv, dv): one L, Hkv dividing Hq."""
+    if tuple(k.shape[:2]) != tuple(q.shape[:2]) or k.shape[3] != q.shape[3]:
+        raise ValueError(
+            f"k (batch, seqlen_local, heads_kv, head_dim) = {tuple(k.shape)} must match q's batch, "
+            f"seqlen_local and head_dim: q has shape {tuple(q.shape)}"
+        )
+    if tuple(v.shape[:3]) != tuple(k.shape[:3]):
+        raise ValueError(
+            f"v (batch, seqlen_local, heads_kv, head_dim_v) = {tuple(v.shape)} must match k's first three "
+            f"dimensions {tuple(k.shape[:3])}"
+        )
+    if k.shape[2] == 0 or q.shape[2] % k.shape[2] != 0:
+        raise ValueError(f"heads_kv = {k.shape[2]} must divide heads_q = {q.shape[2]}")
+
+
+def check_outputs(q, v, out, dout, lse):
+    """The forward call's out (batch, L, Hq, dv) and softmax_lse (batch, Hq, L), and dout like out."""
+    expected = tuple(q.shape[:3]) + (v.shape[3],)
+    for name, x in (("out", out), ("dout", dout)):
+        if tuple(x.shape) != expected:
+            raise ValueError(f"{name} must have shape (batch, seqlen_local, heads_q, head_dim_v) = {expected}, "
+                             f"got {tuple(x.shape)}")
+    expected = (q.shape[0], q.shape[2], q.shape[1])
+    if tuple(lse.shape) != expected:
+        raise ValueError(f"softmax_lse must have shape (batch, heads_q, seqlen_local) = {expected}, got "
+                         f"{tuple(lse.shape)}")
+
+
+def describe(q, k, v, layout, m, **more):
+    """What the ranks of a ring call must agree on (compared by _agreement.agree)."""
+    return dict(
+        layout=_layout.check_layout(layout),
+        dtype=str(q.dtype),
+        batch=q.shape[0],
+        heads_q=q.shape[2],
+        heads_kv=k.shape[2],
+        head_dim=q.shape[3],
+        head_dim_v=v.shape[3],
+        causal=m.causal,
+        window_size=m.window,
+        softcap=m.softcap,
+        softmax_scale=m.softmax_scale,
+        alibi_slopes=None if m.alibi_slopes is None else digest(m.alibi_slopes),
+        dropout_p=m.dropout_p,
+        seed=m.seed,
+        **more,
+    )

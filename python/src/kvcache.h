@@ -1,0 +1,39 @@
+// flash_attn_with_kvcache's arguments checked and turned into DecodeParams, for _core's kvcache (which runs
+// decode()) and for _distributed's sharded decode (which runs the collective sharded_decode()).
+#ifndef FLASHATTN_PYTHON_KVCACHE_H_
+#define FLASHATTN_PYTHON_KVCACHE_H_
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "flashattn/decode.h"
+
+namespace flashattn::python {
+
+namespace py = pybind11;
+
+// A checked call: `params` points into the caller's arrays (kept alive in `held`) and into the new `out`
+// and `lse` (float32 (batch, heads_q, seqlen_q), or None unless requested).
+struct KvcacheCall {
+  DecodeParams params;
+  std::vector<py::object> held;
+  py::array out;
+  py::object lse;
+};
+
+// Every check of flash_attn_with_kvcache but the library's own (decode() validates before it writes).
+KvcacheCall PrepareKvcache(const py::handle& q, const py::handle& k_cache, const py::handle& v_cache,
+                           const py::handle& k, const py::handle& v, const py::handle& rotary_cos,
+                           const py::handle& rotary_sin, const py::handle& cache_seqlens,
+                           const py::handle& block_table, const py::handle& alibi_slopes,
+                           std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
+                           std::int64_t window_right, float softcap, bool rotary_interleaved,
+                           std::int64_t num_splits, bool return_lse, bool bf16);
+
+}  // namespace flashattn::python
+
+#endif  // FLASHATTN_PYTHON_KVCACHE_H_

@@ -1,0 +1,52 @@
+// The collective check every call makes before its first transfer: each rank describes its call in a few
+// named numbers and says whether its own input is valid; one gather lets every rank see all of them, and
+// every rank throws the same Error if any rank's input is invalid or the ranks disagree.
+#ifndef FLASHATTN_DISTRIBUTED_AGREEMENT_H_
+#define FLASHATTN_DISTRIBUTED_AGREEMENT_H_
+
+#include <cstdint>
+#include <exception>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "distributed/comm.h"
+
+namespace flashattn::distributed {
+
+// One number of a call's description. Every rank of a call passes the same names in the same order.
+struct Field {
+  enum class Kind : std::uint8_t { kInteger, kFloat };
+  const char* name;
+  std::int64_t value;  // a float's bits when kind is kFloat
+  Kind kind = Kind::kInteger;
+};
+Field FloatField(const char* name, float value);
+
+// At most this many fields per call (the gathered record has a fixed size).
+inline constexpr std::size_t kMaxFields = 48;
+
+// Collective. `local_error` is empty when this rank's input is valid, else the Error message it would
+// have thrown. Throws on every rank if any rank's error is non-empty or any field differs between ranks,
+// naming the field and each rank's value, or quoting each failing rank's message.
+void AgreeOrThrow(const CallComm& comm, std::span<const Field> fields, const std::string& local_error);
+
+// Collective: every rank's `values` (the same count on every rank), rank after rank.
+std::vector<std::int64_t> GatherValues(const CallComm& comm, std::span<const std::int64_t> values,
+                                       std::string_view what);
+
+// Runs `check` (which throws for invalid input) and returns its message, or "" if it passed. Any
+// exception counts, so that a rank never leaves the check alone.
+template <typename Check>
+std::string ErrorOf(Check check) {
+  try {
+    check();
+  } catch (const std::exception& error) {
+    return error.what();
+  }
+  return {};
+}
+
+}  // namespace flashattn::distributed
+
+#endif  // FLASHATTN_DISTRIBUTED_AGREEMENT_H_

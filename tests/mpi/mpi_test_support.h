@@ -1,0 +1,58 @@
+// Global test tensors that every rank draws identically, the rows each rank holds of them, and the
+// error measures the MPI tests share.
+#ifndef FLASHATTN_TESTS_MPI_MPI_TEST_SUPPORT_H_
+#define FLASHATTN_TESTS_MPI_MPI_TEST_SUPPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "flashattn/flashattn.h"
+
+namespace flashattn::distributed::testing {
+
+int WorldRank();
+int WorldSize();
+
+// A contiguous (batch, seq, heads, dim) tensor of any element type.
+struct Tensor {
+  std::int64_t batch = 0, seq = 0, heads = 0, dim = 0;
+  DType dtype = DType::kF32;
+  std::vector<std::byte> bytes;
+
+  Tensor() = default;
+  Tensor(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t dim, DType dtype);
+  void* data() { return bytes.data(); }
+  const void* data() const { return bytes.data(); }
+  Strides strides() const { return {seq * heads * dim, heads * dim, dim}; }
+  std::int64_t Elements() const { return batch * seq * heads * dim; }
+  std::vector<float> Floats() const;
+  void Assign(const std::vector<float>& values);  // rounded to the element type
+  float At(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t c) const;
+};
+
+// Elements drawn from N(0, scale²) by a generator seeded with `seed` (the same on every rank), rounded to
+// the element type.
+Tensor RandomTensor(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t dim, DType dtype,
+                    std::uint64_t seed, float scale = 1.0f);
+// A tensor whose every element is NaN: a test sees any element a call forgot to write.
+Tensor NanTensor(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t dim, DType dtype);
+// Rows `rows` (global positions, in order) of `global`, as a tensor of their own.
+Tensor SelectRows(const Tensor& global, const std::vector<std::int64_t>& rows);
+// LSE rows: (batch, heads, rows) gathered from a (batch, heads, seq) array.
+std::vector<float> SelectLseRows(const std::vector<float>& global, std::int64_t batch, std::int64_t heads,
+                                 std::int64_t seq, const std::vector<std::int64_t>& rows);
+
+// max |a − b| over the elements of `local`'s rows, compared with the rows `rows` of `global`; NaN if any
+// element of `local` is NaN.
+double MaxRowError(const Tensor& local, const Tensor& global, const std::vector<std::int64_t>& rows);
+double MaxLseError(const std::vector<float>& local, const std::vector<float>& global_rows);
+// max |x| over a tensor.
+double MaxAbs(const Tensor& tensor);
+
+// The largest of `value` over the ranks of MPI_COMM_WORLD (a NaN anywhere gives +inf).
+double MaxOverRanks(double value);
+
+}  // namespace flashattn::distributed::testing
+
+#endif  // FLASHATTN_TESTS_MPI_MPI_TEST_SUPPORT_H_
