@@ -1,9 +1,8 @@
-# The backward pass: the fused kernel (one translation unit per element type, each compiled for every
-# Highway target, src/simd/dispatch.h), backward_varlen, and the reference backward.
+# The backward pass: the fused kernel (one translation unit per element type, each compiled for every Highway
+# target, src/simd/dispatch.h) and backward_varlen.
 target_sources(flashattn PRIVATE
-  ${PROJECT_SOURCE_DIR}/src/backward/varlen.cc
-  ${PROJECT_SOURCE_DIR}/src/backward/backward_f32.cc
-  ${PROJECT_SOURCE_DIR}/src/backward/backward_f16.cc
-  ${PROJECT_SOURCE_DIR}/src/backward/backward_bf16.cc
-  ${PROJECT_SOURCE_DIR}/src/reference/backward.cc
+  ${CMAKE_CURRENT_LIST_DIR}/backward_f32.cc
+  ${CMAKE_CURRENT_LIST_DIR}/backward_f16.cc
+  ${CMAKE_CURRENT_LIST_DIR}/backward_bf16.cc
+  ${CMAKE_CURRENT_LIST_DIR}/varlen.cc
 )

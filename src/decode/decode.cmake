@@ -1,13 +1,7 @@
-# Flash-Decoding: merge_attention_states, decode over a KV cache, forward_varlen. The kernel has one
-# translation unit per element type, each compiled for every Highway target (src/simd/dispatch.h).
+# Flash-Decoding: merge_attention_states, decode over a KV cache (the kernel: one translation unit per element
+# type, each compiled for every Highway target, src/simd/dispatch.h), and forward_varlen.
+set(flashattn_decode ${CMAKE_CURRENT_LIST_DIR})
 target_sources(flashattn PRIVATE
-  ${PROJECT_SOURCE_DIR}/src/decode/decode.cc
-  ${PROJECT_SOURCE_DIR}/src/decode/split_kv.cc
-  ${PROJECT_SOURCE_DIR}/src/decode/decode_f32.cc
-  ${PROJECT_SOURCE_DIR}/src/decode/decode_f16.cc
-  ${PROJECT_SOURCE_DIR}/src/decode/decode_bf16.cc
-  ${PROJECT_SOURCE_DIR}/src/decode/merge.cc
-  ${PROJECT_SOURCE_DIR}/src/decode/varlen.cc
-  ${PROJECT_SOURCE_DIR}/src/reference/decode.cc
-  ${PROJECT_SOURCE_DIR}/src/reference/merge.cc
-)
+  ${flashattn_decode}/decode.cc ${flashattn_decode}/split_kv.cc ${flashattn_decode}/merge.cc
+  ${flashattn_decode}/decode_f32.cc ${flashattn_decode}/decode_f16.cc ${flashattn_decode}/decode_bf16.cc
+  ${flashattn_decode}/varlen.cc)
