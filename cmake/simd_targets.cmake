@@ -1,8 +1,8 @@
 # flashattn_compile_for_every_simd_target(<target>): the Highway targets <target>'s foreach_target
 # translation units are compiled for. Every x86 target Highway can build (scalar, SSSE3, SSE4, AVX2, AVX3) is
-# compiled in, so that the tests can run each one this CPU supports; the best is chosen at run time. On Arm,
-# Highway's SVE targets have sizeless vector types, which cannot be array elements (the micro-kernels'
-# register tiles are arrays of vectors): NEON (every AArch64 CPU) and the scalar baseline there.
+# compiled in, so that the tests can run each one this CPU supports; the best is chosen at run time. On Arm:
+# NEON (every AArch64 CPU) and the scalar baseline. The register tiles hold no arrays of sizeless SVE vectors
+# (RegisterTile), but the SVE targets stay off until they are built and tested on SVE hardware.
 # The library's kernels and the measurement tools that dispatch like them (tools/) share this one setting.
 function(flashattn_compile_for_every_simd_target target)
   target_compile_definitions(${target} PRIVATE HWY_COMPILE_ALL_ATTAINABLE)

@@ -14,11 +14,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/prefetch.h"
 #include "decode/attend.h"
 #include "hwy/highway.h"
 #include "simd/convert-inl.h"
+#include "simd/register_tiles-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::HWY_NAMESPACE::decode_kernel {
@@ -90,7 +92,9 @@ HWY_INLINE void PrefetchKey(const T* k_row, const T* v_row, std::int64_t row_byt
 // (a multiple of kLanes): Q rows ldq apart (float32), K rows at K[c] + head (float32 or the cache's type,
 // widened as loaded). Keys past `cols` (their pointers repeat a real row) are computed, not stored.
 // As each 64-byte line of the K rows is reached, `prefetch_line(c0 + c, head, byte)` runs for each key, so
-// that prefetches go out at the pace the rows are read (a burst of them stalls on the miss buffers).
+// that prefetches go out at the pace the rows are read (a burst of them stalls on the miss buffers). Only
+// targets with fixed-size vectors use it (kLanes > 0; ScoreBlock sums each dot product across its lanes on
+// the others), so its accumulators may be an array.
 template <int kR, int kC, typename T, class PrefetchLine>
 HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T* const* K, std::int64_t head,
                           std::int64_t width, std::int64_t c0, std::int64_t cols, float* HWY_RESTRICT S,
@@ -159,7 +163,8 @@ HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::
     for (std::int64_t g0 = 0; g0 < cols; g0 += kLanes) {
       for (std::int64_t h = 0; h < H; ++h) {
         std::int64_t r = 0;
-        const auto rows_of = [&](auto kR) {  // every tile of kR rows of head h, over the group's keys
+        // every tile of kR rows of head h, over the group's keys
+        const auto rows_of = [&](auto kR) FLASHATTN_INLINE_LAMBDA {
           constexpr int kRows = decltype(kR)::value;
           constexpr int kC = kLanes / kRows;
           for (; r + kRows <= R; r += kRows) {
@@ -193,34 +198,16 @@ HWY_INLINE void AccumulatePV(const float* HWY_RESTRICT P, const T* const* V, std
   const DF df;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
   std::int64_t e = 0;
-  for (; e + 2 * N <= width; e += 2 * N) {
-    VF o[kR][2];
-    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
-      o[r][0] = hn::Load(df, O + r * ldo + e);
-      o[r][1] = hn::Load(df, O + r * ldo + e + N);
-    }
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const VF v0 = LoadF32(df, V[c] + e), v1 = LoadF32(df, V[c] + e + N);
-      HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
-        const VF p = hn::Set(df, P[r * kBc + c]);
-        o[r][0] = hn::MulAdd(p, v0, o[r][0]);
-        o[r][1] = hn::MulAdd(p, v1, o[r][1]);
-      }
-    }
-    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
-      hn::Store(o[r][0], df, O + r * ldo + e);
-      hn::Store(o[r][1], df, O + r * ldo + e + N);
-    }
-  }
-  if (e < width) {  // one vector left
-    VF o[kR];
-    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) o[r] = hn::Load(df, O + r * ldo + e);
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const VF v = LoadF32(df, V[c] + e);
-      HWY_UNROLL(8) for (int r = 0; r < kR; ++r) o[r] = hn::MulAdd(hn::Set(df, P[r * kBc + c]), v, o[r]);
-    }
-    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) hn::Store(o[r], df, O + r * ldo + e);
-  }
+  // Õ_r[e, e + kVecs·N) as one register tile: P[r][c] broadcast, V_c's vectors loaded once for all rows
+  const auto start = [&](int r, int v) FLASHATTN_INLINE_LAMBDA { return hn::Load(df, O + r * ldo + e + v * N); };
+  const auto a_of = [&](int r, std::int64_t c) FLASHATTN_INLINE_LAMBDA { return P[r * kBc + c]; };
+  const auto b_of = [&](std::int64_t c, int v) FLASHATTN_INLINE_LAMBDA { return LoadF32(df, V[c] + e + v * N); };
+  const auto finish = [&](int r, int v, VF o) FLASHATTN_INLINE_LAMBDA { hn::Store(o, df, O + r * ldo + e + v * N); };
+  const auto slice = [&](auto vecs) FLASHATTN_INLINE_LAMBDA {
+    RegisterTile<kR, decltype(vecs)::value>(0, cols, start, a_of, b_of, finish);
+  };
+  for (; e + 2 * N <= width; e += 2 * N) slice(std::integral_constant<int, 2>());
+  if (e < width) slice(std::integral_constant<int, 1>());  // one vector left
 }
 
 // The largest row tile AccumulateBlock uses: 8 rows × 2 vectors where there are 32 vector registers

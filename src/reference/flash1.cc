@@ -24,9 +24,8 @@ namespace flashattn::reference {
 
 namespace {
 
-struct Scratch {
-  std::vector<float> l, m;              // main memory: Nq each
-  std::vector<float> Q_i, K_j, V_j, O_i, S_ij, l_i, m_i, Z_r;  // fast memory: one tile each
+struct Scratch : Tiles {     // fast memory: one tile each
+  std::vector<float> l, m;  // main memory: Nq each
 };
 
 void Flash1Head(const HeadProblem& problem, BlockSizes blocks, const Dropout& dropout, Scratch& x) {
@@ -119,19 +118,8 @@ BlockSizes ClampBlockSizes(BlockSizes blocks, const AttentionParams& params) {
 void Flash1(const AttentionParams& params, IoCount* io) {
   const BlockSizes blocks = ClampBlockSizes(ChooseBlockSizes(params), params);
   const std::int64_t d = params.head_dim, dv = params.value_head_dim(), Nq = params.seqlen_q;
-  std::vector<Scratch> scratch(static_cast<std::size_t>(ResolveThreads(params.num_threads)));
-  for (Scratch& x : scratch) {
-    x.l.resize(Nq);
-    x.m.resize(Nq);
-    x.Q_i.resize(blocks.Br * d);
-    x.O_i.resize(blocks.Br * dv);
-    x.l_i.resize(blocks.Br);
-    x.m_i.resize(blocks.Br);
-    x.K_j.resize(blocks.Bc * d);
-    x.V_j.resize(blocks.Bc * dv);
-    x.S_ij.resize(blocks.Br * blocks.Bc);
-    x.Z_r.resize(blocks.Bc);
-  }
+  const Scratch one{Tiles(blocks, d, dv), std::vector<float>(Nq), std::vector<float>(Nq)};
+  std::vector<Scratch> scratch(static_cast<std::size_t>(ResolveThreads(params.num_threads)), one);
   const Dropout dropout(params);
   ForEachHead(params, [&](const HeadProblem& problem, int thread) {
     Flash1Head(problem, blocks, dropout, scratch[thread]);

@@ -20,8 +20,8 @@ namespace flashattn::reference {
 
 namespace {
 
-struct Scratch {
-  std::vector<float> Q_i, K_j, V_j, O_i, S_ij, l_i, m_i, lse_i, Z_r;
+struct Scratch : Tiles {
+  std::vector<float> lse_i;
 };
 
 void Flash2Head(const HeadProblem& problem, BlockSizes blocks, const Dropout& dropout, Scratch& x) {
@@ -83,18 +83,8 @@ void Flash2Head(const HeadProblem& problem, BlockSizes blocks, const Dropout& dr
 void Flash2(const AttentionParams& params, IoCount* io) {
   const BlockSizes blocks = ClampBlockSizes(ChooseBlockSizes(params), params);
   const std::int64_t d = params.head_dim, dv = params.value_head_dim();
-  std::vector<Scratch> scratch(static_cast<std::size_t>(ResolveThreads(params.num_threads)));
-  for (Scratch& x : scratch) {
-    x.Q_i.resize(blocks.Br * d);
-    x.O_i.resize(blocks.Br * dv);
-    x.l_i.resize(blocks.Br);
-    x.m_i.resize(blocks.Br);
-    x.lse_i.resize(blocks.Br);
-    x.K_j.resize(blocks.Bc * d);
-    x.V_j.resize(blocks.Bc * dv);
-    x.S_ij.resize(blocks.Br * blocks.Bc);
-    x.Z_r.resize(blocks.Bc);
-  }
+  const Scratch one{Tiles(blocks, d, dv), std::vector<float>(blocks.Br)};
+  std::vector<Scratch> scratch(static_cast<std::size_t>(ResolveThreads(params.num_threads)), one);
   const Dropout dropout(params);
   ForEachHead(params, [&](const HeadProblem& problem, int thread) {
     Flash2Head(problem, blocks, dropout, scratch[thread]);

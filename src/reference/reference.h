@@ -30,6 +30,15 @@ BlockSizes ChooseBlockSizes(const AttentionParams& params);
 // the problem whatever tiling the caller asks for.
 BlockSizes ClampBlockSizes(BlockSizes blocks, const AttentionParams& params);
 
+// The fast-memory tiles of flash1 and flash2, one set per thread: Q_i and O_i (Br rows), K_j and V_j (Bc rows),
+// S_ij, the rows' running l_i and m_i, and the dropout multipliers Z_r of one row.
+struct Tiles {
+  std::vector<float> Q_i, K_j, V_j, O_i, S_ij, l_i, m_i, Z_r;
+  Tiles(BlockSizes blocks, std::int64_t d, std::int64_t dv)
+      : Q_i(blocks.Br * d), K_j(blocks.Bc * d), V_j(blocks.Bc * dv), O_i(blocks.Br * dv),
+        S_ij(blocks.Br * blocks.Bc), l_i(blocks.Br), m_i(blocks.Br), Z_r(blocks.Bc) {}
+};
+
 // Given `io`, each adds the main-memory traffic of every (batch, head) to it (problem.h, IoCount).
 struct IoCount;
 void Standard(const AttentionParams& params, IoCount* io = nullptr);

@@ -21,6 +21,12 @@
 #include "simd/convert-inl.h"
 #include "simd/packing-inl.h"
 
+// A lambda inlined wherever it is called, as HWY_INLINE is for functions (GCC and Clang): the tiles of each
+// row count, which the compiler's own choice may leave out of line, a call per tile.
+#ifndef FLASHATTN_INLINE_LAMBDA
+#define FLASHATTN_INLINE_LAMBDA __attribute__((always_inline))
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -67,27 +73,63 @@ HWY_INLINE float ElementOfA(const float* HWY_RESTRICT A, std::int64_t lda, std::
   else return A[r * lda + e];
 }
 
+// The register tile every micro-kernel is made of, kRows rows × kVecs vectors of accumulators (kRows ≤ 8,
+// kVecs ≤ 2):
+//   c[r][v] = start(r, v);   c[r][v] += a(r, k)·b(k, v) for k = begin … end − 1;   finish(r, v, c[r][v])
+// Each step loads b(k, ·) once for all rows and broadcasts a(r, k) once per row. The accumulators are named
+// variables, not an array (Arm SVE's sizeless vectors cannot form arrays), and every row and vector is
+// written out, so the tile is fully unrolled on every target.
+template <int kRows, int kVecs, class Start, class AOf, class BOf, class Finish>
+HWY_INLINE void RegisterTile(std::int64_t begin, std::int64_t end, const Start& start, const AOf& a_of,
+                             const BOf& b_of, const Finish& finish) {
+  static_assert(1 <= kRows && kRows <= 8 && 1 <= kVecs && kVecs <= 2, "a tile of up to 8 × 2 vectors");
+  const DF df;
+  VF c00 = hn::Zero(df), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  VF c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+  // fn(r, c_r0, c_r1) for each row r < kRows
+  const auto each_row = [&](const auto& fn) FLASHATTN_INLINE_LAMBDA {
+    fn(0, c00, c01);
+    if constexpr (kRows > 1) fn(1, c10, c11);
+    if constexpr (kRows > 2) fn(2, c20, c21);
+    if constexpr (kRows > 3) fn(3, c30, c31);
+    if constexpr (kRows > 4) fn(4, c40, c41);
+    if constexpr (kRows > 5) fn(5, c50, c51);
+    if constexpr (kRows > 6) fn(6, c60, c61);
+    if constexpr (kRows > 7) fn(7, c70, c71);
+  };
+  each_row([&](int r, VF& c0, VF& c1) FLASHATTN_INLINE_LAMBDA {
+    c0 = start(r, 0);
+    if constexpr (kVecs > 1) c1 = start(r, 1);
+  });
+  for (std::int64_t k = begin; k < end; ++k) {
+    const VF b0 = b_of(k, 0);
+    VF b1 = b0;
+    if constexpr (kVecs > 1) b1 = b_of(k, 1);
+    each_row([&](int r, VF& c0, VF& c1) FLASHATTN_INLINE_LAMBDA {
+      const VF a = hn::Set(df, a_of(r, k));
+      c0 = hn::MulAdd(a, b0, c0);
+      if constexpr (kVecs > 1) c1 = hn::MulAdd(a, b1, c1);
+    });
+  }
+  each_row([&](int r, VF& c0, VF& c1) FLASHATTN_INLINE_LAMBDA {
+    finish(r, 0, c0);
+    if constexpr (kVecs > 1) finish(r, 1, c1);
+  });
+}
+
 // C[r][0, NR) = Σ_e A[r][e] · panel[e][0, NR) for kRows rows (A of one row group when kRowGroups).
 template <int kRows, typename T, ALayout kLayout = ALayout::kRowMajor>
 HWY_INLINE void PanelTile(const float* HWY_RESTRICT A, std::int64_t lda, const T* HWY_RESTRICT panel,
                           std::int64_t width, float* HWY_RESTRICT C, std::int64_t ldc) {
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
-  VF acc0[kRows], acc1[kRows];
-  HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) acc0[r] = acc1[r] = hn::Zero(df);
-  for (std::int64_t e = 0; e < width; ++e) {
-    const VF b0 = LoadF32(df, panel + e * 2 * L);
-    const VF b1 = LoadF32(df, panel + e * 2 * L + L);
-    HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) {
-      const VF a = hn::Set(df, ElementOfA<kLayout>(A, lda, r, e));
-      acc0[r] = hn::MulAdd(a, b0, acc0[r]);
-      acc1[r] = hn::MulAdd(a, b1, acc1[r]);
-    }
-  }
-  HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) {
-    hn::StoreU(acc0[r], df, C + r * ldc);
-    hn::StoreU(acc1[r], df, C + r * ldc + L);
-  }
+  const auto start = [&](int, int) FLASHATTN_INLINE_LAMBDA { return hn::Zero(df); };
+  const auto a_of = [&](int r, std::int64_t e) FLASHATTN_INLINE_LAMBDA { return ElementOfA<kLayout>(A, lda, r, e); };
+  const auto b_of = [&](std::int64_t e, int v) FLASHATTN_INLINE_LAMBDA {
+    return LoadF32(df, panel + e * 2 * L + v * L);
+  };
+  const auto finish = [&](int r, int v, VF c) FLASHATTN_INLINE_LAMBDA { hn::StoreU(c, df, C + r * ldc + v * L); };
+  RegisterTile<kRows, 2>(0, width, start, a_of, b_of, finish);
 }
 
 // C[r][slice] = α_r·C[r][slice] + Σ_{begin ≤ c < end} A[r][c] · B[c][slice] for kRows rows and a slice of
@@ -99,25 +141,14 @@ HWY_INLINE void AccumulateTile(const float* HWY_RESTRICT A, std::int64_t lda, co
                                float* HWY_RESTRICT C, std::int64_t ldc) {
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
-  VF acc[kRows][kVecs];
-  HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) {
-    HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::LoadU(df, C + r * ldc + v * L);
-    if (alpha != nullptr) {
-      const VF a = hn::Set(df, alpha[r]);
-      HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::Mul(a, acc[r][v]);
-    }
-  }
-  for (std::int64_t c = begin; c < end; ++c) {
-    VF b[kVecs];
-    HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) b[v] = LoadF32(df, B + c * ldb + v * L);
-    HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) {
-      const VF a = hn::Set(df, ElementOfA<kLayout>(A, lda, r, c));
-      HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(a, b[v], acc[r][v]);
-    }
-  }
-  HWY_UNROLL(6) for (int r = 0; r < kRows; ++r) {
-    HWY_UNROLL(2) for (int v = 0; v < kVecs; ++v) hn::StoreU(acc[r][v], df, C + r * ldc + v * L);
-  }
+  const auto start = [&](int r, int v) FLASHATTN_INLINE_LAMBDA {
+    const VF c = hn::LoadU(df, C + r * ldc + v * L);
+    return alpha == nullptr ? c : hn::Mul(hn::Set(df, alpha[r]), c);
+  };
+  const auto a_of = [&](int r, std::int64_t c) FLASHATTN_INLINE_LAMBDA { return ElementOfA<kLayout>(A, lda, r, c); };
+  const auto b_of = [&](std::int64_t c, int v) FLASHATTN_INLINE_LAMBDA { return LoadF32(df, B + c * ldb + v * L); };
+  const auto finish = [&](int r, int v, VF c) FLASHATTN_INLINE_LAMBDA { hn::StoreU(c, df, C + r * ldc + v * L); };
+  RegisterTile<kRows, kVecs>(begin, end, start, a_of, b_of, finish);
 }
 
 // C (rows × cols_pad, ldc) = A (rows × width) · Bᵀ, B packed by PackPanels into cols_pad rows (a multiple
@@ -125,9 +156,9 @@ HWY_INLINE void AccumulateTile(const float* HWY_RESTRICT A, std::int64_t lda, co
 // panel stays in L1 across the row groups; columns from `first_col` (a multiple of NR) on. With `spans`
 // (one per row group), a group's panels outside its span are not computed.
 template <ALayout kLayout = ALayout::kRowMajor, typename T>
-void ProductABt(const float* A, std::int64_t lda, std::int64_t rows, const T* panels, std::int64_t cols_pad,
-                std::int64_t width, float* C, std::int64_t ldc, const ColumnSpan* spans = nullptr,
-                std::int64_t first_col = 0) {
+HWY_NOINLINE void ProductABt(const float* A, std::int64_t lda, std::int64_t rows, const T* panels,
+                              std::int64_t cols_pad, std::int64_t width, float* C, std::int64_t ldc,
+                              const ColumnSpan* spans = nullptr, std::int64_t first_col = 0) {
   static_assert(kLayout != ALayout::kTransposed, "row groups are located for row-major or grouped A");
   const std::int64_t NR = 2 * static_cast<std::int64_t>(hn::Lanes(DF()));
   for (std::int64_t p0 = first_col; p0 < cols_pad; p0 += NR) {
@@ -135,7 +166,7 @@ void ProductABt(const float* A, std::int64_t lda, std::int64_t rows, const T* pa
       if (spans != nullptr && (p0 >= spans[r0 / kMR].end || p0 + NR <= spans[r0 / kMR].begin)) continue;
       // Both layouts start row group r0 / kMR at element r0·width when lda = width.
       const float* A_group = A + r0 * (kLayout == ALayout::kRowGroups ? width : lda);
-      WithRows(std::min(kMR, rows - r0), [&](auto mr) {
+      WithRows(std::min(kMR, rows - r0), [&](auto mr) FLASHATTN_INLINE_LAMBDA {
         PanelTile<decltype(mr)::value, T, kLayout>(A_group, lda, panels + p0 * width, width, C + r0 * ldc + p0,
                                                    ldc);
       });
@@ -149,9 +180,9 @@ void ProductABt(const float* A, std::int64_t lda, std::int64_t rows, const T* pa
 // of two vectors of C's columns (B's slice stays in L1 across the row groups), then one. With `spans` (one
 // per row group), a group sums over its span of the inner dimension only (its A is zero elsewhere).
 template <ALayout kLayout = ALayout::kRowMajor, BLayout kBLayout = BLayout::kRowMajor, typename T>
-void AccumulateAB(const float* A, std::int64_t lda, std::int64_t rows, std::int64_t inner, const T* B,
-                  std::int64_t ldb, std::int64_t width_pad, float* C, std::int64_t ldc,
-                  const float* alpha = nullptr, const ColumnSpan* spans = nullptr) {
+HWY_NOINLINE void AccumulateAB(const float* A, std::int64_t lda, std::int64_t rows, std::int64_t inner, const T* B,
+                                std::int64_t ldb, std::int64_t width_pad, float* C, std::int64_t ldc,
+                                const float* alpha = nullptr, const ColumnSpan* spans = nullptr) {
   static_assert(kLayout != ALayout::kRowGroups, "row groups are located for row-major or transposed A");
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(DF()));
   for (std::int64_t e0 = 0; e0 < width_pad; e0 += 2 * L) {
@@ -159,7 +190,7 @@ void AccumulateAB(const float* A, std::int64_t lda, std::int64_t rows, std::int6
     const T* B_slice = kBLayout == BLayout::kSlices ? B + e0 * ldb : B + e0;
     const std::int64_t ldb_slice = kBLayout == BLayout::kSlices ? (two ? 2 * L : L) : ldb;
     for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
-      WithRows(std::min(kMR, rows - r0), [&](auto mr) {
+      WithRows(std::min(kMR, rows - r0), [&](auto mr) FLASHATTN_INLINE_LAMBDA {
         constexpr int kRows = decltype(mr)::value;
         const float* alpha_r = alpha == nullptr ? nullptr : alpha + r0;
         const ColumnSpan span = spans == nullptr ? ColumnSpan{0, inner} : spans[r0 / kMR];

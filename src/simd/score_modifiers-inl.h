@@ -20,10 +20,10 @@
 #include "common/score.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "simd/convert-inl.h"  // DF, and the namespace alias hn
 
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
 
 // tanh for the softcap, here and in the backward kernel. Highway 1.0.3's emulated targets convert NaN to
 // int with a C++ cast inside Tanh (undefined, UBSan): there a NaN lane goes in as 0 and comes out as the NaN
@@ -43,7 +43,7 @@ HWY_INLINE V SoftcapTanh(D d, V x) {
 HWY_INLINE void ApplyScoreModifiers(const ScoreModifiers& mods, std::int64_t i0, std::int64_t rows,
                                     std::int64_t j0, std::int64_t cols, float* HWY_RESTRICT S,
                                     std::int64_t lds) {
-  const hn::ScalableTag<float> df;
+  const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   const std::int64_t cols_L = RoundUp(cols, L);
   for (std::int64_t r = 0; r < rows; ++r) {
