@@ -19,4 +19,6 @@ if(NOT BUILD_SHARED_LIBS)
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/install/run_consumer.cmake)
   # A high cost makes `ctest -j` start it first, so its compile overlaps the other tests.
   set_tests_properties(install_consumer_shared PROPERTIES TIMEOUT 900 COST 10000)
+  # Its shared library is reused by c_api_shared (tests/c_api.cmake).
+  set_tests_properties(install_consumer_shared PROPERTIES FIXTURES_SETUP flashattn_shared_library)
 endif()
