@@ -6,14 +6,7 @@
 #         -DLINKAGE=static|shared [-DPYTHON=<interpreter>] -P run_c_api.cmake
 cmake_minimum_required(VERSION 3.25)
 
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
-  if(NOT status EQUAL 0)
-    list(JOIN ARGN " " command)
-    message(FATAL_ERROR "failed (${status}): ${command}\n${output}")
-  endif()
-  set(output "${output}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../install/script_helpers.cmake)  # run(), extract_readme_example()
 
 foreach(var SOURCE_DIR BUILD_DIR WORK_DIR CC VERSION LINKAGE)
   if(NOT DEFINED ${var})
@@ -53,19 +46,7 @@ if(LINKAGE STREQUAL "shared")
   list(APPEND libs -Wl,-rpath,${libdir})
 endif()
 
-# README.md's C example: the ```c block between the c-example markers.
-file(READ ${SOURCE_DIR}/README.md readme)
-string(FIND "${readme}" "<!-- c-example:begin -->" begin)
-string(FIND "${readme}" "<!-- c-example:end -->" end)
-if(begin EQUAL -1 OR end EQUAL -1 OR end LESS begin)
-  message(FATAL_ERROR "README.md has no <!-- c-example:begin --> ... <!-- c-example:end --> block")
-endif()
-math(EXPR length "${end} - ${begin}")
-string(SUBSTRING "${readme}" ${begin} ${length} block)
-if(NOT block MATCHES "```c\n(.*)```")
-  message(FATAL_ERROR "README.md's C example block holds no ```c fence")
-endif()
-file(WRITE ${WORK_DIR}/readme_example.c "${CMAKE_MATCH_1}")
+extract_readme_example(${SOURCE_DIR} c-example c ${WORK_DIR}/readme_example.c)
 
 set(c_flags -std=c11 -Wall -Wextra -Werror -pedantic -O1)
 foreach(program c_api_test readme_example)
