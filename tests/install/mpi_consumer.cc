@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   whole.q = q.data(), whole.k = k.data(), whole.v = v.data(), whole.o = o.data();
   whole.seqlen_q = whole.seqlen_k = N, whole.heads_q = whole.heads_kv = H, whole.head_dim = d;
   whole.causal = true;
-  whole.SetContiguousStrides();
+  whole.set_contiguous_strides();
   flashattn::forward(whole);
 
   namespace dist = flashattn::distributed;
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   ring.local = whole;
   ring.local.q = lq.data(), ring.local.k = lk.data(), ring.local.v = lv.data(), ring.local.o = lo.data();
   ring.local.seqlen_q = ring.local.seqlen_k = static_cast<std::int64_t>(rows.size());
-  ring.local.SetContiguousStrides();
+  ring.local.set_contiguous_strides();
   ring.seqlen = N;
   dist::ring_forward(ring, MPI_COMM_WORLD);
 
