@@ -27,3 +27,11 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/flashattnConfigVersion.cm
         COMPATIBILITY SameMajorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/flashattnConfig.cmake ${PROJECT_BINARY_DIR}/flashattnConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/flashattn)
+
+# pkg-config: `pkg-config --cflags --libs flashattn` (add --static for the static library, which needs
+# Highway, OpenMP and the C++ runtime). The file locates the prefix from its own directory, so the install
+# can be moved or made with `cmake --install --prefix`.
+file(RELATIVE_PATH flashattn_pc_prefix_from_pcfiledir /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+string(REGEX REPLACE "/$" "" flashattn_pc_prefix_from_pcfiledir "${flashattn_pc_prefix_from_pcfiledir}")
+configure_file(cmake/flashattn.pc.in ${PROJECT_BINARY_DIR}/flashattn.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/flashattn.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

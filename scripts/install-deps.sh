@@ -13,13 +13,17 @@ python_packages=(python3-numpy python3-pybind11 pybind11-dev python3-pytest pyth
 # Context parallelism (docs/distributed.md): Open MPI's headers and libraries for flashattn::mpi, mpirun for
 # its tests and benchmark, and mpi4py for flashattn.distributed.
 mpi_packages=(libopenmpi-dev openmpi-bin python3-mpi4py)
+# The Python package's PEP 517 build (pyproject.toml, setup.py) in a venv: setuptools and wheel, pip and venv,
+# and `python3 -m build` for wheels.
+packaging_packages=(python3-setuptools python3-wheel python3-pip python3-venv python3-build)
 # Sanitizer builds and fuzzers (issue 8, docs/robustness.md): clang; compiler-rt's ASan, UBSan, TSan and
 # libFuzzer runtimes (libclang-rt-dev; clang only recommends it); LLVM's OpenMP with its Archer tool for TSan
 # (libomp-dev); llvm-symbolizer for readable reports (llvm). Debian's default-version packages, so that all
 # four match the clang they come with.
 sanitizer_packages=(clang libclang-rt-dev libomp-dev llvm)
 
-packages=("${build_packages[@]}" "${python_packages[@]}" "${mpi_packages[@]}" "${sanitizer_packages[@]}")
+packages=("${build_packages[@]}" "${python_packages[@]}" "${packaging_packages[@]}" "${mpi_packages[@]}"
+          "${sanitizer_packages[@]}")
 missing=()
 for package in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)

@@ -30,6 +30,9 @@ Conventions
 
 from . import _arguments, _core, _kvcache
 
+# The library's version, the CMake project version (as the package metadata's).
+__version__ = _core.__version__
+
 __all__ = [
     "flash_attn_func",
     "flash_attn_varlen_func",

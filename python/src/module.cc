@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 
 #include "bindings.h"
+#include "flashattn/c_api.h"
 #include "flashattn/flashattn.h"
 #include "modifiers.h"
 
@@ -12,6 +13,7 @@ namespace py = pybind11;
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "flashattn's compiled bindings; use the functions of the flashattn package instead.";
+  m.attr("__version__") = flashattn_version();  // the library's: the CMake project version
   // Every invalid call is a flashattn::Error whose message names the argument and its values.
   py::register_exception<flashattn::Error>(m, "Error", PyExc_ValueError);
   flashattn::python::RegisterModifiers(m);

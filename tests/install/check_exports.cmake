@@ -44,7 +44,8 @@ foreach(line IN LISTS lines)
     list(APPEND failures "internal namespace: ${symbol}")
   elseif(NOT (name MATCHES "^flashattn::[a-z_][a-z0-9_]*$"
               OR name MATCHES "^flashattn::[A-Z][A-Za-z0-9]*::~?[A-Za-z_][A-Za-z0-9_]*$"
-              OR name MATCHES "^(typeinfo|typeinfo name|vtable) for flashattn::Error$"))
+              OR name MATCHES "^(typeinfo|typeinfo name|vtable) for flashattn::Error$"
+              OR name MATCHES "^flashattn_[a-z0-9_]+$"))  # the C API
     list(APPEND failures "not public API: ${symbol}")
   endif()
 endforeach()
@@ -53,7 +54,8 @@ endforeach()
 foreach(expected flashattn::forward flashattn::forward_varlen flashattn::backward flashattn::backward_varlen
                  flashattn::decode flashattn::merge_attention_states flashattn::validate
                  flashattn::materialize_dropout_mask flashattn::choose_num_splits flashattn::to_string
-                 flashattn::size_of flashattn::parse_algorithm "typeinfo for flashattn::Error")
+                 flashattn::size_of flashattn::parse_algorithm "typeinfo for flashattn::Error"
+                 flashattn_forward flashattn_decode flashattn_backward flashattn_last_error flashattn_version)
   if(NOT expected IN_LIST names)
     list(APPEND failures "missing: ${expected}")
   endif()

@@ -7,14 +7,7 @@
 # builds the library itself with BUILD_SHARED_LIBS=ON.
 cmake_minimum_required(VERSION 3.25)
 
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
-  if(NOT status EQUAL 0)
-    list(JOIN ARGN " " command)
-    message(FATAL_ERROR "failed (${status}): ${command}\n${output}")
-  endif()
-  set(output "${output}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/script_helpers.cmake)  # run(), extract_readme_example()
 
 foreach(var SOURCE_DIR WORK_DIR GENERATOR CXX LIBRARY)
   if(NOT DEFINED ${var})
@@ -41,19 +34,7 @@ if(NOT installed_library OR NOT installed_config OR NOT EXISTS ${prefix}/include
   message(FATAL_ERROR "the install into ${prefix} lacks ${LIBRARY}, flashattnConfig.cmake or the header")
 endif()
 
-# README.md's example: the ```cpp block between the example markers.
-file(READ ${SOURCE_DIR}/README.md readme)
-string(FIND "${readme}" "<!-- example:begin -->" begin)
-string(FIND "${readme}" "<!-- example:end -->" end)
-if(begin EQUAL -1 OR end EQUAL -1 OR end LESS begin)
-  message(FATAL_ERROR "README.md has no <!-- example:begin --> ... <!-- example:end --> block")
-endif()
-math(EXPR length "${end} - ${begin}")
-string(SUBSTRING "${readme}" ${begin} ${length} block)
-if(NOT block MATCHES "```cpp\n(.*)```")
-  message(FATAL_ERROR "README.md's example block holds no ```cpp fence")
-endif()
-file(WRITE ${WORK_DIR}/readme_example.cc "${CMAKE_MATCH_1}")
+extract_readme_example(${SOURCE_DIR} example cpp ${WORK_DIR}/readme_example.cc)
 
 # The MPI component was installed if flashattn was built with MPI: then the consumer uses it too.
 file(GLOB_RECURSE installed_mpi_config ${prefix}/flashattnMpiTargets.cmake)

@@ -1,0 +1,322 @@
+/* flashattn's C API: the library's functionality for C callers and for any language with a C foreign-function
+ * interface (Rust, Go, Zig, Python's ctypes).
+ *
+ *   O = softmax(scale · Q Kᵀ + bias, masked) V        per (batch, query head)
+ *
+ * Plain structs of pointers, strides and sizes mirror the C++ API (include/flashattn/flashattn.h, decode.h,
+ * backward.h), whose comments give the meaning of every field; this header notes only where the C form
+ * differs. Every entry point returns a flashattn_status; nothing is thrown across the boundary. After a call
+ * that fails, flashattn_last_error() gives the message, which names the argument and the offending values,
+ * and nothing the caller owns has been written. Calls are thread-safe as the C++ ones are: each thread has
+ * its own last error.
+ *
+ * Start every parameter struct from its *_init function (the defaults: batch 1, one head each, unbounded
+ * windows, default scale, ...), set the sizes and pointers, then fill the strides with a
+ * *_set_contiguous_strides function or by hand. Strides and sizes count elements, not bytes.
+ *
+ * The header is C11 (and C++); link with `pkg-config --libs flashattn` (add --static for the static
+ * library). */
+#ifndef FLASHATTN_C_API_H_
+#define FLASHATTN_C_API_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Marks the exported functions: a shared libflashattn exports them even when built with hidden visibility. */
+#if defined(__GNUC__) || defined(__clang__)
+#define FLASHATTN_C_API __attribute__((visibility("default")))
+#else
+#define FLASHATTN_C_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum flashattn_status {
+  FLASHATTN_OK = 0,
+  FLASHATTN_ERROR_INVALID_ARGUMENT = 1, /* bad input: a null pointer, a size, a stride, an enum value, ... */
+  FLASHATTN_ERROR_OUT_OF_MEMORY = 2,    /* a work buffer could not be allocated */
+  FLASHATTN_ERROR_INTERNAL = 3          /* anything else; the message says what */
+} flashattn_status;
+
+/* Element type of Q, K, V, O (and the gradients). f16 is IEEE binary16, bf16 is bfloat16, each stored as
+ * uint16_t. Accumulation is float32. */
+typedef enum flashattn_dtype { FLASHATTN_DTYPE_F32 = 0, FLASHATTN_DTYPE_F16 = 1, FLASHATTN_DTYPE_BF16 = 2 } flashattn_dtype;
+
+/* Which implementation computes the forward pass; FUSED is the fast one, the others are the readable
+ * reference algorithms and the float64 oracle. */
+typedef enum flashattn_algorithm {
+  FLASHATTN_ALGORITHM_FUSED = 0,
+  FLASHATTN_ALGORITHM_STANDARD = 1,
+  FLASHATTN_ALGORITHM_FLASH1 = 2,
+  FLASHATTN_ALGORITHM_FLASH2 = 3,
+  FLASHATTN_ALGORITHM_ORACLE = 4
+} flashattn_algorithm;
+
+typedef enum flashattn_backward_algorithm {
+  FLASHATTN_BACKWARD_FUSED = 0,
+  FLASHATTN_BACKWARD_STANDARD = 1,
+  FLASHATTN_BACKWARD_ORACLE = 2
+} flashattn_backward_algorithm;
+
+/* Element strides of a rank-4 tensor (batch, sequence, head, feature); the feature stride is 1. */
+typedef struct flashattn_strides {
+  int64_t batch;
+  int64_t seq;
+  int64_t head;
+} flashattn_strides;
+
+typedef enum flashattn_mask_kind {
+  FLASHATTN_MASK_NONE = 0,
+  FLASHATTN_MASK_BOOL = 1,    /* uint8_t elements: non-zero = the key takes part */
+  FLASHATTN_MASK_ADDITIVE = 2 /* float elements added to the scores (-inf masks the key out) */
+} flashattn_mask_kind;
+
+/* An attention-mask tensor broadcast to (batch, Hq, Nq, Nk) by its strides (0 repeats an element). */
+typedef struct flashattn_mask {
+  flashattn_mask_kind kind;
+  const void* data;
+  int64_t stride_batch;
+  int64_t stride_head;
+  int64_t stride_row;
+  int64_t stride_col;
+} flashattn_mask;
+
+/* Block sizes of the tiled algorithms; 0 = chosen by the library. */
+typedef struct flashattn_tiling {
+  int64_t fast_memory_bytes;
+  int64_t block_rows;
+  int64_t block_cols;
+} flashattn_tiling;
+
+/* flashattn::AttentionParams. Q (batch, Nq, Hq, d), K (batch, Nk, Hkv, d), V (batch, Nk, Hkv, dv),
+ * O (batch, Nq, Hq, dv); lse optional float32 (batch, Hq, Nq). */
+typedef struct flashattn_attention_params {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  flashattn_strides q_strides, k_strides, v_strides, o_strides;
+
+  int64_t batch;
+  int64_t seqlen_q;
+  int64_t seqlen_k;
+  int64_t heads_q;
+  int64_t heads_kv;
+  int64_t head_dim;
+  int64_t head_dim_v; /* dv; 0 = same as head_dim */
+  flashattn_dtype dtype;
+
+  bool has_scale; /* false: scale = 1/sqrt(head_dim) */
+  float scale;
+  bool causal;
+  int64_t window_left; /* -1 = unbounded */
+  int64_t window_right;
+  float softcap;               /* 0 = off */
+  const float* alibi_slopes;   /* (Hq), or (batch, Hq) with row stride alibi_batch_stride; NULL = off */
+  int64_t alibi_batch_stride;
+  flashattn_mask mask;
+
+  float dropout_p; /* 0 = off */
+  uint64_t dropout_seed;
+  uint64_t dropout_offset;
+
+  flashattn_tiling tiling;
+  int num_threads; /* 0 = all cores */
+} flashattn_attention_params;
+
+/* flashattn::VarlenParams: sequences packed along one token axis. q (total_q, Hq, d), k (total_k, Hkv, d),
+ * v (total_k, Hkv, dv), o (total_q, Hq, dv), lse optional float32 (Hq, total_q); cu_seqlens_q/_k int32
+ * (batch + 1). Row and head strides of 0 mean contiguous. The score modifiers apply per sequence; mask
+ * tensors and dropout are not supported here. */
+typedef struct flashattn_varlen_params {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  int64_t q_row_stride, q_head_stride;
+  int64_t k_row_stride, k_head_stride;
+  int64_t v_row_stride, v_head_stride;
+  int64_t o_row_stride, o_head_stride;
+
+  int64_t batch;
+  int64_t total_q;
+  int64_t total_k;
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  int64_t max_seqlen_q;
+  int64_t max_seqlen_k;
+
+  int64_t heads_q;
+  int64_t heads_kv;
+  int64_t head_dim;
+  int64_t head_dim_v; /* 0 = same as head_dim */
+  flashattn_dtype dtype;
+
+  bool has_scale;
+  float scale;
+  bool causal;
+  int64_t window_left;
+  int64_t window_right;
+  float softcap;
+  const float* alibi_slopes;
+  int64_t alibi_batch_stride;
+
+  flashattn_tiling tiling;
+  int num_threads;
+} flashattn_varlen_params;
+
+/* flashattn::MergeParams: o_partials float32 (num_partials, batch, seqlen, heads, dv) and lse_partials
+ * float32 (num_partials, batch, heads, seqlen), contiguous; o of `dtype` through o_strides; lse optional. */
+typedef struct flashattn_merge_params {
+  const float* o_partials;
+  const float* lse_partials;
+  void* o;
+  float* lse;
+  flashattn_strides o_strides;
+  int64_t num_partials;
+  int64_t batch;
+  int64_t seqlen;
+  int64_t heads;
+  int64_t head_dim_v;
+  flashattn_dtype dtype;
+} flashattn_merge_params;
+
+/* flashattn::DecodeParams (flash-attn's flash_attn_with_kvcache): a contiguous cache (block_table NULL,
+ * cache_seqlen_max set) or a paged one (block_table int32 (batch, max_pages)); k_new/v_new appended in place
+ * when seqlen_new > 0; rotary when rotary_dim > 0. */
+typedef struct flashattn_decode_params {
+  const void* q;
+  void* k_cache;
+  void* v_cache;
+  const void* k_new;
+  const void* v_new;
+  void* o;
+  float* lse;
+  const int32_t* cache_seqlens;
+  flashattn_strides q_strides, cache_strides, new_strides, o_strides;
+
+  int64_t batch;
+  int64_t seqlen_q;
+  int64_t seqlen_new;
+  int64_t heads_q;
+  int64_t heads_kv;
+  int64_t head_dim;
+  flashattn_dtype dtype;
+  flashattn_dtype cache_dtype;
+
+  int64_t cache_seqlen_max;
+  const int32_t* block_table;
+  int64_t block_table_stride;
+  int64_t max_pages;
+  int64_t num_pages;
+  int64_t page_size;
+
+  const float* rotary_cos;
+  const float* rotary_sin;
+  int64_t rotary_dim;
+  int64_t rotary_max_pos;
+  bool rotary_interleaved;
+
+  bool has_scale;
+  float scale;
+  bool causal;
+  int64_t window_left;
+  int64_t window_right;
+  float softcap;
+  const float* alibi_slopes;
+  int64_t alibi_batch_stride;
+
+  int64_t num_splits; /* 0 = flashattn_choose_num_splits's heuristic, 1 = no splitting */
+  int num_threads;
+} flashattn_decode_params;
+
+/* flashattn::BackwardParams: the forward call's parameters (o and lse are read; lse is required), dO and
+ * the gradients dQ, dK, dV, each with its own strides. */
+typedef struct flashattn_backward_params {
+  flashattn_attention_params attention;
+  const void* d_o;
+  void* dq;
+  void* dk;
+  void* dv;
+  flashattn_strides do_strides, dq_strides, dk_strides, dv_strides;
+} flashattn_backward_params;
+
+/* flashattn::VarlenBackwardParams: the forward_varlen call's parameters and packed gradients; row and head
+ * strides of 0 mean contiguous. */
+typedef struct flashattn_varlen_backward_params {
+  flashattn_varlen_params forward;
+  const void* d_o;
+  void* dq;
+  void* dk;
+  void* dv;
+  int64_t do_row_stride, do_head_stride;
+  int64_t dq_row_stride, dq_head_stride;
+  int64_t dk_row_stride, dk_head_stride;
+  int64_t dv_row_stride, dv_head_stride;
+} flashattn_varlen_backward_params;
+
+/* The library's version, "MAJOR.MINOR.PATCH" (the CMake project version). */
+FLASHATTN_C_API const char* flashattn_version(void);
+
+/* The message of the calling thread's last call: empty after a call that succeeded. Valid until the
+ * thread's next call into the library. */
+FLASHATTN_C_API const char* flashattn_last_error(void);
+
+/* "ok", "invalid argument", "out of memory", "internal error" (or "unknown status"). */
+FLASHATTN_C_API const char* flashattn_status_string(flashattn_status status);
+
+/* The defaults, as the C++ structs' member initializers set them. A null pointer is ignored. */
+FLASHATTN_C_API void flashattn_attention_params_init(flashattn_attention_params* params);
+FLASHATTN_C_API void flashattn_varlen_params_init(flashattn_varlen_params* params);
+FLASHATTN_C_API void flashattn_merge_params_init(flashattn_merge_params* params);
+FLASHATTN_C_API void flashattn_decode_params_init(flashattn_decode_params* params);
+FLASHATTN_C_API void flashattn_backward_params_init(flashattn_backward_params* params);
+FLASHATTN_C_API void flashattn_varlen_backward_params_init(flashattn_varlen_backward_params* params);
+
+/* Stride helpers: contiguous tensors in flash-attn's (batch, seq, head, dim) layout, or PyTorch's
+ * (batch, head, seq, dim) for the head_major variants. The backward ones set the forward strides too. */
+FLASHATTN_C_API void flashattn_attention_params_set_contiguous_strides(flashattn_attention_params* params);
+FLASHATTN_C_API void flashattn_attention_params_set_head_major_strides(flashattn_attention_params* params);
+FLASHATTN_C_API void flashattn_merge_params_set_contiguous_strides(flashattn_merge_params* params);
+FLASHATTN_C_API void flashattn_decode_params_set_contiguous_strides(flashattn_decode_params* params);
+FLASHATTN_C_API void flashattn_backward_params_set_contiguous_strides(flashattn_backward_params* params);
+FLASHATTN_C_API void flashattn_backward_params_set_head_major_strides(flashattn_backward_params* params);
+
+/* Checks a call without running it. */
+FLASHATTN_C_API flashattn_status flashattn_validate_forward(const flashattn_attention_params* params);
+FLASHATTN_C_API flashattn_status flashattn_validate_forward_varlen(const flashattn_varlen_params* params);
+FLASHATTN_C_API flashattn_status flashattn_validate_merge(const flashattn_merge_params* params);
+FLASHATTN_C_API flashattn_status flashattn_validate_decode(const flashattn_decode_params* params);
+FLASHATTN_C_API flashattn_status flashattn_validate_backward(const flashattn_backward_params* params);
+FLASHATTN_C_API flashattn_status flashattn_validate_backward_varlen(const flashattn_varlen_backward_params* params);
+
+/* Writes O (and LSE if requested). */
+FLASHATTN_C_API flashattn_status flashattn_forward(const flashattn_attention_params* params,
+                                                   flashattn_algorithm algorithm);
+FLASHATTN_C_API flashattn_status flashattn_forward_varlen(const flashattn_varlen_params* params,
+                                                          flashattn_algorithm algorithm);
+/* Merges partial results by their LSEs: LSE = log Σ e^{LSE_k}, O = Σ e^{LSE_k − LSE} O_k. */
+FLASHATTN_C_API flashattn_status flashattn_merge_attention_states(const flashattn_merge_params* params);
+/* Appends k_new/v_new to the cache (if any), then writes O (and LSE). On failure the cache is unchanged. */
+FLASHATTN_C_API flashattn_status flashattn_decode(const flashattn_decode_params* params);
+/* The split count decode uses for num_splits = 0, in *num_splits. */
+FLASHATTN_C_API flashattn_status flashattn_choose_num_splits(int64_t batch, int64_t max_seqlen_k, int num_threads,
+                                                             int64_t* num_splits);
+/* Writes dQ, dK, dV; deterministic for a given thread count. */
+FLASHATTN_C_API flashattn_status flashattn_backward(const flashattn_backward_params* params,
+                                                    flashattn_backward_algorithm algorithm);
+FLASHATTN_C_API flashattn_status flashattn_backward_varlen(const flashattn_varlen_backward_params* params,
+                                                           flashattn_backward_algorithm algorithm);
+/* The dropout keep mask of `params`: keep[((b·Hq + h)·Nq + i)·Nk + j] = 1 if kept, 0 if dropped. */
+FLASHATTN_C_API flashattn_status flashattn_materialize_dropout_mask(const flashattn_attention_params* params,
+                                                                    uint8_t* keep);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHATTN_C_API_H_ */
