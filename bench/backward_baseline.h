@@ -1,5 +1,5 @@
 // The backward baseline: the standard backward pass as a C++ user would write it with OpenBLAS, per query
-// head, materializing the Nq×Nk matrices P and dS (SPEC §4 `backward`, the formulas of flashattn/backward.h):
+// head, materializing the Nq×Nk matrices P and dS (the formulas of flashattn/backward.h and docs/backward.md):
 //   S = s·Q Kᵀ, P = exp(S − LSE) (vectorized; causal prefix), D = rowsum(dO ∘ O),
 //   dV += Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP − D), dQ = s·dS K, dK += s·dSᵀ Q
 // (five sgemm calls; dK and dV summed over the query heads of a K/V head). Float16/bfloat16 tensors are

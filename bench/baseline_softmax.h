@@ -1,5 +1,5 @@
 // Row operations of the baselines, vectorized with Highway, over one row of scores whose first `visible`
-// entries take part (a causal row's prefix): the safe softmax (SPEC §2.2: max, then Σ exp(x − max), then
+// entries take part (a causal row's prefix): the safe softmax (docs/algorithms.md: max, then Σ exp(x − max), then
 // divide) and the backward pass's P = exp(S − LSE).
 #ifndef FLASHATTN_BENCH_BASELINE_SOFTMAX_H_
 #define FLASHATTN_BENCH_BASELINE_SOFTMAX_H_

@@ -1,7 +1,7 @@
 // `flashattn bench --mode decode`: times flashattn::decode (one new query row per sequence by default) over a
 // full cache of random keys and values, contiguous or paged (pages in shuffled order), then the unfused
 // OpenBLAS decode over a float32 cache of the same shape and contents (for a float16/bfloat16 cache: its
-// exact float32 copy, so the row compares the f16 cache with the f32 one, as issue 4 does). The row reports
+// exact float32 copy, so the row compares the f16 cache with the f32 one). The row reports
 // the K/V bytes the call must read per second against the read bandwidth measured in the same run.
 #ifndef FLASHATTN_BENCH_DECODE_MODE_H_
 #define FLASHATTN_BENCH_DECODE_MODE_H_

@@ -18,7 +18,7 @@
 
 namespace flashattn::reference {
 
-// Block sizes of the tiled algorithms: the params' tiling if set, else the seeds' rule
+// Block sizes of the tiled algorithms: the params' tiling if set, else FlashAttention's rule (docs/algorithms.md)
 // Bc = ⌈M / 4d⌉, Br = min(Bc, d), with M the fast-memory size in float32 elements.
 struct BlockSizes {
   std::int64_t Br;
