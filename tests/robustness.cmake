@@ -80,7 +80,7 @@ if(flashattn_sanitize_label STREQUAL "asan")
   flashattn_sanitized_test(kernel_threads_test "*")
   flashattn_sanitized_test(merge_test "*")
   flashattn_sanitized_test(decode_test "*")
-  flashattn_sanitized_test(decode_varlen_test "*")
+  flashattn_sanitized_test(varlen_forward_test "*")
   flashattn_sanitized_test(backward_kernel_test
     "FusedBackwardTest.*" "*FusedBackwardHalfTest*/0" "*FusedBackwardMatrixTest*/0"
     "*FusedBackwardMatrixTest*/7")
@@ -99,7 +99,7 @@ else()
   flashattn_sanitized_test(kernel_threads_test "*")
   flashattn_sanitized_test(decode_test
     "Decode.AnySplitCount*" "Decode.PagedEquals*" "Decode.AgreesWithTheReference*")
-  flashattn_sanitized_test(decode_varlen_test "*")
+  flashattn_sanitized_test(varlen_forward_test "*")
   flashattn_sanitized_test(backward_kernel_test
     "FusedBackwardTest.AnyThreadCount*" "FusedBackwardTest.TwentyRepeated*")
   flashattn_sanitized_test(concurrency_test "*")
