@@ -25,6 +25,16 @@ if(FLASHATTN_SANITIZE)
   # Every report is an error: no recovery, so the process stops at the first one with a non-zero status.
   add_compile_options(-fsanitize=${flashattn_sanitizers} -fno-sanitize-recover=all -fno-omit-frame-pointer)
   add_link_options(-fsanitize=${flashattn_sanitizers})
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    # clang may lower a float16 conversion of Highway's x86 targets to a call (__gnu_h2f_ieee) that libgcc
+    # lacks: compiler-rt's builtins archive provides it, linked after every target's own objects.
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} --rtlib=compiler-rt --print-libgcc-file-name
+                    OUTPUT_VARIABLE flashattn_clang_builtins OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(NOT flashattn_clang_builtins MATCHES "clang_rt")
+      message(FATAL_ERROR "clang's compiler-rt builtins are missing (libclang-rt-dev): run scripts/install-deps.sh")
+    endif()
+    link_libraries("${flashattn_clang_builtins}")
+  endif()
   if("address" IN_LIST FLASHATTN_SANITIZE)
     # libstdc++'s own bounds checks (operator[], front(), back()) on top of ASan's redzones.
     add_compile_definitions(_GLIBCXX_ASSERTIONS)
