@@ -28,7 +28,7 @@ Conventions
     ``deterministic`` is accepted for compatibility: the backward pass is deterministic by construction.
 """
 
-from . import _arguments, _core, _kvcache, _signatures
+from . import _arguments, _core, _kvcache
 
 # The library's version, the CMake project version (as the package metadata's).
 __version__ = _core.__version__
@@ -44,8 +44,8 @@ __all__ = [
 ]
 
 
-@_signatures.takes(_signatures.FLASH_ATTN_FUNC)
-def flash_attn_func(call):
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+        softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *, seed=None):
     """Attention of q over k, v in flash-attn's (batch, seqlen, heads, dim) layout.
 
     q (batch, seqlen_q, heads_q, d), k (batch, seqlen_k, heads_kv, d), v (batch, seqlen_k, heads_kv, dv),
@@ -64,6 +64,7 @@ def flash_attn_func(call):
     dropout_mask bool (batch, heads_q, seqlen_q, seqlen_k), True where P was kept, or None when dropout_p
     is 0.
     """
+    call = _arguments.call_of(locals())
     probs = bool(call.return_attn_probs)
     m = _arguments.modifiers(call)
     out, lse, keep = _core.forward(
@@ -72,8 +73,8 @@ def flash_attn_func(call):
     return (out, lse, keep) if probs else out
 
 
-@_signatures.takes(_signatures.FLASH_ATTN_BACKWARD)
-def flash_attn_backward(call):
+def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_scale=None, causal=False,
+        window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False, *, seed=None):
     """Gradients (dq, dk, dv) of flash_attn_func for the incoming gradient dout (batch, seqlen_q, heads_q,
     dv).
 
@@ -82,13 +83,15 @@ def flash_attn_backward(call):
     new arrays of q's dtype and the shapes of q, k, v; dk and dv are summed over the query heads sharing a
     K/V head. No gradient flows to alibi_slopes. Deterministic: the same inputs give the same bits.
     """
+    call = _arguments.call_of(locals())
     m = _arguments.modifiers(call, seed_required=True)
     dq, dk, dv = _core.backward(call.dout, call.q, call.k, call.v, call.out, call.softmax_lse, modifiers=m)
     return dq, dk, dv
 
 
-@_signatures.takes(_signatures.FLASH_ATTN_VARLEN_FUNC)
-def flash_attn_varlen_func(call):
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+        softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+        deterministic=False, return_attn_probs=False, *, seed=None):
     """flash_attn_func over sequences of different lengths packed along one token axis.
 
     q (total_q, heads_q, d), k (total_k, heads_kv, d), v (total_k, heads_kv, dv); cu_seqlens_q and
@@ -101,6 +104,7 @@ def flash_attn_varlen_func(call):
     masks is a list of one bool (heads_q, seqlen_q_b, seqlen_k_b) keep mask per sequence, or None when
     dropout_p is 0.
     """
+    call = _arguments.call_of(locals())
     probs = bool(call.return_attn_probs)
     m = _arguments.modifiers(call)
     out, lse, keep = _core.varlen_forward(
@@ -109,18 +113,21 @@ def flash_attn_varlen_func(call):
     return (out, lse, keep) if probs else out
 
 
-@_signatures.takes(_signatures.FLASH_ATTN_VARLEN_BACKWARD)
-def flash_attn_varlen_backward(call):
+def flash_attn_varlen_backward(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+        max_seqlen_k, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+        alibi_slopes=None, deterministic=False, *, seed=None):
     """Gradients (dq, dk, dv) of flash_attn_varlen_func; out and softmax_lse (heads_q, total_q) as it returned
     them (return_attn_probs=True), the forward call's seed when dropout_p > 0. Computed sequence by sequence;
     deterministic."""
+    call = _arguments.call_of(locals())
     m = _arguments.modifiers(call, seed_required=True)
     arrays = (call.dout, call.q, call.k, call.v, call.out, call.softmax_lse)
     return _core.varlen_backward(*arrays, **_arguments.packed_sequences(call), modifiers=m)
 
 
-@_signatures.takes(_signatures.FLASH_ATTN_WITH_KVCACHE)
-def flash_attn_with_kvcache(call):
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+        cache_seqlens=None, block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+        rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False):
     """Attention of a few new queries over a key/value cache, appending k and v to the cache in place.
 
     q (batch, seqlen_q, heads_q, d). Contiguous cache: k_cache, v_cache (batch, seqlen_cache, heads_kv, d).
@@ -139,6 +146,7 @@ def flash_attn_with_kvcache(call):
     return_softmax_lse=True. Everything is checked before the caches are written: a call that raises leaves
     them unchanged.
     """
+    call = _arguments.call_of(locals())
     out, lse = _kvcache.kvcache(call)
     return (out, lse) if call.return_softmax_lse else out
 
@@ -155,8 +163,8 @@ def merge_attention_states(outs, lses):
     return _core.merge(o_partials, lse_partials, like=like)
 
 
-@_signatures.takes(_signatures.SCALED_DOT_PRODUCT_ATTENTION)
-def scaled_dot_product_attention(call):
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+        scale=None, enable_gqa=False, *, seed=None):
     """torch.nn.functional.scaled_dot_product_attention's semantics on NumPy arrays.
 
     query (batch, heads, L, E), key (batch, heads_kv, S, E), value (batch, heads_kv, S, Ev), float32 or
@@ -168,6 +176,7 @@ def scaled_dot_product_attention(call):
     h // (heads // heads_kv), as repeat_interleave does); otherwise the head counts must agree.
     dropout_p with seed (None: fresh) as in flash_attn_func. Returns (batch, heads, L, Ev) of query's dtype.
     """
+    call = _arguments.call_of(locals())
     options = _arguments.sdpa_options(call, _arguments.sdpa_mask(call))
     out, _ = _core.sdpa_forward(call.query, call.key, call.value, **options)
     return out

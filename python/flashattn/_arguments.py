@@ -5,12 +5,19 @@ merged partials. Imports NumPy only, never torch."""
 
 import operator
 import os
+import types
 
 import numpy as np
 
 from . import _core
 
 _UINT64 = 1 << 64
+
+
+def call_of(arguments):
+    """A public function's arguments (its locals() on entry: every parameter, defaults filled in) as one
+    object with an attribute per parameter (call.q, call.dropout_p), which the helpers below take whole."""
+    return types.SimpleNamespace(**arguments)
 
 
 def dropout_seed(seed, dropout_p, required=False):

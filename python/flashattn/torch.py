@@ -10,7 +10,7 @@ inputs, output and log-sum-exp (and the dropout mask from the saved seed). ``fla
 flows to ``alibi_slopes`` or ``attn_mask``.
 """
 
-from . import _arguments, _autograd, _core, _kvcache, _signatures, _tensors
+from . import _arguments, _autograd, _core, _kvcache, _tensors
 
 __all__ = [
     "flash_attn_func",
@@ -23,10 +23,11 @@ __all__ = [
 ]
 
 
-@_signatures.takes(_signatures.FLASH_ATTN_FUNC)
-def flash_attn_func(call):
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+        softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *, seed=None):
     """flashattn.flash_attn_func for tensors, differentiable in q, k and v (see its docstring). The dropout
     seed (drawn when None) is kept for the backward pass."""
+    call = _arguments.call_of(locals())
     _tensors.convert(call, side_arrays=("alibi_slopes",))
     m = _arguments.modifiers(call)
     out, lse, keep = _autograd.FlashAttnFunc.apply(call.q, call.k, call.v, m, bool(call.return_attn_probs))
@@ -35,11 +36,13 @@ def flash_attn_func(call):
     return out, lse, (keep if m.dropout_p > 0 else None)
 
 
-@_signatures.takes(_signatures.FLASH_ATTN_VARLEN_FUNC)
-def flash_attn_varlen_func(call):
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+        softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+        deterministic=False, return_attn_probs=False, *, seed=None):
     """flashattn.flash_attn_varlen_func for tensors, differentiable in q, k and v. With return_attn_probs=True
     it returns (out, softmax_lse, None): the per-sequence dropout masks are returned by the NumPy function
     only."""
+    call = _arguments.call_of(locals())
     _tensors.convert(call, side_arrays=("alibi_slopes", "cu_seqlens_q", "cu_seqlens_k"))
     m = _arguments.modifiers(call)
     sequences = _arguments.packed_sequences(call)
@@ -47,29 +50,34 @@ def flash_attn_varlen_func(call):
     return (out, lse, None) if call.return_attn_probs else out
 
 
-@_signatures.takes(_signatures.FLASH_ATTN_BACKWARD)
-def flash_attn_backward(call):
+def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_scale=None, causal=False,
+        window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False, *, seed=None):
     """flashattn.flash_attn_backward for tensors: the gradients (dq, dk, dv) of flash_attn_func for the
     incoming gradient dout, as new tensors of q's dtype (float32, float16 or bfloat16) and of the shapes of
     q, k, v. out and softmax_lse as flash_attn_func(..., return_attn_probs=True) returned them, every keyword
     as given to it (the seed is required when dropout_p > 0). Like the NumPy function: the tensors are used
     without copies when their last dimension is contiguous, else ValueError. Not recorded by autograd."""
+    call = _arguments.call_of(locals())
     return _autograd.direct_backward(call)
 
 
-@_signatures.takes(_signatures.FLASH_ATTN_VARLEN_BACKWARD)
-def flash_attn_varlen_backward(call):
+def flash_attn_varlen_backward(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+        max_seqlen_k, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+        alibi_slopes=None, deterministic=False, *, seed=None):
     """flashattn.flash_attn_varlen_backward for tensors: the gradients (dq, dk, dv) of
     flash_attn_varlen_func, as new tensors of q's dtype. out and softmax_lse (heads_q, total_q) as
     flash_attn_varlen_func(..., return_attn_probs=True) returned them, the forward call's seed when
     dropout_p > 0. Not recorded by autograd."""
+    call = _arguments.call_of(locals())
     return _autograd.direct_backward(call, varlen=True)
 
 
-@_signatures.takes(_signatures.FLASH_ATTN_WITH_KVCACHE)
-def flash_attn_with_kvcache(call):
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+        cache_seqlens=None, block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+        rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False):
     """flashattn.flash_attn_with_kvcache for tensors: k_cache and v_cache are updated in place; no
     gradient."""
+    call = _arguments.call_of(locals())
     bf16 = _tensors.is_bf16(call.q)
     _tensors.convert(
         call,
@@ -88,9 +96,10 @@ def merge_attention_states(outs, lses):
     return _tensors.tensor(out, bf16), _tensors.tensor(lse)
 
 
-@_signatures.takes(_signatures.SCALED_DOT_PRODUCT_ATTENTION)
-def scaled_dot_product_attention(call):
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+        scale=None, enable_gqa=False, *, seed=None):
     """flashattn.scaled_dot_product_attention (PyTorch's semantics) for tensors, differentiable in query, key
     and value; attn_mask is a bool or float tensor broadcastable to (batch, heads, L, S)."""
+    call = _arguments.call_of(locals())
     options = _arguments.sdpa_options(call, _tensors.sdpa_mask(call))
     return _autograd.ScaledDotProductAttentionFunc.apply(call.query, call.key, call.value, options)
