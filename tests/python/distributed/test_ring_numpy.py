@@ -1,25 +1,16 @@
 """flashattn.distributed's ring on NumPy shards over mpi4py: forward and backward against the single-process
 flash_attn_func / flash_attn_backward and the float64 reference, for both layouts, the masks, GQA and
 MQA, float32 and float16, lengths that the world size does not divide and ranks that hold no row; ALiBi and
-dropout at global positions against one process with the same seed; the same bits on every run; and bad input, which every rank reports alike before any transfer."""
+dropout at global positions against one process with the same seed; the same bits on every run; and bad
+input, which every rank reports alike before any transfer."""
 
 import numpy as np
 import pytest
 
 import flashattn
 import flashattn.distributed as fd
-from ring_cases import (
-    HEADS,
-    LAYOUTS,
-    LENGTHS,
-    MASKS,
-    POSITIONAL,
-    check_equals_single_process,
-    check_within_baseline,
-    problem,
-    reference,
-    shard,
-)
+from ring_cases import HEADS, LAYOUTS, LENGTHS, MASKS, check_within_baseline, problem, reference, shard
+from ring_cases import POSITIONAL, check_equals_single_process
 
 
 def ring(comm, rank_arrays, layout, keywords):

@@ -1,9 +1,9 @@
 """flashattn.distributed.torch over a torch.distributed gloo group: out and the gradients of q, k, v through
-loss.backward() against the single-process flashattn.torch.flash_attn_func and the float64 reference,
-for float32, float16 and bfloat16, both layouts, the masks, GQA and MQA, lengths that the world size does
-not divide and ranks that hold no row; ALiBi and dropout at global positions against one process with the
-same seed; the same bits on every run; a subgroup; and bad input, which every
-rank reports alike before any transfer."""
+loss.backward() against the single-process flashattn.torch.flash_attn_func and the float64 reference, for
+float32, float16 and bfloat16, both layouts, the masks, GQA and MQA, lengths that the world size does not
+divide and ranks that hold no row; ALiBi and dropout at global positions against one process with the same
+seed; the same bits on every run; a subgroup; and bad input, which every rank reports alike before any
+transfer."""
 
 import time
 
@@ -15,18 +15,8 @@ import torch.distributed as dist
 import flashattn.torch as fat
 from flashattn.distributed import _torch_ring
 from flashattn.distributed import torch as fdt
-from ring_cases import (
-    HEADS,
-    LAYOUTS,
-    LENGTHS,
-    MASKS,
-    POSITIONAL,
-    check_equals_single_process,
-    check_within_baseline,
-    problem,
-    reference,
-    shard,
-)
+from ring_cases import HEADS, LAYOUTS, LENGTHS, MASKS, check_within_baseline, problem, reference, shard
+from ring_cases import POSITIONAL, check_equals_single_process
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
