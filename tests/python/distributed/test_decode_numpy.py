@@ -151,5 +151,5 @@ def test_one_rank_with_bad_input_makes_every_rank_raise(comm, rng):
     arrays = problem(rng, dict(), 2, 2, np.float32)
     last = comm.size - 1
     lengths = np.full(len(LENGTHS), 1.5 if comm.rank == last else 1)
-    with pytest.raises(TypeError, match=rf"rank {last}: cache_seqlens must have an integer dtype, got float64"):
+    with pytest.raises(TypeError, match=rf"rank {last}: cache_seqlens must have an integer dtype \(int32\), got float64"):
         fd.decode_with_kvcache(arrays["q"], arrays["k_cache"], arrays["v_cache"], lengths, comm=comm)
