@@ -51,7 +51,7 @@ void AddRows(const Floats& from, std::int64_t batch, std::int64_t rows, std::int
 }
 
 // max |got − want| / max(1, max |want|), over finite values; a −inf must match exactly.
-double Error(const Floats& got, const Floats& want) {
+double RelativeError(const Floats& got, const Floats& want) {
   EXPECT_EQ(got.size(), want.size());
   double diff = 0.0, norm = 1.0;
   for (std::size_t n = 0; n < want.size(); ++n) {
@@ -189,12 +189,12 @@ TEST(BlockPositionTest, BlocksMergedByLseEqualTheWholeForwardCall) {
         for (const auto& [j0, m] : Ranges(split.key_split, split.Nk))
           partials.push_back(Forward(problem.Block(mods, i0, n, j0, m)));
         const Output merged = Merge(partials, B, n, Hq, dv);
-        EXPECT_LT(Error(merged.o, Rows(whole.o, B, split.Nq, Hq * dv, i0, n)), 2e-5) << "rows " << i0 << "+" << n;
+        EXPECT_LT(RelativeError(merged.o, Rows(whole.o, B, split.Nq, Hq * dv, i0, n)), 2e-5) << "rows " << i0 << "+" << n;
         Floats whole_lse;  // (batch, Hq, n) of the whole call's (batch, Hq, Nq)
         for (std::int64_t bh = 0; bh < B * Hq; ++bh)
           whole_lse.insert(whole_lse.end(), whole.lse.begin() + bh * split.Nq + i0,
                            whole.lse.begin() + bh * split.Nq + i0 + n);
-        EXPECT_LT(Error(merged.lse, whole_lse), 2e-6) << "rows " << i0 << "+" << n;
+        EXPECT_LT(RelativeError(merged.lse, whole_lse), 2e-6) << "rows " << i0 << "+" << n;
       }
     }
 }
@@ -276,9 +276,9 @@ TEST(BlockPositionTest, BlockGradientsSumToTheWholeBackwardCall) {
           AddRows(g.dv, B, split.Nk, Hkv * dv, j0, m, got.dv);
         }
       }
-      EXPECT_LT(Error(got.dq, want.dq), 1e-4);
-      EXPECT_LT(Error(got.dk, want.dk), 1e-4);
-      EXPECT_LT(Error(got.dv, want.dv), 1e-4);
+      EXPECT_LT(RelativeError(got.dq, want.dq), 1e-4);
+      EXPECT_LT(RelativeError(got.dk, want.dk), 1e-4);
+      EXPECT_LT(RelativeError(got.dv, want.dv), 1e-4);
     }
 }
 
@@ -411,8 +411,8 @@ TEST(BlockPositionTest, DecodeShardsWithKeysAfterMergeToTheWholeCache) {
       const Output merged =
           Merge({problem.Decode(m, 0, first_count, &after_first), problem.Decode(m, kSplit, second_count, &none_after)},
                 static_cast<std::int64_t>(problem.lengths.size()), Nq, problem.Hq, problem.d);
-      EXPECT_LT(Error(merged.o, whole.o), 2e-5);
-      EXPECT_LT(Error(merged.lse, whole.lse), 2e-6);
+      EXPECT_LT(RelativeError(merged.o, whole.o), 2e-5);
+      EXPECT_LT(RelativeError(merged.lse, whole.lse), 2e-6);
     }
 }
 
