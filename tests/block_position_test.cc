@@ -157,7 +157,9 @@ Output Merge(const std::vector<Output>& partials, std::int64_t batch, std::int64
   return merged;
 }
 
-std::vector<std::uint8_t> DropoutMask(const AttentionParams& p) {
+std::vector<std::uint8_t> DropoutMask(AttentionParams p) {
+  Floats o(static_cast<std::size_t>(p.batch * p.seqlen_q * p.heads_q * p.value_head_dim()));  // checked, not written
+  p.o = o.data();
   std::vector<std::uint8_t> keep(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q * p.seqlen_k));
   materialize_dropout_mask(p, keep.data());
   return keep;
