@@ -71,9 +71,10 @@ TEST(Layout, RejectsBadArguments) {
 TEST(Block, VisiblePartAndItsLocalCallSeeTheBand) {
   std::mt19937 random(7);
   constexpr std::int64_t kSeqlen = 80;
-  const std::vector<float> buffer(kSeqlen);  // q, k and v: one element per position
+  std::vector<float> inputs(kSeqlen), output(kSeqlen);  // q, k, v and o: one element per position
   AttentionParams base;
-  base.q = base.k = base.v = buffer.data();
+  base.q = base.k = base.v = inputs.data();
+  base.o = output.data();
   base.seqlen_q = base.seqlen_k = kSeqlen;
   base.head_dim = 1;
   base.set_contiguous_strides();
