@@ -19,7 +19,6 @@ import torch
 import torch.distributed as dist
 
 import flashattn.torch as fat
-from flashattn import _arguments as _kernel_arguments
 from flashattn import _core
 
 from . import _layout
@@ -46,9 +45,15 @@ class Ring(NamedTuple):
 
 
 def _kernel_modifiers(m):
-    """The single-process kernels' Modifiers: the whole sequence's band, ALiBi and dropout, which each block's
-    call evaluates at its own global positions (_block_keywords)."""
-    return _kernel_arguments.modifiers(**m.keywords(), seed=m.seed)
+    """The kernels' Modifiers of the checked keywords and the agreed seed: the whole sequence's band, ALiBi and
+    dropout, which each block's call evaluates at its own global positions (_block_keywords)."""
+    kernel = _core.Modifiers()
+    kernel.dropout_p, kernel.seed = m.dropout_p, m.seed
+    kernel.softmax_scale, kernel.causal, kernel.softcap = m.softmax_scale, m.causal, m.softcap
+    kernel.window_left, kernel.window_right = m.window
+    if m.alibi_slopes is not None:
+        kernel.alibi_slopes = m.alibi_slopes
+    return kernel
 
 
 def _block_keywords(ring, block, modifiers):
