@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/checked.h"
+#include "common/score.h"
 #include "flashattn/backward.h"
 #include "flashattn/decode.h"
 #include "flashattn/forward.h"
@@ -263,7 +264,30 @@ void CheckAttentionSizes(const AttentionSettings& s, std::int64_t batch, std::in
   }
 }
 
-void CheckAttentionSizes(const AttentionParams& p) { CheckAttentionSizes(p, p.batch, p.seqlen_q, p.seqlen_k); }
+// One side of block_position: [start, start + seqlen) inside [0, total), total −1 meaning seqlen. Totals up to
+// kUnboundedReach, so that a diagonal plus a band's reach cannot overflow.
+void CheckBlockSide(const char* start_name, std::int64_t start, const char* seqlen_name, std::int64_t seqlen,
+                    const char* total_name, std::int64_t total) {
+  CheckSize(start_name, start, 0);
+  CheckRange(total_name, total, -1, kUnboundedReach);
+  const std::int64_t resolved = total < 0 ? seqlen : total;
+  if (start > resolved - seqlen) {
+    Fail(start_name, " + ", seqlen_name, " = ", start, " + ", seqlen, " exceeds ", total_name, " = ", resolved,
+         total < 0 ? " (-1: the call's own length)" : "");
+  }
+}
+
+// The block position, then dropout's generator counters over the whole problem it is a block of.
+void CheckAttentionSizes(const AttentionParams& p) {
+  CheckAttentionSizes(p, p.batch, p.seqlen_q, p.seqlen_k);
+  const BlockPosition& at = p.block_position;
+  CheckBlockSide("block_position.query_start", at.query_start, "seqlen_q", p.seqlen_q,
+                 "block_position.total_seqlen_q", at.total_seqlen_q);
+  CheckBlockSide("block_position.key_start", at.key_start, "seqlen_k", p.seqlen_k, "block_position.total_seqlen_k",
+                 at.total_seqlen_k);
+  const BlockPlacement placement = BlockPlacement::Of(p);
+  CheckDropout(p, p.batch, placement.total_q, placement.total_k);
+}
 
 // ---- The tensors of an attention call ---------------------------------------------------------------------
 
@@ -350,6 +374,12 @@ CallTensors VarlenTensors(const VarlenParams& p, const AttentionNames& names) {
   CheckSize("max_seqlen_q", p.max_seqlen_q, 0);
   CheckSize("max_seqlen_k", p.max_seqlen_k, 0);
   CheckAttentionSizes(p, 1, p.total_q, p.total_k);
+  const BlockPosition& at = p.block_position;
+  if (at != BlockPosition{}) {
+    Fail("block_position must be the default {query_start=0, key_start=0, total_seqlen_q=-1, total_seqlen_k=-1} "
+         "in a varlen call (each sequence is its own problem), got {", at.query_start, ", ", at.key_start, ", ",
+         at.total_seqlen_q, ", ", at.total_seqlen_k, "}");
+  }
   // The packed strides are derived from these sizes.
   const std::int64_t widest = std::max(p.head_dim, p.value_head_dim());
   std::int64_t row_elements;
@@ -507,6 +537,7 @@ void validate(const DecodeParams& p) {
   };
   std::vector<TensorView> inputs = {view("q", p.q, p.q_strides, p.batch, p.seqlen_q, p.heads_q),
                                     TensorView{"cache_seqlens", p.cache_seqlens, 4, {{"batch", p.batch, 1}}}};
+  if (p.keys_after != nullptr) inputs.push_back(TensorView{"keys_after", p.keys_after, 4, {{"batch", p.batch, 1}}});
   if (p.seqlen_new > 0) {
     inputs.push_back(view("k_new", p.k_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv));
     inputs.push_back(view("v_new", p.v_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv));
@@ -552,6 +583,7 @@ void validate(const DecodeParams& p) {
   for (std::int64_t b = 0; b < p.batch; ++b) {
     const std::int64_t cached = p.cache_seqlens[b];
     if (cached < 0) Fail("cache_seqlens[", b, "] must be >= 0, got ", cached);
+    if (p.keys_after != nullptr && p.keys_after[b] < 0) Fail("keys_after[", b, "] must be >= 0, got ", p.keys_after[b]);
     std::int64_t Nk;
     const bool fits = MulAdd(1, cached, p.seqlen_new, &Nk);
     if (!fits || Nk > capacity) {

@@ -34,6 +34,12 @@ struct DecodeParams : ScoreSettings {
   void* o = nullptr;
   float* lse = nullptr;
   const std::int32_t* cache_seqlens = nullptr;
+  // Optional (batch) int32, each ≥ 0, for a cache that holds one shard of each sequence (context
+  // parallelism, docs/distributed.md): keys_after[b] more keys of sequence b follow this call's Nk keys
+  // elsewhere. The queries stay the last Nq positions of the whole sequence, so query row i has the diagonal
+  // Nk + keys_after[b] − Nq + i in this call's key positions (for the band and ALiBi). Rotary still uses the
+  // positions cache_seqlens[b] + i (shift the tables to move them). Null = the cache ends the sequence.
+  const std::int32_t* keys_after = nullptr;
 
   Strides q_strides, cache_strides, new_strides, o_strides;
 

@@ -1,6 +1,7 @@
 // The vocabulary every flashattn call shares: the error it throws, element types, tensor strides, the
-// attention-mask tensor, tiling, the score modifiers, and the settings that the forward, varlen and
-// backward calls have in common. No SIMD types: kernels are selected at run time inside the library.
+// attention-mask tensor, tiling, the score modifiers, a call's position in a larger problem, and the
+// settings that the forward, varlen and backward calls have in common. No SIMD types: kernels are selected
+// at run time inside the library.
 #ifndef FLASHATTN_TYPES_H_
 #define FLASHATTN_TYPES_H_
 
@@ -89,6 +90,23 @@ struct ScoreSettings {
   std::int64_t alibi_batch_stride = 0;
 };
 
+// Where a call sits in a larger problem (context parallelism, docs/distributed.md): it computes query rows
+// [query_start, query_start + seqlen_q) of a problem of total_seqlen_q query rows against its keys
+// [key_start, key_start + seqlen_k) of total_seqlen_k. The band, the ALiBi distances and the dropout
+// decisions are that problem's: local row i has the diagonal (query_start + i) + total_seqlen_k −
+// total_seqlen_q − key_start in local key coordinates, and local element (b, h, i, j) takes the dropout
+// decision of element (b, h, query_start + i, key_start + j) of the whole problem. A mask tensor stays
+// local (it describes this call's rows and keys). A total of −1 means this call's own length; the default
+// is the whole problem. Forward and backward calls only: a varlen call's sequences are each their own problem.
+struct BlockPosition {
+  std::int64_t query_start = 0;
+  std::int64_t key_start = 0;
+  std::int64_t total_seqlen_q = -1;
+  std::int64_t total_seqlen_k = -1;
+
+  bool operator==(const BlockPosition&) const = default;
+};
+
 // Everything about a forward, varlen or backward call but where its tensors are and how long its
 // sequences are: heads, head dimensions, element type, score modifiers, dropout, tiling and threads.
 // Query head h reads K/V head h / (Hq / Hkv) (grouped-query attention).
@@ -106,6 +124,8 @@ struct AttentionSettings : ScoreSettings {
   float dropout_p = 0.0f;
   std::uint64_t dropout_seed = 0;
   std::uint64_t dropout_offset = 0;
+
+  BlockPosition block_position;
 
   Tiling tiling;
   int num_threads = 0;  // 0 = all cores

@@ -33,6 +33,10 @@ void ApplyModifiers(const Modifiers& m, std::int64_t batch, AttentionSettings* p
   p->alibi_batch_stride = per_batch ? p->heads_q : 0;
 }
 
+void ApplyBlockPosition(const BlockPositionArgument& at, AttentionSettings* p) {
+  if (at) p->block_position = {(*at)[0], (*at)[1], (*at)[2], (*at)[3]};
+}
+
 void RegisterModifiers(py::module_& m) {
   py::class_<Modifiers>(m, "Modifiers", "Keyword arguments shared by the forward and backward functions.")
       .def(py::init<>())

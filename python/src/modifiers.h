@@ -4,7 +4,9 @@
 #define FLASHATTN_PYTHON_MODIFIERS_H_
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
+#include <array>
 #include <cstdint>
 #include <optional>
 
@@ -28,6 +30,12 @@ struct Modifiers {
 // Copies the modifiers into `p` (whose heads_q is set); checks the slopes' shape against (batch, heads_q).
 // The slopes stay owned by `m`, which must outlive the call that uses `p`.
 void ApplyModifiers(const Modifiers& m, std::int64_t batch, AttentionSettings* p);
+
+// The private keyword block_position of forward and backward (the torch ring's blocks): (query_start,
+// key_start, total_seqlen_q, total_seqlen_k) of AttentionSettings::block_position, or None for the whole
+// problem.
+using BlockPositionArgument = std::optional<std::array<std::int64_t, 4>>;
+void ApplyBlockPosition(const BlockPositionArgument& at, AttentionSettings* p);
 
 void RegisterModifiers(py::module_& m);
 

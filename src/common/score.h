@@ -4,7 +4,8 @@
 // apply the same steps to whole tiles in simd/score_modifiers-inl.h).
 //
 // Query row i of Nq rows against Nk keys has the diagonal i + Nk − Nq: the key it is aligned with (the last
-// row with the last key, flash-attn's bottom-right alignment). The row on diagonal δ sees the keys
+// row with the last key, flash-attn's bottom-right alignment); a call that is one block of a larger problem
+// takes that problem's diagonals (BlockPlacement). The row on diagonal δ sees the keys
 // [δ − left, δ + right] of the band, less those a boolean mask tensor drops.
 #ifndef FLASHATTN_COMMON_SCORE_H_
 #define FLASHATTN_COMMON_SCORE_H_
@@ -77,9 +78,30 @@ float AlibiSlope(const Params& p, std::int64_t b, std::int64_t h) {
   return p.alibi_slopes == nullptr ? 0.0f : p.alibi_slopes[b * p.alibi_batch_stride + h];
 }
 
+// A call's AttentionSettings::block_position with the totals resolved: query rows [query_start, query_start
+// + Nq) of total_q against keys [key_start, key_start + Nk) of total_k. The default is the whole problem.
+struct BlockPlacement {
+  std::int64_t query_start = 0, key_start = 0, total_q = 0, total_k = 0;
+
+  static BlockPlacement Of(const AttentionParams& p) {
+    const BlockPosition& at = p.block_position;
+    return {at.query_start, at.key_start, at.total_seqlen_q < 0 ? p.seqlen_q : at.total_seqlen_q,
+            at.total_seqlen_k < 0 ? p.seqlen_k : at.total_seqlen_k};
+  }
+  // Local row i is global row query_start + i, aligned with global key query_start + i + total_k − total_q,
+  // which is local key (that) − key_start: the diagonal is i + DiagonalOffset().
+  std::int64_t DiagonalOffset() const { return query_start + total_k - total_q - key_start; }
+};
+
+// Row i of sequence b of a decode call over Nk keys has the diagonal i + DecodeDiagonalOffset(p, b, Nk): its
+// queries are the last Nq positions of a sequence that continues keys_after[b] keys past the call's keys.
+inline std::int64_t DecodeDiagonalOffset(const DecodeParams& p, std::int64_t b, std::int64_t Nk) {
+  return Nk + (p.keys_after == nullptr ? 0 : p.keys_after[b]) - p.seqlen_q;
+}
+
 // Everything that decides the scores of one (batch b, query head h) of a forward or backward call.
 struct ScoreModifiers {
-  std::int64_t offset = 0;  // row i's diagonal is i + offset, offset = Nk − Nq
+  std::int64_t offset = 0;  // row i's diagonal is i + offset: Nk − Nq for a whole problem (BlockPlacement)
   Band band;
   float scale = 1.0f;        // s
   float softcap = 0.0f;      // 0 = off
@@ -89,7 +111,7 @@ struct ScoreModifiers {
   std::int64_t mask_stride_row = 0, mask_stride_col = 0;
 
   ScoreModifiers(const AttentionParams& p, std::int64_t b, std::int64_t h)
-      : offset(p.seqlen_k - p.seqlen_q),
+      : offset(BlockPlacement::Of(p).DiagonalOffset()),
         band(Band::Of(p)),
         scale(SoftmaxScale(p)),
         softcap(p.softcap),

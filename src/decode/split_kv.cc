@@ -76,6 +76,7 @@ SplitKv::RowGroup SplitKv::GatherRows(std::int64_t b) const {
   const DecodeParams& p = p_;
   const std::int64_t Nq = p.seqlen_q, d = p.head_dim, G = p.heads_q / p.heads_kv, R = R_;
   const std::int64_t cached = p.cache_seqlens[b], Nk = cached + p.seqlen_new;
+  const std::int64_t offset = DecodeDiagonalOffset(p, b, Nk);  // row i's diagonal is i + offset
   RowGroup rows;
   rows.Q.resize(p.heads_kv * R * d);
   rows.diagonal.resize(R);
@@ -91,10 +92,10 @@ SplitKv::RowGroup SplitKv::GatherRows(std::int64_t b) const {
         ApplyRotary(q, p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
         for (std::int64_t e = 0; e < d; ++e) q[e] = RoundTo(p.dtype, q[e]);
       }
-      rows.diagonal[r] = i + Nk - Nq;
+      rows.diagonal[r] = i + offset;
       rows.slope[row] = AlibiSlope(p, b, h);
     }
-  const IndexRange keys = band_.KeysOfDiagonals(Nk - Nq, Nk - 1, Nk);
+  const IndexRange keys = band_.KeysOfDiagonals(offset, offset + Nq - 1, Nk);
   rows.j_begin = keys.begin, rows.j_end = keys.end;
   return rows;
 }

@@ -68,9 +68,13 @@ void CheckRingShard(const AttentionParams& local, std::int64_t seqlen, ShardLayo
          "mask: a mask tensor is not supported by the ring (a shard's mask has no global meaning); "
          "use causal and the window");
   }
-  if (local.alibi_slopes != nullptr) Fail(names, "alibi_slopes: ALiBi is not supported by the ring yet");
-  if (local.dropout_p > 0.0f) Fail(names, "dropout_p: dropout is not supported by the ring yet");
-  validate(local);
+  if (local.block_position != BlockPosition{}) {
+    Fail(names, "block_position must be the default: the ring places each of its blocks in the sequence itself");
+  }
+  // As a block of the whole sequence, so that dropout's counters are checked over all of it.
+  AttentionParams placed = local;
+  placed.block_position.total_seqlen_q = placed.block_position.total_seqlen_k = seqlen;
+  validate(placed);
 }
 
 KvShape KvShape::Of(const AttentionParams& params) {

@@ -109,7 +109,8 @@ void Decode(const DecodeParams& p) {
         AttentionState state{std::vector<double>(d, 0.0), kNegInfOf<double>};
         for (std::int64_t j0 = 0; j0 < Nk; j0 += chunk) {
           const std::int64_t j1 = std::min(Nk, j0 + chunk);
-          state = MergeStates(state, ChunkState(p, band, b, h / G, q, i + Nk - Nq, slope, j0, j1));
+          const std::int64_t diagonal = i + DecodeDiagonalOffset(p, b, Nk);
+          state = MergeStates(state, ChunkState(p, band, b, h / G, q, diagonal, slope, j0, j1));
         }
         const std::int64_t dst = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
         for (std::int64_t e = 0; e < d; ++e) StoreFromFloat(p.o, p.dtype, dst + e, static_cast<float>(state.O[e]));
