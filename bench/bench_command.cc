@@ -6,10 +6,8 @@
 #include <iostream>
 #include <memory>
 
-#include "bench/backward_mode.h"
 #include "bench/blas_core.h"
-#include "bench/decode_mode.h"
-#include "bench/forward_mode.h"
+#include "bench/modes.h"
 #include "bench/report.h"
 #include "support/fail.h"
 

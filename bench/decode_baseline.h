@@ -38,7 +38,6 @@ class BlasDecodeBaseline {
   void Run();
 
  private:
-  int Workers() const;
   void Group(std::int64_t b, std::int64_t hk, std::vector<float>& S, int row_threads) const;
 
   DecodeBaselineProblem p_;

@@ -18,11 +18,9 @@
 
 #include "backward_test_problem.h"
 #include "bench/backward_baseline.h"
-#include "bench/backward_mode.h"
 #include "bench/decode_baseline.h"
-#include "bench/decode_mode.h"
-#include "bench/forward_mode.h"
 #include "bench/mode_common.h"
+#include "bench/modes.h"
 #include "bench/report.h"
 
 namespace flashattn::bench {
