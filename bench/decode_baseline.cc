@@ -11,6 +11,16 @@
 
 namespace flashattn::bench {
 
+DecodeBaselineProblem BaselineProblemOf(const DecodeParams& p, std::int64_t cache_seqlen_max) {
+  DecodeBaselineProblem problem;
+  problem.cache_seqlens = p.cache_seqlens;
+  problem.batch = p.batch, problem.seqlen_q = p.seqlen_q, problem.heads_q = p.heads_q;
+  problem.heads_kv = p.heads_kv, problem.head_dim = p.head_dim, problem.cache_seqlen_max = cache_seqlen_max;
+  problem.causal = p.causal;
+  problem.num_threads = p.num_threads;
+  return problem;
+}
+
 BlasDecodeBaseline::BlasDecodeBaseline(const DecodeBaselineProblem& problem, BaselineArrangement arrangement)
     : p_(problem), arrangement_(arrangement) {
   const DecodeBaselineProblem& p = p_;

@@ -28,6 +28,10 @@ struct DecodeBaselineProblem {
   int num_threads = 1;
 };
 
+// The problem of decode call `p` over a contiguous float32 cache of capacity `cache_seqlen_max`: p's shape,
+// cache lengths, causal flag and thread count; the arrays unset.
+DecodeBaselineProblem BaselineProblemOf(const DecodeParams& p, std::int64_t cache_seqlen_max);
+
 class BlasDecodeBaseline {
  public:
   // Allocates the scratch (`problem`'s pointers must outlive this object). Throws Error for bad shapes.

@@ -119,20 +119,11 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
     traffic.baseline_cache = cache.description;
     std::vector<float> q32(static_cast<std::size_t>(q_elems)), o32(static_cast<std::size_t>(q_elems));
     support::ConvertToF32(q.data(), c.dtype, q_elems, q32.data());
-    DecodeBaselineProblem problem;
+    DecodeBaselineProblem problem = BaselineProblemOf(p, c.seqlen_k);
     problem.q = q32.data();
     problem.k = cache.k_data;
     problem.v = cache.v_data;
     problem.o = o32.data();
-    problem.cache_seqlens = cache_seqlens.data();
-    problem.batch = c.batch;
-    problem.seqlen_q = c.seqlen_q;
-    problem.heads_q = c.heads;
-    problem.heads_kv = c.heads_kv;
-    problem.head_dim = c.headdim;
-    problem.cache_seqlen_max = c.seqlen_k;
-    problem.causal = c.causal;
-    problem.num_threads = c.threads;
     const PrepareBaseline prepare = PrepareWithinScratchLimit<BlasDecodeBaseline>(problem, options);
     row.baseline = TimeArrangements(c.threads, options.timing, prepare, &row.note);
     if (row.baseline)

@@ -67,21 +67,12 @@ TEST(DecodeBaseline, EqualsFlashattnDecodeOnAFloat32Cache) {
     p.lse = lse_lib.data();
     decode(p);
 
-    DecodeBaselineProblem problem;
+    DecodeBaselineProblem problem = BaselineProblemOf(p, s.cache_max);
     problem.q = reinterpret_cast<const float*>(q.data());
     problem.k = reinterpret_cast<const float*>(k.data());
     problem.v = reinterpret_cast<const float*>(v.data());
     problem.o = o_base.data();
     problem.lse = lse_base.data();
-    problem.cache_seqlens = s.seqlens.data();
-    problem.batch = s.batch;
-    problem.seqlen_q = s.seqlen_q;
-    problem.heads_q = s.heads_q;
-    problem.heads_kv = s.heads_kv;
-    problem.head_dim = s.head_dim;
-    problem.cache_seqlen_max = s.cache_max;
-    problem.causal = s.causal;
-    problem.num_threads = 2;
     for (BaselineArrangement arrangement : kArrangements) {
       std::fill(o_base.begin(), o_base.end(), std::numeric_limits<float>::quiet_NaN());
       std::fill(lse_base.begin(), lse_base.end(), std::numeric_limits<float>::quiet_NaN());
