@@ -41,7 +41,7 @@ struct BenchCase {
   std::string Name() const;
   std::string AlgorithmName() const;  // "default" when unset
   // The attention parameters of this case for contiguous (batch, seq, head, dim) tensors; pointers unset.
-  // For the forward and backward modes (decode builds DecodeParams, see decode_mode.h).
+  // For the forward and backward modes (decode builds DecodeParams, see modes.h).
   AttentionParams Params() const;
 };
 

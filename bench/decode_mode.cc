@@ -1,9 +1,6 @@
-#include "bench/decode_mode.h"
-
-#include <malloc.h>
+#include "bench/modes.h"
 
 #include <algorithm>
-#include <memory>
 #include <numeric>
 #include <random>
 
@@ -114,16 +111,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   }
   traffic.num_splits = c.num_splits > 0 ? c.num_splits : choose_num_splits(c.batch, c.seqlen_k, c.threads);
 
-  TimingOptions timing = options.timing;
-  if (options.report_memory) {
-    malloc_trim(0);
-    const measure::PeakRssProbe probe;
-    decode(p);
-    if (probe.available()) row.peak_rss_growth_bytes = probe.PeakGrowthBytes();
-    else row.note = "peak RSS unavailable (/proc/self/clear_refs not writable)";
-    timing.warmup = false;
-  }
-  row.timing = TimeCalls([&] { decode(p); }, timing);
+  TimeLibraryCall([&] { decode(p); }, options, &row);
 
   if (options.baseline) {
     BaselineCache cache;
@@ -131,29 +119,12 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
     traffic.baseline_cache = cache.description;
     std::vector<float> q32(static_cast<std::size_t>(q_elems)), o32(static_cast<std::size_t>(q_elems));
     support::ConvertToF32(q.data(), c.dtype, q_elems, q32.data());
-    DecodeBaselineProblem problem;
+    DecodeBaselineProblem problem = BaselineProblemOf(p, c.seqlen_k);
     problem.q = q32.data();
     problem.k = cache.k_data;
     problem.v = cache.v_data;
     problem.o = o32.data();
-    problem.cache_seqlens = cache_seqlens.data();
-    problem.batch = c.batch;
-    problem.seqlen_q = c.seqlen_q;
-    problem.heads_q = c.heads;
-    problem.heads_kv = c.heads_kv;
-    problem.head_dim = c.headdim;
-    problem.cache_seqlen_max = c.seqlen_k;
-    problem.causal = c.causal;
-    problem.num_threads = c.threads;
-    const PrepareBaseline prepare = [&](BaselineArrangement arrangement, std::string* skip_reason) {
-      const std::int64_t scratch = BlasDecodeBaseline::ScratchBytes(problem, arrangement);
-      if (scratch > options.baseline_max_scratch_bytes) {
-        *skip_reason = "needs " + std::to_string(scratch >> 20) + " MiB of scratch";
-        return std::function<void()>();
-      }
-      auto baseline = std::make_shared<BlasDecodeBaseline>(problem, arrangement);
-      return std::function<void()>([baseline] { baseline->Run(); });
-    };
+    const PrepareBaseline prepare = PrepareWithinScratchLimit<BlasDecodeBaseline>(problem, options);
     row.baseline = TimeArrangements(c.threads, options.timing, prepare, &row.note);
     if (row.baseline)
       row.max_abs_diff_vs_baseline = MaxAbsDiff(o.data(), c.dtype, o32.data(), DType::kF32, q_elems);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,10 +46,31 @@ double MaxAbsDiff(const void* a, DType a_dtype, const void* b, DType b_dtype, st
 // or an empty function (with *skip_reason set) when it cannot run.
 using PrepareBaseline = std::function<std::function<void()>(BaselineArrangement, std::string* skip_reason)>;
 
+// The PrepareBaseline of a baseline class (Baseline::ScratchBytes(problem, arrangement), a constructor from
+// (problem, arrangement), Run()) that skips an arrangement whose scratch would exceed
+// options.baseline_max_scratch_bytes. `problem` must outlive the function and the baselines it makes.
+template <typename Baseline, typename Problem>
+PrepareBaseline PrepareWithinScratchLimit(const Problem& problem, const RunOptions& options) {
+  const std::int64_t max_scratch_bytes = options.baseline_max_scratch_bytes;
+  return [&problem, max_scratch_bytes](BaselineArrangement arrangement, std::string* skip_reason) {
+    const std::int64_t scratch = Baseline::ScratchBytes(problem, arrangement);
+    if (scratch > max_scratch_bytes) {
+      *skip_reason = "needs " + std::to_string(scratch >> 20) + " MiB of scratch";
+      return std::function<void()>();
+    }
+    auto baseline = std::make_shared<Baseline>(problem, arrangement);
+    return std::function<void()>([baseline] { baseline->Run(); });
+  };
+}
+
 // Times the baseline in every arrangement (one only, on one thread) and keeps the faster; appends skip
 // reasons to *note. nullopt when every arrangement was skipped.
 std::optional<BaselineResult> TimeArrangements(int threads, const TimingOptions& timing,
                                                const PrepareBaseline& prepare, std::string* note);
+
+// Times `call`, the row's library call, into row->timing. With options.report_memory its first call, measured
+// alone, gives row->peak_rss_growth_bytes (or a note saying why not) and is the warm-up.
+void TimeLibraryCall(const std::function<void()>& call, const RunOptions& options, Row* row);
 
 // The identity of the row every mode fills first: config, FLOPs, the peak and the load average.
 Row StartRow(const BenchCase& c, const Limits& limits);

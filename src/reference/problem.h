@@ -127,6 +127,16 @@ void ForEachHead(const AttentionParams& params, Solve&& solve, IoCount* io = nul
 
 int ResolveThreads(int requested);
 
+// FlashAttention-2's step of query row i over a block of `cols` keys in fast memory (the reference flash2 and
+// tools/io_model's counted fused kernel): S_r[c] = S_{i, j0 + c} from q_r · k_c (q_r: d floats, K_j: cols rows
+// of d floats), m_new = max(m, rowmax S_r) keeping NaN, then S_r[c] ← P̃ = e^{S_r[c] − m_new} in place.
+struct OnlineRowStep {
+  float m_new;
+  float row_sum;  // Σ_c P̃_c
+};
+OnlineRowStep ScoreRowOnline(const HeadProblem& problem, std::int64_t i, std::int64_t j0, std::int64_t cols,
+                             const float* q_r, const float* K_j, float m, float* S_r);
+
 }  // namespace flashattn::reference
 
 #include "reference/problem-inl.h"
