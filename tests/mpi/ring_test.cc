@@ -33,6 +33,7 @@ struct RingCase {
   std::int64_t window_left = -1, window_right = -1;
   float softcap = 0.0f;
   std::optional<float> scale;
+  std::vector<float> sinks;  // one per query head, or none
 
   std::string Name() const {
     std::ostringstream name;
@@ -41,6 +42,7 @@ struct RingCase {
          << window_right << ")";
     if (softcap > 0) name << " softcap=" << softcap;
     if (scale) name << " scale=" << *scale;
+    if (!sinks.empty()) name << " sinks";
     return name.str();
   }
 };
@@ -78,6 +80,7 @@ struct GlobalProblem {
     p.window_right = c.window_right;
     p.softcap = c.softcap;
     p.scale = c.scale;
+    p.sinks = c.sinks.empty() ? nullptr : c.sinks.data();
     p.num_threads = 1;
     p.set_contiguous_strides();
     return p;
@@ -207,6 +210,10 @@ std::vector<RingCase> ForwardCases() {
     odd.layout = layout, odd.seqlen = 101, odd.d = 59, odd.dv = 24, odd.softcap = 2.5f, odd.scale = 0.3f;
     odd.window_left = 20, odd.window_right = 0;
     cases.push_back(odd);
+    // Attention sinks join each row once, after the merge of the blocks (a −∞ sink: none).
+    RingCase sinks;
+    sinks.layout = layout, sinks.causal = true, sinks.window_left = 30, sinks.sinks = {0.5f, -1.0f, 2.0f, -INFINITY};
+    cases.push_back(sinks);
   }
   return cases;
 }
@@ -239,6 +246,9 @@ std::vector<RingCase> BackwardCases() {
     RingCase odd;
     odd.layout = layout, odd.seqlen = 97, odd.d = 59, odd.dv = 24, odd.softcap = 2.5f, odd.batch = 2;
     cases.push_back(odd);
+    RingCase sinks;  // dQ, dK, dV through the LSE that counts the sinks
+    sinks.layout = layout, sinks.causal = true, sinks.sinks = {1.0f, -0.5f, -INFINITY, 0.0f};
+    cases.push_back(sinks);
   }
   return cases;
 }
