@@ -6,7 +6,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -42,23 +41,6 @@ void OnEveryTarget(Body&& body) {
     body();
   }
   simd::RestrictTargetForTest(0);
-}
-
-// The raw bytes of O and the LSE of a problem, for bitwise comparisons.
-std::vector<float> OutputsOf(const Problem& problem) {
-  const Shape& s = problem.shape();
-  std::vector<float> out;
-  for (std::int64_t b = 0; b < s.batch; ++b)
-    for (std::int64_t h = 0; h < s.Hq; ++h)
-      for (std::int64_t i = 0; i < s.Nq; ++i) {
-        for (std::int64_t c = 0; c < s.dv; ++c) out.push_back(problem.O(b, i, h, c));
-        out.push_back(problem.Lse(b, h, i));
-      }
-  return out;
-}
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 struct Case {
@@ -150,14 +132,14 @@ TEST(SinksForward, NegativeInfinitySinkChangesNoBit) {
       problem.ResetOutputs();
       problem.params().sinks = sinks;
       forward(problem.params(), algorithm);
-      return OutputsOf(problem);
+      return OutputValues(problem);
     };
     for (Algorithm algorithm : kAllAlgorithms) {
       if (algorithm == Algorithm::kFused) continue;
-      EXPECT_TRUE(SameBits(run(algorithm, nullptr), run(algorithm, none.data()))) << to_string(algorithm);
+      EXPECT_TRUE(BitwiseEqual(run(algorithm, nullptr), run(algorithm, none.data()))) << to_string(algorithm);
     }
     OnEveryTarget([&] {
-      EXPECT_TRUE(SameBits(run(Algorithm::kFused, nullptr), run(Algorithm::kFused, none.data())))
+      EXPECT_TRUE(BitwiseEqual(run(Algorithm::kFused, nullptr), run(Algorithm::kFused, none.data())))
           << c.shape.ToString() << " " << c.modifiers.ToString();
     });
   }
@@ -188,7 +170,7 @@ TEST(SinksForward, NaNAndInfiniteSinksAreRefusedWithoutWriting) {
     Problem problem(shape, {}, 2);
     const std::vector<float> sinks = {0.0f, 1.0f, bad};
     problem.params().sinks = sinks.data();
-    const std::vector<float> before = OutputsOf(problem);
+    const std::vector<float> before = OutputValues(problem);
     for (Algorithm algorithm : kAllAlgorithms) {
       try {
         forward(problem.params(), algorithm);
@@ -197,7 +179,7 @@ TEST(SinksForward, NaNAndInfiniteSinksAreRefusedWithoutWriting) {
         EXPECT_NE(std::string(e.what()).find("sinks must be finite or -inf"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("at head 2"), std::string::npos) << e.what();
       }
-      EXPECT_TRUE(SameBits(OutputsOf(problem), before));
+      EXPECT_TRUE(BitwiseEqual(OutputValues(problem), before));
     }
   }
 }

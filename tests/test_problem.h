@@ -79,6 +79,10 @@ struct Errors {
 };
 Errors CompareWithOracle(const Problem& problem, bool check_lse = true);
 
+// O and the LSE of every (b, h, row) as raw values, and their bitwise comparison (memcmp: NaN-safe).
+std::vector<float> OutputValues(const Problem& problem);
+bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b);
+
 }  // namespace flashattn::testing
 
 #endif  // FLASHATTN_TESTS_TEST_PROBLEM_H_
