@@ -22,10 +22,12 @@ def sink_attention(q, k, v, sinks, causal=False):
     S = np.where(visible(Nq, Nk, causal), S, -np.inf)
     s = np.broadcast_to(np.asarray(sinks, np.float64)[None, :, None, None], (b, Hq, Nq, 1))
     m = np.maximum(S.max(axis=-1, keepdims=True, initial=-np.inf), s)
+    m = np.where(np.isneginf(m), 0.0, m)  # a row without keys or sink: exponents relative to 0, all e^{-inf}
     e = np.exp(S - m)
     l = e.sum(axis=-1, keepdims=True) + np.exp(s - m)
-    out = (e / l) @ v64
-    return out.transpose(0, 2, 1, 3), (m + np.log(l))[..., 0]
+    out = (e / np.where(l == 0, 1.0, l)) @ v64
+    with np.errstate(divide="ignore"):
+        return out.transpose(0, 2, 1, 3), (m + np.log(l))[..., 0]
 
 
 def random(rng, *shape):

@@ -51,8 +51,8 @@ def test_flash_attn_backward_returns_dsinks():
     out, lse, _ = fat.flash_attn_func(q, k, v, sinks=sinks, return_attn_probs=True)
     dq, dk, dv, dsinks = fat.flash_attn_backward(dout, q, k, v, out, lse, sinks=sinks)
     ref = grads(lambda q, k, v, s: torch_sink_attention(q, k, v, s, torch.float64), [q, k, v, sinks], dout.double())
-    torch.testing.assert_close(dsinks.double(), ref[4], rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(dq.double(), ref[1], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(dsinks.double(), ref[4].double(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(dq.double(), ref[1].double(), rtol=1e-4, atol=1e-5)
 
 
 def test_varlen_gradient_reaches_sinks():
@@ -75,4 +75,4 @@ def test_varlen_gradient_reaches_sinks():
 
     ref = grads(reference, [q, k, v, sinks], dout.double())
     for name, a, r in zip(["o", "dq", "dk", "dv", "dsinks"], ours, ref):
-        torch.testing.assert_close(a.double(), r, rtol=1e-4, atol=1e-5, msg=name)
+        torch.testing.assert_close(a.double(), r.double(), rtol=1e-4, atol=1e-5, msg=name)
