@@ -57,6 +57,10 @@ Row RunBackward(const BenchCase& c, const RunOptions& options, const Limits& lim
   Row row = StartRow(c, limits);
   Tensors tensors(c.Params(), 0x5eed);
   BackwardParams params = tensors.Params(c.Params(), &tensors.dq, &tensors.dk, &tensors.dv);
+  const std::vector<float> sinks = SinkLogits(c);
+  std::vector<float> dsinks(sinks.size());
+  params.attention.sinks = SinksOrNull(sinks);
+  params.dsinks = sinks.empty() ? nullptr : dsinks.data();
   forward(params.attention);  // O and LSE, as training would have them
   validate(params);
   row.tensor_bytes = tensors.Bytes();
@@ -64,7 +68,7 @@ Row RunBackward(const BenchCase& c, const RunOptions& options, const Limits& lim
   const auto call = [&] { backward(params); };
   TimeLibraryCall(call, options, &row);
 
-  if (options.baseline) {
+  if (options.baseline && !c.sinks) {  // the OpenBLAS baseline has no sinks
     std::vector<std::uint16_t> dq(tensors.dq.size()), dk(tensors.dk.size()), dv(tensors.dv.size());
     const BackwardParams baseline_params = tensors.Params(params.attention, &dq, &dk, &dv);
     const PrepareBaseline prepare = PrepareWithinScratchLimit<BlasBackwardBaseline>(baseline_params, options);

@@ -38,6 +38,8 @@ std::string BenchCase::Name() const {
     << (causal ? "_causal" : "");
   if (num_splits > 0) s << "_splits" << num_splits;
   if (page_size > 0) s << "_paged" << page_size;
+  if (headdim_v) s << "_dv" << *headdim_v;
+  if (sinks) s << "_sinks";
   return s.str();
 }
 
@@ -49,6 +51,7 @@ AttentionParams BenchCase::Params() const {
   p.heads_q = heads;
   p.heads_kv = heads_kv;
   p.head_dim = headdim;
+  p.head_dim_v = headdim_v;
   p.dtype = dtype;
   p.causal = causal;
   p.num_threads = threads;
@@ -57,9 +60,9 @@ AttentionParams BenchCase::Params() const {
 }
 
 double CountFlops(const BenchCase& c) {
-  const double dense = 4.0 * static_cast<double>(c.batch) * static_cast<double>(c.heads) *
+  const double dense = 2.0 * static_cast<double>(c.batch) * static_cast<double>(c.heads) *
                        static_cast<double>(c.seqlen_q) * static_cast<double>(c.seqlen_k) *
-                       static_cast<double>(c.headdim);
+                       static_cast<double>(c.headdim + c.headdim_v.value_or(c.headdim));
   switch (c.mode) {
     case Mode::kForward: return c.causal ? dense / 2 : dense;
     case Mode::kBackward: return 2.5 * (c.causal ? dense / 2 : dense);
@@ -70,8 +73,8 @@ double CountFlops(const BenchCase& c) {
 
 double CountBytesRead(const BenchCase& c) {
   if (c.mode != Mode::kDecode) return 0;
-  return 2.0 * static_cast<double>(c.batch) * static_cast<double>(c.seqlen_k) *
-         static_cast<double>(c.heads_kv) * static_cast<double>(c.headdim) *
+  const double row = static_cast<double>(c.headdim_v ? c.headdim : 2 * c.headdim);  // V inside K: one row
+  return static_cast<double>(c.batch) * static_cast<double>(c.seqlen_k) * static_cast<double>(c.heads_kv) * row *
          static_cast<double>(size_of(c.dtype));
 }
 

@@ -68,6 +68,8 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
   c.heads = o.heads;
   c.heads_kv = o.heads_kv.value_or(o.heads);
   c.headdim = o.headdim;
+  c.headdim_v = o.headdim_v;
+  c.sinks = o.sinks;
   c.causal = o.causal;
   c.threads = threads;
   const auto positive = [](const char* option, std::int64_t value) {
@@ -105,6 +107,14 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
   if (c.heads % c.heads_kv != 0)
     support::Fail("--heads-kv must divide --heads, got --heads ", c.heads, " and --heads-kv ", c.heads_kv);
   if (c.headdim > kMaxHeadDim) support::Fail("--headdim must be <= ", kMaxHeadDim, ", got ", c.headdim);
+  if (c.headdim_v) {
+    positive("--headdim-v", *c.headdim_v);
+    const std::int64_t limit = c.mode == Mode::kDecode ? c.headdim : kMaxHeadDim;  // decode: V inside K
+    if (*c.headdim_v > limit) {
+      support::Fail("--headdim-v must be <= ", limit, c.mode == Mode::kDecode ? " (--headdim: decode reads V inside K)" : "",
+                    ", got ", *c.headdim_v);
+    }
+  }
   // Each tensor is allocated in full: refuse sizes that cannot be (the library validates the rest).
   const double largest = static_cast<double>(c.batch) *
                          static_cast<double>(std::max(c.seqlen_q, c.seqlen_k)) *
@@ -171,6 +181,10 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_option("--num-splits", o.num_splits, "Decode: key chunks per sequence (default 0: the heuristic)");
   cmd->add_option("--paged", o.paged, "Decode: a paged cache with this page size (default: contiguous)");
   cmd->add_option("--headdim", o.headdim, "Head dimension d")->capture_default_str();
+  cmd->add_option("--headdim-v", o.headdim_v,
+                  "Head dimension dv of V and O (default: d); decode reads V as the first dv features of the K "
+                  "cache (multi-head latent attention)");
+  cmd->add_flag("--sinks", o.sinks, "An attention sink per query head (no OpenBLAS baseline then)");
   cmd->add_flag("--causal", o.causal, "Causal mask (bottom-right aligned)");
   cmd->add_option("--dtype", o.dtype, "Element type: f32, f16, bf16")->capture_default_str();
   // Options for the single configuration and the sweep alike.
@@ -190,7 +204,7 @@ void AddBenchCommand(CLI::App& app) {
   cmd->callback([cmd, options] {
     for (const char* shape_option :
          {"--mode", "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--cache-len",
-          "--num-splits", "--paged", "--headdim", "--causal", "--dtype"})
+          "--num-splits", "--paged", "--headdim", "--headdim-v", "--sinks", "--causal", "--dtype"})
       if (cmd->count(shape_option) > 0) options->single = true;
     if (options->run.baseline) bench::RunOnBestBlasCore();  // may re-execute the program (blas_core.h)
     bench::RunBench(*options, std::cout);

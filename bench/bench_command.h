@@ -28,6 +28,8 @@ struct BenchOptions {
   std::optional<std::int64_t> num_splits;  // decode: DecodeParams::num_splits (default 0 = heuristic)
   std::optional<std::int64_t> paged;       // decode: page size of a paged cache (default: contiguous)
   std::int64_t headdim = 128;
+  std::optional<std::int64_t> headdim_v;
+  bool sinks = false;
   bool causal = false;
   std::string dtype = "f32";
   bool single = false;

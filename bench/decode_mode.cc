@@ -60,6 +60,7 @@ DecodeParams DecodeParamsOf(const BenchCase& c, std::vector<std::int32_t>* cache
   p.heads_q = c.heads;
   p.heads_kv = c.heads_kv;
   p.head_dim = c.headdim;
+  p.head_dim_v = c.headdim_v;
   p.dtype = p.cache_dtype = c.dtype;
   p.causal = c.causal;
   p.num_splits = c.num_splits;
@@ -87,18 +88,22 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   std::vector<std::int32_t> cache_seqlens, block_table;
   DecodeParams p = DecodeParamsOf(c, &cache_seqlens, &block_table);
   const std::int64_t q_elems = c.batch * c.seqlen_q * c.heads * c.headdim;
+  const std::int64_t o_elems = c.batch * c.seqlen_q * c.heads * c.headdim_v.value_or(c.headdim);
   const std::int64_t cache_elems =
       (p.paged() ? p.num_pages * p.page_size : c.batch * c.seqlen_k) * c.heads_kv * c.headdim;
   std::vector<std::uint16_t> q = RandomElements(q_elems, c.dtype, 0x5eed);
   std::vector<std::uint16_t> k = RandomElements(cache_elems, c.dtype, 0x5eed + 1);
-  std::vector<std::uint16_t> v = RandomElements(cache_elems, c.dtype, 0x5eed + 2);
-  std::vector<std::uint16_t> o = RandomElements(q_elems, c.dtype, 0);
+  // With --headdim-v, V is the first dv features of the K cache (multi-head latent attention): no V cache.
+  std::vector<std::uint16_t> v = RandomElements(c.headdim_v ? 0 : cache_elems, c.dtype, 0x5eed + 2);
+  std::vector<std::uint16_t> o = RandomElements(o_elems, c.dtype, 0);
   std::vector<float> lse(static_cast<std::size_t>(c.batch * c.heads * c.seqlen_q));
+  const std::vector<float> sinks = SinkLogits(c);
   p.q = q.data();
   p.k_cache = k.data();
-  p.v_cache = v.data();
+  p.v_cache = c.headdim_v ? k.data() : v.data();
   p.o = o.data();
   p.lse = lse.data();
+  p.sinks = SinksOrNull(sinks);
   validate(p);
   row.tensor_bytes =
       static_cast<std::int64_t>((q.size() + k.size() + v.size() + o.size()) * 2 + lse.size() * 4);
@@ -113,7 +118,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
 
   TimeLibraryCall([&] { decode(p); }, options, &row);
 
-  if (options.baseline) {
+  if (options.baseline && !c.sinks && !c.headdim_v) {  // the baseline has no sinks and no V inside K
     BaselineCache cache;
     MakeBaselineCache(p, c.seqlen_k, &cache);
     traffic.baseline_cache = cache.description;

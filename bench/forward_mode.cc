@@ -43,6 +43,8 @@ Row RunForward(const BenchCase& c, const RunOptions& options, const Limits& limi
   AttentionParams params = c.Params();
   Tensors tensors(params, 0x5eed);
   tensors.Attach(params);
+  const std::vector<float> sinks = SinkLogits(c);
+  params.sinks = SinksOrNull(sinks);
   validate(params);
   row.tensor_bytes = tensors.Bytes();
 
@@ -51,7 +53,7 @@ Row RunForward(const BenchCase& c, const RunOptions& options, const Limits& limi
   };
   TimeLibraryCall(call, options, &row);
 
-  if (options.baseline) {
+  if (options.baseline && !c.sinks) {  // the OpenBLAS baseline has no sinks
     AttentionParams baseline_params = params;  // same inputs, its own O and LSE
     std::vector<std::uint16_t> o(static_cast<std::size_t>(tensors.OutputSlots()), 0);
     std::vector<float> lse(static_cast<std::size_t>(params.batch * params.heads_q * params.seqlen_q), 0.0f);

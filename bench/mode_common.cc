@@ -12,6 +12,10 @@
 
 namespace flashattn::bench {
 
+std::vector<float> SinkLogits(const BenchCase& c) {
+  return c.sinks ? std::vector<float>(static_cast<std::size_t>(c.heads), 0.5f) : std::vector<float>();
+}
+
 std::vector<std::uint16_t> RandomElements(std::int64_t n, DType dtype, std::uint64_t seed) {
   std::vector<std::uint16_t> data(static_cast<std::size_t>(n * (dtype == DType::kF32 ? 2 : 1)), 0);
   if (seed == 0) return data;

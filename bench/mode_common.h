@@ -39,6 +39,12 @@ struct Limits {
 // counter hash of (seed, index), or all zero for seed 0. Deterministic, so every run times the same inputs.
 std::vector<std::uint16_t> RandomElements(std::int64_t n, DType dtype, std::uint64_t seed);
 
+// The attention sinks of a case run with --sinks: one logit of 0.5 per query head (of the order of a score,
+// so that the sink takes a real share of each row); empty without.
+std::vector<float> SinkLogits(const BenchCase& c);
+// The pointer a call takes for them: null when there are none.
+inline const float* SinksOrNull(const std::vector<float>& sinks) { return sinks.empty() ? nullptr : sinks.data(); }
+
 // Largest |a[i] − b[i]| over n elements of a (of a_dtype) and b (of b_dtype); NaN if either holds a NaN.
 double MaxAbsDiff(const void* a, DType a_dtype, const void* b, DType b_dtype, std::int64_t n);
 

@@ -191,6 +191,17 @@ void CheckLseValues(const char* name, const float* lse, std::int64_t batch, std:
   }
 }
 
+// The attention sinks, one logit per query head: each finite, or −∞ for no sink. NaN and +∞ are refused
+// rather than propagated: a NaN sink would turn every row of its head into NaN, +∞ every O into 0.
+void CheckSinkValues(const char* name, const float* sinks, std::int64_t heads_q) {
+  if (sinks == nullptr) return;
+  for (std::int64_t h = 0; h < heads_q; ++h) {
+    if (std::isnan(sinks[h]) || sinks[h] == std::numeric_limits<float>::infinity()) {
+      Fail(name, " must be finite or -inf, got ", sinks[h], " at head ", h);
+    }
+  }
+}
+
 // ---- Settings shared by the calls -------------------------------------------------------------------------
 
 // Far above any machine's core count; asking OpenMP for more threads than the system can create crashes it.
@@ -294,15 +305,20 @@ void CheckAttentionSizes(const AttentionParams& p) {
 // The names a call's tensors go by in messages: forward's own fields, backward's `attention.` ones, or
 // backward_varlen's `forward.` ones.
 struct AttentionNames {
-  const char *q, *k, *v, *o, *lse, *alibi, *mask, *mask_data;
+  const char *q, *k, *v, *o, *lse, *alibi, *mask, *mask_data, *sinks;
 };
-constexpr AttentionNames kForwardNames{"q", "k", "v", "o", "lse", "alibi_slopes", "mask", "mask.data"};
-constexpr AttentionNames kBackwardNames{"attention.q",    "attention.k",        "attention.v",
-                                        "attention.o",    "attention.lse",      "attention.alibi_slopes",
-                                        "attention.mask", "attention.mask.data"};
-constexpr AttentionNames kVarlenBackwardNames{"forward.q",    "forward.k",        "forward.v",
-                                              "forward.o",    "forward.lse",      "forward.alibi_slopes",
-                                              "forward.mask", "forward.mask.data"};
+constexpr AttentionNames kForwardNames{"q", "k", "v", "o", "lse", "alibi_slopes", "mask", "mask.data", "sinks"};
+constexpr AttentionNames kBackwardNames{"attention.q",    "attention.k",         "attention.v",
+                                        "attention.o",    "attention.lse",       "attention.alibi_slopes",
+                                        "attention.mask", "attention.mask.data", "attention.sinks"};
+constexpr AttentionNames kVarlenBackwardNames{"forward.q",    "forward.k",         "forward.v",
+                                              "forward.o",    "forward.lse",       "forward.alibi_slopes",
+                                              "forward.mask", "forward.mask.data", "forward.sinks"};
+
+// float32 (Hq): the attention sinks, or their gradient.
+TensorView SinksView(const char* name, const float* sinks, std::int64_t heads_q) {
+  return TensorView{name, sinks, 4, {{"head", heads_q, 1}}};
+}
 
 struct CallTensors {
   std::vector<TensorView> inputs, outputs;
@@ -325,6 +341,7 @@ CallTensors AttentionTensors(const AttentionParams& p, const AttentionNames& nam
   if (p.alibi_slopes != nullptr) {
     t.inputs.push_back(AlibiView(names.alibi, p.alibi_slopes, p.alibi_batch_stride, p.batch, p.heads_q));
   }
+  if (p.sinks != nullptr) t.inputs.push_back(SinksView(names.sinks, p.sinks, p.heads_q));
   switch (p.mask.kind) {
     case MaskKind::kNone:
       break;
@@ -351,10 +368,14 @@ CallTensors AttentionTensors(const AttentionParams& p, const AttentionNames& nam
   return t;
 }
 
-// dO, read; dQ, dK, dV, written.
-void AddGradientTensors(const BackwardParams& p, CallTensors* t) {
+// dO, read; dQ, dK, dV and dsinks, if requested, written (dsinks only when there are sinks).
+void AddGradientTensors(const BackwardParams& p, const AttentionNames& names, CallTensors* t) {
   const AttentionParams& a = p.attention;
   const std::int64_t dv = a.value_head_dim();
+  if (p.dsinks != nullptr && a.sinks == nullptr) {
+    Fail("dsinks is set but ", names.sinks, " is null: there is no sink to differentiate");
+  }
+  if (p.dsinks != nullptr) t->outputs.push_back(SinksView("dsinks", p.dsinks, a.heads_q));
   t->inputs.push_back(BatchTensor("d_o", p.d_o, a.dtype, p.do_strides, a.batch, a.seqlen_q, a.heads_q, dv));
   t->outputs.push_back(
       BatchTensor("dq", p.dq, a.dtype, p.dq_strides, a.batch, a.seqlen_q, a.heads_q, a.head_dim));
@@ -427,6 +448,7 @@ void validate(const AttentionParams& p) {
   CheckAttentionSizes(p);
   const CallTensors t = AttentionTensors(p, kForwardNames);
   CheckOutputs(t.outputs, t.inputs);
+  CheckSinkValues("sinks", p.sinks, p.heads_q);
 }
 
 void ValidateDropoutMask(const AttentionParams& p, const std::uint8_t* keep) {
@@ -447,6 +469,7 @@ void ValidateDropoutMask(const AttentionParams& p, const std::uint8_t* keep) {
 void validate(const VarlenParams& p) {
   const CallTensors t = VarlenTensors(p, kForwardNames);
   CheckOutputs(t.outputs, t.inputs);
+  CheckSinkValues("sinks", p.sinks, p.heads_q);
   CheckCuSeqlens(p);
 }
 
@@ -510,6 +533,18 @@ void validate(const DecodeParams& p) {
   CheckSize("seqlen_new", p.seqlen_new, 0);
   CheckHeads(p.heads_q, p.heads_kv);
   CheckRange("head_dim", p.head_dim, 1, kMaxHeadDim);
+  if (p.head_dim_v) CheckRange("head_dim_v", *p.head_dim_v, 1, kMaxHeadDim);
+  const std::int64_t dv = p.value_head_dim();
+  if (p.values_in_keys()) {
+    if (dv > p.head_dim) {
+      Fail("head_dim_v=", dv, " exceeds head_dim=", p.head_dim,
+           ": V read inside the K cache (v_cache == k_cache) is the first head_dim_v features of each K row");
+    }
+    if (p.seqlen_new > 0 && p.v_new != nullptr) {
+      Fail("v_new must be null when V is read inside the K cache (v_cache == k_cache): an append writes k_new's "
+           "row once");
+    }
+  }
   CheckModifiers(p, p.heads_q);
   CheckSize("num_splits", p.num_splits, 0);
   CheckThreads(p.num_threads);
@@ -532,15 +567,17 @@ void validate(const DecodeParams& p) {
   }
 
   auto view = [&](const char* name, const void* data, const Strides& s, std::int64_t outer,
-                  std::int64_t seqlen, std::int64_t heads) {
-    return BatchTensor(name, data, p.dtype, s, outer, seqlen, heads, p.head_dim);
+                  std::int64_t seqlen, std::int64_t heads, std::int64_t width) {
+    return BatchTensor(name, data, p.dtype, s, outer, seqlen, heads, width);
   };
-  std::vector<TensorView> inputs = {view("q", p.q, p.q_strides, p.batch, p.seqlen_q, p.heads_q),
+  std::vector<TensorView> inputs = {view("q", p.q, p.q_strides, p.batch, p.seqlen_q, p.heads_q, p.head_dim),
                                     TensorView{"cache_seqlens", p.cache_seqlens, 4, {{"batch", p.batch, 1}}}};
   if (p.keys_after != nullptr) inputs.push_back(TensorView{"keys_after", p.keys_after, 4, {{"batch", p.batch, 1}}});
   if (p.seqlen_new > 0) {
-    inputs.push_back(view("k_new", p.k_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv));
-    inputs.push_back(view("v_new", p.v_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv));
+    inputs.push_back(view("k_new", p.k_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv, p.head_dim));
+    if (!p.values_in_keys()) {
+      inputs.push_back(view("v_new", p.v_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv, dv));
+    }
   }
   if (p.paged()) {
     inputs.push_back(TensorView{"block_table",
@@ -561,22 +598,22 @@ void validate(const DecodeParams& p) {
   if (p.alibi_slopes != nullptr) {
     inputs.push_back(AlibiView("alibi_slopes", p.alibi_slopes, p.alibi_batch_stride, p.batch, p.heads_q));
   }
+  if (p.sinks != nullptr) inputs.push_back(SinksView("sinks", p.sinks, p.heads_q));
 
   const std::int64_t cache_outer = p.paged() ? p.num_pages : p.batch;
   const std::int64_t cache_seq = p.paged() ? p.page_size : p.cache_seqlen_max;
-  const TensorView k_cache = view("k_cache", p.k_cache, p.cache_strides, cache_outer, cache_seq, p.heads_kv);
-  const TensorView v_cache = view("v_cache", p.v_cache, p.cache_strides, cache_outer, cache_seq, p.heads_kv);
-  std::vector<TensorView> outputs = {view("o", p.o, p.o_strides, p.batch, p.seqlen_q, p.heads_q)};
+  const TensorView k_cache =
+      view("k_cache", p.k_cache, p.cache_strides, cache_outer, cache_seq, p.heads_kv, p.head_dim);
+  const TensorView v_cache = view("v_cache", p.v_cache, p.cache_strides, cache_outer, cache_seq, p.heads_kv, dv);
+  std::vector<TensorView> outputs = {view("o", p.o, p.o_strides, p.batch, p.seqlen_q, p.heads_q, dv)};
   if (p.lse != nullptr) outputs.push_back(LseView("lse", p.lse, p.batch, p.heads_q, p.seqlen_q));
-  // The caches are written when keys are appended; then they must not overlap anything else either.
-  if (p.seqlen_new > 0) {
-    outputs.push_back(k_cache);
-    outputs.push_back(v_cache);
-  } else {
-    inputs.push_back(k_cache);
-    inputs.push_back(v_cache);
-  }
+  // The caches are written when keys are appended; then they must not overlap anything else either. V inside
+  // the K cache is part of k_cache's rows (dv ≤ d, the same strides): checked, and written, as k_cache.
+  std::vector<TensorView>& caches = p.seqlen_new > 0 ? outputs : inputs;
+  caches.push_back(k_cache);
+  if (!p.values_in_keys()) caches.push_back(v_cache);
   CheckOutputs(outputs, inputs);
+  CheckSinkValues("sinks", p.sinks, p.heads_q);
 
   // Now the index tensors may be read: lengths, capacity, rotary positions, table entries.
   std::vector<std::int64_t> appended_slots;  // page·page_size + slot of every appended key (paged)
@@ -626,8 +663,9 @@ void validate(const BackwardParams& p) {
   CheckAttentionSizes(a);  // shapes, modifiers, dropout, as the forward pass saw them
   RequireLse("attention.lse", "backward", a.lse, a.batch, a.heads_q, a.seqlen_q);
   CallTensors t{AttentionTensors(a, kBackwardNames).AllRead(), {}};
-  AddGradientTensors(p, &t);
+  AddGradientTensors(p, kBackwardNames, &t);
   CheckOutputs(t.outputs, t.inputs);
+  CheckSinkValues("attention.sinks", a.sinks, a.heads_q);
   CheckLseValues("attention.lse", a.lse, a.batch, a.heads_q, a.seqlen_q);
 }
 
@@ -635,8 +673,9 @@ void validate(const VarlenBackwardParams& p) {
   const VarlenParams& f = p.forward;
   CallTensors t{VarlenTensors(f, kVarlenBackwardNames).AllRead(), {}};
   RequireLse("forward.lse", "backward_varlen", f.lse, 1, f.heads_q, f.total_q);
-  AddGradientTensors(varlen::PackedProblem(p), &t);
+  AddGradientTensors(varlen::PackedProblem(p), kVarlenBackwardNames, &t);
   CheckOutputs(t.outputs, t.inputs);
+  CheckSinkValues("forward.sinks", f.sinks, f.heads_q);
   CheckCuSeqlens(f);
   CheckLseValues("forward.lse", f.lse, 1, f.heads_q, f.total_q);
 }

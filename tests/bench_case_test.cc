@@ -191,7 +191,7 @@ TEST(PlanCases, RejectsBadValuesNamingTheOption) {
       {"--heads-kv", "3", [](BenchOptions& o) { o.heads = 8; o.heads_kv = 3; }},
       {"--batch", "0", [](BenchOptions& o) { o.batch = 0; }},
       {"--seqlen-k", "-4", [](BenchOptions& o) { o.seqlen_k = -4; }},
-      {"--headdim", "513", [](BenchOptions& o) { o.headdim = 513; }},
+      {"--headdim", "577", [](BenchOptions& o) { o.headdim = 577; }},
       {"--threads", "-1", [](BenchOptions& o) { o.threads = -1; }},
       {"--algorithm", "fastest", [](BenchOptions& o) { o.algorithm = "fastest"; }},
       {"--mode", "sideways", [](BenchOptions& o) { o.mode = "sideways"; }},

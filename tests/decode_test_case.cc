@@ -210,6 +210,7 @@ ForwardResult ForwardOverCache(const DecodeCase& c, std::int64_t b, std::optiona
   p.dtype = s.dtype;
   p.causal = dp.causal, p.window_left = dp.window_left, p.window_right = dp.window_right, p.softcap = dp.softcap;
   if (dp.alibi_slopes != nullptr) p.alibi_slopes = dp.alibi_slopes + b * dp.alibi_batch_stride;
+  p.sinks = dp.sinks;
   p.set_contiguous_strides();
   if (algorithm) forward(p, *algorithm); else forward(p);
   for (std::int64_t n = 0; n < s.Nq * s.Hq * d; ++n) result.O[n] = LoadAsFloat(o.data(), s.dtype, n);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -220,6 +221,22 @@ Errors CompareWithOracle(const Problem& problem, bool check_lse) {
     }
   }
   return errors.Result();
+}
+
+std::vector<float> OutputValues(const Problem& problem) {
+  const Shape& s = problem.shape();
+  std::vector<float> out;
+  for (std::int64_t b = 0; b < s.batch; ++b)
+    for (std::int64_t h = 0; h < s.Hq; ++h)
+      for (std::int64_t i = 0; i < s.Nq; ++i) {
+        for (std::int64_t c = 0; c < s.dv; ++c) out.push_back(problem.O(b, i, h, c));
+        out.push_back(problem.Lse(b, h, i));
+      }
+  return out;
+}
+
+bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace flashattn::testing

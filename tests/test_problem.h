@@ -96,6 +96,10 @@ class ErrorsAccumulator {
   double max_diff_ = 0.0, max_ref_ = 0.0, lse_error_ = 0.0;
 };
 
+// O and the LSE of every (b, h, row) as raw values, and their bitwise comparison (memcmp: NaN-safe).
+std::vector<float> OutputValues(const Problem& problem);
+bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b);
+
 }  // namespace flashattn::testing
 
 #endif  // FLASHATTN_TESTS_TEST_PROBLEM_H_

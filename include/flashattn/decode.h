@@ -4,6 +4,7 @@
 #define FLASHATTN_DECODE_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "flashattn/export.h"
 #include "flashattn/types.h"
@@ -11,20 +12,26 @@
 namespace flashattn {
 
 //   q        (batch, Nq, Hq, d)                       Nq small: 1 for plain decoding, a few for speculation
-//   cache    contiguous: k_cache, v_cache (batch, Nmax, Hkv, d)
-//            paged:      k_cache, v_cache (num_pages, page_size, Hkv, d) and block_table (batch, max_pages)
+//   cache    contiguous: k_cache, v_cache (batch, Nmax, Hkv, d or dv)
+//            paged:      k_cache, v_cache (num_pages, page_size, Hkv, d or dv) and block_table (batch, max_pages)
 //                        int32: key position j of sequence b lives in page block_table[b][j / page_size],
 //                        slot j % page_size. Any page_size ≥ 1.
 //   cache_seqlens (batch) int32: keys already in the cache per sequence.
-//   k_new, v_new  optional (batch, Nnew, Hkv, d): rotated (if rotary is set) and written into the cache in
+//   k_new, v_new  optional (batch, Nnew, Hkv, d or dv): rotated (if rotary is set) and written into the cache in
 //                 place at positions cache_seqlens[b] + i before attending. The call then attends to
 //                 Nk = cache_seqlens[b] + Nnew keys of sequence b.
-//   o        (batch, Nq, Hq, d); lse optional float32 (batch, Hq, Nq), −inf for a row that sees no key.
+//   o        (batch, Nq, Hq, dv); lse optional float32 (batch, Hq, Nq), −inf for a row that sees no key
+//            (s_h with an attention sink: `sinks` of ScoreSettings joins each row once, however it is split).
 //
 // The score modifiers (inherited ScoreSettings, include/flashattn/types.h) align the Nq queries with the
 // last key positions: query row i of sequence b sits at position cache_seqlens[b] + Nnew − Nq + i.
 // q, k_new, v_new, the caches and o share one element type (`dtype` must equal `cache_dtype`); the cache
-// strides describe both k_cache and v_cache (for paged caches `cache_strides.batch` is the page stride).
+// strides describe both k_cache and v_cache (for paged caches `cache_strides.batch` is the page stride), and
+// new_strides both k_new and v_new.
+//
+// Values inside the keys (multi-head latent attention, DeepSeek-V2/V3): with v_cache == k_cache, V is the first
+// dv = head_dim_v ≤ d features of each K row (the same pointer and strides, nothing stored twice). An append
+// then writes k_new's row once, and v_new must be null.
 struct DecodeParams : ScoreSettings {
   const void* q = nullptr;
   void* k_cache = nullptr;
@@ -48,7 +55,8 @@ struct DecodeParams : ScoreSettings {
   std::int64_t seqlen_new = 0;  // Nnew; 0 = nothing appended (k_new, v_new may be null)
   std::int64_t heads_q = 1;     // Hq
   std::int64_t heads_kv = 1;    // Hkv, divides Hq
-  std::int64_t head_dim = 0;    // d (K and V share it, as in flash-attn's kvcache API)
+  std::int64_t head_dim = 0;    // d, of q, k_new and the K cache
+  std::optional<std::int64_t> head_dim_v;  // dv, of v_new, the V cache and o; unset = d (flash-attn's API)
   DType dtype = DType::kF32;
   DType cache_dtype = DType::kF32;
 
@@ -79,8 +87,12 @@ struct DecodeParams : ScoreSettings {
   int num_threads = 0;  // 0 = all cores
 
   bool paged() const { return block_table != nullptr; }
-  // Fills q/new/o strides for contiguous (batch, seq, head, dim) tensors and cache_strides for a
-  // contiguous (batch, cache_seqlen_max, Hkv, d) cache or, when paged, (num_pages, page_size, Hkv, d).
+  std::int64_t value_head_dim() const { return head_dim_v.value_or(head_dim); }
+  // V is the first dv features of the K cache's rows (v_cache == k_cache, see above).
+  bool values_in_keys() const { return v_cache != nullptr && v_cache == k_cache; }
+  // Fills q/new/o strides for contiguous (batch, seq, head, dim) tensors (o of dv, the others of d) and
+  // cache_strides for a contiguous (batch, cache_seqlen_max, Hkv, d) cache or, when paged, (num_pages,
+  // page_size, Hkv, d).
   FLASHATTN_API void set_contiguous_strides();
 };
 

@@ -69,7 +69,11 @@ struct Tiling {
 };
 inline constexpr std::int64_t kDefaultFastMemoryBytes = 256 * 1024;
 
-inline constexpr std::int64_t kMaxHeadDim = 512;
+// The largest head dimension d or dv of any call: 576 covers multi-head latent attention (DeepSeek-V2/V3,
+// Kimi: d = 512 latent + 64 rotary features, dv = 512). It bounds the kernels' one-row stack buffers (4·576 bytes
+// each: a query row widened and scaled, a K/V row widened while it is packed); the tiles and the scratch are
+// sized per call from d and dv and the cache sizes, and do not limit it.
+inline constexpr std::int64_t kMaxHeadDim = 576;
 
 // What turns the products q·k of a query row and a key into the scores the softmax sees:
 //   S = s·q·k,  then S ← c·tanh(S / c) (softcap),  then S += −slope·|i + Nk − Nq − j| (ALiBi),
@@ -88,6 +92,10 @@ struct ScoreSettings {
   // or (batch, Hq) with row stride alibi_batch_stride.
   const float* alibi_slopes = nullptr;
   std::int64_t alibi_batch_stride = 0;
+  // Attention sinks: one learned logit s_h per query head, float32 (Hq), that joins every row's softmax
+  // denominator and carries no value: LSE_i = log(Σ_j e^{S_ij} + e^{s_h}), P_ij = e^{S_ij − LSE_i}. A row that
+  // sees no key then has O_i = 0 and LSE_i = s_h. Each s_h is finite or −∞ (−∞: no sink, bitwise); null = none.
+  const float* sinks = nullptr;
 };
 
 // Where a call sits in a larger problem (context parallelism, docs/distributed.md): it computes query rows

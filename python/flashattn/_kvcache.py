@@ -50,4 +50,6 @@ def kvcache(call, bf16=False):
         num_splits=operator.index(call.num_splits),
         return_lse=bool(call.return_softmax_lse),
         bf16=bf16,
+        sinks=_arguments.sinks(call.sinks),
+        head_dim_v=None if call.head_dim_v is None else operator.index(call.head_dim_v),
     )

@@ -52,11 +52,13 @@ py::tuple Backward(const py::handle& dout_in, const py::handle& q_in, const py::
   b.dq_strides = {p.seqlen_q * p.heads_q * p.head_dim, p.heads_q * p.head_dim, p.head_dim};
   b.dk_strides = {p.seqlen_k * p.heads_kv * p.head_dim, p.heads_kv * p.head_dim, p.head_dim};
   b.dv_strides = {p.seqlen_k * p.heads_kv * p.value_head_dim(), p.heads_kv * p.value_head_dim(), p.value_head_dim()};
+  std::optional<py::array_t<float>> dsinks = NewSinkGradient(m, p.heads_q);
+  if (dsinks) b.dsinks = dsinks->mutable_data();
   {
     py::gil_scoped_release release;
     backward(b);
   }
-  return py::make_tuple(dq, dk, dv);
+  return Gradients(dq, dk, dv, dsinks);
 }
 
 }  // namespace
@@ -65,7 +67,8 @@ void RegisterBackward(py::module_& m) {
   m.def("backward", &Backward, py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
         py::arg("softmax_lse"), py::kw_only(), py::arg("modifiers"), py::arg("bf16") = false,
         py::arg("block_position") = py::none(),
-        "flash_attn_backward's computation: returns (dq, dk, dv). block_position (private): as forward's.");
+        "flash_attn_backward's computation: returns (dq, dk, dv), and dsinks when the modifiers have sinks. "
+        "block_position (private): as forward's.");
 }
 
 }  // namespace flashattn::python

@@ -1,5 +1,5 @@
 // Which keys a query row sees and what the score of each pair is: the causal/sliding-window band, the mask
-// tensor, the scale, softcap and ALiBi. The one description that the reference algorithms, the fused forward
+// tensor, the scale, softcap and ALiBi; and the attention sink that joins each row's softmax. The one description that the reference algorithms, the fused forward
 // and backward kernels and decode all use, so that they agree (docs/algorithms.md derives it; the kernels
 // apply the same steps to whole tiles in simd/score_modifiers-inl.h).
 //
@@ -99,6 +99,20 @@ inline std::int64_t DecodeDiagonalOffset(const DecodeParams& p, std::int64_t b, 
   return Nk + (p.keys_after == nullptr ? 0 : p.keys_after[b]) - p.seqlen_q;
 }
 
+// The attention sink of query head h: its logit s_h, or −∞ (no sink; the identity of the row's softmax state).
+template <class Params>
+float SinkOf(const Params& p, std::int64_t h) {
+  return p.sinks == nullptr ? kNegInf : p.sinks[h];
+}
+
+// A row's softmax state (m, l) before its first key: the sink as one logit without a value, (s_h, 1), or the
+// empty state (−∞, 0) without one. The empty state is what a sink of −∞ gives, so that such a sink changes no
+// bit of any result.
+struct RowStart {
+  float m, l;
+};
+inline RowStart SoftmaxRowStart(float sink) { return sink == kNegInf ? RowStart{kNegInf, 0.0f} : RowStart{sink, 1.0f}; }
+
 // Everything that decides the scores of one (batch b, query head h) of a forward or backward call.
 struct ScoreModifiers {
   std::int64_t offset = 0;  // row i's diagonal is i + offset: Nk − Nq for a whole problem (BlockPlacement)
@@ -109,6 +123,7 @@ struct ScoreModifiers {
   MaskKind mask_kind = MaskKind::kNone;
   const void* mask = nullptr;  // offset to this (batch, head); null only when the mask is empty
   std::int64_t mask_stride_row = 0, mask_stride_col = 0;
+  float sink = kNegInf;  // s_h, a term of the row's softmax rather than of a score (SoftmaxRowStart)
 
   ScoreModifiers(const AttentionParams& p, std::int64_t b, std::int64_t h)
       : offset(BlockPlacement::Of(p).DiagonalOffset()),
@@ -118,7 +133,8 @@ struct ScoreModifiers {
         alibi_slope(AlibiSlope(p, b, h)),
         mask_kind(p.mask.kind),
         mask_stride_row(p.mask.stride_row),
-        mask_stride_col(p.mask.stride_col) {
+        mask_stride_col(p.mask.stride_col),
+        sink(SinkOf(p, h)) {
     if (mask_kind != MaskKind::kNone && p.mask.data != nullptr) {
       const std::int64_t bytes = mask_kind == MaskKind::kBool ? 1 : 4;
       mask = static_cast<const char*>(p.mask.data) + (b * p.mask.stride_batch + h * p.mask.stride_head) * bytes;

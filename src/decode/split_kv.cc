@@ -27,9 +27,10 @@ std::int64_t CacheOffset(const DecodeParams& p, std::int64_t b, std::int64_t j, 
 }
 
 // Step 2: the new keys and values into the cache (in place). Rotary keys are rotated in float32 and
-// rounded to the cache type; otherwise the bytes are copied unchanged.
+// rounded to the cache type; otherwise the bytes are copied unchanged. Values inside the keys are written
+// with them, as part of the K row.
 void AppendNewKeys(const DecodeParams& p) {
-  const std::int64_t d = p.head_dim, elem = ElementBytes(p);
+  const std::int64_t d = p.head_dim, dv = p.value_head_dim(), elem = ElementBytes(p);
   std::vector<float> k_row(static_cast<std::size_t>(d));
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t i = 0; i < p.seqlen_new; ++i)
@@ -37,8 +38,10 @@ void AppendNewKeys(const DecodeParams& p) {
         const std::int64_t j = p.cache_seqlens[b] + i;
         const std::int64_t src = b * p.new_strides.batch + i * p.new_strides.seq + hk * p.new_strides.head;
         const std::int64_t dst = CacheOffset(p, b, j, hk);
-        std::memcpy(static_cast<char*>(p.v_cache) + dst * elem, static_cast<const char*>(p.v_new) + src * elem,
-                    d * elem);
+        if (!p.values_in_keys()) {
+          std::memcpy(static_cast<char*>(p.v_cache) + dst * elem, static_cast<const char*>(p.v_new) + src * elem,
+                      dv * elem);
+        }
         if (p.rotary_dim == 0) {
           std::memcpy(static_cast<char*>(p.k_cache) + dst * elem, static_cast<const char*>(p.k_new) + src * elem,
                       d * elem);
@@ -66,10 +69,10 @@ SplitKv::SplitKv(const DecodeParams& p)
   splits_ =
       std::max<std::int64_t>(1, p.num_splits == 0 ? choose_num_splits(p.batch, max_keys, threads_) : p.num_splits);
   items_ = p.batch * splits_, rows_per_item_ = p.heads_kv * R_;
-  const std::int64_t d = p.head_dim;
-  O_partial_.resize(static_cast<std::size_t>(items_ * rows_per_item_ * d));
+  const std::int64_t dv = p.value_head_dim();
+  O_partial_.resize(static_cast<std::size_t>(items_ * rows_per_item_ * dv));
   lse_partial_.resize(static_cast<std::size_t>(items_ * rows_per_item_));
-  o_row_.resize(static_cast<std::size_t>(d));
+  o_row_.resize(static_cast<std::size_t>(dv));
 }
 
 SplitKv::RowGroup SplitKv::GatherRows(std::int64_t b) const {
@@ -118,6 +121,7 @@ ChunkTask SplitKv::Task(std::int64_t item) {
   task.head_stride = p.cache_strides.head;
   task.R = R_;
   task.d = p.head_dim;
+  task.dv = p.value_head_dim();
   task.diagonal = rows.diagonal.data();
   task.slope = rows.slope.data();
   task.band = band_;
@@ -136,23 +140,23 @@ ChunkTask SplitKv::Task(std::int64_t item) {
     };
     task.kv = {sequence_b(p.k_cache), sequence_b(p.v_cache), p.cache_strides.seq, 0, 0, nullptr};
   }
-  task.O = O_partial_.data() + item * rows_per_item_ * p.head_dim;
+  task.O = O_partial_.data() + item * rows_per_item_ * task.dv;
   task.lse = lse_partial_.data() + item * rows_per_item_;
   return task;
 }
 
 void SplitKv::Merge() {
   const DecodeParams& p = p_;
-  const std::int64_t d = p.head_dim, Nq = p.seqlen_q, G = p.heads_q / p.heads_kv;
-  // Partials of row (hk, r) of sequence b sit splits apart: O at (b·splits + s)·Hkv·R + hk·R + r rows of d.
+  const std::int64_t dv = p.value_head_dim(), Nq = p.seqlen_q, G = p.heads_q / p.heads_kv;
+  // Partials of row (hk, r) of sequence b sit splits apart: O at (b·splits + s)·Hkv·R + hk·R + r rows of dv.
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t row = 0; row < rows_per_item_; ++row) {
       const std::int64_t first = b * splits_ * rows_per_item_ + row;
-      const float lse = MergeRow(splits_, &O_partial_[first * d], rows_per_item_ * d, &lse_partial_[first],
-                                 rows_per_item_, d, o_row_.data());
       const std::int64_t hk = row / R_, g = row % R_ / Nq, i = row % Nq, h = hk * G + g;
+      const float lse = MergeRow(splits_, &O_partial_[first * dv], rows_per_item_ * dv, &lse_partial_[first],
+                                 rows_per_item_, dv, o_row_.data(), SinkOf(p, h));
       const std::int64_t dst = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
-      for (std::int64_t e = 0; e < d; ++e) StoreFromFloat(p.o, p.dtype, dst + e, o_row_[e]);
+      for (std::int64_t e = 0; e < dv; ++e) StoreFromFloat(p.o, p.dtype, dst + e, o_row_[e]);
       if (p.lse != nullptr) p.lse[(b * p.heads_q + h) * Nq + i] = lse;
     }
 }

@@ -43,6 +43,7 @@ std::vector<Field> RingFields(const AttentionParams& local, std::int64_t seqlen,
       FloatField("softcap", local.softcap),
       {"alibi_slopes given", local.alibi_slopes != nullptr},
       {"alibi_batch_stride", local.alibi_batch_stride},
+      {"sinks given", local.sinks != nullptr},
       FloatField("dropout_p", local.dropout_p),
       {"dropout_seed", static_cast<std::int64_t>(local.dropout_seed)},
       {"dropout_offset", static_cast<std::int64_t>(local.dropout_offset)},
@@ -132,6 +133,7 @@ AttentionParams BlockBase(const AttentionParams& local, const float* q, std::int
   base.seqlen_k = keys;
   base.head_dim_v = local.value_head_dim();
   base.mask = MaskTensor{};
+  base.sinks = nullptr;  // a block holds part of each row's keys: the sink joins once, after the ring's merge
   base.set_contiguous_strides();
   return base;
 }

@@ -234,6 +234,9 @@ void ring_backward(const RingBackwardParams& params, MPI_Comm comm_in) {
                  CheckRingShard(attention, params.seqlen, params.layout, params.timeout_seconds, comm,
                                 "local.attention.");
                  validate(params.local);
+                 if (params.local.dsinks != nullptr) {
+                   Fail("local.dsinks: the sinks' gradient is not computed by ring_backward yet");
+                 }
                }));
   BackwardRing ring(params, comm);
   ring.Run();

@@ -68,6 +68,7 @@ void ring_forward(const RingParams& params, MPI_Comm comm_in) {
     timings.push_back(transfers.Finish(StepTransfers(step, comm)));
     shard = std::move(next_shard);
   }
+  state.JoinSinks(local.sinks);
   state.WriteTo(local);
   SetLastRingTimings(std::move(timings));
 }

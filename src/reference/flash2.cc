@@ -1,7 +1,8 @@
 // flash2 (docs/algorithms.md): the FlashAttention-2 loop order. Each Q block is finished before the next starts, so
 // its running state stays in fast memory and O is written once:
 //   for i in 0..Tr (outer, Q blocks — the unit of parallel work): load Q_i;
-//     Õ_i = 0, l_i = 0, m_i = −∞ (fast memory)
+//     Õ_i = 0, l_i = 0, m_i = −∞ (fast memory); with an attention sink s_h, l_i = 1, m_i = s_h: the row has
+//     seen the sink, a logit without a value
 //     for j in 0..Tc (inner, K/V blocks): load K_j, V_j
 //       S_ij = Score(Q_i K_jᵀ)
 //       m_new = max(m_i, rowmax(S_ij)),  P̃_ij = exp(S_ij − m_new)
@@ -33,8 +34,8 @@ void Flash2Head(const HeadProblem& problem, BlockSizes blocks, const Dropout& dr
     const std::int64_t i0 = i * Br, rows = std::min(Br, Nq - i0);
     problem.LoadQ(i0, rows, x.Q_i.data());
     std::fill(x.O_i.begin(), x.O_i.end(), 0.0f);
-    std::fill(x.l_i.begin(), x.l_i.end(), 0.0f);
-    std::fill(x.m_i.begin(), x.m_i.end(), kNegInf);
+    std::fill(x.l_i.begin(), x.l_i.end(), problem.Start().l);
+    std::fill(x.m_i.begin(), x.m_i.end(), problem.Start().m);
     for (std::int64_t j = 0; j < Tc; ++j) {
       const std::int64_t j0 = j * Bc, cols = std::min(Bc, Nk - j0);
       problem.LoadK(j0, cols, x.K_j.data());

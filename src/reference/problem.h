@@ -46,6 +46,9 @@ class HeadProblem {
   bool Visible(std::int64_t i, std::int64_t j) const { return mods_.Visible(i, j); }
   bool Sees(std::int64_t i, std::int64_t j) const { return mods_.Sees(i, j); }
   template <typename T> T Score(std::int64_t i, std::int64_t j, T q_dot_k) const { return mods_.Score(i, j, q_dot_k); }
+  // The head's attention sink s_h (−∞: none), and the softmax state (m, l) every row starts from.
+  float Sink() const { return mods_.sink; }
+  RowStart Start() const { return SoftmaxRowStart(mods_.sink); }
 
   // Main-memory traffic of this problem so far (for the IO model).
   const IoCount& io() const { return io_; }

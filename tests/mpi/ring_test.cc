@@ -36,6 +36,7 @@ struct RingCase {
   std::optional<float> scale;
   bool alibi = false;  // slopes per (batch, head)
   float dropout_p = 0.0f;
+  std::vector<float> sinks;  // one per query head, or none
 
   std::string Name() const {
     std::ostringstream name;
@@ -46,6 +47,7 @@ struct RingCase {
     if (scale) name << " scale=" << *scale;
     if (alibi) name << " alibi";
     if (dropout_p > 0) name << " dropout=" << dropout_p;
+    if (!sinks.empty()) name << " sinks";
     return name.str();
   }
 };
@@ -88,6 +90,7 @@ struct GlobalProblem {
     p.scale = c.scale;
     if (c.alibi) p.alibi_slopes = slopes.data(), p.alibi_batch_stride = c.Hq;
     p.dropout_p = c.dropout_p, p.dropout_seed = 0x5eed, p.dropout_offset = 12;
+    p.sinks = c.sinks.empty() ? nullptr : c.sinks.data();
     p.num_threads = 1;
     p.set_contiguous_strides();
     return p;
@@ -234,6 +237,10 @@ std::vector<RingCase> ForwardCases() {
     odd.layout = layout, odd.seqlen = 101, odd.d = 59, odd.dv = 24, odd.softcap = 2.5f, odd.scale = 0.3f;
     odd.window_left = 20, odd.window_right = 0;
     cases.push_back(odd);
+    // Attention sinks join each row once, after the merge of the blocks (a −∞ sink: none).
+    RingCase sinks;
+    sinks.layout = layout, sinks.causal = true, sinks.window_left = 30, sinks.sinks = {0.5f, -1.0f, 2.0f, -INFINITY};
+    cases.push_back(sinks);
   }
   for (const RingCase& c : PositionCases(97, 2)) cases.push_back(c);
   return cases;
@@ -267,6 +274,9 @@ std::vector<RingCase> BackwardCases() {
     RingCase odd;
     odd.layout = layout, odd.seqlen = 97, odd.d = 59, odd.dv = 24, odd.softcap = 2.5f, odd.batch = 2;
     cases.push_back(odd);
+    RingCase sinks;  // dQ, dK, dV through the LSE that counts the sinks
+    sinks.layout = layout, sinks.causal = true, sinks.sinks = {1.0f, -0.5f, -INFINITY, 0.0f};
+    cases.push_back(sinks);
   }
   for (const RingCase& c : PositionCases(113, 1)) cases.push_back(c);
   return cases;
