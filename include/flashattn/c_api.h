@@ -105,7 +105,19 @@ typedef struct flashattn_score_settings {
   float softcap;             /* 0 = off */
   const float* alibi_slopes; /* (Hq), or (batch, Hq) with row stride alibi_batch_stride; NULL = off */
   int64_t alibi_batch_stride;
+  const float* sinks; /* attention sinks: one logit per query head, float32 (Hq); NULL = none */
 } flashattn_score_settings;
+
+/* flashattn::BlockPosition: the call computes query rows [query_start, query_start + seqlen_q) of a problem of
+ * total_seqlen_q rows against its keys [key_start, key_start + seqlen_k) of total_seqlen_k (band, ALiBi and
+ * dropout at those positions); a total of -1 means the call's own length. flashattn_attention_params_init
+ * sets the whole problem: starts 0, totals -1. */
+typedef struct flashattn_block_position {
+  int64_t query_start;
+  int64_t key_start;
+  int64_t total_seqlen_q;
+  int64_t total_seqlen_k;
+} flashattn_block_position;
 
 /* flashattn::AttentionParams. Q (batch, Nq, Hq, d), K (batch, Nk, Hkv, d), V (batch, Nk, Hkv, dv),
  * O (batch, Nq, Hq, dv); lse optional float32 (batch, Hq, Nq). */
@@ -132,6 +144,8 @@ typedef struct flashattn_attention_params {
   float dropout_p; /* 0 = off */
   uint64_t dropout_seed;
   uint64_t dropout_offset;
+
+  flashattn_block_position block_position;
 
   flashattn_tiling tiling;
   int num_threads; /* 0 = all cores */
@@ -204,6 +218,7 @@ typedef struct flashattn_decode_params {
   void* o;
   float* lse;
   const int32_t* cache_seqlens;
+  const int32_t* keys_after; /* (batch): keys of each sequence held elsewhere after these; NULL = none */
   flashattn_strides q_strides, cache_strides, new_strides, o_strides;
 
   int64_t batch;
@@ -212,6 +227,7 @@ typedef struct flashattn_decode_params {
   int64_t heads_q;
   int64_t heads_kv;
   int64_t head_dim;
+  int64_t head_dim_v; /* dv; 0 = same as head_dim. v_cache == k_cache: V is the first dv features of K */
   flashattn_dtype dtype;
   flashattn_dtype cache_dtype;
 
@@ -243,6 +259,7 @@ typedef struct flashattn_backward_params {
   void* dk;
   void* dv;
   flashattn_strides do_strides, dq_strides, dk_strides, dv_strides;
+  float* dsinks; /* float32 (Hq), overwritten, when attention.score.sinks is set; NULL = not computed */
 } flashattn_backward_params;
 
 /* flashattn::VarlenBackwardParams: the forward_varlen call's parameters and packed gradients; row and head
@@ -257,6 +274,7 @@ typedef struct flashattn_varlen_backward_params {
   int64_t dq_row_stride, dq_head_stride;
   int64_t dk_row_stride, dk_head_stride;
   int64_t dv_row_stride, dv_head_stride;
+  float* dsinks; /* as flashattn_backward_params.dsinks, summed over the sequences */
 } flashattn_varlen_backward_params;
 
 /* The library's version, "MAJOR.MINOR.PATCH" (the CMake project version). */

@@ -115,6 +115,7 @@ ScoreSettings ToCpp(const flashattn_score_settings& c) {
   s.scale = c.has_scale ? std::optional<float>(c.scale) : std::nullopt;
   s.causal = c.causal, s.window_left = c.window_left, s.window_right = c.window_right, s.softcap = c.softcap;
   s.alibi_slopes = c.alibi_slopes, s.alibi_batch_stride = c.alibi_batch_stride;
+  s.sinks = c.sinks;
   return s;
 }
 
@@ -141,6 +142,8 @@ AttentionParams ToCpp(const flashattn_attention_params& c) {
   p.mask = {ToMaskKind(c.mask.kind), c.mask.data, c.mask.stride_batch, c.mask.stride_head, c.mask.stride_row,
             c.mask.stride_col};
   SetAttentionSettings(c, p);
+  p.block_position = {c.block_position.query_start, c.block_position.key_start, c.block_position.total_seqlen_q,
+                      c.block_position.total_seqlen_k};
   return p;
 }
 
@@ -171,11 +174,11 @@ MergeParams ToCpp(const flashattn_merge_params& c) {
 DecodeParams ToCpp(const flashattn_decode_params& c) {
   DecodeParams p;
   p.q = c.q, p.k_cache = c.k_cache, p.v_cache = c.v_cache, p.k_new = c.k_new, p.v_new = c.v_new;
-  p.o = c.o, p.lse = c.lse, p.cache_seqlens = c.cache_seqlens;
+  p.o = c.o, p.lse = c.lse, p.cache_seqlens = c.cache_seqlens, p.keys_after = c.keys_after;
   p.q_strides = ToStrides(c.q_strides), p.cache_strides = ToStrides(c.cache_strides);
   p.new_strides = ToStrides(c.new_strides), p.o_strides = ToStrides(c.o_strides);
   p.batch = c.batch, p.seqlen_q = c.seqlen_q, p.seqlen_new = c.seqlen_new;
-  p.heads_q = c.heads_q, p.heads_kv = c.heads_kv, p.head_dim = c.head_dim;
+  p.heads_q = c.heads_q, p.heads_kv = c.heads_kv, p.head_dim = c.head_dim, p.head_dim_v = ToHeadDimV(c.head_dim_v);
   p.dtype = ToDType(c.dtype, "dtype");
   p.cache_dtype = ToDType(c.cache_dtype, "cache_dtype");
   p.cache_seqlen_max = c.cache_seqlen_max;
@@ -195,6 +198,7 @@ BackwardParams ToCpp(const flashattn_backward_params& c) {
   p.d_o = c.d_o, p.dq = c.dq, p.dk = c.dk, p.dv = c.dv;
   p.do_strides = ToStrides(c.do_strides), p.dq_strides = ToStrides(c.dq_strides);
   p.dk_strides = ToStrides(c.dk_strides), p.dv_strides = ToStrides(c.dv_strides);
+  p.dsinks = c.dsinks;
   return p;
 }
 
@@ -206,6 +210,7 @@ VarlenBackwardParams ToCpp(const flashattn_varlen_backward_params& c) {
   p.dq_row_stride = c.dq_row_stride, p.dq_head_stride = c.dq_head_stride;
   p.dk_row_stride = c.dk_row_stride, p.dk_head_stride = c.dk_head_stride;
   p.dv_row_stride = c.dv_row_stride, p.dv_head_stride = c.dv_head_stride;
+  p.dsinks = c.dsinks;
   return p;
 }
 
@@ -223,6 +228,8 @@ flashattn_attention_params DefaultAttention() {
   c.batch = d.batch, c.heads_q = d.heads_q, c.heads_kv = d.heads_kv;
   c.score = DefaultScore();
   c.mask.stride_col = d.mask.stride_col;
+  c.block_position = {d.block_position.query_start, d.block_position.key_start, d.block_position.total_seqlen_q,
+                      d.block_position.total_seqlen_k};
   return c;
 }
 

@@ -596,6 +596,13 @@ static void test_decode(void) {
       bad = p, bad.cache_dtype = (flashattn_dtype)3;
       check_invalid(flashattn_decode(&bad), "cache_dtype", "decode cache_dtype 3");
       check_invalid(flashattn_decode(NULL), "params", "decode NULL");
+      const int32_t negative_keys_after[kDecBatch] = {0, -1};
+      bad = p;
+      bad.keys_after = negative_keys_after;
+      check_invalid(flashattn_decode(&bad), "keys_after", "decode with a negative keys_after");
+      bad = p;
+      bad.v_cache = bad.k_cache, bad.v_new = NULL, bad.head_dim_v = kDecD + 1;
+      check_invalid(flashattn_decode(&bad), "head_dim_v", "decode reading V inside K with dv > d");
       CHECK(all_equal(o, q_size, 7.0f), "a failed decode wrote O");
       int unchanged = 1;
       for (int n = 0; n < num_pages; ++n) {
@@ -734,6 +741,87 @@ static void test_backward(void) {
 }
 
 /* ------------------------------------------------------------------------------------------------------ */
+/* Attention sinks, their gradient, a block of a larger problem, and the decode fields that go with them. */
+
+/* With a sink s_h, LSE' = log(e^LSE + e^s_h) and O' = O·e^(LSE − LSE') (the sink carries no value); a sink
+ * of −∞ changes nothing. dsinks_h = −Σ_i e^(s_h − LSE'_i)·D_i with D_i = rowsum(dO_i ∘ O'_i). */
+static void test_sinks(void) {
+  const int64_t Nq = 9, Nk = 11, Hq = 3, Hkv = 1, d = 40;
+  problem plain = make_problem(1, Nq, Nk, Hq, Hkv, d, d);
+  plain.params.score.causal = true;
+  CHECK(flashattn_forward(&plain.params, FLASHATTN_ALGORITHM_FUSED) == FLASHATTN_OK, "%s", flashattn_last_error());
+
+  const float sinks[3] = {0.5f, -INFINITY, 2.0f};
+  flashattn_attention_params a = plain.params;
+  float* o = filled_array(plain.no, 7.0f);
+  float* lse = filled_array(plain.nlse, 7.0f);
+  a.o = o, a.lse = lse, a.score.sinks = sinks;
+  CHECK(flashattn_forward(&a, FLASHATTN_ALGORITHM_FUSED) == FLASHATTN_OK, "%s", flashattn_last_error());
+  double o_error = 0.0, lse_error = 0.0;
+  for (int64_t h = 0; h < Hq; ++h)
+    for (int64_t i = 0; i < Nq; ++i) {
+      const double l = plain.lse[h * Nq + i];
+      const double expected = isinf(sinks[h]) ? l : log(exp(l) + exp((double)sinks[h]));
+      lse_error = fmax(lse_error, fabs(lse[h * Nq + i] - expected));
+      for (int64_t c = 0; c < d; ++c) {
+        const size_t at = (size_t)((i * Hq + h) * d + c);
+        o_error = fmax(o_error, fabs(o[at] - plain.o[at] * exp(l - expected)));
+      }
+    }
+  CHECK(lse_error < 1e-5 && o_error < 1e-5, "forward with sinks: LSE off by %g, O off by %g", lse_error, o_error);
+  CHECK(memcmp(o + d, plain.o + d, (size_t)d * sizeof(float)) == 0, "a sink of -inf changed O");
+
+  float* d_o = random_array(plain.no);
+  float* grads[3] = {filled_array(plain.nq, 0.0f), filled_array(plain.nk, 0.0f), filled_array(plain.nk, 0.0f)};
+  float dsinks[3] = {7.0f, 7.0f, 7.0f};
+  flashattn_backward_params bp;
+  flashattn_backward_params_init(&bp);
+  bp.attention = a;
+  bp.d_o = d_o, bp.dq = grads[0], bp.dk = grads[1], bp.dv = grads[2], bp.dsinks = dsinks;
+  flashattn_backward_params_set_contiguous_strides(&bp);
+  CHECK(flashattn_backward(&bp, FLASHATTN_BACKWARD_FUSED) == FLASHATTN_OK, "%s", flashattn_last_error());
+  for (int64_t h = 0; h < Hq; ++h) {
+    double expected = 0.0;
+    for (int64_t i = 0; i < Nq; ++i) {
+      double D = 0.0;
+      for (int64_t c = 0; c < d; ++c) D += (double)d_o[(i * Hq + h) * d + c] * o[(i * Hq + h) * d + c];
+      if (!isinf(sinks[h])) expected -= exp(sinks[h] - (double)lse[h * Nq + i]) * D;
+    }
+    CHECK(fabs(dsinks[h] - expected) < 1e-5, "dsinks[%d] = %g, expected %g", (int)h, dsinks[h], expected);
+  }
+  flashattn_backward_params no_sinks = bp;
+  no_sinks.attention.score.sinks = NULL;
+  check_invalid(flashattn_backward(&no_sinks, FLASHATTN_BACKWARD_FUSED), "dsinks", "dsinks without sinks");
+
+  for (int n = 0; n < 3; ++n) free(grads[n]);
+  free(d_o), free(o), free(lse);
+  free_problem(&plain);
+}
+
+/* The last rows of a causal problem computed on their own, placed by block_position, equal those rows of the
+ * whole call; without the position the band would be aligned to the block's own bottom-right corner. */
+static void test_block_position(void) {
+  const int64_t N = 13, first = 8, Hq = 2, d = 16;
+  problem whole = make_problem(1, N, N, Hq, Hq, d, d);
+  whole.params.score.causal = true;
+  CHECK(flashattn_forward(&whole.params, FLASHATTN_ALGORITHM_FUSED) == FLASHATTN_OK, "%s", flashattn_last_error());
+
+  flashattn_attention_params rows = whole.params;
+  float* o = filled_array((size_t)((N - first) * Hq * d), 7.0f);
+  rows.q = whole.q + first * Hq * d, rows.o = o, rows.lse = NULL, rows.seqlen_q = N - first;
+  flashattn_attention_params_set_contiguous_strides(&rows);
+  rows.block_position.query_start = first, rows.block_position.total_seqlen_q = N;
+  CHECK(flashattn_forward(&rows, FLASHATTN_ALGORITHM_FUSED) == FLASHATTN_OK, "%s", flashattn_last_error());
+  const double error = max_difference(o, whole.o + first * Hq * d, (size_t)((N - first) * Hq * d), FLASHATTN_DTYPE_F32);
+  CHECK(error < 1e-6, "rows placed by block_position differ from the whole call's by %g", error);
+
+  rows.block_position.query_start = N - first + 1;
+  check_invalid(flashattn_forward(&rows, FLASHATTN_ALGORITHM_FUSED), "block_position.query_start", "block past the end");
+  free(o);
+  free_problem(&whole);
+}
+
+/* ------------------------------------------------------------------------------------------------------ */
 /* The small functions, and the last error's being per thread. */
 
 static int fail_in_thread(void* message) {
@@ -810,6 +898,8 @@ int main(int argc, char** argv) {
   test_decode();
   test_merge();
   test_backward();
+  test_sinks();
+  test_block_position();
   if (failures) {
     fprintf(stderr, "c_api_test: %d checks failed\n", failures);
     return 1;

@@ -29,7 +29,12 @@ class ScoreSettings(C.Structure):
     _fields_ = [("has_scale", C.c_bool), ("scale", C.c_float), ("causal", C.c_bool)] + [
         ("window_left", C.c_int64), ("window_right", C.c_int64), ("softcap", C.c_float),
         ("alibi_slopes", C.POINTER(C.c_float)), ("alibi_batch_stride", C.c_int64),
+        ("sinks", C.POINTER(C.c_float)),
     ]
+
+
+class BlockPosition(C.Structure):
+    _fields_ = [(name, C.c_int64) for name in ("query_start", "key_start", "total_seqlen_q", "total_seqlen_k")]
 
 
 # flashattn_attention_params, field by field as include/flashattn/c_api.h declares it.
@@ -42,6 +47,7 @@ class AttentionParams(C.Structure):
         + [("head_dim_v", C.c_int64), ("dtype", C.c_int)]
         + [("score", ScoreSettings), ("mask", Mask)]
         + [("dropout_p", C.c_float), ("dropout_seed", C.c_uint64), ("dropout_offset", C.c_uint64)]
+        + [("block_position", BlockPosition)]
         + [("tiling", Tiling), ("num_threads", C.c_int)]
     )
 
