@@ -31,13 +31,21 @@ arm_packages=(crossbuild-essential-arm64 qemu-user libhwy-dev:arm64 libgtest-dev
 packages=("${build_packages[@]}" "${python_packages[@]}" "${packaging_packages[@]}" "${mpi_packages[@]}"
           "${sanitizer_packages[@]}")
 
-# Sets `missing` to those of the given packages that are not installed.
+# Sets `missing` to those of the given packages that are not installed: a name without an architecture
+# (`libhwy-dev`) for this machine's own or for all, one with it (`libhwy-dev:arm64`) for that one. With
+# arm64 added, dpkg-query reports a package installed for both architectures once for each.
+native_architecture=$(dpkg --print-architecture)
 find_missing() {
   missing=()
-  local package status
+  local package wanted architecture status found
   for package in "$@"; do
-    status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
-    [[ $status == "install ok installed" ]] || missing+=("$package")
+    wanted=" $native_architecture all "
+    [[ $package == *:* ]] && wanted=" ${package#*:} "
+    found=0
+    while read -r architecture status; do
+      [[ $status == "install ok installed" && $wanted == *" $architecture "* ]] && found=1
+    done < <(dpkg-query -W -f='${Architecture} ${Status}\n' "$package" 2>/dev/null || true)
+    ((found)) || missing+=("$package")
   done
 }
 
