@@ -70,6 +70,7 @@ for cpu in "${cpus[@]}"; do
   [[ -n ${cpu_option[$cpu]:-} ]] || { echo "arm.sh: unknown CPU '$cpu' (neon, sve128, sve256, sve512)" >&2; exit 2; }
 done
 
+cores=$(nproc)  # before OMP_NUM_THREADS is set: nproc reports that instead of the cores when it is
 export OMP_NUM_THREADS=1 OMP_THREAD_LIMIT=1 QEMU_LD_PREFIX=$sysroot
 # Runs the whole subset on one emulated CPU; its output goes to build-arm/arm-<cpu>.log.
 run_cpu() {
@@ -106,7 +107,7 @@ run_cpu() {
 # The CPUs run side by side, as many at a time as there are cores; the logs are printed when all are done.
 echo "== arm: tests under qemu-aarch64 (${cpus[*]})"
 for cpu in "${cpus[@]}"; do
-  while (($(jobs -rp | wc -l) >= $(nproc))); do wait -n || true; done
+  while (($(jobs -rp | wc -l) >= cores)); do wait -n || true; done
   rm -f "$build/arm-$cpu.status"
   (
     status=0
