@@ -2,8 +2,8 @@
 # The Arm part of the test command (docs/arm.md): cross-builds the library and a subset of its tests for
 # AArch64 (cmake/aarch64-linux-gnu.cmake, in build-arm/) and runs them under qemu-user on four emulated CPUs:
 #   neon     NEON only (SVE off)
-#   sve128   SVE and SVE2 at 128 bits (Neoverse N2/V2, Graviton 4, Grace)
-#   sve256   SVE and SVE2 at 256 bits (Neoverse V1, Graviton 3)
+#   sve128   SVE, SVE2 and SVE2_128 at 128 bits (Neoverse N2/V2, Graviton 4, Grace)
+#   sve256   SVE, SVE2 and SVE_256 at 256 bits (Neoverse V1, Graviton 3)
 #   sve512   SVE and SVE2 at 512 bits (A64FX's length)
 # The tests run every target the CPU supports (simd::RestrictTargetForTest); simd_targets first checks that
 # each CPU runs the targets it is meant to, and fails otherwise. One thread: a program that starts a thread
@@ -35,7 +35,7 @@ fi
 # three element types with masks and modifiers, forced odd block sizes, rows that see no key; decode over
 # every row tile, contiguous and paged, with d = 37, 64, 128; backward — then non-finite inputs through all
 # three, the element conversions and the vector exp's special values, and the validation tables (no kernel,
-# but every entry point's checks as compiled for AArch64). About 90 s per SVE CPU under qemu.
+# but every entry point's checks as compiled for AArch64). docs/arm.md gives their times under qemu.
 tests=(
   "kernel_fused_test */b2_nq97_nk113_hq4_hkv2_d40_dv40_f32_bshd_causal_cap3_alibi_addmask:*/b2_nq97_nk113_hq4_hkv2_d40_dv40_f16_bshd_causal_cap3_alibi_addmask:*/b1_nq97_nk97_hq2_hkv1_d111_dv40_f32_bshd_full:*/b1_nq1_nk1025_hq1_hkv1_d256_dv256_bf16_bshd_full:FusedKernelTest.EveryForcedBlockSize*:FusedKernelTest.MaskTensor*:FusedKernelTest.RowsWithout*"
   "decode_test Decode.EveryTargetEveryRowTileAgainstTheOracle:Decode.RowsThatSeeNoKey*:Decode.AgreesWithTheReferenceDecode:Shapes/DecodeMatchesForward.OverTheSameCacheContents/2?"
