@@ -22,28 +22,70 @@ packaging_packages=(python3-setuptools python3-wheel python3-pip python3-venv py
 # four match the clang they come with.
 sanitizer_packages=(clang libclang-rt-dev libomp-dev llvm)
 
+# The Arm part of the tests (docs/arm.md, scripts/arm.sh): the AArch64 cross compiler (with its libgomp),
+# qemu-user to run the programs it builds, and the arm64 builds of Highway and GoogleTest through Debian's
+# multiarch (the arm64 architecture is added to dpkg first). Installed after the others and allowed to fail:
+# where they cannot be installed, scripts/arm.sh fails saying which is missing, and the other parts still run.
+arm_packages=(crossbuild-essential-arm64 qemu-user libhwy-dev:arm64 libgtest-dev:arm64)
+
 packages=("${build_packages[@]}" "${python_packages[@]}" "${packaging_packages[@]}" "${mpi_packages[@]}"
           "${sanitizer_packages[@]}")
-missing=()
-for package in "${packages[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
-  [[ $status == "install ok installed" ]] || missing+=("$package")
-done
 
-if ((${#missing[@]} == 0)); then
-  echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
-fi
+# Sets `missing` to those of the given packages that are not installed: a name without an architecture
+# (`libhwy-dev`) for this machine's own or for all, one with it (`libhwy-dev:arm64`) for that one. With
+# arm64 added, dpkg-query reports a package installed for both architectures once for each.
+native_architecture=$(dpkg --print-architecture)
+find_missing() {
+  missing=()
+  local package wanted architecture status found
+  for package in "$@"; do
+    wanted=" $native_architecture all "
+    [[ $package == *:* ]] && wanted=" ${package#*:} "
+    found=0
+    while read -r architecture status; do
+      [[ $status == "install ok installed" && $wanted == *" $architecture "* ]] && found=1
+    done < <(dpkg-query -W -f='${Architecture} ${Status}\n' "$package" 2>/dev/null || true)
+    ((found)) || missing+=("$package")
+  done
+}
 
 as_root=()
-if ((EUID != 0)); then
-  if ! command -v sudo >/dev/null; then
-    echo "install-deps: need root or sudo to install: ${missing[*]}" >&2
-    exit 1
+apt_get=()
+# Sets apt_get to apt-get run as root (directly, or through sudo); fails when neither is possible.
+become_root() {
+  if ((EUID != 0)); then
+    if ! command -v sudo >/dev/null; then
+      echo "install-deps: need root or sudo to install: ${missing[*]}" >&2
+      return 1
+    fi
+    as_root=(sudo)
   fi
-  as_root=(sudo)
+  apt_get=("${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q)
+}
+
+find_missing "${packages[@]}"
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+else
+  become_root
+  echo "install-deps: installing ${missing[*]}"
+  "${apt_get[@]}" update
+  "${apt_get[@]}" install -y --no-install-recommends "${missing[@]}"
 fi
-echo "install-deps: installing ${missing[*]}"
-apt_get=("${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q)
-"${apt_get[@]}" update
-"${apt_get[@]}" install -y --no-install-recommends "${missing[@]}"
+
+find_missing "${arm_packages[@]}"
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#arm_packages[@]} Arm packages present"
+  exit 0
+fi
+install_arm_packages() {
+  become_root &&
+    echo "install-deps: installing the Arm packages ${missing[*]}" &&
+    { dpkg --print-foreign-architectures | grep -qx arm64 || "${as_root[@]}" dpkg --add-architecture arm64; } &&
+    "${apt_get[@]}" update &&
+    "${apt_get[@]}" install -y --no-install-recommends "${missing[@]}"
+}
+if ! install_arm_packages; then
+  echo "install-deps: could not install the Arm packages ${missing[*]}: the arm part of scripts/test.sh" \
+    "will fail" >&2
+fi

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# README command 2: installs what is missing, then runs every test, in four parts (docs/robustness.md):
+# README command 2: installs what is missing, then runs every test, in five parts (docs/robustness.md):
 #   1. release   builds flashattn and every test (Release, in build/) and runs them all (ctest)
 #   2. asan      the sanitizer subset under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   3. tsan      the threaded subset under ThreadSanitizer (build-tsan/)
 #   4. fuzz      each libFuzzer target for FUZZ_SECONDS (default 60) from its corpus (build-asan/ again)
+#   5. arm       the kernels' tests cross-built for AArch64 (build-arm/) and run under qemu-user on NEON and
+#                SVE at 128, 256 and 512 bits (scripts/arm.sh, docs/arm.md)
 # Every part runs even if an earlier one failed; the command exits non-zero if any part failed, a test
 # exceeded its time limit, a sanitizer reported anything or a fuzzer found an input that fails.
 # Works from any directory. On 2 cores the whole run has to stay well under 30 minutes (issue 8).
@@ -49,6 +51,7 @@ run_part release release
 run_part asan bash "$root/scripts/sanitize.sh" asan-ubsan
 run_part tsan bash "$root/scripts/sanitize.sh" tsan
 run_part fuzz bash "$root/scripts/fuzz.sh"
+run_part arm bash "$root/scripts/arm.sh"
 
 echo "== test.sh: summary"
 printf '%s\n' "${summary[@]}"

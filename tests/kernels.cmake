@@ -3,3 +3,8 @@
 flashattn_add_test(kernel_fused_test kernel_fused_test.cc)
 flashattn_add_test(kernel_exp_test kernel_exp_test.cc)
 flashattn_add_test(kernel_threads_test kernel_threads_test.cc)
+# The SIMD targets this CPU runs and the dispatched one (scripts/arm.sh checks each emulated Arm CPU's).
+add_executable(simd_targets simd_targets.cc)
+target_link_libraries(simd_targets PRIVATE flashattn::internal)
+target_include_directories(simd_targets PRIVATE ${PROJECT_SOURCE_DIR}/src)
+add_test(NAME simd_targets COMMAND simd_targets)

@@ -28,14 +28,22 @@ using flashattn::decode_kernel::kDecodeBc;
 
 inline constexpr std::int64_t kBc = kDecodeBc;
 
-// Lanes of a float vector when the target fixes it at compile time (every x86 and NEON target), else 0.
-#if HWY_HAVE_SCALABLE
+// Lanes of a float vector when the target fixes it at compile time and its vectors can form arrays (every
+// x86 and NEON target), else 0: scalable vectors, and Arm SVE's at every length (SVE_256 and SVE2_128 fix
+// it), whose sizeless types cannot be array elements. Those targets take ScoreBlock's path of one
+// horizontal sum per dot product and none of the tiles below that hold arrays of vectors.
+#undef FLASHATTN_DECODE_SIZELESS_VECTORS  // set again for each target
+#if HWY_HAVE_SCALABLE || (HWY_TARGET & (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128))
+#define FLASHATTN_DECODE_SIZELESS_VECTORS 1
 inline constexpr int kLanes = 0;
 #else
+#define FLASHATTN_DECODE_SIZELESS_VECTORS 0
 inline constexpr int kLanes = static_cast<int>(hn::MaxLanes(DF()));
 #endif
 
-#if HWY_TARGET == HWY_SCALAR
+#if FLASHATTN_DECODE_SIZELESS_VECTORS
+// No ReduceTransposed: sizeless vectors are summed one dot product at a time (ScoreBlock).
+#elif HWY_TARGET == HWY_SCALAR
 template <int kN>
 HWY_INLINE VF ReduceTransposed(const VF* acc) {
   static_assert(kN == 1);
@@ -79,7 +87,7 @@ HWY_INLINE VF ReduceTransposed(const VF* acc) {
     return hn::Add(firsts, seconds);
   }
 }
-#endif  // HWY_TARGET == HWY_SCALAR
+#endif  // FLASHATTN_DECODE_SIZELESS_VECTORS
 
 // Requests the K and V rows of one key (row_bytes each) into the cache.
 template <typename T>
@@ -88,13 +96,37 @@ HWY_INLINE void PrefetchKey(const T* k_row, const T* v_row, std::int64_t row_byt
   PrefetchRow(v_row, row_bytes);
 }
 
+#if FLASHATTN_DECODE_SIZELESS_VECTORS
+// S_h = Q_h K_{j,h}ᵀ for each of H heads h (R rows per head, laid out as the fixed-size ScoreBlock below
+// says), one dot product at a time, each summed across its lanes once; the first row of each head carries
+// the prefetches of its keys' rows.
+template <typename T, class PrefetchLine>
+HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::int64_t ldq, const T* const* K,
+                           std::int64_t head_stride, std::int64_t width, std::int64_t cols, float* S,
+                           const PrefetchLine& prefetch_line) {
+  const DF df;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
+  for (std::int64_t r = 0; r < H * R; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const std::int64_t head = r / R * head_stride;
+      if (r % R == 0) {
+        for (std::int64_t e = 0; e < width; e += 64 / sizeof(T)) prefetch_line(c, head, e * sizeof(T));
+      }
+      VF acc = hn::Zero(df);
+      for (std::int64_t e = 0; e < width; e += N) {
+        acc = hn::MulAdd(hn::Load(df, Q + r * ldq + e), LoadF32(df, K[c] + head + e), acc);
+      }
+      S[r * kBc + c] = hn::GetLane(hn::SumOfLanes(df, acc));
+    }
+}
+#else
 // S[r][c0 + c] = Q_r · K_{c0 + c} for a tile of kR rows × kC keys (kR·kC = kLanes) over `width` features
 // (a multiple of kLanes): Q rows ldq apart (float32), K rows at K[c] + head (float32 or the cache's type,
 // widened as loaded). Keys past `cols` (their pointers repeat a real row) are computed, not stored.
 // As each 64-byte line of the K rows is reached, `prefetch_line(c0 + c, head, byte)` runs for each key, so
-// that prefetches go out at the pace the rows are read (a burst of them stalls on the miss buffers). Only
-// targets with fixed-size vectors use it (kLanes > 0; ScoreBlock sums each dot product across its lanes on
-// the others), so its accumulators may be an array.
+// that prefetches go out at the pace the rows are read (a burst of them stalls on the miss buffers). It
+// exists only where vectors have a fixed size and can form arrays (kLanes > 0), so its accumulators may be
+// an array.
 template <int kR, int kC, typename T, class PrefetchLine>
 HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T* const* K, std::int64_t head,
                           std::int64_t width, std::int64_t c0, std::int64_t cols, float* HWY_RESTRICT S,
@@ -143,51 +175,35 @@ template <typename T, class PrefetchLine>
 HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::int64_t ldq, const T* const* K,
                            std::int64_t head_stride, std::int64_t width, std::int64_t cols, float* S,
                            const PrefetchLine& prefetch_line) {
-  if constexpr (kLanes == 0) {  // scalable vectors: one horizontal sum per dot product
-    const DF df;
-    const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
-    for (std::int64_t r = 0; r < H * R; ++r)
-      for (std::int64_t c = 0; c < cols; ++c) {
-        const std::int64_t head = r / R * head_stride;
-        if (r % R == 0) {
-          for (std::int64_t e = 0; e < width; e += 64 / sizeof(T)) prefetch_line(c, head, e * sizeof(T));
-        }
-        VF acc = hn::Zero(df);
-        for (std::int64_t e = 0; e < width; e += N) {
-          acc = hn::MulAdd(hn::Load(df, Q + r * ldq + e), LoadF32(df, K[c] + head + e), acc);
-        }
-        S[r * kBc + c] = hn::GetLane(hn::SumOfLanes(df, acc));
-      }
-  } else {
-    const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t) {};
-    for (std::int64_t g0 = 0; g0 < cols; g0 += kLanes) {
-      for (std::int64_t h = 0; h < H; ++h) {
-        std::int64_t r = 0;
-        // every tile of kR rows of head h, over the group's keys
-        const auto rows_of = [&](auto kR) FLASHATTN_INLINE_LAMBDA {
-          constexpr int kRows = decltype(kR)::value;
-          constexpr int kC = kLanes / kRows;
-          for (; r + kRows <= R; r += kRows) {
-            const std::int64_t row = h * R + r;
-            for (std::int64_t c0 = g0; c0 < g0 + kLanes && c0 < cols; c0 += kC) {
-              if (r == 0) {
-                ScoreTile<kRows, kC>(Q + row * ldq, ldq, K, h * head_stride, width, c0, cols, S + row * kBc,
-                                     prefetch_line);
-              } else {
-                ScoreTile<kRows, kC>(Q + row * ldq, ldq, K, h * head_stride, width, c0, cols, S + row * kBc,
-                                     no_prefetch);
-              }
+  const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t) {};
+  for (std::int64_t g0 = 0; g0 < cols; g0 += kLanes) {
+    for (std::int64_t h = 0; h < H; ++h) {
+      std::int64_t r = 0;
+      // every tile of kR rows of head h, over the group's keys
+      const auto rows_of = [&](auto kR) FLASHATTN_INLINE_LAMBDA {
+        constexpr int kRows = decltype(kR)::value;
+        constexpr int kC = kLanes / kRows;
+        for (; r + kRows <= R; r += kRows) {
+          const std::int64_t row = h * R + r;
+          for (std::int64_t c0 = g0; c0 < g0 + kLanes && c0 < cols; c0 += kC) {
+            if (r == 0) {
+              ScoreTile<kRows, kC>(Q + row * ldq, ldq, K, h * head_stride, width, c0, cols, S + row * kBc,
+                                   prefetch_line);
+            } else {
+              ScoreTile<kRows, kC>(Q + row * ldq, ldq, K, h * head_stride, width, c0, cols, S + row * kBc,
+                                   no_prefetch);
             }
           }
-        };
-        if constexpr (kLanes >= 16) rows_of(std::integral_constant<int, 8>());
-        if constexpr (kLanes >= 8) rows_of(std::integral_constant<int, 4>());
-        if constexpr (kLanes >= 4) rows_of(std::integral_constant<int, 2>());
-        rows_of(std::integral_constant<int, 1>());
-      }
+        }
+      };
+      if constexpr (kLanes >= 16) rows_of(std::integral_constant<int, 8>());
+      if constexpr (kLanes >= 8) rows_of(std::integral_constant<int, 4>());
+      if constexpr (kLanes >= 4) rows_of(std::integral_constant<int, 2>());
+      rows_of(std::integral_constant<int, 1>());
     }
   }
 }
+#endif  // FLASHATTN_DECODE_SIZELESS_VECTORS
 
 // Õ_r += Σ_{c < cols} P̃[r][c] V_c for kR rows (P rows kBc apart, Õ rows ldo apart, V rows where V[c]
 // points), over `width` features (a multiple of Lanes), two vectors at a time so that each V load serves kR

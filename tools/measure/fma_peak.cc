@@ -35,7 +35,10 @@ double FmaChains(std::int64_t iterations, float a, float b, std::int64_t* lanes,
     x10 = hn::MulAdd(x10, va, vb);
     x11 = hn::MulAdd(x11, va, vb);
   }
-  const auto sum = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7)) + ((x8 + x9) + (x10 + x11));
+  // hn::Add, not operator+: Arm SVE's vectors are built-in sizeless types without operators.
+  const auto sum = hn::Add(hn::Add(hn::Add(hn::Add(x0, x1), hn::Add(x2, x3)),
+                                   hn::Add(hn::Add(x4, x5), hn::Add(x6, x7))),
+                           hn::Add(hn::Add(x8, x9), hn::Add(x10, x11)));
   double total = 0;
   HWY_ALIGN float out[hn::MaxLanes(df)];
   hn::Store(sum, df, out);
