@@ -8,7 +8,7 @@ build_packages=(
   build-essential cmake g++ pkg-config
   libhwy-dev libgtest-dev libbenchmark-dev libcli11-dev libopenblas-dev
 )
-# Python bindings (issue 6): the module's build, NumPy, pytest, and PyTorch for flashattn.torch and its tests.
+# Python bindings (docs/python.md): the module's build, NumPy, pytest, and PyTorch for flashattn.torch and its tests.
 python_packages=(python3-numpy python3-pybind11 pybind11-dev python3-pytest python3-torch)
 # Context parallelism (docs/distributed.md): Open MPI's headers and libraries for flashattn::mpi, mpirun for
 # its tests and benchmark, and mpi4py for flashattn.distributed.
@@ -16,7 +16,7 @@ mpi_packages=(libopenmpi-dev openmpi-bin python3-mpi4py)
 # The Python package's PEP 517 build (pyproject.toml, setup.py) in a venv: setuptools and wheel, pip and venv,
 # and `python3 -m build` for wheels.
 packaging_packages=(python3-setuptools python3-wheel python3-pip python3-venv python3-build)
-# Sanitizer builds and fuzzers (issue 8, docs/robustness.md): clang; compiler-rt's ASan, UBSan, TSan and
+# Sanitizer builds and fuzzers (docs/robustness.md): clang; compiler-rt's ASan, UBSan, TSan and
 # libFuzzer runtimes (libclang-rt-dev; clang only recommends it); LLVM's OpenMP with its Archer tool for TSan
 # (libomp-dev); llvm-symbolizer for readable reports (llvm). Debian's default-version packages, so that all
 # four match the clang they come with.

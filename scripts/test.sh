@@ -8,7 +8,7 @@
 #                SVE at 128, 256 and 512 bits (scripts/arm.sh, docs/arm.md)
 # Every part runs even if an earlier one failed; the command exits non-zero if any part failed, a test
 # exceeded its time limit, a sanitizer reported anything or a fuzzer found an input that fails.
-# Works from any directory. On 2 cores the whole run has to stay well under 30 minutes (issue 8).
+# Works from any directory. On 2 cores the whole run has to stay well under 30 minutes.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
