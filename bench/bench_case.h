@@ -21,6 +21,13 @@ Mode ParseMode(std::string_view name, std::string_view argument = "--mode");
 // Parses "f32", "f16", "bf16"; throws Error naming `argument` for anything else.
 DType ParseDType(std::string_view name, std::string_view argument = "--dtype");
 
+// Parses "int8", "fp8_e4m3" (the quantized decode caches); throws Error naming `argument` otherwise.
+CacheElement ParseCacheElement(std::string_view name, std::string_view argument = "--cache-dtype");
+
+// The scales the benchmark gives a quantized cache: per token for int8, per K/V head for FP8 E4M3 (the
+// issue's defaults, as llama.cpp's q8_0 and vLLM's fp8 caches use them).
+ScaleGranularity BenchScaleGranularity(CacheElement element);
+
 struct BenchCase {
   Mode mode = Mode::kForward;
   std::int64_t batch = 1;
@@ -30,7 +37,8 @@ struct BenchCase {
   std::int64_t seqlen_k = 4096;  // decode: the cache length N (keys already cached per sequence)
   std::int64_t headdim = 128;  // d = dv
   bool causal = false;
-  DType dtype = DType::kF32;   // decode: of q, o and the cache
+  DType dtype = DType::kF32;   // decode: of q, o and (unless quantized) the cache
+  CacheElement cache_element = CacheElement::kFloat;  // decode only: kFloat = a cache of dtype
   int threads = 2;  // already resolved: never 0
   std::optional<Algorithm> algorithm;  // forward only; unset: whatever flashattn::forward defaults to
   std::int64_t num_splits = 0;  // decode only: DecodeParams::num_splits (0 = choose_num_splits)
@@ -52,8 +60,9 @@ struct BenchCase {
 //   decode    4·b·h·Nq·N·d (a decode call is bound by memory; see CountBytesRead).
 double CountFlops(const BenchCase& c);
 
-// Bytes of K and V a decode call must read from its cache: 2·b·N·Hkv·d·sizeof(dtype), each cached key and
-// value once (0 for the other modes).
+// Bytes of K and V a decode call must read from its cache: 2·b·N·Hkv·d·sizeof(element), each cached key and
+// value once, plus the scales of a quantized cache (4 bytes per key and K/V head per token, or per K/V
+// head); 0 for the other modes.
 double CountBytesRead(const BenchCase& c);
 
 }  // namespace flashattn::bench
