@@ -1,4 +1,4 @@
-// Concurrent callers (issue 8): eight std::threads calling forward() (fused, several shapes and element
+// Concurrent callers: eight std::threads calling forward() (fused, several shapes and element
 // types) and decode() (contiguous and paged, with appended keys and rotary) at once on independent buffers,
 // and forward/decode/backward called from inside an OpenMP parallel region, give results bitwise equal to the
 // same calls made one after another — with num_threads 1 and with 0 (all cores).

@@ -1,4 +1,4 @@
-// Properties of the softmax family of SPEC §2 (src/reference/softmax.h): the four methods agree with a
+// Properties of the softmax family (docs/algorithms.md §1, src/reference/softmax.h): the four methods agree with a
 // float64 softmax on ordinary logits; the (m, d) state is a commutative monoid whose merge gives the safe
 // softmax for any split, order and grouping; rows of −∞ are empty distributions; logits ×100 break only
 // the naive method.
@@ -252,7 +252,7 @@ TEST(SoftmaxTest, EmptyInputGivesIdentityState) {
   EXPECT_EQ(SoftmaxState::Identity().LogSumExp(), -kInf);
 }
 
-// The seeds' motivating example: logits ×100 overflow e^{x} (x > ln FLT_MAX ≈ 88.72) in the naive method,
+// The motivating example of docs/algorithms.md §1: logits ×100 overflow e^{x} (x > ln FLT_MAX ≈ 88.72) in the naive method,
 // while the methods that subtract the maximum stay finite and exact.
 TEST(SoftmaxTest, LogitsScaledBy100OverflowNaiveButNotSafeOnlineOrBlocked) {
   std::mt19937_64 rng(7);

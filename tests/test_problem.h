@@ -18,7 +18,7 @@ struct Shape {
   std::string ToString() const;
 };
 
-// Masks and modifiers of SPEC §5 applied on top of a shape.
+// Masks and modifiers (docs/algorithms.md §6) applied on top of a shape.
 struct Modifiers {
   bool causal = false;
   std::int64_t window_left = -1, window_right = -1;
@@ -29,7 +29,7 @@ struct Modifiers {
 };
 
 // The test matrices shared by every algorithm's tests (reference, fused forward, fused backward).
-// SPEC §5's masks and modifiers: none, each alone, and all at once.
+// The masks and modifiers: none, each alone, and all at once.
 std::vector<Modifiers> ModifierMatrix();
 // Every head dim × every (Nq, Nk), with one batch and one head and d = dv.
 std::vector<Shape> ShapeGrid(const std::vector<std::int64_t>& head_dims,

@@ -44,21 +44,8 @@ __all__ = [
 ]
 
 
-def flash_attn_func(
-    q,
-    k,
-    v,
-    dropout_p=0.0,
-    softmax_scale=None,
-    causal=False,
-    window_size=(-1, -1),
-    softcap=0.0,
-    alibi_slopes=None,
-    deterministic=False,
-    return_attn_probs=False,
-    *,
-    seed=None,
-):
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+        softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *, seed=None):
     """Attention of q over k, v in flash-attn's (batch, seqlen, heads, dim) layout.
 
     q (batch, seqlen_q, heads_q, d), k (batch, seqlen_k, heads_kv, d), v (batch, seqlen_k, heads_kv, dv),
@@ -77,31 +64,17 @@ def flash_attn_func(
     dropout_mask bool (batch, heads_q, seqlen_q, seqlen_k), True where P was kept, or None when dropout_p
     is 0.
     """
-    del deterministic
-    m = _arguments.modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed)
+    call = _arguments.call_of(locals())
+    probs = bool(call.return_attn_probs)
+    m = _arguments.modifiers(call)
     out, lse, keep = _core.forward(
-        q, k, v, modifiers=m, return_lse=bool(return_attn_probs), return_dropout_mask=bool(return_attn_probs)
+        call.q, call.k, call.v, modifiers=m, return_lse=probs, return_dropout_mask=probs
     )
-    return (out, lse, keep) if return_attn_probs else out
+    return (out, lse, keep) if probs else out
 
 
-def flash_attn_backward(
-    dout,
-    q,
-    k,
-    v,
-    out,
-    softmax_lse,
-    dropout_p=0.0,
-    softmax_scale=None,
-    causal=False,
-    window_size=(-1, -1),
-    softcap=0.0,
-    alibi_slopes=None,
-    deterministic=False,
-    *,
-    seed=None,
-):
+def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_scale=None, causal=False,
+        window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False, *, seed=None):
     """Gradients (dq, dk, dv) of flash_attn_func for the incoming gradient dout (batch, seqlen_q, heads_q,
     dv).
 
@@ -110,33 +83,15 @@ def flash_attn_backward(
     new arrays of q's dtype and the shapes of q, k, v; dk and dv are summed over the query heads sharing a
     K/V head. No gradient flows to alibi_slopes. Deterministic: the same inputs give the same bits.
     """
-    del deterministic
-    m = _arguments.modifiers(
-        dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed, seed_required=True
-    )
-    dq, dk, dv = _core.backward(dout, q, k, v, out, softmax_lse, modifiers=m)
+    call = _arguments.call_of(locals())
+    m = _arguments.modifiers(call, seed_required=True)
+    dq, dk, dv = _core.backward(call.dout, call.q, call.k, call.v, call.out, call.softmax_lse, modifiers=m)
     return dq, dk, dv
 
 
-def flash_attn_varlen_func(
-    q,
-    k,
-    v,
-    cu_seqlens_q,
-    cu_seqlens_k,
-    max_seqlen_q,
-    max_seqlen_k,
-    dropout_p=0.0,
-    softmax_scale=None,
-    causal=False,
-    window_size=(-1, -1),
-    softcap=0.0,
-    alibi_slopes=None,
-    deterministic=False,
-    return_attn_probs=False,
-    *,
-    seed=None,
-):
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+        softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+        deterministic=False, return_attn_probs=False, *, seed=None):
     """flash_attn_func over sequences of different lengths packed along one token axis.
 
     q (total_q, heads_q, d), k (total_k, heads_kv, d), v (total_k, heads_kv, dv); cu_seqlens_q and
@@ -149,78 +104,30 @@ def flash_attn_varlen_func(
     masks is a list of one bool (heads_q, seqlen_q_b, seqlen_k_b) keep mask per sequence, or None when
     dropout_p is 0.
     """
-    del deterministic
-    m = _arguments.modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed)
+    call = _arguments.call_of(locals())
+    probs = bool(call.return_attn_probs)
+    m = _arguments.modifiers(call)
     out, lse, keep = _core.varlen_forward(
-        q,
-        k,
-        v,
-        **_arguments.packed_sequences(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
-        modifiers=m,
-        return_dropout_mask=bool(return_attn_probs),
+        call.q, call.k, call.v, **_arguments.packed_sequences(call), modifiers=m, return_dropout_mask=probs
     )
-    return (out, lse, keep) if return_attn_probs else out
+    return (out, lse, keep) if probs else out
 
 
-def flash_attn_varlen_backward(
-    dout,
-    q,
-    k,
-    v,
-    out,
-    softmax_lse,
-    cu_seqlens_q,
-    cu_seqlens_k,
-    max_seqlen_q,
-    max_seqlen_k,
-    dropout_p=0.0,
-    softmax_scale=None,
-    causal=False,
-    window_size=(-1, -1),
-    softcap=0.0,
-    alibi_slopes=None,
-    deterministic=False,
-    *,
-    seed=None,
-):
+def flash_attn_varlen_backward(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+        max_seqlen_k, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+        alibi_slopes=None, deterministic=False, *, seed=None):
     """Gradients (dq, dk, dv) of flash_attn_varlen_func; out and softmax_lse (heads_q, total_q) as it returned
     them (return_attn_probs=True), the forward call's seed when dropout_p > 0. Computed sequence by sequence;
     deterministic."""
-    del deterministic
-    m = _arguments.modifiers(
-        dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed, seed_required=True
-    )
-    return _core.varlen_backward(
-        dout,
-        q,
-        k,
-        v,
-        out,
-        softmax_lse,
-        **_arguments.packed_sequences(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
-        modifiers=m,
-    )
+    call = _arguments.call_of(locals())
+    m = _arguments.modifiers(call, seed_required=True)
+    arrays = (call.dout, call.q, call.k, call.v, call.out, call.softmax_lse)
+    return _core.varlen_backward(*arrays, **_arguments.packed_sequences(call), modifiers=m)
 
 
-def flash_attn_with_kvcache(
-    q,
-    k_cache,
-    v_cache,
-    k=None,
-    v=None,
-    rotary_cos=None,
-    rotary_sin=None,
-    cache_seqlens=None,
-    block_table=None,
-    softmax_scale=None,
-    causal=False,
-    window_size=(-1, -1),
-    softcap=0.0,
-    rotary_interleaved=True,
-    alibi_slopes=None,
-    num_splits=0,
-    return_softmax_lse=False,
-):
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+        cache_seqlens=None, block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+        rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False):
     """Attention of a few new queries over a key/value cache, appending k and v to the cache in place.
 
     q (batch, seqlen_q, heads_q, d). Contiguous cache: k_cache, v_cache (batch, seqlen_cache, heads_kv, d).
@@ -239,26 +146,9 @@ def flash_attn_with_kvcache(
     return_softmax_lse=True. Everything is checked before the caches are written: a call that raises leaves
     them unchanged.
     """
-    out, lse = _kvcache.kvcache(
-        q,
-        k_cache,
-        v_cache,
-        k=k,
-        v=v,
-        rotary_cos=rotary_cos,
-        rotary_sin=rotary_sin,
-        cache_seqlens=cache_seqlens,
-        block_table=block_table,
-        softmax_scale=softmax_scale,
-        causal=causal,
-        window_size=window_size,
-        softcap=softcap,
-        rotary_interleaved=rotary_interleaved,
-        alibi_slopes=alibi_slopes,
-        num_splits=num_splits,
-        return_lse=return_softmax_lse,
-    )
-    return (out, lse) if return_softmax_lse else out
+    call = _arguments.call_of(locals())
+    out, lse = _kvcache.kvcache(call)
+    return (out, lse) if call.return_softmax_lse else out
 
 
 def merge_attention_states(outs, lses):
@@ -273,18 +163,8 @@ def merge_attention_states(outs, lses):
     return _core.merge(o_partials, lse_partials, like=like)
 
 
-def scaled_dot_product_attention(
-    query,
-    key,
-    value,
-    attn_mask=None,
-    dropout_p=0.0,
-    is_causal=False,
-    scale=None,
-    enable_gqa=False,
-    *,
-    seed=None,
-):
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+        scale=None, enable_gqa=False, *, seed=None):
     """torch.nn.functional.scaled_dot_product_attention's semantics on NumPy arrays.
 
     query (batch, heads, L, E), key (batch, heads_kv, S, E), value (batch, heads_kv, S, Ev), float32 or
@@ -296,7 +176,7 @@ def scaled_dot_product_attention(
     h // (heads // heads_kv), as repeat_interleave does); otherwise the head counts must agree.
     dropout_p with seed (None: fresh) as in flash_attn_func. Returns (batch, heads, L, Ev) of query's dtype.
     """
-    attn_mask = _arguments.sdpa_mask(query, key, attn_mask, is_causal)
-    options = _arguments.sdpa_options(attn_mask, dropout_p, is_causal, scale, enable_gqa, seed)
-    out, _ = _core.sdpa_forward(query, key, value, **options)
+    call = _arguments.call_of(locals())
+    options = _arguments.sdpa_options(call, _arguments.sdpa_mask(call))
+    out, _ = _core.sdpa_forward(call.query, call.key, call.value, **options)
     return out

@@ -5,12 +5,19 @@ merged partials. Imports NumPy only, never torch."""
 
 import operator
 import os
+import types
 
 import numpy as np
 
 from . import _core
 
 _UINT64 = 1 << 64
+
+
+def call_of(arguments):
+    """A public function's arguments (its locals() on entry: every parameter, defaults filled in) as one
+    object with an attribute per parameter (call.q, call.dropout_p), which the helpers below take whole."""
+    return types.SimpleNamespace(**arguments)
 
 
 def dropout_seed(seed, dropout_p, required=False):
@@ -56,20 +63,19 @@ def int32(x, name, ndim):
     return np.ascontiguousarray(array, dtype=np.int32)
 
 
-def modifiers(
-    dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed, seed_required=False
-):
-    """The keywords of flash_attn_func and its varlen and backward forms as a _core.Modifiers object; the
-    seed is drawn when None, unless seed_required (a backward pass needs its forward pass's seed)."""
-    seed = dropout_seed(seed, dropout_p, required=seed_required)
+def modifiers(call, seed_required=False):
+    """The score modifiers of a flash_attn_func, flash_attn_varlen_func or backward call (its bound
+    arguments, alibi_slopes as NumPy) as a _core.Modifiers object; the seed is drawn when None, unless
+    seed_required (a backward pass needs its forward pass's seed)."""
+    seed = dropout_seed(call.seed, call.dropout_p, required=seed_required)
     m = _core.Modifiers()
-    m.dropout_p = float(dropout_p)
-    m.softmax_scale = None if softmax_scale is None else float(softmax_scale)
-    m.causal = bool(causal)
-    m.window_left, m.window_right = window(window_size)
-    m.softcap = float(softcap)
-    if alibi_slopes is not None:
-        slopes = float32(alibi_slopes, "alibi_slopes")
+    m.dropout_p = float(call.dropout_p)
+    m.softmax_scale = None if call.softmax_scale is None else float(call.softmax_scale)
+    m.causal = bool(call.causal)
+    m.window_left, m.window_right = window(call.window_size)
+    m.softcap = float(call.softcap)
+    if call.alibi_slopes is not None:
+        slopes = float32(call.alibi_slopes, "alibi_slopes")
         if slopes.ndim not in (1, 2):
             raise ValueError(
                 f"alibi_slopes must have shape (heads_q,) or (batch, heads_q), got {slopes.shape}"
@@ -79,14 +85,14 @@ def modifiers(
     return m
 
 
-def packed_sequences(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
-    """The keywords of _core.varlen_forward and varlen_backward that describe the packed sequences: the
-    offsets as int32 arrays and the maximum lengths as ints."""
+def packed_sequences(call):
+    """The keywords of _core.varlen_forward and varlen_backward that describe a varlen call's packed
+    sequences: the offsets as int32 arrays and the maximum lengths as ints."""
     return {
-        "cu_seqlens_q": int32(cu_seqlens_q, "cu_seqlens_q", 1),
-        "cu_seqlens_k": int32(cu_seqlens_k, "cu_seqlens_k", 1),
-        "max_seqlen_q": operator.index(max_seqlen_q),
-        "max_seqlen_k": operator.index(max_seqlen_k),
+        "cu_seqlens_q": int32(call.cu_seqlens_q, "cu_seqlens_q", 1),
+        "cu_seqlens_k": int32(call.cu_seqlens_k, "cu_seqlens_k", 1),
+        "max_seqlen_q": operator.index(call.max_seqlen_q),
+        "max_seqlen_k": operator.index(call.max_seqlen_k),
     }
 
 
@@ -116,10 +122,11 @@ def broadcast_mask(attn_mask, shape):
         ) from None
 
 
-def sdpa_mask(query, key, attn_mask, is_causal):
-    """scaled_dot_product_attention's attn_mask for NumPy arrays, broadcast to (batch, heads, L, S), after
-    the checks of the mask and the ranks."""
-    reject_mask_with_causal(attn_mask, is_causal)
+def sdpa_mask(call):
+    """A scaled_dot_product_attention call's attn_mask for NumPy arrays, broadcast to (batch, heads, L, S),
+    after the checks of the mask and the ranks."""
+    query, key, attn_mask = call.query, call.key, call.attn_mask
+    reject_mask_with_causal(attn_mask, call.is_causal)
     for name, x in (("query", query), ("key", key)):
         if not isinstance(x, np.ndarray) or x.ndim != 4:
             raise ValueError(
@@ -131,16 +138,16 @@ def sdpa_mask(query, key, attn_mask, is_causal):
     return broadcast_mask(attn_mask, (query.shape[0], query.shape[1], query.shape[2], key.shape[2]))
 
 
-def sdpa_options(attn_mask, dropout_p, is_causal, scale, enable_gqa, seed):
-    """The keywords of _core.sdpa_forward and sdpa_backward after the arrays; attn_mask is broadcast
-    already."""
+def sdpa_options(call, attn_mask):
+    """The keywords of _core.sdpa_forward and sdpa_backward after the arrays, for a
+    scaled_dot_product_attention call; attn_mask is the call's, broadcast already."""
     return {
         "attn_mask": attn_mask,
-        "dropout_p": float(dropout_p),
-        "is_causal": bool(is_causal),
-        "scale": None if scale is None else float(scale),
-        "enable_gqa": bool(enable_gqa),
-        "seed": dropout_seed(seed, dropout_p),
+        "dropout_p": float(call.dropout_p),
+        "is_causal": bool(call.is_causal),
+        "scale": None if call.scale is None else float(call.scale),
+        "enable_gqa": bool(call.enable_gqa),
+        "seed": dropout_seed(call.seed, call.dropout_p),
     }
 
 

@@ -4,7 +4,7 @@ so only flashattn.torch imports it."""
 
 import torch
 
-from . import _core, _tensors
+from . import _arguments, _core, _tensors
 
 
 def backward(dout, q, k, v, out, lse, *, modifiers, bf16, sequences=None):
@@ -16,6 +16,19 @@ def backward(dout, q, k, v, out, lse, *, modifiers, bf16, sequences=None):
     else:
         grads = _core.varlen_backward(dout, *arrays, **sequences, modifiers=modifiers, bf16=bf16)
     return tuple(_tensors.tensor(g, bf16) for g in grads)
+
+
+def direct_backward(call, varlen=False):
+    """A flash_attn_backward (or, varlen, flash_attn_varlen_backward) call on tensors, its bound arguments:
+    the gradients as new tensors of q's dtype, outside autograd."""
+    _tensors.check_same_dtype(call.q, k=call.k, v=call.v, out=call.out, dout=call.dout)
+    packed = ("cu_seqlens_q", "cu_seqlens_k") if varlen else ()
+    _tensors.convert(call, side_arrays=("alibi_slopes", *packed))
+    modifiers = _arguments.modifiers(call, seed_required=True)
+    dout = _tensors.array(call.dout, "dout")
+    sequences = _arguments.packed_sequences(call) if varlen else None
+    arrays = (call.q, call.k, call.v, call.out, call.softmax_lse)
+    return backward(dout, *arrays, modifiers=modifiers, bf16=_tensors.is_bf16(call.q), sequences=sequences)
 
 
 class FlashAttnFunc(torch.autograd.Function):

@@ -8,28 +8,10 @@ import numpy as np
 from . import _arguments, _core
 
 
-def kvcache(
-    q,
-    k_cache,
-    v_cache,
-    *,
-    k,
-    v,
-    rotary_cos,
-    rotary_sin,
-    cache_seqlens,
-    block_table,
-    softmax_scale,
-    causal,
-    window_size,
-    softcap,
-    rotary_interleaved,
-    alibi_slopes,
-    num_splits,
-    return_lse,
-    bf16=False,
-):
-    """Returns (out, softmax_lse or None); appends k and v to the caches in place."""
+def kvcache(call, bf16=False):
+    """Runs a flash_attn_with_kvcache call (its bound arguments, the arrays as NumPy): returns (out,
+    softmax_lse or None) and appends k and v to the caches in place."""
+    q, k_cache, block_table, cache_seqlens = call.q, call.k_cache, call.block_table, call.cache_seqlens
     paged = block_table is not None
     q_batch = q.shape[0] if isinstance(q, np.ndarray) and q.ndim == 4 else 0
     if cache_seqlens is None:
@@ -45,31 +27,27 @@ def kvcache(
     cache_seqlens = _arguments.int32(cache_seqlens, "cache_seqlens", 1)
     if paged:
         block_table = _arguments.int32(block_table, "block_table", 2)
-    if rotary_cos is not None:
-        rotary_cos = _arguments.float32(rotary_cos, "rotary_cos")
-    if rotary_sin is not None:
-        rotary_sin = _arguments.float32(rotary_sin, "rotary_sin")
-    if alibi_slopes is not None:
-        alibi_slopes = _arguments.float32(alibi_slopes, "alibi_slopes")
-    window_left, window_right = _arguments.window(window_size)
+    tables = {
+        name: None if getattr(call, name) is None else _arguments.float32(getattr(call, name), name)
+        for name in ("rotary_cos", "rotary_sin", "alibi_slopes")
+    }
+    window_left, window_right = _arguments.window(call.window_size)
     return _core.kvcache(
         q,
         k_cache,
-        v_cache,
-        k=k,
-        v=v,
-        rotary_cos=rotary_cos,
-        rotary_sin=rotary_sin,
+        call.v_cache,
+        k=call.k,
+        v=call.v,
         cache_seqlens=cache_seqlens,
         block_table=block_table,
-        alibi_slopes=alibi_slopes,
-        softmax_scale=None if softmax_scale is None else float(softmax_scale),
-        causal=bool(causal),
+        **tables,
+        softmax_scale=None if call.softmax_scale is None else float(call.softmax_scale),
+        causal=bool(call.causal),
         window_left=window_left,
         window_right=window_right,
-        softcap=float(softcap),
-        rotary_interleaved=bool(rotary_interleaved),
-        num_splits=operator.index(num_splits),
-        return_lse=bool(return_lse),
+        softcap=float(call.softcap),
+        rotary_interleaved=bool(call.rotary_interleaved),
+        num_splits=operator.index(call.num_splits),
+        return_lse=bool(call.return_softmax_lse),
         bf16=bf16,
     )

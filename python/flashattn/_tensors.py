@@ -40,6 +40,15 @@ def side_array(tensor, name):
     return tensor
 
 
+def convert(call, arrays=(), side_arrays=()):
+    """Replaces the named tensors of a public function's call (its bound arguments) by their NumPy forms:
+    array() of each of `arrays`, side_array() of each of `side_arrays`."""
+    for name in arrays:
+        setattr(call, name, array(getattr(call, name), name))
+    for name in side_arrays:
+        setattr(call, name, side_array(getattr(call, name), name))
+
+
 def tensor(ndarray, bf16=False):
     """A tensor sharing the memory of a NumPy array (an int16 one viewed as bfloat16 when bf16); None stays
     None."""
@@ -69,10 +78,11 @@ def check_same_dtype(q, **tensors):
             raise TypeError(f"{name} has dtype {t.dtype} but q has dtype {q.dtype}; they must agree")
 
 
-def sdpa_mask(query, key, attn_mask, is_causal):
-    """scaled_dot_product_attention's attn_mask tensor as a NumPy array broadcast to (batch, heads, L, S),
-    after the checks of the mask and the ranks; bool stays bool, other dtypes become float32."""
-    _arguments.reject_mask_with_causal(attn_mask, is_causal)
+def sdpa_mask(call):
+    """A scaled_dot_product_attention call's attn_mask tensor as a NumPy array broadcast to (batch, heads, L,
+    S), after the checks of the mask and the ranks; bool stays bool, other dtypes become float32."""
+    query, key, attn_mask = call.query, call.key, call.attn_mask
+    _arguments.reject_mask_with_causal(attn_mask, call.is_causal)
     for name, x in (("query", query), ("key", key)):
         if not isinstance(x, torch.Tensor) or x.dim() != 4:
             raise ValueError(f"{name} must be a 4-dimensional tensor (batch, heads, seqlen, dim)")

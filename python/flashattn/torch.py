@@ -23,188 +23,70 @@ __all__ = [
 ]
 
 
-def flash_attn_func(
-    q,
-    k,
-    v,
-    dropout_p=0.0,
-    softmax_scale=None,
-    causal=False,
-    window_size=(-1, -1),
-    softcap=0.0,
-    alibi_slopes=None,
-    deterministic=False,
-    return_attn_probs=False,
-    *,
-    seed=None,
-):
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+        softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *, seed=None):
     """flashattn.flash_attn_func for tensors, differentiable in q, k and v (see its docstring). The dropout
     seed (drawn when None) is kept for the backward pass."""
-    del deterministic
-    alibi_slopes = _tensors.side_array(alibi_slopes, "alibi_slopes")
-    m = _arguments.modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed)
-    out, lse, keep = _autograd.FlashAttnFunc.apply(q, k, v, m, bool(return_attn_probs))
-    if not return_attn_probs:
+    call = _arguments.call_of(locals())
+    _tensors.convert(call, side_arrays=("alibi_slopes",))
+    m = _arguments.modifiers(call)
+    out, lse, keep = _autograd.FlashAttnFunc.apply(call.q, call.k, call.v, m, bool(call.return_attn_probs))
+    if not call.return_attn_probs:
         return out
     return out, lse, (keep if m.dropout_p > 0 else None)
 
 
-def flash_attn_varlen_func(
-    q,
-    k,
-    v,
-    cu_seqlens_q,
-    cu_seqlens_k,
-    max_seqlen_q,
-    max_seqlen_k,
-    dropout_p=0.0,
-    softmax_scale=None,
-    causal=False,
-    window_size=(-1, -1),
-    softcap=0.0,
-    alibi_slopes=None,
-    deterministic=False,
-    return_attn_probs=False,
-    *,
-    seed=None,
-):
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+        softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+        deterministic=False, return_attn_probs=False, *, seed=None):
     """flashattn.flash_attn_varlen_func for tensors, differentiable in q, k and v. With return_attn_probs=True
     it returns (out, softmax_lse, None): the per-sequence dropout masks are returned by the NumPy function
     only."""
-    del deterministic
-    alibi_slopes = _tensors.side_array(alibi_slopes, "alibi_slopes")
-    m = _arguments.modifiers(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed)
-    sequences = _arguments.packed_sequences(
-        _tensors.side_array(cu_seqlens_q, "cu_seqlens_q"),
-        _tensors.side_array(cu_seqlens_k, "cu_seqlens_k"),
-        int(max_seqlen_q),
-        int(max_seqlen_k),
-    )
-    out, lse = _autograd.FlashAttnVarlenFunc.apply(q, k, v, sequences, m)
-    return (out, lse, None) if return_attn_probs else out
+    call = _arguments.call_of(locals())
+    _tensors.convert(call, side_arrays=("alibi_slopes", "cu_seqlens_q", "cu_seqlens_k"))
+    m = _arguments.modifiers(call)
+    sequences = _arguments.packed_sequences(call)
+    out, lse = _autograd.FlashAttnVarlenFunc.apply(call.q, call.k, call.v, sequences, m)
+    return (out, lse, None) if call.return_attn_probs else out
 
 
-def flash_attn_backward(
-    dout,
-    q,
-    k,
-    v,
-    out,
-    softmax_lse,
-    dropout_p=0.0,
-    softmax_scale=None,
-    causal=False,
-    window_size=(-1, -1),
-    softcap=0.0,
-    alibi_slopes=None,
-    deterministic=False,
-    *,
-    seed=None,
-):
+def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_scale=None, causal=False,
+        window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False, *, seed=None):
     """flashattn.flash_attn_backward for tensors: the gradients (dq, dk, dv) of flash_attn_func for the
     incoming gradient dout, as new tensors of q's dtype (float32, float16 or bfloat16) and of the shapes of
     q, k, v. out and softmax_lse as flash_attn_func(..., return_attn_probs=True) returned them, every keyword
     as given to it (the seed is required when dropout_p > 0). Like the NumPy function: the tensors are used
     without copies when their last dimension is contiguous, else ValueError. Not recorded by autograd."""
-    del deterministic
-    _tensors.check_same_dtype(q, k=k, v=v, out=out, dout=dout)
-    alibi_slopes = _tensors.side_array(alibi_slopes, "alibi_slopes")
-    m = _arguments.modifiers(
-        dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed, seed_required=True
-    )
-    return _autograd.backward(
-        _tensors.array(dout, "dout"), q, k, v, out, softmax_lse, modifiers=m, bf16=_tensors.is_bf16(q)
-    )
+    call = _arguments.call_of(locals())
+    return _autograd.direct_backward(call)
 
 
-def flash_attn_varlen_backward(
-    dout,
-    q,
-    k,
-    v,
-    out,
-    softmax_lse,
-    cu_seqlens_q,
-    cu_seqlens_k,
-    max_seqlen_q,
-    max_seqlen_k,
-    dropout_p=0.0,
-    softmax_scale=None,
-    causal=False,
-    window_size=(-1, -1),
-    softcap=0.0,
-    alibi_slopes=None,
-    deterministic=False,
-    *,
-    seed=None,
-):
+def flash_attn_varlen_backward(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+        max_seqlen_k, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+        alibi_slopes=None, deterministic=False, *, seed=None):
     """flashattn.flash_attn_varlen_backward for tensors: the gradients (dq, dk, dv) of
     flash_attn_varlen_func, as new tensors of q's dtype. out and softmax_lse (heads_q, total_q) as
     flash_attn_varlen_func(..., return_attn_probs=True) returned them, the forward call's seed when
     dropout_p > 0. Not recorded by autograd."""
-    del deterministic
-    _tensors.check_same_dtype(q, k=k, v=v, out=out, dout=dout)
-    alibi_slopes = _tensors.side_array(alibi_slopes, "alibi_slopes")
-    m = _arguments.modifiers(
-        dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed, seed_required=True
-    )
-    dout = _tensors.array(dout, "dout")
-    sequences = _arguments.packed_sequences(
-        _tensors.side_array(cu_seqlens_q, "cu_seqlens_q"),
-        _tensors.side_array(cu_seqlens_k, "cu_seqlens_k"),
-        max_seqlen_q,
-        max_seqlen_k,
-    )
-    return _autograd.backward(
-        dout, q, k, v, out, softmax_lse, modifiers=m, bf16=_tensors.is_bf16(q), sequences=sequences
-    )
+    call = _arguments.call_of(locals())
+    return _autograd.direct_backward(call, varlen=True)
 
 
-def flash_attn_with_kvcache(
-    q,
-    k_cache,
-    v_cache,
-    k=None,
-    v=None,
-    rotary_cos=None,
-    rotary_sin=None,
-    cache_seqlens=None,
-    block_table=None,
-    softmax_scale=None,
-    causal=False,
-    window_size=(-1, -1),
-    softcap=0.0,
-    rotary_interleaved=True,
-    alibi_slopes=None,
-    num_splits=0,
-    return_softmax_lse=False,
-):
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+        cache_seqlens=None, block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+        rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False):
     """flashattn.flash_attn_with_kvcache for tensors: k_cache and v_cache are updated in place; no
     gradient."""
-    bf16 = _tensors.is_bf16(q)
-    cache_seqlens = _tensors.side_array(cache_seqlens, "cache_seqlens")
-    out, lse = _kvcache.kvcache(
-        _tensors.array(q, "q"),
-        _tensors.array(k_cache, "k_cache"),
-        _tensors.array(v_cache, "v_cache"),
-        k=_tensors.array(k, "k"),
-        v=_tensors.array(v, "v"),
-        rotary_cos=_tensors.side_array(rotary_cos, "rotary_cos"),
-        rotary_sin=_tensors.side_array(rotary_sin, "rotary_sin"),
-        cache_seqlens=cache_seqlens,
-        block_table=_tensors.side_array(block_table, "block_table"),
-        softmax_scale=softmax_scale,
-        causal=causal,
-        window_size=window_size,
-        softcap=softcap,
-        rotary_interleaved=rotary_interleaved,
-        alibi_slopes=_tensors.side_array(alibi_slopes, "alibi_slopes"),
-        num_splits=num_splits,
-        return_lse=return_softmax_lse,
-        bf16=bf16,
+    call = _arguments.call_of(locals())
+    bf16 = _tensors.is_bf16(call.q)
+    _tensors.convert(
+        call,
+        arrays=("q", "k_cache", "v_cache", "k", "v"),
+        side_arrays=("rotary_cos", "rotary_sin", "cache_seqlens", "block_table", "alibi_slopes"),
     )
+    out, lse = _kvcache.kvcache(call, bf16=bf16)
     out = _tensors.tensor(out, bf16)
-    return (out, _tensors.tensor(lse)) if return_softmax_lse else out
+    return (out, _tensors.tensor(lse)) if call.return_softmax_lse else out
 
 
 def merge_attention_states(outs, lses):
@@ -214,20 +96,10 @@ def merge_attention_states(outs, lses):
     return _tensors.tensor(out, bf16), _tensors.tensor(lse)
 
 
-def scaled_dot_product_attention(
-    query,
-    key,
-    value,
-    attn_mask=None,
-    dropout_p=0.0,
-    is_causal=False,
-    scale=None,
-    enable_gqa=False,
-    *,
-    seed=None,
-):
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+        scale=None, enable_gqa=False, *, seed=None):
     """flashattn.scaled_dot_product_attention (PyTorch's semantics) for tensors, differentiable in query, key
     and value; attn_mask is a bool or float tensor broadcastable to (batch, heads, L, S)."""
-    mask = _tensors.sdpa_mask(query, key, attn_mask, is_causal)
-    options = _arguments.sdpa_options(mask, dropout_p, is_causal, scale, enable_gqa, seed)
-    return _autograd.ScaledDotProductAttentionFunc.apply(query, key, value, options)
+    call = _arguments.call_of(locals())
+    options = _arguments.sdpa_options(call, _tensors.sdpa_mask(call))
+    return _autograd.ScaledDotProductAttentionFunc.apply(call.query, call.key, call.value, options)

@@ -84,6 +84,14 @@ void CheckDim(const Tensor& t, int i, const char* what, std::int64_t expected, c
   }
 }
 
+void CheckQueryKeyValue(const Tensor& q, const Tensor& k, const Tensor& v, const KeyDimNames& k_dims) {
+  CheckSameDType(q, k);
+  CheckSameDType(q, v);
+  CheckDim(k, 0, k_dims[0], q.dim(0), q);
+  CheckDim(k, 3, k_dims[3], q.dim(3), q);
+  for (int i = 0; i < 3; ++i) CheckDim(v, i, k_dims[static_cast<std::size_t>(i)], k.dim(i), k);
+}
+
 template <typename T>
 py::array_t<T> ExactArray(const py::handle& object, const std::string& name, int ndim) {
   const py::array array = AsArray(object, name);

@@ -8,6 +8,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,6 +49,14 @@ void CheckSameDType(const Tensor& first, const Tensor& other);
 
 // ValueError unless dimension `i` of `t` (called `what`) has size `expected`, taken from `source`.
 void CheckDim(const Tensor& t, int i, const char* what, std::int64_t expected, const Tensor& source);
+
+// The names of K's four dimensions in a layout: {"batch", "seqlen_k", "heads_kv", "head_dim"} in flash-attn's,
+// {"batch", "heads", "S", "E"} in PyTorch's head-major one.
+using KeyDimNames = std::array<const char*, 4>;
+
+// The checks that Q, K and V of one 4-dimensional layout agree: TypeError unless k and v have q's element
+// type; ValueError unless k has q's batch and head dim and v has k's first three dimensions.
+void CheckQueryKeyValue(const Tensor& q, const Tensor& k, const Tensor& v, const KeyDimNames& k_dims);
 
 // A C-contiguous array of a fixed element type (int32 indices, float32 slopes, bool masks), checked only for
 // type, rank and contiguity: the Python layer has converted it already.

@@ -19,13 +19,9 @@ py::tuple Backward(const py::handle& dout_in, const py::handle& q_in, const py::
   const Tensor v = AttentionTensor(v_in, "v", 4, "(batch, seqlen_k, heads_kv, head_dim_v)", bf16);
   const Tensor out = AttentionTensor(out_in, "out", 4, "(batch, seqlen_q, heads_q, head_dim_v)", bf16);
   const Tensor dout = AttentionTensor(dout_in, "dout", 4, "(batch, seqlen_q, heads_q, head_dim_v)", bf16);
-  for (const Tensor* t : {&k, &v, &out, &dout}) CheckSameDType(q, *t);
-  CheckDim(k, 0, "batch", q.dim(0), q);
-  CheckDim(k, 3, "head_dim", q.dim(3), q);
-  CheckDim(v, 0, "batch", k.dim(0), k);
-  CheckDim(v, 1, "seqlen_k", k.dim(1), k);
-  CheckDim(v, 2, "heads_kv", k.dim(2), k);
+  CheckQueryKeyValue(q, k, v, {"batch", "seqlen_k", "heads_kv", "head_dim"});
   for (const Tensor* t : {&out, &dout}) {
+    CheckSameDType(q, *t);
     for (int i = 0; i < 3; ++i)
       CheckDim(*t, i, i == 0 ? "batch" : i == 1 ? "seqlen_q" : "heads_q", q.dim(i), q);
     CheckDim(*t, 3, "head_dim_v", v.dim(3), v);

@@ -19,13 +19,7 @@ py::tuple Forward(const py::handle& q_in, const py::handle& k_in, const py::hand
   const Tensor q = AttentionTensor(q_in, "q", 4, kQLayout, bf16);
   const Tensor k = AttentionTensor(k_in, "k", 4, kKLayout, bf16);
   const Tensor v = AttentionTensor(v_in, "v", 4, "(batch, seqlen_k, heads_kv, head_dim_v)", bf16);
-  CheckSameDType(q, k);
-  CheckSameDType(q, v);
-  CheckDim(k, 0, "batch", q.dim(0), q);
-  CheckDim(k, 3, "head_dim", q.dim(3), q);
-  CheckDim(v, 0, "batch", k.dim(0), k);
-  CheckDim(v, 1, "seqlen_k", k.dim(1), k);
-  CheckDim(v, 2, "heads_kv", k.dim(2), k);
+  CheckQueryKeyValue(q, k, v, {"batch", "seqlen_k", "heads_kv", "head_dim"});
 
   AttentionParams p;
   p.dtype = q.dtype;

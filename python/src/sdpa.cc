@@ -35,13 +35,7 @@ Sdpa Prepare(const py::handle& query_in, const py::handle& key_in, const py::han
          std::nullopt,
          {}};
   const Tensor &q = s.query, &k = s.key, &v = s.value;
-  CheckSameDType(q, k);
-  CheckSameDType(q, v);
-  CheckDim(k, 0, "batch", q.dim(0), q);
-  CheckDim(k, 3, "E", q.dim(3), q);
-  CheckDim(v, 0, "batch", k.dim(0), k);
-  CheckDim(v, 1, "heads", k.dim(1), k);
-  CheckDim(v, 2, "S", k.dim(2), k);
+  CheckQueryKeyValue(q, k, v, {"batch", "heads", "S", "E"});
   if (!enable_gqa && k.dim(1) != q.dim(1)) {
     throw py::value_error("key has " + std::to_string(k.dim(1)) + " heads but query has " +
                           std::to_string(q.dim(1)) + "; they must agree unless enable_gqa=True");

@@ -1,5 +1,5 @@
-# Helpers of the test scripts that install flashattn and build against it (run_consumer.cmake,
-# tests/c_api/run_c_api.cmake); include() them from a `cmake -P` script.
+# Helpers of the test scripts that install flashattn and build against it or import it (run_consumer.cmake,
+# tests/c_api/run_c_api.cmake, tests/python/run_install.cmake); include() them from a `cmake -P` script.
 
 # Runs a command; fails the script with its output if it fails. Its output is left in `output`.
 function(run)

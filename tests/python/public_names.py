@@ -1,19 +1,26 @@
 """What test_public_names.py and test_torch_public_names.py check of a public module of the package."""
 
 import inspect
+import os
+import re
 import types
 
-# flash-attn's functions and PyTorch's scaled_dot_product_attention: flashattn and flashattn.torch both
-# offer exactly these.
-PUBLIC_FUNCTIONS = {
-    "flash_attn_func",
-    "flash_attn_varlen_func",
-    "flash_attn_with_kvcache",
-    "flash_attn_backward",
-    "flash_attn_varlen_backward",
-    "merge_attention_states",
-    "scaled_dot_product_attention",
-}
+
+def documented_signatures():
+    """The functions of docs/python.md's "Functions" table, flash-attn's and PyTorch's
+    scaled_dot_product_attention, each with its documented parameter list: flashattn and flashattn.torch both
+    offer exactly these. A list the table abbreviates ("<same keywords>", "...") is None."""
+    path = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "docs", "python.md")
+    with open(path, encoding="utf-8") as docs:
+        section = docs.read().split("\n## Functions\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)(\(.*?\))` \|", section, re.MULTILINE)
+    signatures = {name: None if "<" in params or "..." in params else params for name, params in rows}
+    assert rows and len(signatures) == len(rows), f"docs/python.md's Functions table lists {rows}"
+    return signatures
+
+
+DOCUMENTED_SIGNATURES = documented_signatures()
+PUBLIC_FUNCTIONS = set(DOCUMENTED_SIGNATURES)
 
 
 def is_package_module(module, name):
@@ -40,6 +47,9 @@ def check_public_module(module):
         function = getattr(module, name)
         assert inspect.isfunction(function) and function.__module__ == module.__name__, name
         assert function.__doc__, f"{module.__name__}.{name} has no docstring"
+        documented = DOCUMENTED_SIGNATURES[name]
+        if documented is not None:
+            assert str(inspect.signature(function)) == documented, f"{module.__name__}.{name}"
     namespace = {}
     exec(f"from {module.__name__} import *", namespace)
     assert set(namespace) - {"__builtins__"} == PUBLIC_FUNCTIONS

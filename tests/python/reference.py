@@ -34,6 +34,43 @@ def visible(Nq, Nk, causal=False, window=(-1, -1)):
     return keep
 
 
+def score_bias(shape, dtype, *, causal=False, window=(-1, -1), alibi=None, bool_mask=None, add_mask=None):
+    """What the reference does to the (b, Hq, Nq, Nk) = `shape` scores after the softcap: the terms it adds
+    (−slope·|i + Nk − Nq − j| for alibi (Hq,) or (b, Hq), then add_mask), arrays of `dtype` or wider that
+    broadcast to `shape`, and the bool mask of the entries that take part (the causal/window band and
+    bool_mask: True = take part), of `shape`."""
+    b, Hq, Nq, Nk = shape
+    terms = []
+    mask = np.broadcast_to(visible(Nq, Nk, causal, window), shape).copy()
+    if alibi is not None:
+        slopes = np.broadcast_to(
+            np.asarray(alibi, dtype=dtype).reshape(-1 if np.ndim(alibi) == 1 else b, Hq), (b, Hq)
+        )
+        dist = np.abs(np.arange(Nq)[:, None] + (Nk - Nq) - np.arange(Nk)[None, :])
+        terms.append(-(slopes[:, :, None, None] * dist))
+    if add_mask is not None:
+        terms.append(np.broadcast_to(np.asarray(add_mask, dtype=dtype), shape))
+    if bool_mask is not None:
+        mask &= np.broadcast_to(bool_mask, shape)
+    return terms, mask
+
+
+def split_modifiers(mods, alibi_slopes):
+    """A test's modifiers (flashattn's keywords, "alibi": True for ALiBi) as the keyword arguments of flashattn
+    and of the reference (window_size as window, softmax_scale as scale); when mods asks for ALiBi,
+    alibi_slopes() draws the slopes that both get."""
+    kwargs = {key: value for key, value in mods.items() if key != "alibi"}
+    ref = {
+        "causal": kwargs.get("causal", False),
+        "window": kwargs.get("window_size", (-1, -1)),
+        "softcap": kwargs.get("softcap", 0.0),
+        "scale": kwargs.get("softmax_scale"),
+    }
+    if mods.get("alibi"):
+        kwargs["alibi_slopes"] = ref["alibi"] = alibi_slopes()
+    return kwargs, ref
+
+
 def attention(
     q,
     k,
@@ -72,17 +109,10 @@ def attention(
     scale = 1.0 / np.sqrt(d) if scale is None else scale
     S_raw = rnd(scale * (q @ kr.transpose(0, 1, 3, 2)))
     S = softcap * np.tanh(S_raw / softcap) if softcap > 0 else S_raw
-    mask = np.broadcast_to(visible(Nq, Nk, causal, window), (b, Hq, Nq, Nk)).copy()
-    if alibi is not None:
-        slopes = np.broadcast_to(
-            np.asarray(alibi, dtype=compute).reshape(-1 if np.ndim(alibi) == 1 else b, Hq), (b, Hq)
-        )
-        dist = np.abs(np.arange(Nq)[:, None] + (Nk - Nq) - np.arange(Nk)[None, :])
-        S = S - slopes[:, :, None, None] * dist
-    if add_mask is not None:
-        S = S + np.broadcast_to(np.asarray(add_mask, dtype=compute), (b, Hq, Nq, Nk))
-    if bool_mask is not None:
-        mask &= np.broadcast_to(bool_mask, (b, Hq, Nq, Nk))
+    masks = {"causal": causal, "window": window, "alibi": alibi, "bool_mask": bool_mask, "add_mask": add_mask}
+    terms, mask = score_bias((b, Hq, Nq, Nk), compute, **masks)
+    for term in terms:
+        S = S + term
     S = np.where(mask, S, -np.inf)
     with np.errstate(invalid="ignore", divide="ignore"):
         m = S.max(axis=-1, keepdims=True)

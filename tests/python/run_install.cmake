@@ -6,14 +6,7 @@
 #         -DPREFIX=<CMAKE_INSTALL_PREFIX> -DCHECK=<check_install.py> -P run_install.cmake
 cmake_minimum_required(VERSION 3.25)
 
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
-  if(NOT status EQUAL 0)
-    list(JOIN ARGN " " command)
-    message(FATAL_ERROR "failed (${status}): ${command}\n${output}")
-  endif()
-  message(STATUS "${output}")
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../install/script_helpers.cmake)  # run()
 
 foreach(var BUILD_DIR WORK_DIR PYTHON INSTALL_DIR PREFIX CHECK)
   if(NOT DEFINED ${var})
@@ -23,6 +16,7 @@ endforeach()
 file(REMOVE_RECURSE ${WORK_DIR})
 set(root ${WORK_DIR}/root)
 run(${CMAKE_COMMAND} -E env DESTDIR=${root} ${CMAKE_COMMAND} --install ${BUILD_DIR} --component python)
+message(STATUS "${output}")
 
 # Where the package must have landed: INSTALL_DIR (absolute unless configured otherwise) under DESTDIR.
 if(IS_ABSOLUTE ${INSTALL_DIR})
@@ -64,3 +58,4 @@ endif()
 
 run(${CMAKE_COMMAND} -E env --unset=PYTHONPATH --unset=PYTHONHOME --unset=PYTHONSTARTUP OMP_NUM_THREADS=1
     ${PYTHON} -I ${CHECK} ${site} ${BUILD_DIR})
+message(STATUS "${output}")

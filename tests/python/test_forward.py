@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import flashattn
-from reference import attention, compare, max_error
+from reference import attention, compare, max_error, split_modifiers
 
 # (batch, Nq, Nk, Hq, Hkv, d, dv): odd head dims and lengths that hit every tail, Nq != Nk both ways, GQA.
 SHAPES = [
@@ -35,27 +35,14 @@ def make_inputs(rng, shape, dtype):
     return q, k, v, dout
 
 
-def split_modifiers(rng, mods, b, Hq):
-    """The keyword arguments for flashattn and for the reference."""
-    kwargs = {key: value for key, value in mods.items() if key != "alibi"}
-    ref = {
-        "causal": kwargs.get("causal", False),
-        "window": kwargs.get("window_size", (-1, -1)),
-        "softcap": kwargs.get("softcap", 0.0),
-        "scale": kwargs.get("softmax_scale"),
-    }
-    if mods.get("alibi"):
-        slopes = rng.uniform(0.05, 0.5, size=(b, Hq)).astype(np.float32)
-        kwargs["alibi_slopes"] = ref["alibi"] = slopes
-    return kwargs, ref
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("mods", MODIFIERS.values(), ids=MODIFIERS.keys())
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_forward_and_backward_match_reference(rng, shape, mods, dtype):
     q, k, v, dout = make_inputs(rng, shape, dtype)
-    kwargs, ref_kwargs = split_modifiers(rng, mods, shape[0], shape[3])
+    kwargs, ref_kwargs = split_modifiers(
+        mods, lambda: rng.uniform(0.05, 0.5, size=(shape[0], shape[3])).astype(np.float32)
+    )
     out, lse, mask = flashattn.flash_attn_func(q, k, v, return_attn_probs=True, **kwargs)
     assert mask is None
     assert out.dtype == dtype and out.shape == shape[:2] + (shape[3], shape[6])

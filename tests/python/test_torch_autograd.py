@@ -12,28 +12,15 @@ import pytest
 import torch
 
 import flashattn.torch as fat
-from reference import assert_within_baseline, max_error, visible
+from reference import assert_within_baseline, max_error, score_bias, split_modifiers
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-def torch_attention(
-    q,
-    k,
-    v,
-    compute,
-    low=None,
-    scale=None,
-    causal=False,
-    window=(-1, -1),
-    softcap=0.0,
-    alibi=None,
-    bool_mask=None,
-    add_mask=None,
-    head_major=False,
-):
-    """softmax(q kᵀ·scale + bias, masked) v with autograd; (b, s, h, d) unless head_major. `low`: round every
-    intermediate to that dtype (the same-precision baseline)."""
+def torch_attention(q, k, v, compute, low=None, scale=None, softcap=0.0, head_major=False, **masks):
+    """softmax(q kᵀ·scale → softcap, + bias, masked) v with autograd, the bias and mask those of
+    reference.score_bias for `masks` (causal, window, alibi, bool_mask, add_mask); (b, s, h, d) unless
+    head_major. `low`: round every intermediate to that dtype (the same-precision baseline)."""
     rnd = (lambda x: x) if low is None or low == compute else (lambda x: x.to(low).to(compute))
     if not head_major:
         q, k, v = (x.transpose(1, 2) for x in (q, k, v))
@@ -46,15 +33,11 @@ def torch_attention(
     S = rnd(scale * q @ k.transpose(-1, -2))
     if softcap > 0:
         S = softcap * torch.tanh(S / softcap)
-    mask = torch.from_numpy(visible(Nq, Nk, causal, window)).expand(b, Hq, Nq, Nk)
-    if alibi is not None:
-        dist = (torch.arange(Nq)[:, None] + Nk - Nq - torch.arange(Nk)[None, :]).abs().to(compute)
-        S = S - alibi.to(compute).reshape(-1, Hq)[:, :, None, None] * dist
-    if add_mask is not None:
-        S = S + add_mask.to(compute)
-    if bool_mask is not None:
-        mask = mask & bool_mask
-    S = S.masked_fill(~mask, float("-inf"))
+    # The terms in float64 (exact: float32 slopes times small distances), rounded once to `compute`.
+    terms, mask = score_bias((b, Hq, Nq, Nk), np.float64, **masks)
+    for term in terms:
+        S = S + torch.from_numpy(term).to(compute)
+    S = S.masked_fill(~torch.from_numpy(mask), float("-inf"))
     P = torch.softmax(S, dim=-1).nan_to_num(0.0)  # a row that sees no key: 0
     O = rnd(rnd(P) @ v)
     return O if head_major else O.transpose(1, 2)
@@ -78,6 +61,11 @@ def check(ours, ref, base, dtype):
         assert_within_baseline(name, a.double().numpy(), r.double().numpy(), b.double().numpy(), np_dtype)
 
 
+def split_mods(mods, b, Hq):
+    """The keyword arguments for flashattn.torch and for torch_attention."""
+    return split_modifiers(mods, lambda: torch.rand(b, Hq) * 0.3)
+
+
 SHAPES = [(2, 97, 113, 4, 2, 59), (1, 113, 1, 2, 1, 40)]
 MODS = {
     "plain": {},
@@ -94,15 +82,7 @@ def test_flash_attn_func_autograd(shape, mods, dtype):
     b, Nq, Nk, Hq, Hkv, d = shape
     q, k, v = torch.randn(b, Nq, Hq, d), torch.randn(b, Nk, Hkv, d), torch.randn(b, Nk, Hkv, d)
     dout = torch.randn(b, Nq, Hq, d)
-    kwargs = {key: val for key, val in mods.items() if key != "alibi"}
-    ref_kw = {
-        "causal": kwargs.get("causal", False),
-        "window": kwargs.get("window_size", (-1, -1)),
-        "softcap": kwargs.get("softcap", 0.0),
-        "scale": kwargs.get("softmax_scale"),
-    }
-    if mods.get("alibi"):
-        kwargs["alibi_slopes"] = ref_kw["alibi"] = torch.rand(b, Hq) * 0.3
+    kwargs, ref_kw = split_mods(mods, b, Hq)
     low = [x.to(dtype) for x in (q, k, v)]
     ours = run(lambda q, k, v: fat.flash_attn_func(q, k, v, **kwargs), low, dout.to(dtype))
     ref = run(lambda q, k, v: torch_attention(q, k, v, torch.float64, **ref_kw), low, dout.double())
@@ -110,20 +90,6 @@ def test_flash_attn_func_autograd(shape, mods, dtype):
         lambda q, k, v: torch_attention(q, k, v, torch.float32, low=dtype, **ref_kw), low, dout.float()
     )
     check(ours, ref, base, dtype)
-
-
-def split_mods(mods, b, Hq):
-    """The keyword arguments for flashattn.torch and for torch_attention."""
-    kwargs = {key: val for key, val in mods.items() if key != "alibi"}
-    ref_kw = {
-        "causal": kwargs.get("causal", False),
-        "window": kwargs.get("window_size", (-1, -1)),
-        "softcap": kwargs.get("softcap", 0.0),
-        "scale": kwargs.get("softmax_scale"),
-    }
-    if mods.get("alibi"):
-        kwargs["alibi_slopes"] = ref_kw["alibi"] = torch.rand(b, Hq) * 0.3
-    return kwargs, ref_kw
 
 
 def assert_equal(ours, theirs):
@@ -176,27 +142,24 @@ def test_flash_attn_backward_with_dropout_takes_the_forward_seed():
         fat.flash_attn_backward(dout, q, k, v, out, lse, dropout_p=0.25)
 
 
-@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
-def test_flash_attn_varlen_backward_matches_torch_autograd(dtype):
-    torch.manual_seed(5)
+def packed_sequences(seed, dtype):
+    """Three sequences packed along the token axis (query lengths 4, 0, 9, key lengths 6, 2, 9; 4 query heads
+    over 2 K/V heads, head dim 24): cu_seqlens_q, cu_seqlens_k, [q, k, v] of `dtype`, dout (float32)."""
+    torch.manual_seed(seed)
     lengths_q, lengths_k = [4, 0, 9], [6, 2, 9]
     cu_q = torch.tensor([0] + lengths_q).cumsum(0).to(torch.int32)
     cu_k = torch.tensor([0] + lengths_k).cumsum(0).to(torch.int32)
     q, k, v = torch.randn(13, 4, 24), torch.randn(17, 2, 24), torch.randn(17, 2, 24)
     dout = torch.randn(13, 4, 24)
-    low = [x.to(dtype) for x in (q, k, v)]
-    kw = {"causal": True, "window_size": (5, 1)}
-    out, lse, _ = fat.flash_attn_varlen_func(*low, cu_q, cu_k, 9, 9, return_attn_probs=True, **kw)
-    assert lse.shape == (4, 13)
-    dq, dk, dv = fat.flash_attn_varlen_backward(dout.to(dtype), *low, out, lse, cu_q, cu_k, 9, 9, **kw)
-    autograd = run(
-        lambda q, k, v: fat.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 9, 9, **kw), low, dout.to(dtype)
-    )
-    assert_equal([out, dq, dk, dv], autograd)
-    for s in range(3):
+    return cu_q, cu_k, [x.to(dtype) for x in (q, k, v)], dout
+
+
+def check_each_sequence(ours, cu_q, cu_k, low, dout, dtype, **ref_kw):
+    """ours: the packed [out, dq, dk, dv]; each sequence's rows of them against torch_attention (keywords
+    ref_kw) over that sequence alone, within twice the same-precision baseline's error."""
+    for s in range(len(cu_q) - 1):
         rq, rk = slice(cu_q[s], cu_q[s + 1]), slice(cu_k[s], cu_k[s + 1])
         args = [low[0][rq][None], low[1][rk][None], low[2][rk][None]]
-        ref_kw = {"causal": True, "window": (5, 1)}
         ref = run(
             lambda q, k, v: torch_attention(q, k, v, torch.float64, **ref_kw), args, dout[rq][None].double()
         )
@@ -205,7 +168,22 @@ def test_flash_attn_varlen_backward_matches_torch_autograd(dtype):
             args,
             dout[rq][None].float(),
         )
-        check([out[rq][None], dq[rq][None], dk[rk][None], dv[rk][None]], ref, base, dtype)
+        rows = (rq, rq, rk, rk)
+        check([x[r][None] for x, r in zip(ours, rows)], ref, base, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_flash_attn_varlen_backward_matches_torch_autograd(dtype):
+    cu_q, cu_k, low, dout = packed_sequences(5, dtype)
+    kw = {"causal": True, "window_size": (5, 1)}
+    out, lse, _ = fat.flash_attn_varlen_func(*low, cu_q, cu_k, 9, 9, return_attn_probs=True, **kw)
+    assert lse.shape == (4, 13)
+    dq, dk, dv = fat.flash_attn_varlen_backward(dout.to(dtype), *low, out, lse, cu_q, cu_k, 9, 9, **kw)
+    autograd = run(
+        lambda q, k, v: fat.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 9, 9, **kw), low, dout.to(dtype)
+    )
+    assert_equal([out, dq, dk, dv], autograd)
+    check_each_sequence([out, dq, dk, dv], cu_q, cu_k, low, dout, dtype, causal=True, window=(5, 1))
 
 
 def test_backward_functions_reject_what_the_numpy_api_rejects():
@@ -243,32 +221,13 @@ def test_return_attn_probs_and_dropout_gradients():
 
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 def test_varlen_autograd_matches_per_sequence_calls(dtype):
-    torch.manual_seed(1)
-    lengths_q, lengths_k = [4, 0, 9], [6, 2, 9]
-    cu_q = torch.tensor([0] + lengths_q).cumsum(0).to(torch.int32)
-    cu_k = torch.tensor([0] + lengths_k).cumsum(0).to(torch.int32)
-    q, k, v = torch.randn(13, 4, 24), torch.randn(17, 2, 24), torch.randn(17, 2, 24)
-    dout = torch.randn(13, 4, 24)
-    low = [x.to(dtype) for x in (q, k, v)]
+    cu_q, cu_k, low, dout = packed_sequences(1, dtype)
     ours = run(
         lambda q, k, v: fat.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 9, 9, causal=True),
         low,
         dout.to(dtype),
     )
-    for s in range(3):
-        rq, rk = slice(cu_q[s], cu_q[s + 1]), slice(cu_k[s], cu_k[s + 1])
-        args = [low[0][rq][None], low[1][rk][None], low[2][rk][None]]
-        ref = run(
-            lambda q, k, v: torch_attention(q, k, v, torch.float64, causal=True),
-            args,
-            dout[rq][None].double(),
-        )
-        base = run(
-            lambda q, k, v: torch_attention(q, k, v, torch.float32, low=dtype, causal=True),
-            args,
-            dout[rq][None].float(),
-        )
-        check([ours[0][rq][None], ours[1][rq][None], ours[2][rk][None], ours[3][rk][None]], ref, base, dtype)
+    check_each_sequence(ours, cu_q, cu_k, low, dout, dtype, causal=True)
 
 
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
