@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "flashattn/decode.h"
@@ -25,6 +26,14 @@ struct KvcacheCall {
   py::object lse;
 };
 
+// A quantized cache's scales (float32 arrays, None for a float cache) and cache_dtype ("int8", "fp8_e4m3",
+// or empty: an int8 k_cache is int8, any other a float cache).
+struct KvcacheQuantization {
+  py::object k_scale = py::none();
+  py::object v_scale = py::none();
+  std::string cache_dtype;
+};
+
 // Every check of flash_attn_with_kvcache but the library's own (decode() validates before it writes).
 KvcacheCall PrepareKvcache(const py::handle& q, const py::handle& k_cache, const py::handle& v_cache,
                            const py::handle& k, const py::handle& v, const py::handle& rotary_cos,
@@ -32,7 +41,8 @@ KvcacheCall PrepareKvcache(const py::handle& q, const py::handle& k_cache, const
                            const py::handle& block_table, const py::handle& alibi_slopes,
                            std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
                            std::int64_t window_right, float softcap, bool rotary_interleaved,
-                           std::int64_t num_splits, bool return_lse, bool bf16);
+                           std::int64_t num_splits, bool return_lse, bool bf16,
+                           const KvcacheQuantization& quantization = {});
 
 }  // namespace flashattn::python
 
