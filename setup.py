@@ -1,10 +1,13 @@
 """setuptools' half of the Python package's build (pyproject.toml names the backend): the version is the
 CMake project version of CMakeLists.txt, and build_ext configures and builds the CMake project (the static
 flashattn library and the _core module, nothing else) for the interpreter that runs the build, then puts
-the module into the package. The pure-Python modules come from python/flashattn/ as they are."""
+the module into the package with the shared libraries it needs beyond the C and C++ runtimes (Highway,
+OpenMP) and their licenses, in flashattn/_libs/ (docs/packaging.md). The pure-Python modules come from
+python/flashattn/ as they are."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +38,62 @@ def pybind11_cmake_args():
     return [f"-Dpybind11_DIR={cmake_dir}"] if os.path.isdir(cmake_dir) else []
 
 
+# The package's directory of bundled shared libraries, which the module's RUNPATH ($ORIGIN/_libs) names.
+BUNDLED_LIBS_DIR = "_libs"
+# What the package may take from the system, as a manylinux wheel may: the C library and its loader, the math
+# library, the C++ runtime and GCC's unwinder. Every other shared library the module loads is bundled.
+SYSTEM_LIBRARIES = ("linux-vdso.so", "ld-linux", "libc.so", "libm.so", "libmvec.so", "libpthread.so", "libdl.so",
+                    "librt.so", "libstdc++.so", "libgcc_s.so")
+# The license texts a Debian copyright file cites (/usr/share/common-licenses/GPL-3, .../LGPL-2.1, ...).
+COMMON_LICENSE = re.compile(r"/usr/share/common-licenses/([A-Za-z0-9+-]+(?:\.[0-9]+)?)")
+
+
+def loaded_libraries(binary):
+    """(name, path) of every shared library the dynamic loader loads with `binary`, as ldd resolves them."""
+    listing = subprocess.run(["ldd", str(binary)], check=True, capture_output=True, text=True).stdout
+    libraries = []
+    for line in listing.splitlines():
+        if "not found" in line:
+            raise RuntimeError(f"{binary} needs a library the loader cannot find: {line.strip()}")
+        match = re.match(r"\s*(\S+) => (\S+) \(0x", line)
+        if match:
+            libraries.append((match.group(1), match.group(2)))
+    return libraries
+
+
+def debian_copyright(library):
+    """/usr/share/doc/<package>/copyright of the Debian package that ships `library`, or None off Debian."""
+    try:
+        owner = subprocess.run(["dpkg", "-S", os.path.realpath(library)], check=True, capture_output=True,
+                               text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    package = owner.split(":")[0]
+    copyright_file = Path("/usr/share/doc") / package / "copyright"
+    return copyright_file if copyright_file.is_file() else None
+
+
+def bundle_libraries(module, libs_dir):
+    """Copies the shared libraries `module` loads beyond SYSTEM_LIBRARIES into libs_dir under their sonames,
+    each with its Debian copyright file and the license texts that file cites, in libs_dir/licenses/."""
+    shutil.rmtree(libs_dir, ignore_errors=True)  # else ldd would resolve to the copies of a previous build
+    licenses = libs_dir / "licenses"
+    (licenses / "common-licenses").mkdir(parents=True)
+    for name, path in loaded_libraries(module):
+        if name.startswith(SYSTEM_LIBRARIES):
+            continue
+        shutil.copy2(os.path.realpath(path), libs_dir / name)
+        copyright_file = debian_copyright(path)
+        if copyright_file is None:
+            print(f"warning: no Debian copyright file for {path}; add its license to {licenses}", flush=True)
+            continue
+        shutil.copyfile(copyright_file, licenses / f"{name}.copyright")
+        for cited in sorted(set(COMMON_LICENSE.findall(copyright_file.read_text(errors="replace")))):
+            text = Path("/usr/share/common-licenses") / cited
+            if text.is_file():
+                shutil.copyfile(text, licenses / "common-licenses" / cited)
+
+
 class CMakeBuild(build_ext):
     """Builds flashattn._core with CMake instead of compiling sources itself."""
 
@@ -49,6 +108,7 @@ class CMakeBuild(build_ext):
             "-DFLASHATTN_ENABLE_TESTS=OFF",
             "-DFLASHATTN_ENABLE_BENCH=OFF",
             "-DFLASHATTN_ENABLE_CLI=OFF",
+            f"-DFLASHATTN_PYTHON_BUNDLED_LIBS_DIR={BUNDLED_LIBS_DIR}",
         ] + pybind11_cmake_args()
         subprocess.run(configure, check=True)
         # Parallelism: CMAKE_BUILD_PARALLEL_LEVEL from the environment, as for any CMake build.
@@ -59,6 +119,7 @@ class CMakeBuild(build_ext):
         target = Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         self.copy_file(str(built[0]), str(target))
+        bundle_libraries(target, target.parent / BUNDLED_LIBS_DIR)
 
 
 setup(

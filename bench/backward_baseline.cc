@@ -66,7 +66,7 @@ BlasBackwardBaseline::BlasBackwardBaseline(const BackwardParams& params, Baselin
   if (p.num_threads < 1) support::Fail("num_threads must be resolved (>= 1) for the baseline, got ", p.num_threads);
   scale_ = p.scale.value_or(1.0f / std::sqrt(static_cast<float>(p.head_dim)));
   const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.value_head_dim();
-  scratch_.resize(static_cast<std::size_t>(Workers()));
+  scratch_.resize(static_cast<std::size_t>(ArrangementWorkers(arrangement_, threads_, p.batch * p.heads_kv)));
   for (Scratch& s : scratch_) {
     s.P.resize(static_cast<std::size_t>(Nq * Nk));
     s.dS.resize(static_cast<std::size_t>(Nq * Nk));
@@ -84,18 +84,10 @@ BlasBackwardBaseline::BlasBackwardBaseline(const BackwardParams& params, Baselin
   }
 }
 
-int BlasBackwardBaseline::Workers() const {
-  if (arrangement_ == BaselineArrangement::kThreadedBlas) return 1;
-  return static_cast<int>(
-      std::min<std::int64_t>(threads_, params_.attention.batch * params_.attention.heads_kv));
-}
-
 std::int64_t BlasBackwardBaseline::ScratchBytes(const BackwardParams& params,
                                                 BaselineArrangement arrangement) {
   const AttentionParams& p = params.attention;
-  const std::int64_t workers = arrangement == BaselineArrangement::kThreadedBlas
-                                   ? 1
-                                   : std::min<std::int64_t>(std::max(p.num_threads, 1), p.batch * p.heads_kv);
+  const std::int64_t workers = ArrangementWorkers(arrangement, std::max(p.num_threads, 1), p.batch * p.heads_kv);
   std::int64_t per_worker = 2 * p.seqlen_q * p.seqlen_k + p.seqlen_q;
   if (p.dtype != DType::kF32)
     per_worker += (p.seqlen_q + p.seqlen_k) * 2 * (p.head_dim + p.value_head_dim());
@@ -103,18 +95,11 @@ std::int64_t BlasBackwardBaseline::ScratchBytes(const BackwardParams& params,
 }
 
 void BlasBackwardBaseline::Run() {
-  const AttentionParams& p = params_.attention;
-  const std::int64_t groups = p.batch * p.heads_kv;
-  if (arrangement_ == BaselineArrangement::kThreadedBlas) {
-    openblas_set_num_threads(threads_);
-    for (std::int64_t index = 0; index < groups; ++index)
-      Group(index / p.heads_kv, index % p.heads_kv, scratch_[0], threads_);
-    return;
-  }
-  openblas_set_num_threads(1);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(Workers())
-  for (std::int64_t index = 0; index < groups; ++index)
-    Group(index / p.heads_kv, index % p.heads_kv, scratch_[omp_get_thread_num()], 1);
+  const std::int64_t heads_kv = params_.attention.heads_kv;
+  RunInArrangement(arrangement_, threads_, params_.attention.batch * heads_kv,
+                   [&](std::int64_t index, int worker, int row_threads) {
+                     Group(index / heads_kv, index % heads_kv, scratch_[worker], row_threads);
+                   });
 }
 
 void BlasBackwardBaseline::Group(std::int64_t b, std::int64_t hk, Scratch& s, int T) const {

@@ -36,7 +36,6 @@ class BlasBackwardBaseline {
     std::vector<float> q, o, d_o, dq;      // one query head in float32 (element type not float32)
     std::vector<float> k, v, dk, dv;       // one K/V head in float32 (element type not float32)
   };
-  int Workers() const;
   void Group(std::int64_t b, std::int64_t hk, Scratch& s, int row_threads) const;
 
   const BackwardParams& params_;

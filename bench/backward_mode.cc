@@ -1,10 +1,7 @@
-#include "bench/backward_mode.h"
-
-#include <malloc.h>
+#include "bench/modes.h"
 
 #include <algorithm>
 #include <cmath>
-#include <memory>
 #include <vector>
 
 #include "bench/backward_baseline.h"
@@ -60,34 +57,21 @@ Row RunBackward(const BenchCase& c, const RunOptions& options, const Limits& lim
   Row row = StartRow(c, limits);
   Tensors tensors(c.Params(), 0x5eed);
   BackwardParams params = tensors.Params(c.Params(), &tensors.dq, &tensors.dk, &tensors.dv);
+  const std::vector<float> sinks = SinkLogits(c);
+  std::vector<float> dsinks(sinks.size());
+  params.attention.sinks = SinksOrNull(sinks);
+  params.dsinks = sinks.empty() ? nullptr : dsinks.data();
   forward(params.attention);  // O and LSE, as training would have them
   validate(params);
   row.tensor_bytes = tensors.Bytes();
 
   const auto call = [&] { backward(params); };
-  TimingOptions timing = options.timing;
-  if (options.report_memory) {
-    malloc_trim(0);
-    const measure::PeakRssProbe probe;
-    call();
-    if (probe.available()) row.peak_rss_growth_bytes = probe.PeakGrowthBytes();
-    else row.note = "peak RSS unavailable (/proc/self/clear_refs not writable)";
-    timing.warmup = false;
-  }
-  row.timing = TimeCalls(call, timing);
+  TimeLibraryCall(call, options, &row);
 
-  if (options.baseline) {
+  if (options.baseline && !c.sinks) {  // the OpenBLAS baseline has no sinks
     std::vector<std::uint16_t> dq(tensors.dq.size()), dk(tensors.dk.size()), dv(tensors.dv.size());
     const BackwardParams baseline_params = tensors.Params(params.attention, &dq, &dk, &dv);
-    const PrepareBaseline prepare = [&](BaselineArrangement arrangement, std::string* skip_reason) {
-      const std::int64_t scratch = BlasBackwardBaseline::ScratchBytes(baseline_params, arrangement);
-      if (scratch > options.baseline_max_scratch_bytes) {
-        *skip_reason = "needs " + std::to_string(scratch >> 20) + " MiB of scratch";
-        return std::function<void()>();
-      }
-      auto baseline = std::make_shared<BlasBackwardBaseline>(baseline_params, arrangement);
-      return std::function<void()>([baseline] { baseline->Run(); });
-    };
+    const PrepareBaseline prepare = PrepareWithinScratchLimit<BlasBackwardBaseline>(baseline_params, options);
     row.baseline = TimeArrangements(c.threads, options.timing, prepare, &row.note);
     if (row.baseline) {
       const DType t = c.dtype;

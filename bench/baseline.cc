@@ -20,6 +20,23 @@ std::string_view ToString(BaselineArrangement arrangement) {
   return "unknown";
 }
 
+int ArrangementWorkers(BaselineArrangement arrangement, int threads, std::int64_t units) {
+  if (arrangement == BaselineArrangement::kThreadedBlas) return 1;
+  return static_cast<int>(std::min<std::int64_t>(threads, units));
+}
+
+void RunInArrangement(BaselineArrangement arrangement, int threads, std::int64_t units,
+                      const std::function<void(std::int64_t unit, int worker, int row_threads)>& solve) {
+  if (arrangement == BaselineArrangement::kThreadedBlas) {
+    openblas_set_num_threads(threads);
+    for (std::int64_t unit = 0; unit < units; ++unit) solve(unit, 0, threads);
+    return;
+  }
+  openblas_set_num_threads(1);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(ArrangementWorkers(arrangement, threads, units))
+  for (std::int64_t unit = 0; unit < units; ++unit) solve(unit, omp_get_thread_num(), 1);
+}
+
 namespace {
 
 // Address of element `index` of an array of `dtype`.
@@ -62,7 +79,8 @@ BlasBaseline::BlasBaseline(const AttentionParams& params, BaselineArrangement ar
   scale_ = params.scale.value_or(1.0f / std::sqrt(static_cast<float>(params.head_dim)));
 
   const std::int64_t Nq = params.seqlen_q, Nk = params.seqlen_k, d = params.head_dim, dv = params.value_head_dim();
-  scratch_.resize(static_cast<std::size_t>(Workers()));
+  const int workers = ArrangementWorkers(arrangement_, threads_, params.batch * params.heads_q);
+  scratch_.resize(static_cast<std::size_t>(workers));
   for (Scratch& s : scratch_) {
     s.S.resize(static_cast<std::size_t>(Nq * Nk));
     if (params.dtype != DType::kF32) {
@@ -74,15 +92,8 @@ BlasBaseline::BlasBaseline(const AttentionParams& params, BaselineArrangement ar
   }
 }
 
-int BlasBaseline::Workers() const {
-  if (arrangement_ == BaselineArrangement::kThreadedBlas) return 1;
-  return static_cast<int>(std::min<std::int64_t>(threads_, params_.batch * params_.heads_q));
-}
-
 std::int64_t BlasBaseline::ScratchBytes(const AttentionParams& p, BaselineArrangement arrangement) {
-  const std::int64_t workers =
-      arrangement == BaselineArrangement::kThreadedBlas
-          ? 1 : std::min<std::int64_t>(std::max(p.num_threads, 1), p.batch * p.heads_q);
+  const std::int64_t workers = ArrangementWorkers(arrangement, std::max(p.num_threads, 1), p.batch * p.heads_q);
   std::int64_t per_worker = p.seqlen_q * p.seqlen_k;
   if (p.dtype != DType::kF32)
     per_worker +=
@@ -91,17 +102,10 @@ std::int64_t BlasBaseline::ScratchBytes(const AttentionParams& p, BaselineArrang
 }
 
 void BlasBaseline::Run() {
-  const std::int64_t problems = params_.batch * params_.heads_q;
-  if (arrangement_ == BaselineArrangement::kThreadedBlas) {
-    openblas_set_num_threads(threads_);
-    for (std::int64_t index = 0; index < problems; ++index)
-      Head(index / params_.heads_q, index % params_.heads_q, scratch_[0], threads_);
-    return;
-  }
-  openblas_set_num_threads(1);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(Workers())
-  for (std::int64_t index = 0; index < problems; ++index)
-    Head(index / params_.heads_q, index % params_.heads_q, scratch_[omp_get_thread_num()], 1);
+  RunInArrangement(arrangement_, threads_, params_.batch * params_.heads_q,
+                   [&](std::int64_t index, int worker, int row_threads) {
+                     Head(index / params_.heads_q, index % params_.heads_q, scratch_[worker], row_threads);
+                   });
 }
 
 void BlasBaseline::Head(std::int64_t b, std::int64_t h, Scratch& s, int row_threads) const {

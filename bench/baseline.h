@@ -7,6 +7,7 @@
 #define FLASHATTN_BENCH_BASELINE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -21,6 +22,16 @@ enum class BaselineArrangement : std::uint8_t {
 inline constexpr BaselineArrangement kAllArrangements[] = {BaselineArrangement::kHeadsParallel,
                                                            BaselineArrangement::kThreadedBlas};
 std::string_view ToString(BaselineArrangement arrangement);
+
+// How many scratch sets an arrangement needs over `units` independent problems (heads, or K/V-head groups):
+// one when BLAS threads, else one per worker, min(threads, units).
+int ArrangementWorkers(BaselineArrangement arrangement, int threads, std::int64_t units);
+
+// Runs solve(unit, worker, row_threads) for every unit in [0, units). kThreadedBlas: in turn, with BLAS and
+// the row operations on `threads` threads (worker 0). kHeadsParallel: ArrangementWorkers(...) units at once
+// with single-threaded BLAS, `worker` the index of the thread.
+void RunInArrangement(BaselineArrangement arrangement, int threads, std::int64_t units,
+                      const std::function<void(std::int64_t unit, int worker, int row_threads)>& solve);
 
 class BlasBaseline {
  public:
@@ -40,7 +51,6 @@ class BlasBaseline {
     std::vector<float> S;           // Nq×Nk scores, then probabilities
     std::vector<float> q, k, v, o;  // float32 copies of one head when the element type is not float32
   };
-  int Workers() const;
   void Head(std::int64_t b, std::int64_t h, Scratch& scratch, int row_threads) const;
 
   const AttentionParams& params_;

@@ -48,6 +48,8 @@ std::string BenchCase::Name() const {
     << (causal ? "_causal" : "");
   if (num_splits > 0) s << "_splits" << num_splits;
   if (page_size > 0) s << "_paged" << page_size;
+  if (headdim_v) s << "_dv" << *headdim_v;
+  if (sinks) s << "_sinks";
   if (cache_element != CacheElement::kFloat) s << "_cache_" << to_string(cache_element);
   return s.str();
 }
@@ -60,6 +62,7 @@ AttentionParams BenchCase::Params() const {
   p.heads_q = heads;
   p.heads_kv = heads_kv;
   p.head_dim = headdim;
+  p.head_dim_v = headdim_v;
   p.dtype = dtype;
   p.causal = causal;
   p.num_threads = threads;
@@ -68,9 +71,9 @@ AttentionParams BenchCase::Params() const {
 }
 
 double CountFlops(const BenchCase& c) {
-  const double dense = 4.0 * static_cast<double>(c.batch) * static_cast<double>(c.heads) *
+  const double dense = 2.0 * static_cast<double>(c.batch) * static_cast<double>(c.heads) *
                        static_cast<double>(c.seqlen_q) * static_cast<double>(c.seqlen_k) *
-                       static_cast<double>(c.headdim);
+                       static_cast<double>(c.headdim + c.headdim_v.value_or(c.headdim));
   switch (c.mode) {
     case Mode::kForward: return c.causal ? dense / 2 : dense;
     case Mode::kBackward: return 2.5 * (c.causal ? dense / 2 : dense);
@@ -83,7 +86,8 @@ double CountBytesRead(const BenchCase& c) {
   if (c.mode != Mode::kDecode) return 0;
   const double rows = static_cast<double>(c.batch) * static_cast<double>(c.seqlen_k) * static_cast<double>(c.heads_kv);
   if (c.cache_element == CacheElement::kFloat) {
-    return 2.0 * rows * static_cast<double>(c.headdim) * static_cast<double>(size_of(c.dtype));
+    const double row = static_cast<double>(c.headdim_v ? c.headdim : 2 * c.headdim);  // V inside K: one row
+    return rows * row * static_cast<double>(size_of(c.dtype));
   }
   const bool per_token = BenchScaleGranularity(c.cache_element) == ScaleGranularity::kPerToken;
   const double scale_bytes = per_token ? 4.0 * rows : 4.0 * static_cast<double>(c.heads_kv);

@@ -35,7 +35,11 @@ struct BenchCase {
   std::int64_t heads_kv = 8;  // Hkv, divides Hq
   std::int64_t seqlen_q = 4096;  // decode: the new query rows per sequence (1 for plain decoding)
   std::int64_t seqlen_k = 4096;  // decode: the cache length N (keys already cached per sequence)
-  std::int64_t headdim = 128;  // d = dv
+  std::int64_t headdim = 128;  // d
+  // dv, of V and O; unset = d. Decode reads V as the first dv features of the K cache (v_cache == k_cache,
+  // multi-head latent attention), so there dv ≤ d.
+  std::optional<std::int64_t> headdim_v;
+  bool sinks = false;  // an attention sink per query head (forward, backward and decode)
   bool causal = false;
   DType dtype = DType::kF32;   // decode: of q, o and (unless quantized) the cache
   CacheElement cache_element = CacheElement::kFloat;  // decode only: kFloat = a cache of dtype
@@ -49,20 +53,21 @@ struct BenchCase {
   std::string Name() const;
   std::string AlgorithmName() const;  // "default" when unset
   // The attention parameters of this case for contiguous (batch, seq, head, dim) tensors; pointers unset.
-  // For the forward and backward modes (decode builds DecodeParams, see decode_mode.h).
+  // For the forward and backward modes (decode builds DecodeParams, see modes.h).
   AttentionParams Params() const;
 };
 
 // Floating-point operations credited to one call, by the usual conventions (exponentials and the softmax
 // bookkeeping are not counted):
-//   forward   4·b·h·Nq·Nk·d (two matrix products of 2·Nq·Nk·d each), halved for causal;
+//   forward   2·b·h·Nq·Nk·(d + dv) (the products S = QKᵀ and PV), halved for causal;
 //   backward  2.5× the forward count (flash-attn's convention: five products instead of two), causal halved;
-//   decode    4·b·h·Nq·N·d (a decode call is bound by memory; see CountBytesRead).
+//   decode    2·b·h·Nq·N·(d + dv) (a decode call is bound by memory unless many query rows share a K/V head;
+//             see CountBytesRead).
 double CountFlops(const BenchCase& c);
 
-// Bytes of K and V a decode call must read from its cache: 2·b·N·Hkv·d·sizeof(element), each cached key and
-// value once, plus the scales of a quantized cache (4 bytes per key and K/V head per token, or per K/V
-// head); 0 for the other modes.
+// Bytes of K and V a decode call must read from its cache: b·N·Hkv·(d + dv)·sizeof(dtype), each cached key and
+// value once, or b·N·Hkv·d·sizeof(dtype) when V is inside the K rows; a quantized cache 2·b·N·Hkv·d bytes plus
+// its scales (4 bytes per key and K/V head per token, or per K/V head); 0 for the other modes.
 double CountBytesRead(const BenchCase& c);
 
 }  // namespace flashattn::bench

@@ -6,10 +6,8 @@
 #include <iostream>
 #include <memory>
 
-#include "bench/backward_mode.h"
 #include "bench/blas_core.h"
-#include "bench/decode_mode.h"
-#include "bench/forward_mode.h"
+#include "bench/modes.h"
 #include "bench/report.h"
 #include "support/fail.h"
 
@@ -47,18 +45,9 @@ std::vector<BenchCase> DefaultSweep(int threads, std::optional<Algorithm> algori
   };
   std::vector<BenchCase> cases;
   for (const Shape& s : shapes) {
-    BenchCase c;
-    c.mode = s.mode;
-    c.heads = s.heads;
-    c.heads_kv = s.heads_kv;
-    c.seqlen_q = s.seqlen_q;
-    c.seqlen_k = s.seqlen_k;
-    c.headdim = s.headdim;
-    c.causal = s.causal;
-    c.dtype = s.dtype;
-    c.threads = threads;
-    if (s.mode == Mode::kForward) c.algorithm = algorithm;
-    cases.push_back(c);
+    cases.push_back({.mode = s.mode, .heads = s.heads, .heads_kv = s.heads_kv, .seqlen_q = s.seqlen_q,
+                     .seqlen_k = s.seqlen_k, .headdim = s.headdim, .causal = s.causal, .dtype = s.dtype,
+                     .threads = threads, .algorithm = s.mode == Mode::kForward ? algorithm : std::nullopt});
   }
   return cases;
 }
@@ -79,6 +68,8 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
   c.heads = o.heads;
   c.heads_kv = o.heads_kv.value_or(o.heads);
   c.headdim = o.headdim;
+  c.headdim_v = o.headdim_v;
+  c.sinks = o.sinks;
   c.causal = o.causal;
   c.threads = threads;
   const auto positive = [](const char* option, std::int64_t value) {
@@ -118,6 +109,14 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
   if (c.heads % c.heads_kv != 0)
     support::Fail("--heads-kv must divide --heads, got --heads ", c.heads, " and --heads-kv ", c.heads_kv);
   if (c.headdim > kMaxHeadDim) support::Fail("--headdim must be <= ", kMaxHeadDim, ", got ", c.headdim);
+  if (c.headdim_v) {
+    positive("--headdim-v", *c.headdim_v);
+    const std::int64_t limit = c.mode == Mode::kDecode ? c.headdim : kMaxHeadDim;  // decode: V inside K
+    if (*c.headdim_v > limit) {
+      support::Fail("--headdim-v must be <= ", limit, c.mode == Mode::kDecode ? " (--headdim: decode reads V inside K)" : "",
+                    ", got ", *c.headdim_v);
+    }
+  }
   // Each tensor is allocated in full: refuse sizes that cannot be (the library validates the rest).
   const double largest = static_cast<double>(c.batch) *
                          static_cast<double>(std::max(c.seqlen_q, c.seqlen_k)) *
@@ -187,6 +186,10 @@ void AddBenchCommand(CLI::App& app) {
                   "Decode: a quantized cache, int8 (per-token scales) or fp8_e4m3 (per-head scales), also timed "
                   "against a float16 cache (default: a cache of --dtype)");
   cmd->add_option("--headdim", o.headdim, "Head dimension d")->capture_default_str();
+  cmd->add_option("--headdim-v", o.headdim_v,
+                  "Head dimension dv of V and O (default: d); decode reads V as the first dv features of the K "
+                  "cache (multi-head latent attention)");
+  cmd->add_flag("--sinks", o.sinks, "An attention sink per query head (no OpenBLAS baseline then)");
   cmd->add_flag("--causal", o.causal, "Causal mask (bottom-right aligned)");
   cmd->add_option("--dtype", o.dtype, "Element type: f32, f16, bf16")->capture_default_str();
   // Options for the single configuration and the sweep alike.
@@ -206,7 +209,8 @@ void AddBenchCommand(CLI::App& app) {
   cmd->callback([cmd, options] {
     for (const char* shape_option :
          {"--mode", "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--cache-len",
-          "--num-splits", "--paged", "--cache-dtype", "--headdim", "--causal", "--dtype"})
+          "--num-splits", "--paged", "--cache-dtype", "--headdim", "--headdim-v", "--sinks", "--causal",
+          "--dtype"})
       if (cmd->count(shape_option) > 0) options->single = true;
     if (options->run.baseline) bench::RunOnBestBlasCore();  // may re-execute the program (blas_core.h)
     bench::RunBench(*options, std::cout);

@@ -29,6 +29,8 @@ struct BenchOptions {
   std::optional<std::int64_t> paged;       // decode: page size of a paged cache (default: contiguous)
   std::string cache_dtype;                 // decode: "int8" or "fp8_e4m3"; empty = a float cache of dtype
   std::int64_t headdim = 128;
+  std::optional<std::int64_t> headdim_v;
+  bool sinks = false;
   bool causal = false;
   std::string dtype = "f32";
   bool single = false;

@@ -11,6 +11,16 @@
 
 namespace flashattn::bench {
 
+DecodeBaselineProblem BaselineProblemOf(const DecodeParams& p, std::int64_t cache_seqlen_max) {
+  DecodeBaselineProblem problem;
+  problem.cache_seqlens = p.cache_seqlens;
+  problem.batch = p.batch, problem.seqlen_q = p.seqlen_q, problem.heads_q = p.heads_q;
+  problem.heads_kv = p.heads_kv, problem.head_dim = p.head_dim, problem.cache_seqlen_max = cache_seqlen_max;
+  problem.causal = p.causal;
+  problem.num_threads = p.num_threads;
+  return problem;
+}
+
 BlasDecodeBaseline::BlasDecodeBaseline(const DecodeBaselineProblem& problem, BaselineArrangement arrangement)
     : p_(problem), arrangement_(arrangement) {
   const DecodeBaselineProblem& p = p_;
@@ -24,36 +34,23 @@ BlasDecodeBaseline::BlasDecodeBaseline(const DecodeBaselineProblem& problem, Bas
            p.cache_seqlen_max, "]");
   scale_ = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   const std::int64_t G = p.heads_q / p.heads_kv;
-  scratch_.assign(static_cast<std::size_t>(Workers()),
+  const int workers = ArrangementWorkers(arrangement_, p_.num_threads, p_.batch * p_.heads_kv);
+  scratch_.assign(static_cast<std::size_t>(workers),
                   std::vector<float>(static_cast<std::size_t>(G * p.cache_seqlen_max)));
-}
-
-int BlasDecodeBaseline::Workers() const {
-  if (arrangement_ == BaselineArrangement::kThreadedBlas) return 1;
-  return static_cast<int>(std::min<std::int64_t>(p_.num_threads, p_.batch * p_.heads_kv));
 }
 
 std::int64_t BlasDecodeBaseline::ScratchBytes(const DecodeBaselineProblem& p,
                                               BaselineArrangement arrangement) {
-  const std::int64_t workers = arrangement == BaselineArrangement::kThreadedBlas
-                                   ? 1
-                                   : std::min<std::int64_t>(std::max(p.num_threads, 1), p.batch * p.heads_kv);
+  const std::int64_t workers = ArrangementWorkers(arrangement, std::max(p.num_threads, 1), p.batch * p.heads_kv);
   return workers * (p.heads_q / std::max<std::int64_t>(p.heads_kv, 1)) * p.cache_seqlen_max *
          static_cast<std::int64_t>(sizeof(float));
 }
 
 void BlasDecodeBaseline::Run() {
-  const std::int64_t groups = p_.batch * p_.heads_kv;
-  if (arrangement_ == BaselineArrangement::kThreadedBlas) {
-    openblas_set_num_threads(p_.num_threads);
-    for (std::int64_t index = 0; index < groups; ++index)
-      Group(index / p_.heads_kv, index % p_.heads_kv, scratch_[0], p_.num_threads);
-    return;
-  }
-  openblas_set_num_threads(1);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(Workers())
-  for (std::int64_t index = 0; index < groups; ++index)
-    Group(index / p_.heads_kv, index % p_.heads_kv, scratch_[omp_get_thread_num()], 1);
+  RunInArrangement(arrangement_, p_.num_threads, p_.batch * p_.heads_kv,
+                   [&](std::int64_t index, int worker, int row_threads) {
+                     Group(index / p_.heads_kv, index % p_.heads_kv, scratch_[worker], row_threads);
+                   });
 }
 
 void BlasDecodeBaseline::Group(std::int64_t b, std::int64_t hk, std::vector<float>& scores,

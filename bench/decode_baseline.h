@@ -28,6 +28,10 @@ struct DecodeBaselineProblem {
   int num_threads = 1;
 };
 
+// The problem of decode call `p` over a contiguous float32 cache of capacity `cache_seqlen_max`: p's shape,
+// cache lengths, causal flag and thread count; the arrays unset.
+DecodeBaselineProblem BaselineProblemOf(const DecodeParams& p, std::int64_t cache_seqlen_max);
+
 class BlasDecodeBaseline {
  public:
   // Allocates the scratch (`problem`'s pointers must outlive this object). Throws Error for bad shapes.
@@ -38,7 +42,6 @@ class BlasDecodeBaseline {
   void Run();
 
  private:
-  int Workers() const;
   void Group(std::int64_t b, std::int64_t hk, std::vector<float>& S, int row_threads) const;
 
   DecodeBaselineProblem p_;

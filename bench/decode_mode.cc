@@ -1,11 +1,9 @@
-#include "bench/decode_mode.h"
-
-#include <malloc.h>
+#include "bench/modes.h"
 
 #include <algorithm>
-#include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <tuple>
 
 #include "bench/decode_baseline.h"
@@ -71,10 +69,15 @@ void FillCache(const BenchCase& c, std::int64_t elements, DecodeParams* p, Cache
   const bool quantized = c.cache_element != CacheElement::kFloat;
   const DType random_type = quantized ? DType::kF32 : p->cache_dtype;
   cache->k = RandomElements(elements, random_type, 0x5eed + 1);
-  cache->v = RandomElements(elements, random_type, 0x5eed + 2);
+  // With --headdim-v, V is the first dv features of the K cache (multi-head latent attention): no V cache.
+  cache->v = RandomElements(c.headdim_v ? 0 : elements, random_type, 0x5eed + 2);
   p->k_cache = cache->k.data();
-  p->v_cache = cache->v.data();
+  p->v_cache = c.headdim_v ? cache->k.data() : cache->v.data();
   if (!quantized) return;
+  if (c.headdim_v) {
+    throw Error("--headdim-v (V inside the K cache) does not combine with --cache-dtype " +
+                std::string(to_string(c.cache_element)) + ": a quantized cache needs a V cache of its own");
+  }
   QuantizeParams q;
   q.outer = p->paged() ? p->num_pages : p->batch;
   q.seqlen = p->paged() ? p->page_size : p->cache_seqlen_max;
@@ -109,6 +112,7 @@ DecodeParams DecodeParamsOf(const BenchCase& c, std::vector<std::int32_t>* cache
   p.heads_q = c.heads;
   p.heads_kv = c.heads_kv;
   p.head_dim = c.headdim;
+  p.head_dim_v = c.headdim_v;
   p.dtype = p.cache_dtype = c.dtype;
   p.causal = c.causal;
   p.num_splits = c.num_splits;
@@ -136,16 +140,19 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   std::vector<std::int32_t> cache_seqlens, block_table;
   DecodeParams p = DecodeParamsOf(c, &cache_seqlens, &block_table);
   const std::int64_t q_elems = c.batch * c.seqlen_q * c.heads * c.headdim;
+  const std::int64_t o_elems = c.batch * c.seqlen_q * c.heads * c.headdim_v.value_or(c.headdim);
   const std::int64_t cache_elems =
       (p.paged() ? p.num_pages * p.page_size : c.batch * c.seqlen_k) * c.heads_kv * c.headdim;
   std::vector<std::uint16_t> q = RandomElements(q_elems, c.dtype, 0x5eed);
-  std::vector<std::uint16_t> o = RandomElements(q_elems, c.dtype, 0);
+  std::vector<std::uint16_t> o = RandomElements(o_elems, c.dtype, 0);
   std::vector<float> lse(static_cast<std::size_t>(c.batch * c.heads * c.seqlen_q));
+  const std::vector<float> sinks = SinkLogits(c);
   Cache cache;
   FillCache(c, cache_elems, &p, &cache);
   p.q = q.data();
   p.o = o.data();
   p.lse = lse.data();
+  p.sinks = SinksOrNull(sinks);
   validate(p);
   row.tensor_bytes = static_cast<std::int64_t>((q.size() + o.size()) * 2 + lse.size() * 4) + cache.Bytes();
 
@@ -157,16 +164,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   }
   traffic.num_splits = c.num_splits > 0 ? c.num_splits : choose_num_splits(c.batch, c.seqlen_k, c.threads);
 
-  TimingOptions timing = options.timing;
-  if (options.report_memory) {
-    malloc_trim(0);
-    const measure::PeakRssProbe probe;
-    decode(p);
-    if (probe.available()) row.peak_rss_growth_bytes = probe.PeakGrowthBytes();
-    else row.note = "peak RSS unavailable (/proc/self/clear_refs not writable)";
-    timing.warmup = false;
-  }
-  row.timing = TimeCalls([&] { decode(p); }, timing);
+  TimeLibraryCall([&] { decode(p); }, options, &row);
   if (c.cache_element != CacheElement::kFloat) {  // the same call over a float16 cache, in the same run
     DecodeParams f16 = p;
     f16.cache_element = CacheElement::kFloat;
@@ -179,7 +177,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
     traffic.f16_cache_median_ms = TimeCalls([&] { decode(f16); }, options.timing).median_ms;
   }
 
-  if (options.baseline) {
+  if (options.baseline && !c.sinks && !c.headdim_v) {  // the baseline has no sinks and no V inside K
     // A quantized cache's baseline reads the float32 values it was quantized from.
     DecodeParams originals = p;
     originals.cache_element = CacheElement::kFloat;
@@ -195,29 +193,12 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
     }
     std::vector<float> q32(static_cast<std::size_t>(q_elems)), o32(static_cast<std::size_t>(q_elems));
     support::ConvertToF32(q.data(), c.dtype, q_elems, q32.data());
-    DecodeBaselineProblem problem;
+    DecodeBaselineProblem problem = BaselineProblemOf(originals, c.seqlen_k);
     problem.q = q32.data();
     problem.k = baseline_cache.k_data;
     problem.v = baseline_cache.v_data;
     problem.o = o32.data();
-    problem.cache_seqlens = cache_seqlens.data();
-    problem.batch = c.batch;
-    problem.seqlen_q = c.seqlen_q;
-    problem.heads_q = c.heads;
-    problem.heads_kv = c.heads_kv;
-    problem.head_dim = c.headdim;
-    problem.cache_seqlen_max = c.seqlen_k;
-    problem.causal = c.causal;
-    problem.num_threads = c.threads;
-    const PrepareBaseline prepare = [&](BaselineArrangement arrangement, std::string* skip_reason) {
-      const std::int64_t scratch = BlasDecodeBaseline::ScratchBytes(problem, arrangement);
-      if (scratch > options.baseline_max_scratch_bytes) {
-        *skip_reason = "needs " + std::to_string(scratch >> 20) + " MiB of scratch";
-        return std::function<void()>();
-      }
-      auto baseline = std::make_shared<BlasDecodeBaseline>(problem, arrangement);
-      return std::function<void()>([baseline] { baseline->Run(); });
-    };
+    const PrepareBaseline prepare = PrepareWithinScratchLimit<BlasDecodeBaseline>(problem, options);
     row.baseline = TimeArrangements(c.threads, options.timing, prepare, &row.note);
     if (row.baseline)
       row.max_abs_diff_vs_baseline = MaxAbsDiff(o.data(), c.dtype, o32.data(), DType::kF32, q_elems);

@@ -1,8 +1,5 @@
-#include "bench/forward_mode.h"
+#include "bench/modes.h"
 
-#include <malloc.h>
-
-#include <memory>
 #include <vector>
 
 #include "bench/baseline.h"
@@ -46,40 +43,23 @@ Row RunForward(const BenchCase& c, const RunOptions& options, const Limits& limi
   AttentionParams params = c.Params();
   Tensors tensors(params, 0x5eed);
   tensors.Attach(params);
+  const std::vector<float> sinks = SinkLogits(c);
+  params.sinks = SinksOrNull(sinks);
   validate(params);
   row.tensor_bytes = tensors.Bytes();
 
   const auto call = [&] {
     if (c.algorithm) forward(params, *c.algorithm); else forward(params);
   };
-  TimingOptions timing = options.timing;
-  if (options.report_memory) {
-    // Heap pages that earlier rows freed go back to the kernel first, or scratch reusing them would not
-    // show; every tensor above is resident, so only the call's own memory counts.
-    malloc_trim(0);
-    const measure::PeakRssProbe probe;
-    call();
-    if (probe.available()) row.peak_rss_growth_bytes = probe.PeakGrowthBytes();
-    else row.note = "peak RSS unavailable (/proc/self/clear_refs not writable)";
-    timing.warmup = false;  // that call was the warm-up
-  }
-  row.timing = TimeCalls(call, timing);
+  TimeLibraryCall(call, options, &row);
 
-  if (options.baseline) {
+  if (options.baseline && !c.sinks) {  // the OpenBLAS baseline has no sinks
     AttentionParams baseline_params = params;  // same inputs, its own O and LSE
     std::vector<std::uint16_t> o(static_cast<std::size_t>(tensors.OutputSlots()), 0);
     std::vector<float> lse(static_cast<std::size_t>(params.batch * params.heads_q * params.seqlen_q), 0.0f);
     baseline_params.o = o.data();
     baseline_params.lse = lse.data();
-    const PrepareBaseline prepare = [&](BaselineArrangement arrangement, std::string* skip_reason) {
-      const std::int64_t scratch = BlasBaseline::ScratchBytes(baseline_params, arrangement);
-      if (scratch > options.baseline_max_scratch_bytes) {
-        *skip_reason = "needs " + std::to_string(scratch >> 20) + " MiB of scratch";
-        return std::function<void()>();
-      }
-      auto baseline = std::make_shared<BlasBaseline>(baseline_params, arrangement);
-      return std::function<void()>([baseline] { baseline->Run(); });
-    };
+    const PrepareBaseline prepare = PrepareWithinScratchLimit<BlasBaseline>(baseline_params, options);
     row.baseline = TimeArrangements(c.threads, options.timing, prepare, &row.note);
     const std::int64_t outputs = params.batch * params.seqlen_q * params.heads_q * params.value_head_dim();
     if (row.baseline)

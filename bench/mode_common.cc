@@ -1,5 +1,7 @@
 #include "bench/mode_common.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,6 +11,10 @@
 #include "support/elements.h"
 
 namespace flashattn::bench {
+
+std::vector<float> SinkLogits(const BenchCase& c) {
+  return c.sinks ? std::vector<float>(static_cast<std::size_t>(c.heads), 0.5f) : std::vector<float>();
+}
 
 std::vector<std::uint16_t> RandomElements(std::int64_t n, DType dtype, std::uint64_t seed) {
   std::vector<std::uint16_t> data(static_cast<std::size_t>(n * (dtype == DType::kF32 ? 2 : 1)), 0);
@@ -63,6 +69,21 @@ std::optional<BaselineResult> TimeArrangements(int threads, const TimingOptions&
   if (result.arrangement.empty()) return std::nullopt;
   result.blas_core = BlasCore();
   return result;
+}
+
+void TimeLibraryCall(const std::function<void()>& call, const RunOptions& options, Row* row) {
+  TimingOptions timing = options.timing;
+  if (options.report_memory) {
+    // Heap pages that earlier rows freed go back to the kernel first, or scratch reusing them would not
+    // show; every tensor of the row is resident, so only the call's own memory counts.
+    malloc_trim(0);
+    const measure::PeakRssProbe probe;
+    call();
+    if (probe.available()) row->peak_rss_growth_bytes = probe.PeakGrowthBytes();
+    else row->note = "peak RSS unavailable (/proc/self/clear_refs not writable)";
+    timing.warmup = false;  // that call was the warm-up
+  }
+  row->timing = TimeCalls(call, timing);
 }
 
 Row StartRow(const BenchCase& c, const Limits& limits) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "call_check.h"
 #include "flashattn/flashattn.h"
 #include "fuzz_input.h"
 #include "fuzz_tensor.h"
@@ -178,13 +179,6 @@ void DrawCall(FuzzInput& in, ForwardCall& call) {
   if (inject) call.invalid = InjectInvalid(in, call);
 }
 
-bool AllPattern(const void* data, std::size_t bytes) {
-  const auto* b = static_cast<const unsigned char*>(data);
-  for (std::size_t n = 0; n < bytes; ++n)
-    if (b[n] != kPattern) return false;
-  return true;
-}
-
 void Run(const std::uint8_t* data, std::size_t size) {
   FuzzInput in(data, size);
   ForwardCall call;
@@ -195,27 +189,11 @@ void Run(const std::uint8_t* data, std::size_t size) {
                            " on " + simd_target.Name() +
                            (call.invalid.empty() ? "" : " with " + call.invalid);
 
-  std::string rejection;
-  try {
-    validate(p);
-  } catch (const Error& error) {
-    rejection = error.what();
-  }
-  const bool valid = rejection.empty();
-  if (!call.invalid.empty() && valid) Fail("validate accepted a call with " + call.invalid);
-  if (call.invalid.empty() && !valid) Fail(what + ": validate rejected a valid call: " + rejection);
-
   const std::vector<unsigned char> q_before = call.q.bytes, k_before = call.k.bytes, v_before = call.v.bytes;
   const std::vector<float> alibi_before = call.alibi, mask_additive_before = call.mask_additive;
   const std::vector<std::uint8_t> mask_bool_before = call.mask_bool;
-  bool threw = false;
-  try {
-    forward(p, call.algorithm);
-  } catch (const Error& error) {
-    if (valid) Fail(what + ": forward threw on a call validate accepted: " + error.what());
-    threw = true;
-  }
-  if (!valid && !threw) Fail(what + ": forward accepted a call validate rejected");
+  const bool threw =
+      CheckValidateAgreesWithCall(p, call.invalid, what, "forward", [&] { forward(p, call.algorithm); });
   if (call.q.bytes != q_before || call.k.bytes != k_before || call.v.bytes != v_before ||
       call.alibi != alibi_before || call.mask_additive != mask_additive_before ||
       call.mask_bool != mask_bool_before) {
@@ -228,10 +206,7 @@ void Run(const std::uint8_t* data, std::size_t size) {
     }
     return;
   }
-  const std::vector<bool> addressed = AddressedBytes(call.o);
-  for (std::size_t n = 0; n < addressed.size(); ++n) {
-    if (!addressed[n] && call.o.bytes[n] != kPattern) Fail(what + ": wrote between the elements of O");
-  }
+  CheckNothingWrittenBetweenElements(call.o, what);
   // standard stores S and P in the element type; flash1 keeps O there between K/V blocks.
   Rounding rounding{.output = p.dtype};
   const double u_element = p.dtype == DType::kF16 ? 0x1p-11 : p.dtype == DType::kBF16 ? 0x1p-8 : 0x1p-24;

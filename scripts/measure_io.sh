@@ -39,22 +39,9 @@ if [[ ! -f $build/libflashattn.a ]]; then
   exit 1
 fi
 
-cache() {  # $1 = level, $2 = sysfs file: size in bytes or ways of the data/unified cache of that level
-  local dir
-  for dir in /sys/devices/system/cpu/cpu0/cache/index*; do
-    [[ $(cat "$dir/level") == "$1" && $(cat "$dir/type") != Instruction ]] || continue
-    if [[ $2 == size ]]; then
-      numfmt --from=iec "$(cat "$dir/size")"
-    else
-      cat "$dir/$2"
-    fi
-    return
-  done
-  echo "measure_io.sh: no level-$1 cache in sysfs; set LL and D1" >&2
-  exit 1
-}
-D1=${D1:-$(cache 1 size),$(cache 1 ways_of_associativity)}
-LL=${LL:-$(cache 2 size),$(cache 2 ways_of_associativity)}
+script=measure_io.sh
+# shellcheck source=scripts/simulated_caches.sh
+source "$root/scripts/simulated_caches.sh"  # D1, LL
 
 # Compile the probe against the sources the library was built from: headers of another checkout may lay
 # AttentionParams out differently.

@@ -80,18 +80,9 @@ if [[ -z ${MEASURE:-} ]]; then
 fi
 
 command -v valgrind >/dev/null || { echo "sweep_blocks.sh: valgrind is not installed" >&2; exit 1; }
-cache() {  # $1 = level, $2 = size or ways_of_associativity of the data/unified cache of that level
-  local dir
-  for dir in /sys/devices/system/cpu/cpu0/cache/index*; do
-    [[ $(cat "$dir/level") == "$1" && $(cat "$dir/type") != Instruction ]] || continue
-    if [[ $2 == size ]]; then numfmt --from=iec "$(cat "$dir/size")"; else cat "$dir/$2"; fi
-    return
-  done
-  echo "sweep_blocks.sh: no level-$1 cache in sysfs; set LL and D1" >&2
-  exit 1
-}
-D1=${D1:-$(cache 1 size),$(cache 1 ways_of_associativity)}
-LL=${LL:-$(cache 2 size),$(cache 2 ways_of_associativity)}
+script=sweep_blocks.sh
+# shellcheck source=scripts/simulated_caches.sh
+source "$root/scripts/simulated_caches.sh"  # D1, LL
 echo "# N d Br Bc model_bytes counted_bytes measured_bytes instructions target"
 echo "# valgrind --tool=callgrind --cache-sim=yes --D1=$D1,64 --LL=$LL,64 --instr-atstart=no" \
   "--collect-atstart=no --toggle-collect=io_probe_forward io_probe fused N d [--blocks Br Bc]"

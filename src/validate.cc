@@ -19,6 +19,7 @@
 #include "common/checked.h"
 #include "common/element.h"
 #include "common/quantize.h"
+#include "common/score.h"
 #include "flashattn/backward.h"
 #include "flashattn/decode.h"
 #include "flashattn/forward.h"
@@ -275,6 +276,17 @@ void CheckFixedScales(const TensorView& scales) {
   }
 }
 
+// The attention sinks, one logit per query head: each finite, or −∞ for no sink. NaN and +∞ are refused
+// rather than propagated: a NaN sink would turn every row of its head into NaN, +∞ every O into 0.
+void CheckSinkValues(const char* name, const float* sinks, std::int64_t heads_q) {
+  if (sinks == nullptr) return;
+  for (std::int64_t h = 0; h < heads_q; ++h) {
+    if (std::isnan(sinks[h]) || sinks[h] == std::numeric_limits<float>::infinity()) {
+      Fail(name, " must be finite or -inf, got ", sinks[h], " at head ", h);
+    }
+  }
+}
+
 // ---- Settings shared by the calls -------------------------------------------------------------------------
 
 // Far above any machine's core count; asking OpenMP for more threads than the system can create crashes it.
@@ -348,22 +360,50 @@ void CheckAttentionSizes(const AttentionSettings& s, std::int64_t batch, std::in
   }
 }
 
-void CheckAttentionSizes(const AttentionParams& p) { CheckAttentionSizes(p, p.batch, p.seqlen_q, p.seqlen_k); }
+// One side of block_position: [start, start + seqlen) inside [0, total), total −1 meaning seqlen. Totals up to
+// kUnboundedReach, so that a diagonal plus a band's reach cannot overflow.
+void CheckBlockSide(const char* start_name, std::int64_t start, const char* seqlen_name, std::int64_t seqlen,
+                    const char* total_name, std::int64_t total) {
+  CheckSize(start_name, start, 0);
+  CheckRange(total_name, total, -1, kUnboundedReach);
+  const std::int64_t resolved = total < 0 ? seqlen : total;
+  if (start > resolved - seqlen) {
+    Fail(start_name, " + ", seqlen_name, " = ", start, " + ", seqlen, " exceeds ", total_name, " = ", resolved,
+         total < 0 ? " (-1: the call's own length)" : "");
+  }
+}
+
+// The block position, then dropout's generator counters over the whole problem it is a block of.
+void CheckAttentionSizes(const AttentionParams& p) {
+  CheckAttentionSizes(p, p.batch, p.seqlen_q, p.seqlen_k);
+  const BlockPosition& at = p.block_position;
+  CheckBlockSide("block_position.query_start", at.query_start, "seqlen_q", p.seqlen_q,
+                 "block_position.total_seqlen_q", at.total_seqlen_q);
+  CheckBlockSide("block_position.key_start", at.key_start, "seqlen_k", p.seqlen_k, "block_position.total_seqlen_k",
+                 at.total_seqlen_k);
+  const BlockPlacement placement = BlockPlacement::Of(p);
+  CheckDropout(p, p.batch, placement.total_q, placement.total_k);
+}
 
 // ---- The tensors of an attention call ---------------------------------------------------------------------
 
 // The names a call's tensors go by in messages: forward's own fields, backward's `attention.` ones, or
 // backward_varlen's `forward.` ones.
 struct AttentionNames {
-  const char *q, *k, *v, *o, *lse, *alibi, *mask, *mask_data;
+  const char *q, *k, *v, *o, *lse, *alibi, *mask, *mask_data, *sinks;
 };
-constexpr AttentionNames kForwardNames{"q", "k", "v", "o", "lse", "alibi_slopes", "mask", "mask.data"};
-constexpr AttentionNames kBackwardNames{"attention.q",    "attention.k",        "attention.v",
-                                        "attention.o",    "attention.lse",      "attention.alibi_slopes",
-                                        "attention.mask", "attention.mask.data"};
-constexpr AttentionNames kVarlenBackwardNames{"forward.q",    "forward.k",        "forward.v",
-                                              "forward.o",    "forward.lse",      "forward.alibi_slopes",
-                                              "forward.mask", "forward.mask.data"};
+constexpr AttentionNames kForwardNames{"q", "k", "v", "o", "lse", "alibi_slopes", "mask", "mask.data", "sinks"};
+constexpr AttentionNames kBackwardNames{"attention.q",    "attention.k",         "attention.v",
+                                        "attention.o",    "attention.lse",       "attention.alibi_slopes",
+                                        "attention.mask", "attention.mask.data", "attention.sinks"};
+constexpr AttentionNames kVarlenBackwardNames{"forward.q",    "forward.k",         "forward.v",
+                                              "forward.o",    "forward.lse",       "forward.alibi_slopes",
+                                              "forward.mask", "forward.mask.data", "forward.sinks"};
+
+// float32 (Hq): the attention sinks, or their gradient.
+TensorView SinksView(const char* name, const float* sinks, std::int64_t heads_q) {
+  return TensorView{name, sinks, 4, {{"head", heads_q, 1}}};
+}
 
 struct CallTensors {
   std::vector<TensorView> inputs, outputs;
@@ -386,6 +426,7 @@ CallTensors AttentionTensors(const AttentionParams& p, const AttentionNames& nam
   if (p.alibi_slopes != nullptr) {
     t.inputs.push_back(AlibiView(names.alibi, p.alibi_slopes, p.alibi_batch_stride, p.batch, p.heads_q));
   }
+  if (p.sinks != nullptr) t.inputs.push_back(SinksView(names.sinks, p.sinks, p.heads_q));
   switch (p.mask.kind) {
     case MaskKind::kNone:
       break;
@@ -412,10 +453,14 @@ CallTensors AttentionTensors(const AttentionParams& p, const AttentionNames& nam
   return t;
 }
 
-// dO, read; dQ, dK, dV, written.
-void AddGradientTensors(const BackwardParams& p, CallTensors* t) {
+// dO, read; dQ, dK, dV and dsinks, if requested, written (dsinks only when there are sinks).
+void AddGradientTensors(const BackwardParams& p, const AttentionNames& names, CallTensors* t) {
   const AttentionParams& a = p.attention;
   const std::int64_t dv = a.value_head_dim();
+  if (p.dsinks != nullptr && a.sinks == nullptr) {
+    Fail("dsinks is set but ", names.sinks, " is null: there is no sink to differentiate");
+  }
+  if (p.dsinks != nullptr) t->outputs.push_back(SinksView("dsinks", p.dsinks, a.heads_q));
   t->inputs.push_back(BatchTensor("d_o", p.d_o, a.dtype, p.do_strides, a.batch, a.seqlen_q, a.heads_q, dv));
   t->outputs.push_back(
       BatchTensor("dq", p.dq, a.dtype, p.dq_strides, a.batch, a.seqlen_q, a.heads_q, a.head_dim));
@@ -435,6 +480,12 @@ CallTensors VarlenTensors(const VarlenParams& p, const AttentionNames& names) {
   CheckSize("max_seqlen_q", p.max_seqlen_q, 0);
   CheckSize("max_seqlen_k", p.max_seqlen_k, 0);
   CheckAttentionSizes(p, 1, p.total_q, p.total_k);
+  const BlockPosition& at = p.block_position;
+  if (at != BlockPosition{}) {
+    Fail("block_position must be the default {query_start=0, key_start=0, total_seqlen_q=-1, total_seqlen_k=-1} "
+         "in a varlen call (each sequence is its own problem), got {", at.query_start, ", ", at.key_start, ", ",
+         at.total_seqlen_q, ", ", at.total_seqlen_k, "}");
+  }
   // The packed strides are derived from these sizes.
   const std::int64_t widest = std::max(p.head_dim, p.value_head_dim());
   std::int64_t row_elements;
@@ -482,6 +533,7 @@ void validate(const AttentionParams& p) {
   CheckAttentionSizes(p);
   const CallTensors t = AttentionTensors(p, kForwardNames);
   CheckOutputs(t.outputs, t.inputs);
+  CheckSinkValues("sinks", p.sinks, p.heads_q);
 }
 
 void ValidateDropoutMask(const AttentionParams& p, const std::uint8_t* keep) {
@@ -502,6 +554,7 @@ void ValidateDropoutMask(const AttentionParams& p, const std::uint8_t* keep) {
 void validate(const VarlenParams& p) {
   const CallTensors t = VarlenTensors(p, kForwardNames);
   CheckOutputs(t.outputs, t.inputs);
+  CheckSinkValues("sinks", p.sinks, p.heads_q);
   CheckCuSeqlens(p);
 }
 
@@ -568,6 +621,26 @@ void validate(const DecodeParams& p) {
   CheckSize("seqlen_new", p.seqlen_new, 0);
   CheckHeads(p.heads_q, p.heads_kv);
   CheckRange("head_dim", p.head_dim, 1, kMaxHeadDim);
+  if (p.head_dim_v) CheckRange("head_dim_v", *p.head_dim_v, 1, kMaxHeadDim);
+  const std::int64_t dv = p.value_head_dim();
+  if (p.values_in_keys()) {
+    if (dv > p.head_dim) {
+      Fail("head_dim_v=", dv, " exceeds head_dim=", p.head_dim,
+           ": V read inside the K cache (v_cache == k_cache) is the first head_dim_v features of each K row");
+    }
+    if (p.seqlen_new > 0 && p.v_new != nullptr) {
+      Fail("v_new must be null when V is read inside the K cache (v_cache == k_cache): an append writes k_new's "
+           "row once");
+    }
+  }
+  if (quantized && p.values_in_keys()) {
+    Fail("v_cache == k_cache (V read inside the K cache) is not supported with a quantized cache (cache_element=",
+         to_string(p.cache_element), "): V needs its own elements and v_scale");
+  }
+  if (quantized && dv != p.head_dim) {
+    Fail("head_dim_v=", dv, " must equal head_dim=", p.head_dim, " with a quantized cache (cache_element=",
+         to_string(p.cache_element), ")");
+  }
   const std::int64_t scale_groups =
       quantized ? CheckGroupSize("scale_group_size", p.scale_group_size, p.scale_granularity, p.head_dim) : 1;
   CheckModifiers(p, p.heads_q);
@@ -592,14 +665,17 @@ void validate(const DecodeParams& p) {
   }
 
   auto view = [&](const char* name, const void* data, const Strides& s, std::int64_t outer,
-                  std::int64_t seqlen, std::int64_t heads) {
-    return BatchTensor(name, data, p.dtype, s, outer, seqlen, heads, p.head_dim);
+                  std::int64_t seqlen, std::int64_t heads, std::int64_t width) {
+    return BatchTensor(name, data, p.dtype, s, outer, seqlen, heads, width);
   };
-  std::vector<TensorView> inputs = {view("q", p.q, p.q_strides, p.batch, p.seqlen_q, p.heads_q),
+  std::vector<TensorView> inputs = {view("q", p.q, p.q_strides, p.batch, p.seqlen_q, p.heads_q, p.head_dim),
                                     TensorView{"cache_seqlens", p.cache_seqlens, 4, {{"batch", p.batch, 1}}}};
+  if (p.keys_after != nullptr) inputs.push_back(TensorView{"keys_after", p.keys_after, 4, {{"batch", p.batch, 1}}});
   if (p.seqlen_new > 0) {
-    inputs.push_back(view("k_new", p.k_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv));
-    inputs.push_back(view("v_new", p.v_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv));
+    inputs.push_back(view("k_new", p.k_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv, p.head_dim));
+    if (!p.values_in_keys()) {
+      inputs.push_back(view("v_new", p.v_new, p.new_strides, p.batch, p.seqlen_new, p.heads_kv, dv));
+    }
   }
   if (p.paged()) {
     inputs.push_back(TensorView{"block_table",
@@ -620,13 +696,18 @@ void validate(const DecodeParams& p) {
   if (p.alibi_slopes != nullptr) {
     inputs.push_back(AlibiView("alibi_slopes", p.alibi_slopes, p.alibi_batch_stride, p.batch, p.heads_q));
   }
+  if (p.sinks != nullptr) inputs.push_back(SinksView("sinks", p.sinks, p.heads_q));
 
   const std::int64_t cache_outer = p.paged() ? p.num_pages : p.batch;
   const std::int64_t cache_seq = p.paged() ? p.page_size : p.cache_seqlen_max;
   const std::int64_t cache_bytes = CacheElementBytes(p);
+  // V inside the K cache is part of k_cache's rows (dv ≤ d, the same strides): checked, and written, as k_cache.
   std::vector<TensorView> caches = {
-      BatchTensor("k_cache", p.k_cache, cache_bytes, p.cache_strides, cache_outer, cache_seq, p.heads_kv, p.head_dim),
-      BatchTensor("v_cache", p.v_cache, cache_bytes, p.cache_strides, cache_outer, cache_seq, p.heads_kv, p.head_dim)};
+      BatchTensor("k_cache", p.k_cache, cache_bytes, p.cache_strides, cache_outer, cache_seq, p.heads_kv, p.head_dim)};
+  if (!p.values_in_keys()) {
+    caches.push_back(
+        BatchTensor("v_cache", p.v_cache, cache_bytes, p.cache_strides, cache_outer, cache_seq, p.heads_kv, dv));
+  }
   std::vector<TensorView> fixed_scales;  // read, never written
   if (quantized) {
     for (const auto& [name, scales] : {std::pair{"k_scale", p.k_scale}, std::pair{"v_scale", p.v_scale}}) {
@@ -635,7 +716,7 @@ void validate(const DecodeParams& p) {
       (p.scale_granularity == ScaleGranularity::kPerToken ? caches : fixed_scales).push_back(view);
     }
   }
-  std::vector<TensorView> outputs = {view("o", p.o, p.o_strides, p.batch, p.seqlen_q, p.heads_q)};
+  std::vector<TensorView> outputs = {view("o", p.o, p.o_strides, p.batch, p.seqlen_q, p.heads_q, dv)};
   if (p.lse != nullptr) outputs.push_back(LseView("lse", p.lse, p.batch, p.heads_q, p.seqlen_q));
   // The caches (and per-token scales) are written when keys are appended; then they must not overlap
   // anything else either.
@@ -643,9 +724,10 @@ void validate(const DecodeParams& p) {
   written_or_read.insert(written_or_read.end(), caches.begin(), caches.end());
   inputs.insert(inputs.end(), fixed_scales.begin(), fixed_scales.end());
   CheckOutputs(outputs, inputs);
+  CheckSinkValues("sinks", p.sinks, p.heads_q);
   if (quantized && p.seqlen_new > 0) {
     CheckFinite("k_new", p.k_new, p.dtype, p.new_strides, p.batch, p.seqlen_new, p.heads_kv, p.head_dim);
-    CheckFinite("v_new", p.v_new, p.dtype, p.new_strides, p.batch, p.seqlen_new, p.heads_kv, p.head_dim);
+    CheckFinite("v_new", p.v_new, p.dtype, p.new_strides, p.batch, p.seqlen_new, p.heads_kv, dv);
     for (const TensorView& scales : fixed_scales) CheckFixedScales(scales);
   }
 
@@ -654,6 +736,7 @@ void validate(const DecodeParams& p) {
   for (std::int64_t b = 0; b < p.batch; ++b) {
     const std::int64_t cached = p.cache_seqlens[b];
     if (cached < 0) Fail("cache_seqlens[", b, "] must be >= 0, got ", cached);
+    if (p.keys_after != nullptr && p.keys_after[b] < 0) Fail("keys_after[", b, "] must be >= 0, got ", p.keys_after[b]);
     std::int64_t Nk;
     const bool fits = MulAdd(1, cached, p.seqlen_new, &Nk);
     if (!fits || Nk > capacity) {
@@ -713,8 +796,9 @@ void validate(const BackwardParams& p) {
   CheckAttentionSizes(a);  // shapes, modifiers, dropout, as the forward pass saw them
   RequireLse("attention.lse", "backward", a.lse, a.batch, a.heads_q, a.seqlen_q);
   CallTensors t{AttentionTensors(a, kBackwardNames).AllRead(), {}};
-  AddGradientTensors(p, &t);
+  AddGradientTensors(p, kBackwardNames, &t);
   CheckOutputs(t.outputs, t.inputs);
+  CheckSinkValues("attention.sinks", a.sinks, a.heads_q);
   CheckLseValues("attention.lse", a.lse, a.batch, a.heads_q, a.seqlen_q);
 }
 
@@ -722,8 +806,9 @@ void validate(const VarlenBackwardParams& p) {
   const VarlenParams& f = p.forward;
   CallTensors t{VarlenTensors(f, kVarlenBackwardNames).AllRead(), {}};
   RequireLse("forward.lse", "backward_varlen", f.lse, 1, f.heads_q, f.total_q);
-  AddGradientTensors(varlen::PackedProblem(p), &t);
+  AddGradientTensors(varlen::PackedProblem(p), kVarlenBackwardNames, &t);
   CheckOutputs(t.outputs, t.inputs);
+  CheckSinkValues("forward.sinks", f.sinks, f.heads_q);
   CheckCuSeqlens(f);
   CheckLseValues("forward.lse", f.lse, 1, f.heads_q, f.total_q);
 }

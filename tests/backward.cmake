@@ -6,3 +6,6 @@ foreach(name backward_dropout_test backward_reference_test backward_kernel_test 
   flashattn_add_test(${name} ${CMAKE_CURRENT_LIST_DIR}/${name}.cc)
   target_link_libraries(${name} PRIVATE flashattn_backward_test_support)
 endforeach()
+# A call as one block of a larger problem (block_position, decode's keys_after): forward, backward, dropout
+# and decode of the blocks against the whole problem's call.
+flashattn_add_test(block_position_test ${CMAKE_CURRENT_LIST_DIR}/block_position_test.cc)

@@ -17,6 +17,7 @@
 #include "flashattn/backward.h"
 #include "flashattn/forward.h"
 #include "flashattn/varlen.h"
+#include "test_problem.h"
 
 namespace flashattn::testing {
 namespace {
@@ -57,12 +58,7 @@ VarlenBackwardParams Params(Packed& p, bool causal, bool alibi) {
   f.causal = causal;
   if (alibi) f.alibi_slopes = p.alibi.data(), f.alibi_batch_stride = kHq;
   f.q = p.q.data(), f.k = p.k.data(), f.v = p.v.data(), f.o = p.o.data(), f.lse = p.lse.data();
-  f.total_q = p.TotalQ(), f.total_k = p.TotalK(), f.batch = p.Batch();
-  f.cu_seqlens_q = p.cu_q.data(), f.cu_seqlens_k = p.cu_k.data();
-  for (std::int64_t b = 0; b < p.Batch(); ++b) {
-    f.max_seqlen_q = std::max<std::int64_t>(f.max_seqlen_q, p.cu_q[b + 1] - p.cu_q[b]);
-    f.max_seqlen_k = std::max<std::int64_t>(f.max_seqlen_k, p.cu_k[b + 1] - p.cu_k[b]);
-  }
+  SetPackedSequences(p.cu_q, p.cu_k, &f);
   p.dq.assign(p.q.size(), std::numeric_limits<float>::quiet_NaN());
   p.dk.assign(p.k.size(), std::numeric_limits<float>::quiet_NaN());
   p.dv.assign(p.v.size(), std::numeric_limits<float>::quiet_NaN());

@@ -18,11 +18,9 @@
 
 #include "backward_test_problem.h"
 #include "bench/backward_baseline.h"
-#include "bench/backward_mode.h"
 #include "bench/decode_baseline.h"
-#include "bench/decode_mode.h"
-#include "bench/forward_mode.h"
 #include "bench/mode_common.h"
+#include "bench/modes.h"
 #include "bench/report.h"
 
 namespace flashattn::bench {
@@ -69,21 +67,12 @@ TEST(DecodeBaseline, EqualsFlashattnDecodeOnAFloat32Cache) {
     p.lse = lse_lib.data();
     decode(p);
 
-    DecodeBaselineProblem problem;
+    DecodeBaselineProblem problem = BaselineProblemOf(p, s.cache_max);
     problem.q = reinterpret_cast<const float*>(q.data());
     problem.k = reinterpret_cast<const float*>(k.data());
     problem.v = reinterpret_cast<const float*>(v.data());
     problem.o = o_base.data();
     problem.lse = lse_base.data();
-    problem.cache_seqlens = s.seqlens.data();
-    problem.batch = s.batch;
-    problem.seqlen_q = s.seqlen_q;
-    problem.heads_q = s.heads_q;
-    problem.heads_kv = s.heads_kv;
-    problem.head_dim = s.head_dim;
-    problem.cache_seqlen_max = s.cache_max;
-    problem.causal = s.causal;
-    problem.num_threads = 2;
     for (BaselineArrangement arrangement : kArrangements) {
       std::fill(o_base.begin(), o_base.end(), std::numeric_limits<float>::quiet_NaN());
       std::fill(lse_base.begin(), lse_base.end(), std::numeric_limits<float>::quiet_NaN());
@@ -112,17 +101,8 @@ TEST(DecodeBaseline, ScratchIsTheGroupScoresPerWorker) {
 }
 
 TEST(DecodeMode, ParamsDescribeTheCaseContiguousAndPaged) {
-  BenchCase c;
-  c.mode = Mode::kDecode;
-  c.batch = 2;
-  c.heads = 8;
-  c.heads_kv = 2;
-  c.seqlen_q = 1;
-  c.seqlen_k = 1000;
-  c.headdim = 64;
-  c.dtype = DType::kF16;
-  c.threads = 2;
-  c.num_splits = 3;
+  BenchCase c{.mode = Mode::kDecode, .batch = 2, .heads = 8, .heads_kv = 2, .seqlen_q = 1, .seqlen_k = 1000,
+              .headdim = 64, .dtype = DType::kF16, .threads = 2, .num_splits = 3};
   std::vector<std::int32_t> seqlens, table;
   DecodeParams p = DecodeParamsOf(c, &seqlens, &table);
   EXPECT_EQ(seqlens, std::vector<std::int32_t>(2, 1000));
@@ -263,17 +243,8 @@ RunOptions ThreeCalls() {
 
 // The small GQA shape the forward and backward rows run: batch 2, Hq 4, Hkv 2, Nq 37, Nk 53, d 24, 2 threads.
 BenchCase SmallCase(Mode mode, bool causal) {
-  BenchCase c;
-  c.mode = mode;
-  c.batch = 2;
-  c.heads = 4;
-  c.heads_kv = 2;
-  c.seqlen_q = 37;
-  c.seqlen_k = 53;
-  c.headdim = 24;
-  c.causal = causal;
-  c.threads = 2;
-  return c;
+  return {.mode = mode, .batch = 2, .heads = 4, .heads_kv = 2, .seqlen_q = 37, .seqlen_k = 53, .headdim = 24,
+          .causal = causal, .threads = 2};
 }
 
 TEST(ForwardMode, RowHasTheIssueFieldsAndAgreesWithTheBaseline) {
@@ -307,18 +278,8 @@ TEST(DecodeMode, RowReportsTheBytesReadAndItsFractionsOfTheMeasuredBandwidth) {
   Limits limits = MadeUpLimits();  // and made-up bandwidths, which the row divides by as well
   limits.bandwidth = measure::Bandwidth{.read_gbs = 20.0, .triad_gbs = 25.0, .threads = 2, .array_bytes = 1};
   for (std::int64_t page_size : {0, 16}) {
-    BenchCase c;
-    c.mode = Mode::kDecode;
-    c.batch = 2;
-    c.heads = 4;
-    c.heads_kv = 2;
-    c.seqlen_q = 1;
-    c.seqlen_k = 300;
-    c.headdim = 24;
-    c.dtype = DType::kF16;
-    c.threads = 2;
-    c.num_splits = 3;
-    c.page_size = page_size;
+    const BenchCase c{.mode = Mode::kDecode, .batch = 2, .heads = 4, .heads_kv = 2, .seqlen_q = 1, .seqlen_k = 300,
+                      .headdim = 24, .dtype = DType::kF16, .threads = 2, .num_splits = 3, .page_size = page_size};
     const Row row = RunDecode(c, ThreeCalls(), limits);
     const std::string json = ToJson(row);
     SCOPED_TRACE(json);
@@ -426,13 +387,8 @@ TEST(BackwardMode, WithoutBaselineAndWithMemoryTheRowSaysSo) {
   options.timing = {.repeats = 1, .min_time_s = 0.0, .max_repeats = 1, .warmup = true};
   options.baseline = false;
   options.report_memory = true;
-  BenchCase c;
-  c.mode = Mode::kBackward;
-  c.heads = c.heads_kv = 1;
-  c.seqlen_q = c.seqlen_k = 16;
-  c.headdim = 8;
-  c.dtype = DType::kBF16;
-  c.threads = 1;
+  const BenchCase c{.mode = Mode::kBackward, .heads = 1, .heads_kv = 1, .seqlen_q = 16, .seqlen_k = 16, .headdim = 8,
+                    .dtype = DType::kBF16, .threads = 1};
   const Row row = RunBackward(c, options, limits);
   const std::string json = ToJson(row);
   EXPECT_NE(json.find("\"baseline_median_ms\": null"), std::string::npos) << json;

@@ -278,7 +278,7 @@ class QuantCase {
     std::vector<float> row(p.head_dim);
     LoadCacheRow(p, key ? k_values_.data() : v_values_.data(),
                  (key ? k_scales_ : v_scales_).data() + outer * s.batch + slot * s.seq + hk * s.head,
-                 outer * c.batch + slot * c.seq + hk * c.head, row.data());
+                 outer * c.batch + slot * c.seq + hk * c.head, row.data(), p.head_dim);
     return row;
   }
 
@@ -291,7 +291,7 @@ class QuantCase {
     for (std::int64_t row = 0; row < static_cast<std::int64_t>(values.size()) / d; ++row) {
       const std::int64_t hk = row % p.heads_kv, slot = row / p.heads_kv % rows, outer = row / p.heads_kv / rows;
       LoadCacheRow(p, values.data(), scales.data() + outer * s.batch + slot * s.seq + hk * s.head, row * d,
-                   out.data() + row * d);
+                   out.data() + row * d, d);
     }
     return out;
   }
@@ -452,6 +452,63 @@ TEST(DecodeQuantized, AppendQuantizesTheNewRows) {
               }
             }
       }
+}
+
+// Attention sinks over a quantized cache: the sink joins each row once, in the merge of the key chunks,
+// whatever the cache holds. On every target and split count the kernel agrees with the float64 reference,
+// and its LSE is the sink-free one plus the sink: log(e^{LSE} + e^{s_h}). A head with sink −∞ has none.
+TEST(DecodeQuantized, SinksJoinEachRowOnceOverAQuantizedCache) {
+  for (const CacheElement element : {CacheElement::kInt8, CacheElement::kFp8E4M3}) {
+    QuantShape shape{.Nq = 2, .Nnew = 1, .Hq = 4, .Hkv = 2, .d = 59, .Nmax = 97, .cached = {96, 13},
+                     .element = element, .page_size = 5};
+    const std::vector<float> sinks = {0.5f, -kInf, 2.0f, -1.25f};
+    for (const std::int64_t splits : {1, 3})
+      for (const std::int64_t target : simd::CompiledTargets()) {
+        simd::RestrictTargetForTest(target);
+        QuantCase without(shape, 3), with(shape, 3), reference(shape, 3);
+        with.params().sinks = reference.params().sinks = sinks.data();
+        with.params().num_splits = without.params().num_splits = splits;
+        const Output plain = Attend(without.params(), false);
+        const Output sunk = Attend(with.params(), false);
+        EXPECT_LE(NormwiseError(sunk, Attend(reference.params(), true)), 2e-5)
+            << shape.ToString() << " splits " << splits << " on " << simd::TargetName(target);
+        const std::int64_t rows_per_head = shape.Nq;
+        for (std::size_t n = 0; n < sunk.lse.size(); ++n) {
+          const float sink = sinks[n / rows_per_head % shape.Hq];
+          const double expected = sink == -kInf ? plain.lse[n] : std::log(std::exp(double(plain.lse[n])) + std::exp(double(sink)));
+          EXPECT_NEAR(sunk.lse[n], expected, 1e-5) << shape.ToString() << " row " << n;
+        }
+      }
+    simd::RestrictTargetForTest(0);
+  }
+}
+
+// V inside the K cache (v_cache == k_cache) and head_dim_v ≠ head_dim are float-cache features: a quantized
+// cache refuses them with an Error naming the fields, before anything is written.
+TEST(DecodeQuantized, RejectsValuesInsideTheKeysAndAnotherHeadDimV) {
+  QuantShape shape{.Nnew = 2, .d = 64, .Nmax = 100, .cached = {90, 45}};
+  const auto expect_refused = [](DecodeParams p, const QuantCase& c, const std::string& field) {
+    const std::vector<std::uint8_t> before = c.CacheBytes();
+    std::vector<float> o(p.batch * p.seqlen_q * p.heads_q * p.head_dim);
+    p.o = o.data();
+    try {
+      decode(p);
+      ADD_FAILURE() << "accepted " << field;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("quantized"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(c.CacheBytes(), before) << field;
+  };
+  QuantCase c(shape, 1);
+  DecodeParams inside = c.params();
+  inside.v_cache = inside.k_cache, inside.v_new = nullptr;
+  expect_refused(inside, c, "v_cache == k_cache");
+  inside.head_dim_v = 32;
+  expect_refused(inside, c, "v_cache == k_cache");
+  DecodeParams narrower = c.params();
+  narrower.head_dim_v = 32;
+  expect_refused(narrower, c, "head_dim_v=32");
 }
 
 // Accuracy against the original (unquantized) values, Gaussian q, K, V: the NMSE of O, at 4096 keys (the

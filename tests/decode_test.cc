@@ -54,13 +54,13 @@ TEST_P(DecodeMatchesForward, OverTheSameCacheContents) {
   DecodeCase c(BatchShape(dtype, page_size, Nq, Nnew), ModsFor(mods_index), 100 + mods_index);
   c.params().num_splits = 3;
   decode(c.params());
-  const DecodeErrors vs_default = CompareWithForward(c, std::nullopt);  // forward()'s default algorithm
-  EXPECT_LE(vs_default.o, Tolerance(dtype)) << c.shape().ToString() << " " << ModsFor(mods_index).ToString();
-  EXPECT_LE(vs_default.lse, 1e-5);
+  const Errors vs_default = CompareWithForward(c, std::nullopt);  // forward()'s default algorithm
+  EXPECT_LE(vs_default.o_error, Tolerance(dtype)) << c.shape().ToString() << " " << ModsFor(mods_index).ToString();
+  EXPECT_LE(vs_default.lse_error, 1e-5);
   // And against the float64 oracle: within the same bound.
-  const DecodeErrors vs_oracle = CompareWithForward(c, Algorithm::kOracle);
-  EXPECT_LE(vs_oracle.o, Tolerance(dtype));
-  EXPECT_LE(vs_oracle.lse, 1e-5);
+  const Errors vs_oracle = CompareWithForward(c, Algorithm::kOracle);
+  EXPECT_LE(vs_oracle.o_error, Tolerance(dtype));
+  EXPECT_LE(vs_oracle.lse_error, 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DecodeMatchesForward,
@@ -101,7 +101,7 @@ TEST(Decode, WithoutLseGivesTheSameOutput) {
     without.params().lse = nullptr;
     decode(with_lse.params());
     decode(without.params());
-    EXPECT_LE(CompareWithForward(with_lse, std::nullopt).o, Tolerance(DType::kF16)) << "splits " << splits;
+    EXPECT_LE(CompareWithForward(with_lse, std::nullopt).o_error, Tolerance(DType::kF16)) << "splits " << splits;
     EXPECT_EQ(without.CacheSnapshot(), with_lse.CacheSnapshot()) << "splits " << splits;
     for (std::int64_t b = 0; b < with_lse.batch(); ++b)
       for (std::int64_t i = 0; i < shape.Nq; ++i)
@@ -184,7 +184,7 @@ TEST(Decode, RotaryMatchesThePlainReferenceInBothStyles) {
       const DecodeShape shape{.Nq = 2, .Nnew = 2, .Hq = 4, .Hkv = 2, .d = 32, .Nmax = 90, .cached = {70, 5}};
       DecodeCase c(shape, mods, 13);
       decode(c.params());
-      EXPECT_LE(CompareWithForward(c, Algorithm::kOracle).o, Tolerance(DType::kF32)) << mods.ToString();
+      EXPECT_LE(CompareWithForward(c, Algorithm::kOracle).o_error, Tolerance(DType::kF32)) << mods.ToString();
     }
 }
 
@@ -242,10 +242,10 @@ TEST(Decode, EveryTargetEveryRowTileAgainstTheOracle) {
             for (const std::int64_t target : targets) {
               simd::RestrictTargetForTest(target);
               decode(c.params());
-              const DecodeErrors errors = CompareWithForward(c, Algorithm::kOracle);
-              EXPECT_LE(errors.o, Tolerance(dtype)) << shape.ToString() << " causal " << causal << " on "
+              const Errors errors = CompareWithForward(c, Algorithm::kOracle);
+              EXPECT_LE(errors.o_error, Tolerance(dtype)) << shape.ToString() << " causal " << causal << " on "
                                                     << simd::TargetName(target);
-              EXPECT_LE(errors.lse, 1e-5) << shape.ToString() << " on " << simd::TargetName(target);
+              EXPECT_LE(errors.lse_error, 1e-5) << shape.ToString() << " on " << simd::TargetName(target);
             }
             simd::RestrictTargetForTest(0);
           }

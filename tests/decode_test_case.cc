@@ -210,37 +210,25 @@ ForwardResult ForwardOverCache(const DecodeCase& c, std::int64_t b, std::optiona
   p.dtype = s.dtype;
   p.causal = dp.causal, p.window_left = dp.window_left, p.window_right = dp.window_right, p.softcap = dp.softcap;
   if (dp.alibi_slopes != nullptr) p.alibi_slopes = dp.alibi_slopes + b * dp.alibi_batch_stride;
+  p.sinks = dp.sinks;
   p.set_contiguous_strides();
   if (algorithm) forward(p, *algorithm); else forward(p);
   for (std::int64_t n = 0; n < s.Nq * s.Hq * d; ++n) result.O[n] = LoadAsFloat(o.data(), s.dtype, n);
   return result;
 }
 
-DecodeErrors CompareWithForward(const DecodeCase& c, std::optional<Algorithm> algorithm) {
+Errors CompareWithForward(const DecodeCase& c, std::optional<Algorithm> algorithm) {
   const DecodeShape& s = c.shape();
-  double max_diff = 0.0, max_ref = 0.0, lse_error = 0.0;
+  ErrorsAccumulator errors;
   for (std::int64_t b = 0; b < c.batch(); ++b) {
     const ForwardResult ref = ForwardOverCache(c, b, algorithm);
     for (std::int64_t i = 0; i < s.Nq; ++i)
       for (std::int64_t h = 0; h < s.Hq; ++h) {
-        for (std::int64_t e = 0; e < s.d; ++e) {
-          const double expected = ref.O[(i * s.Hq + h) * s.d + e];
-          const double diff = std::fabs(c.O(b, i, h, e) - expected);
-          max_diff = std::isnan(diff) ? std::numeric_limits<double>::infinity() : std::max(max_diff, diff);
-          max_ref = std::max(max_ref, std::fabs(expected));
-        }
-        const double expected = ref.lse[h * s.Nq + i], actual = c.Lse(b, h, i);
-        double error;
-        if (std::isinf(expected) || std::isinf(actual)) {
-          error = expected == actual ? 0.0 : std::numeric_limits<double>::infinity();
-        } else {
-          error = std::fabs(actual - expected) / std::max(1.0, std::fabs(expected));
-          if (std::isnan(error)) error = std::numeric_limits<double>::infinity();
-        }
-        lse_error = std::max(lse_error, error);
+        for (std::int64_t e = 0; e < s.d; ++e) errors.AddO(c.O(b, i, h, e), ref.O[(i * s.Hq + h) * s.d + e]);
+        errors.AddLse(c.Lse(b, h, i), ref.lse[h * s.Nq + i]);
       }
   }
-  return {max_ref > 0 ? max_diff / max_ref : max_diff, lse_error};
+  return errors.Result();
 }
 
 }  // namespace flashattn::testing

@@ -10,6 +10,7 @@
 
 #include "flashattn/decode.h"
 #include "flashattn/forward.h"
+#include "test_problem.h"
 
 namespace flashattn::testing {
 
@@ -83,12 +84,8 @@ struct ForwardResult {
 };
 ForwardResult ForwardOverCache(const DecodeCase& c, std::int64_t b, std::optional<Algorithm> algorithm);
 
-// Normwise error of decode()'s O against `expected` over every sequence (max |Δ| / max |O_ref|), and the
-// LSE error (relative to max(1, |LSE|); −inf must match exactly).
-struct DecodeErrors {
-  double o = 0.0, lse = 0.0;
-};
-DecodeErrors CompareWithForward(const DecodeCase& c, std::optional<Algorithm> algorithm);
+// The errors (test_problem.h's Errors) of decode()'s O and LSE against forward() over each sequence's cache.
+Errors CompareWithForward(const DecodeCase& c, std::optional<Algorithm> algorithm);
 
 }  // namespace flashattn::testing
 

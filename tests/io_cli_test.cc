@@ -107,7 +107,7 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_pair("--seqlen -4 --headdim 64", "--seqlen"),
                       std::make_pair("--seqlen 8 --seqlen-k 0 --headdim 64", "--seqlen-k"),
                       std::make_pair("--seqlen 8 --headdim 0", "--headdim"),
-                      std::make_pair("--seqlen 8 --headdim 513", "--headdim"),
+                      std::make_pair("--seqlen 8 --headdim 577", "--headdim"),
                       std::make_pair("--seqlen 8 --headdim 64 --headdim-v -1", "--headdim-v"),
                       std::make_pair("--seqlen 8 --headdim 64 --batch 0", "--batch"),
                       std::make_pair("--seqlen 8 --headdim 64 --heads -2", "--heads"),

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -20,19 +19,7 @@ std::vector<float> RunFused(Problem& problem, int threads) {
   problem.ResetOutputs();
   problem.params().num_threads = threads;
   forward(problem.params(), Algorithm::kFused);
-  const Shape& s = problem.shape();
-  std::vector<float> out;
-  for (std::int64_t b = 0; b < s.batch; ++b)
-    for (std::int64_t h = 0; h < s.Hq; ++h)
-      for (std::int64_t i = 0; i < s.Nq; ++i) {
-        for (std::int64_t c = 0; c < s.dv; ++c) out.push_back(problem.O(b, i, h, c));
-        out.push_back(problem.Lse(b, h, i));
-      }
-  return out;
-}
-
-bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return OutputValues(problem);
 }
 
 const Shape kShape{.batch = 2, .Nq = 300, .Nk = 517, .Hq = 4, .Hkv = 2, .d = 64, .dv = 48};

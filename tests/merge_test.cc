@@ -46,22 +46,30 @@ Partials RandomPartials(std::int64_t count, std::uint64_t seed, std::int64_t bat
   return p;
 }
 
-// The merged result as float32 O (batch, seqlen, heads, dv) and LSE (batch, heads, seqlen).
-Partials Merge(const Partials& in) {
-  Partials out{in.batch, in.seqlen, in.heads, in.dv, std::vector<float>(in.Rows() * in.dv, 0.0f),
-               std::vector<float>(in.Rows(), 0.0f)};
+// The merge of `in`'s partials into out->O and out->lse, contiguous float32 of `in`'s shape.
+MergeParams ParamsOf(const Partials& in, Partials* out) {
   MergeParams params;
   params.o_partials = in.O.data();
   params.lse_partials = in.lse.data();
-  params.o = out.O.data();
-  params.lse = out.lse.data();
+  params.o = out->O.data();
+  params.lse = out->lse.data();
   params.num_partials = in.Count();
-  params.batch = in.batch;
-  params.seqlen = in.seqlen;
-  params.heads = in.heads;
-  params.head_dim_v = in.dv;
+  params.batch = in.batch, params.seqlen = in.seqlen, params.heads = in.heads, params.head_dim_v = in.dv;
   params.set_contiguous_strides();
-  merge_attention_states(params);
+  return params;
+}
+
+// A merged result of `shape`'s sizes, every element `fill`: O (batch, seqlen, heads, dv), LSE (batch, heads,
+// seqlen).
+Partials Result(const Partials& shape, float fill) {
+  return {shape.batch, shape.seqlen, shape.heads, shape.dv, std::vector<float>(shape.Rows() * shape.dv, fill),
+          std::vector<float>(shape.Rows(), fill)};
+}
+
+// The merged result as float32 O (batch, seqlen, heads, dv) and LSE (batch, heads, seqlen).
+Partials Merge(const Partials& in) {
+  Partials out = Result(in, 0.0f);
+  merge_attention_states(ParamsOf(in, &out));
   return out;
 }
 
@@ -109,16 +117,8 @@ TEST(Merge, AssociativeWithinRounding) {
 
 TEST(Merge, AgreesWithFloat64ReferenceFold) {
   const Partials p = RandomPartials(7, 3);
-  Partials expected{p.batch, p.seqlen, p.heads, p.dv, std::vector<float>(p.Rows() * p.dv), std::vector<float>(p.Rows())};
-  MergeParams params;
-  params.o_partials = p.O.data();
-  params.lse_partials = p.lse.data();
-  params.o = expected.O.data();
-  params.lse = expected.lse.data();
-  params.num_partials = p.Count();
-  params.batch = p.batch, params.seqlen = p.seqlen, params.heads = p.heads, params.head_dim_v = p.dv;
-  params.set_contiguous_strides();
-  reference::MergeAttentionStates(params);
+  Partials expected = Result(p, 0.0f);
+  reference::MergeAttentionStates(ParamsOf(p, &expected));
   ExpectClose(Merge(p), expected, 2e-6);
 }
 
@@ -143,14 +143,12 @@ TEST(Merge, AllNegInfGivesZerosAndNegInf) {
   for (float x : merged.lse) EXPECT_EQ(x, kNegInf);
   Partials none = p;
   none.O.clear(), none.lse.clear();  // zero partials: the empty merge, same result
-  MergeParams params;
-  std::vector<float> o(p.Rows() * p.dv, 1.0f), lse(p.Rows(), 1.0f);
-  params.o = o.data(), params.lse = lse.data();
-  params.batch = p.batch, params.seqlen = p.seqlen, params.heads = p.heads, params.head_dim_v = p.dv;
-  params.set_contiguous_strides();
+  Partials empty_merge = Result(p, 1.0f);
+  MergeParams params = ParamsOf(none, &empty_merge);
+  params.o_partials = params.lse_partials = nullptr;  // nothing to read
   merge_attention_states(params);
-  for (float x : o) EXPECT_EQ(x, 0.0f);
-  for (float x : lse) EXPECT_EQ(x, kNegInf);
+  for (float x : empty_merge.O) EXPECT_EQ(x, 0.0f);
+  for (float x : empty_merge.lse) EXPECT_EQ(x, kNegInf);
 }
 
 TEST(Merge, LargeLseDoesNotOverflow) {

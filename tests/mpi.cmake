@@ -13,7 +13,7 @@ add_executable(mpi_test
   ${CMAKE_CURRENT_LIST_DIR}/mpi/units_test.cc
 )
 target_include_directories(mpi_test PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR}/mpi)
-target_link_libraries(mpi_test PRIVATE flashattn::mpi GTest::gtest)
+target_link_libraries(mpi_test PRIVATE flashattn::mpi flashattn_tools GTest::gtest)
 
 set(flashattn_mpi_environment OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1)
 foreach(world 1 2 3 4)

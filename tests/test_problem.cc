@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -178,34 +179,64 @@ float Problem::O(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t c)
   return LoadAsFloat(o_.data(), shape_.dtype, b * s.batch + i * s.seq + h * s.head + c);
 }
 
+void SetPackedSequences(const std::vector<std::int32_t>& cu_q, const std::vector<std::int32_t>& cu_k,
+                        VarlenParams* params) {
+  params->batch = static_cast<std::int64_t>(cu_q.size()) - 1;
+  params->total_q = cu_q.back(), params->total_k = cu_k.back();
+  params->cu_seqlens_q = cu_q.data(), params->cu_seqlens_k = cu_k.data();
+  params->max_seqlen_q = params->max_seqlen_k = 0;
+  for (std::int64_t b = 0; b < params->batch; ++b) {
+    params->max_seqlen_q = std::max<std::int64_t>(params->max_seqlen_q, cu_q[b + 1] - cu_q[b]);
+    params->max_seqlen_k = std::max<std::int64_t>(params->max_seqlen_k, cu_k[b + 1] - cu_k[b]);
+  }
+}
+
+void ErrorsAccumulator::AddO(double actual, double expected) {
+  const double diff = std::fabs(actual - expected);
+  max_diff_ = std::isnan(diff) ? std::numeric_limits<double>::infinity() : std::max(max_diff_, diff);
+  max_ref_ = std::max(max_ref_, std::fabs(expected));
+}
+
+void ErrorsAccumulator::AddLse(double actual, double expected) {
+  double error;
+  if (std::isinf(expected) || std::isinf(actual)) {
+    error = expected == actual ? 0.0 : std::numeric_limits<double>::infinity();
+  } else {
+    error = std::fabs(actual - expected) / std::max(1.0, std::fabs(expected));
+    if (std::isnan(error)) error = std::numeric_limits<double>::infinity();
+  }
+  lse_error_ = std::max(lse_error_, error);
+}
+
 Errors CompareWithOracle(const Problem& problem, bool check_lse) {
   const Shape& shape = problem.shape();
-  double max_diff = 0.0, max_ref = 0.0, lse_error = 0.0;
+  ErrorsAccumulator errors;
   for (std::int64_t b = 0; b < shape.batch; ++b) {
     for (std::int64_t h = 0; h < shape.Hq; ++h) {
       const reference::OracleRows ref = reference::OracleHeadRows(problem.params(), b, h, 0, shape.Nq);
       for (std::int64_t i = 0; i < shape.Nq; ++i) {
-        for (std::int64_t c = 0; c < shape.dv; ++c) {
-          const double expected = ref.o[i * shape.dv + c];
-          const double diff = std::fabs(problem.O(b, i, h, c) - expected);
-          max_diff = std::isnan(diff) ? std::numeric_limits<double>::infinity() : std::max(max_diff, diff);
-          max_ref = std::max(max_ref, std::fabs(expected));
-        }
-        if (!check_lse) continue;
-        const double expected = ref.lse[i];
-        const double actual = problem.Lse(b, h, i);
-        double error;
-        if (std::isinf(expected) || std::isinf(actual)) {
-          error = expected == actual ? 0.0 : std::numeric_limits<double>::infinity();
-        } else {
-          error = std::fabs(actual - expected) / std::max(1.0, std::fabs(expected));
-          if (std::isnan(error)) error = std::numeric_limits<double>::infinity();
-        }
-        lse_error = std::max(lse_error, error);
+        for (std::int64_t c = 0; c < shape.dv; ++c) errors.AddO(problem.O(b, i, h, c), ref.o[i * shape.dv + c]);
+        if (check_lse) errors.AddLse(problem.Lse(b, h, i), ref.lse[i]);
       }
     }
   }
-  return {max_ref > 0 ? max_diff / max_ref : max_diff, lse_error};
+  return errors.Result();
+}
+
+std::vector<float> OutputValues(const Problem& problem) {
+  const Shape& s = problem.shape();
+  std::vector<float> out;
+  for (std::int64_t b = 0; b < s.batch; ++b)
+    for (std::int64_t h = 0; h < s.Hq; ++h)
+      for (std::int64_t i = 0; i < s.Nq; ++i) {
+        for (std::int64_t c = 0; c < s.dv; ++c) out.push_back(problem.O(b, i, h, c));
+        out.push_back(problem.Lse(b, h, i));
+      }
+  return out;
+}
+
+bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace flashattn::testing

@@ -70,6 +70,11 @@ class Problem {
   std::vector<std::uint8_t> mask_bool_;
 };
 
+// Describes in `params` the packed sequences of offsets cu_q and cu_k (batch + 1 each, starting at 0): batch,
+// total_q, total_k, the offset pointers (the vectors must outlive params) and the longest sequences' lengths.
+void SetPackedSequences(const std::vector<std::int32_t>& cu_q, const std::vector<std::int32_t>& cu_k,
+                        VarlenParams* params);
+
 // Errors of a computed output against the float64 oracle, over every (b, h, row):
 //   o_error   = max |O − O_ref| / max |O_ref|   (normwise relative; absolute when O_ref is all zero)
 //   lse_error = max |LSE − LSE_ref| / max(1, |LSE_ref|), with −inf required to match exactly
@@ -78,6 +83,22 @@ struct Errors {
   double lse_error = 0.0;
 };
 Errors CompareWithOracle(const Problem& problem, bool check_lse = true);
+
+// Errors accumulated element by element: AddO for every output element, AddLse for every LSE entry (a NaN
+// makes the error infinite).
+class ErrorsAccumulator {
+ public:
+  void AddO(double actual, double expected);
+  void AddLse(double actual, double expected);
+  Errors Result() const { return {max_ref_ > 0 ? max_diff_ / max_ref_ : max_diff_, lse_error_}; }
+
+ private:
+  double max_diff_ = 0.0, max_ref_ = 0.0, lse_error_ = 0.0;
+};
+
+// O and the LSE of every (b, h, row) as raw values, and their bitwise comparison (memcmp: NaN-safe).
+std::vector<float> OutputValues(const Problem& problem);
+bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b);
 
 }  // namespace flashattn::testing
 

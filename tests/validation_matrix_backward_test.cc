@@ -125,10 +125,10 @@ std::vector<Row> Rows() {
        {"heads_q must be a multiple of heads_kv, got heads_q=4 heads_kv=3"}},
       {"head_dim_zero",
        [](F& f) { f.params.attention.head_dim = 0; },
-       {"head_dim must be in [1, 512], got 0"}},
+       {"head_dim must be in [1, 576], got 0"}},
       {"head_dim_v_above_max",
        [](F& f) { f.params.attention.head_dim_v = 600; },
-       {"head_dim_v must be in [1, 512], got 600"}},
+       {"head_dim_v must be in [1, 576], got 600"}},
       // Modifiers and dropout.
       {"window_left_below_minus_one",
        [](F& f) { f.params.attention.window_left = -2; },

@@ -11,6 +11,7 @@
 
 #include "common/element.h"
 #include "flashattn/varlen.h"
+#include "test_problem.h"
 
 namespace flashattn::testing {
 namespace {
@@ -57,12 +58,7 @@ VarlenParams Params(Packed& p, bool causal, bool alibi) {
   v.dtype = p.dtype, v.causal = causal;
   if (alibi) v.alibi_slopes = p.alibi.data(), v.alibi_batch_stride = p.Hq;
   v.q = p.q_raw.data(), v.k = p.k_raw.data(), v.v = p.v_raw.data(), v.o = p.o_raw.data(), v.lse = p.lse.data();
-  v.total_q = p.TotalQ(), v.total_k = p.TotalK(), v.batch = p.Batch();
-  v.cu_seqlens_q = p.cu_q.data(), v.cu_seqlens_k = p.cu_k.data();
-  for (std::int64_t b = 0; b < p.Batch(); ++b) {
-    v.max_seqlen_q = std::max<std::int64_t>(v.max_seqlen_q, p.cu_q[b + 1] - p.cu_q[b]);
-    v.max_seqlen_k = std::max<std::int64_t>(v.max_seqlen_k, p.cu_k[b + 1] - p.cu_k[b]);
-  }
+  SetPackedSequences(p.cu_q, p.cu_k, &v);
   return v;
 }
 

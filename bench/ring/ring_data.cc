@@ -27,25 +27,11 @@ std::uint64_t Mix(std::uint64_t x) {
 
 }  // namespace
 
-Tensor::Tensor(std::int64_t batch, std::int64_t rows, std::int64_t heads, std::int64_t dim, DType dtype)
-    : batch(batch),
-      rows(rows),
-      heads(heads),
-      dim(dim),
-      dtype(dtype),
-      bytes(static_cast<std::size_t>(batch * rows * heads * dim) * size_of(dtype)) {}
-
-std::vector<float> Tensor::Floats() const {
-  std::vector<float> values(static_cast<std::size_t>(batch * rows * heads * dim));
-  support::ConvertToF32(data(), dtype, static_cast<std::int64_t>(values.size()), values.data());
-  return values;
-}
-
 Tensor MakeRows(int tensor, const std::vector<std::int64_t>& positions, std::int64_t batch, std::int64_t heads,
                 std::int64_t dim, DType dtype) {
   Tensor out(batch, static_cast<std::int64_t>(positions.size()), heads, dim, dtype);
   std::vector<float> values;
-  values.reserve(static_cast<std::size_t>(batch * out.rows * heads * dim));
+  values.reserve(static_cast<std::size_t>(out.Elements()));
   for (std::int64_t b = 0; b < batch; ++b)
     for (std::int64_t position : positions)
       for (std::int64_t h = 0; h < heads; ++h)

@@ -11,22 +11,11 @@
 #include <vector>
 
 #include "flashattn/flashattn.h"
+#include "support/tensor.h"
 
 namespace flashattn::ring_bench {
 
-// A contiguous (batch, rows, heads, dim) tensor of `dtype`.
-struct Tensor {
-  std::int64_t batch = 0, rows = 0, heads = 0, dim = 0;
-  DType dtype = DType::kF32;
-  std::vector<std::byte> bytes;
-
-  Tensor() = default;
-  Tensor(std::int64_t batch, std::int64_t rows, std::int64_t heads, std::int64_t dim, DType dtype);
-  void* data() { return bytes.data(); }
-  const void* data() const { return bytes.data(); }
-  Strides strides() const { return {rows * heads * dim, heads * dim, dim}; }
-  std::vector<float> Floats() const;
-};
+using support::Tensor;
 
 // The rows at global `positions` of tensor number `tensor` (values in [−1, 1), the same on every rank).
 Tensor MakeRows(int tensor, const std::vector<std::int64_t>& positions, std::int64_t batch, std::int64_t heads,

@@ -27,7 +27,7 @@ enum TensorId { kQ, kK, kV, kDo };
 AttentionParams Call(const Options& o, Tensor& q, Tensor& k, Tensor& v, Tensor& out, float* lse, int threads) {
   AttentionParams p;
   p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = out.data(), p.lse = lse;
-  p.batch = o.batch, p.seqlen_q = q.rows, p.seqlen_k = k.rows;
+  p.batch = o.batch, p.seqlen_q = q.seq, p.seqlen_k = k.seq;
   p.heads_q = o.heads, p.heads_kv = o.HeadsKv(), p.head_dim = o.head_dim;
   p.dtype = o.Dtype();
   p.causal = o.causal, p.window_left = o.window_left, p.window_right = o.window_right;

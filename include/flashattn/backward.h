@@ -5,7 +5,8 @@
 //   D = rowsum(dO ∘ O),  P = exp(S − LSE),  dV = Pᵀ dO,  dP = dO Vᵀ,  dS = P ∘ (dP − D),
 //   dQ = s·dS K,  dK = s·dSᵀ Q
 // with the chain rule through softcap's tanh, no gradient for ALiBi or the mask tensor, and dK, dV summed
-// over the query heads that share a K/V head. Nothing of size Nq×Nk is stored: P is recomputed tile by tile,
+// over the query heads that share a K/V head; with attention sinks also dsinks_h = −Σ_{b,i} e^{s_h − LSE_i}·D_i.
+// Nothing of size Nq×Nk is stored: P is recomputed tile by tile,
 // and dropout masks are regenerated from the counter-based generator the forward pass used. docs/backward.md
 // derives each step.
 #ifndef FLASHATTN_BACKWARD_H_
@@ -31,6 +32,10 @@ struct BackwardParams {
   void* dk = nullptr;
   void* dv = nullptr;
   Strides do_strides, dq_strides, dk_strides, dv_strides;
+  // The gradient of the attention sinks, float32 (Hq), overwritten (as flash-attn does with its gradients):
+  // dsinks[h] = ∂L/∂s_h = −Σ_{b,i} e^{s_h − LSE_{b,h,i}}·D_{b,h,i}, D = rowsum(dO ∘ O) (docs/backward.md).
+  // Optional when attention.sinks is set (null = not computed); must be null when it is not.
+  float* dsinks = nullptr;
 
   // Sets every stride (attention's too) for contiguous (batch, seq, head, dim) tensors.
   FLASHATTN_API void set_contiguous_strides();
@@ -67,6 +72,8 @@ struct VarlenBackwardParams {
   std::int64_t dq_row_stride = 0, dq_head_stride = 0;
   std::int64_t dk_row_stride = 0, dk_head_stride = 0;
   std::int64_t dv_row_stride = 0, dv_head_stride = 0;
+  // As BackwardParams::dsinks, summed over every sequence's rows.
+  float* dsinks = nullptr;
 };
 
 FLASHATTN_API void validate(const VarlenBackwardParams& params);

@@ -5,10 +5,14 @@
  *
  * Plain structs of pointers, strides and sizes mirror the C++ API (include/flashattn/flashattn.h, decode.h,
  * backward.h), whose comments give the meaning of every field; this header notes only where the C form
- * differs. Every entry point returns a flashattn_status; nothing is thrown across the boundary. After a call
- * that fails, flashattn_last_error() gives the message, which names the argument and the offending values,
- * and nothing the caller owns has been written. Calls are thread-safe as the C++ ones are: each thread has
- * its own last error.
+ * differs. The ScoreSettings a C++ struct inherits (scale, causal, window, softcap, ALiBi) is its member
+ * `score` here; the other inherited fields (AttentionSettings: heads, dims, dtype, dropout, tiling, threads)
+ * stand in the struct itself.
+ *
+ * Every entry point returns a flashattn_status; nothing is thrown across the boundary. After a call that
+ * fails, flashattn_last_error() gives the message, which names the argument and the offending values, and
+ * nothing the caller owns has been written. Calls are thread-safe as the C++ ones are: each thread has its
+ * own last error.
  *
  * Start every parameter struct from its *_init function (the defaults: batch 1, one head each, unbounded
  * windows, default scale, ...), set the sizes and pointers, then fill the strides with a
@@ -90,6 +94,19 @@ typedef struct flashattn_tiling {
   int64_t block_cols;
 } flashattn_tiling;
 
+/* flashattn::ScoreSettings: what turns the products q·k into the scores the softmax sees, shared by the
+ * forward, varlen and decode calls (the `score` member of each). */
+typedef struct flashattn_score_settings {
+  bool has_scale; /* false: scale = 1/sqrt(head_dim) */
+  float scale;
+  bool causal;
+  int64_t window_left; /* -1 = unbounded */
+  int64_t window_right;
+  float softcap;             /* 0 = off */
+  const float* alibi_slopes; /* (Hq), or (batch, Hq) with row stride alibi_batch_stride; NULL = off */
+  int64_t alibi_batch_stride;
+} flashattn_score_settings;
+
 /* flashattn::AttentionParams. Q (batch, Nq, Hq, d), K (batch, Nk, Hkv, d), V (batch, Nk, Hkv, dv),
  * O (batch, Nq, Hq, dv); lse optional float32 (batch, Hq, Nq). */
 typedef struct flashattn_attention_params {
@@ -109,14 +126,7 @@ typedef struct flashattn_attention_params {
   int64_t head_dim_v; /* dv; 0 = same as head_dim */
   flashattn_dtype dtype;
 
-  bool has_scale; /* false: scale = 1/sqrt(head_dim) */
-  float scale;
-  bool causal;
-  int64_t window_left; /* -1 = unbounded */
-  int64_t window_right;
-  float softcap;               /* 0 = off */
-  const float* alibi_slopes;   /* (Hq), or (batch, Hq) with row stride alibi_batch_stride; NULL = off */
-  int64_t alibi_batch_stride;
+  flashattn_score_settings score;
   flashattn_mask mask;
 
   float dropout_p; /* 0 = off */
@@ -129,8 +139,8 @@ typedef struct flashattn_attention_params {
 
 /* flashattn::VarlenParams: sequences packed along one token axis. q (total_q, Hq, d), k (total_k, Hkv, d),
  * v (total_k, Hkv, dv), o (total_q, Hq, dv), lse optional float32 (Hq, total_q); cu_seqlens_q/_k int32
- * (batch + 1). Row and head strides of 0 mean contiguous. The score modifiers apply per sequence; mask
- * tensors and dropout are not supported here. */
+ * (batch + 1). Row and head strides of 0 mean contiguous. The score settings apply per sequence; sequence
+ * b's dropout is that of a batch-1 problem at dropout_offset + b. Mask tensors are not supported here. */
 typedef struct flashattn_varlen_params {
   const void* q;
   const void* k;
@@ -156,14 +166,11 @@ typedef struct flashattn_varlen_params {
   int64_t head_dim_v; /* 0 = same as head_dim */
   flashattn_dtype dtype;
 
-  bool has_scale;
-  float scale;
-  bool causal;
-  int64_t window_left;
-  int64_t window_right;
-  float softcap;
-  const float* alibi_slopes;
-  int64_t alibi_batch_stride;
+  flashattn_score_settings score;
+
+  float dropout_p; /* 0 = off */
+  uint64_t dropout_seed;
+  uint64_t dropout_offset;
 
   flashattn_tiling tiling;
   int num_threads;
@@ -221,14 +228,7 @@ typedef struct flashattn_decode_params {
   int64_t rotary_max_pos;
   bool rotary_interleaved;
 
-  bool has_scale;
-  float scale;
-  bool causal;
-  int64_t window_left;
-  int64_t window_right;
-  float softcap;
-  const float* alibi_slopes;
-  int64_t alibi_batch_stride;
+  flashattn_score_settings score;
 
   int64_t num_splits; /* 0 = flashattn_choose_num_splits's heuristic, 1 = no splitting */
   int num_threads;
@@ -314,6 +314,10 @@ FLASHATTN_C_API flashattn_status flashattn_backward_varlen(const flashattn_varle
 /* The dropout keep mask of `params`: keep[((b·Hq + h)·Nq + i)·Nk + j] = 1 if kept, 0 if dropped. */
 FLASHATTN_C_API flashattn_status flashattn_materialize_dropout_mask(const flashattn_attention_params* params,
                                                                     uint8_t* keep);
+/* The dropout keep masks of every sequence, one after another: sequence b's is the (Hq, Nq_b, Nk_b) mask of its
+ * batch-1 problem, starting at element Σ_{b' < b} Hq·Nq_b'·Nk_b'. */
+FLASHATTN_C_API flashattn_status flashattn_materialize_dropout_mask_varlen(const flashattn_varlen_params* params,
+                                                                           uint8_t* keep);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
 #define FLASHATTN_DECODE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "flashattn/export.h"
@@ -38,15 +39,16 @@ enum class ScaleGranularity : std::uint8_t {
 FLASHATTN_API std::string_view to_string(ScaleGranularity granularity);
 
 //   q        (batch, Nq, Hq, d)                       Nq small: 1 for plain decoding, a few for speculation
-//   cache    contiguous: k_cache, v_cache (batch, Nmax, Hkv, d)
-//            paged:      k_cache, v_cache (num_pages, page_size, Hkv, d) and block_table (batch, max_pages)
+//   cache    contiguous: k_cache, v_cache (batch, Nmax, Hkv, d or dv)
+//            paged:      k_cache, v_cache (num_pages, page_size, Hkv, d or dv) and block_table (batch, max_pages)
 //                        int32: key position j of sequence b lives in page block_table[b][j / page_size],
 //                        slot j % page_size. Any page_size ≥ 1.
 //   cache_seqlens (batch) int32: keys already in the cache per sequence.
-//   k_new, v_new  optional (batch, Nnew, Hkv, d): rotated (if rotary is set) and written into the cache in
+//   k_new, v_new  optional (batch, Nnew, Hkv, d or dv): rotated (if rotary is set) and written into the cache in
 //                 place at positions cache_seqlens[b] + i before attending. The call then attends to
 //                 Nk = cache_seqlens[b] + Nnew keys of sequence b.
-//   o        (batch, Nq, Hq, d); lse optional float32 (batch, Hq, Nq), −inf for a row that sees no key.
+//   o        (batch, Nq, Hq, dv); lse optional float32 (batch, Hq, Nq), −inf for a row that sees no key
+//            (s_h with an attention sink: `sinks` of ScoreSettings joins each row once, however it is split).
 //
 // The score modifiers (inherited ScoreSettings, include/flashattn/types.h) align the Nq queries with the
 // last key positions: query row i of sequence b sits at position cache_seqlens[b] + Nnew − Nq + i.
@@ -55,7 +57,13 @@ FLASHATTN_API std::string_view to_string(ScaleGranularity granularity);
 // scales (k_scale, v_scale). Appended keys and values are rounded to the cache's float type, or quantized
 // (round to nearest even, saturating at ±qmax); a quantized cache rejects an inf or NaN in k_new or v_new.
 // The cache strides describe both k_cache and v_cache (for paged caches `cache_strides.batch` is the page
-// stride), in elements; scale_strides likewise describe both k_scale and v_scale.
+// stride), in elements; scale_strides likewise describe both k_scale and v_scale; new_strides both k_new and
+// v_new.
+//
+// Values inside the keys (multi-head latent attention, DeepSeek-V2/V3): with v_cache == k_cache, V is the first
+// dv = head_dim_v ≤ d features of each K row (the same pointer and strides, nothing stored twice). An append
+// then writes k_new's row once, and v_new must be null. A float cache only: a quantized cache needs
+// head_dim_v = head_dim and a V cache of its own.
 struct DecodeParams : ScoreSettings {
   const void* q = nullptr;
   void* k_cache = nullptr;
@@ -65,6 +73,12 @@ struct DecodeParams : ScoreSettings {
   void* o = nullptr;
   float* lse = nullptr;
   const std::int32_t* cache_seqlens = nullptr;
+  // Optional (batch) int32, each ≥ 0, for a cache that holds one shard of each sequence (context
+  // parallelism, docs/distributed.md): keys_after[b] more keys of sequence b follow this call's Nk keys
+  // elsewhere. The queries stay the last Nq positions of the whole sequence, so query row i has the diagonal
+  // Nk + keys_after[b] − Nq + i in this call's key positions (for the band and ALiBi). Rotary still uses the
+  // positions cache_seqlens[b] + i (shift the tables to move them). Null = the cache ends the sequence.
+  const std::int32_t* keys_after = nullptr;
 
   Strides q_strides, cache_strides, new_strides, o_strides;
 
@@ -73,7 +87,8 @@ struct DecodeParams : ScoreSettings {
   std::int64_t seqlen_new = 0;  // Nnew; 0 = nothing appended (k_new, v_new may be null)
   std::int64_t heads_q = 1;     // Hq
   std::int64_t heads_kv = 1;    // Hkv, divides Hq
-  std::int64_t head_dim = 0;    // d (K and V share it, as in flash-attn's kvcache API)
+  std::int64_t head_dim = 0;    // d, of q, k_new and the K cache
+  std::optional<std::int64_t> head_dim_v;  // dv, of v_new, the V cache and o; unset = d (flash-attn's API)
   DType dtype = DType::kF32;        // of q, k_new, v_new and o
   DType cache_dtype = DType::kF32;  // of a float cache (cache_element = kFloat)
 
@@ -113,9 +128,13 @@ struct DecodeParams : ScoreSettings {
   int num_threads = 0;  // 0 = all cores
 
   bool paged() const { return block_table != nullptr; }
-  // Fills q/new/o strides for contiguous (batch, seq, head, dim) tensors, cache_strides for a contiguous
-  // (batch, cache_seqlen_max, Hkv, d) cache or, when paged, (num_pages, page_size, Hkv, d), and
-  // scale_strides for contiguous per-token scales of the same (batch or page, seq, head) with d / g groups.
+  std::int64_t value_head_dim() const { return head_dim_v.value_or(head_dim); }
+  // V is the first dv features of the K cache's rows (v_cache == k_cache, see above).
+  bool values_in_keys() const { return v_cache != nullptr && v_cache == k_cache; }
+  // Fills q/new/o strides for contiguous (batch, seq, head, dim) tensors (o of dv, the others of d),
+  // cache_strides for a contiguous (batch, cache_seqlen_max, Hkv, d) cache or, when paged, (num_pages,
+  // page_size, Hkv, d), and scale_strides for contiguous per-token scales of the same (batch or page, seq,
+  // head) with d / g groups.
   FLASHATTN_API void set_contiguous_strides();
 };
 

@@ -43,7 +43,7 @@ struct AttentionParams : AttentionSettings {
   const void* v = nullptr;
   void* o = nullptr;
   // Optional log-sum-exp of each row's scores, natural log, float32, contiguous (batch, Hq, Nq).
-  // −inf for a row that sees no key.
+  // −inf for a row that sees no key (s_h with an attention sink s_h).
   float* lse = nullptr;
 
   Strides q_strides, k_strides, v_strides, o_strides;

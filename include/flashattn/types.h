@@ -1,6 +1,7 @@
 // The vocabulary every flashattn call shares: the error it throws, element types, tensor strides, the
-// attention-mask tensor, tiling, the score modifiers, and the settings that the forward, varlen and
-// backward calls have in common. No SIMD types: kernels are selected at run time inside the library.
+// attention-mask tensor, tiling, the score modifiers, a call's position in a larger problem, and the
+// settings that the forward, varlen and backward calls have in common. No SIMD types: kernels are selected
+// at run time inside the library.
 #ifndef FLASHATTN_TYPES_H_
 #define FLASHATTN_TYPES_H_
 
@@ -68,7 +69,11 @@ struct Tiling {
 };
 inline constexpr std::int64_t kDefaultFastMemoryBytes = 256 * 1024;
 
-inline constexpr std::int64_t kMaxHeadDim = 512;
+// The largest head dimension d or dv of any call: 576 covers multi-head latent attention (DeepSeek-V2/V3,
+// Kimi: d = 512 latent + 64 rotary features, dv = 512). It bounds the kernels' one-row stack buffers (4·576 bytes
+// each: a query row widened and scaled, a K/V row widened while it is packed); the tiles and the scratch are
+// sized per call from d and dv and the cache sizes, and do not limit it.
+inline constexpr std::int64_t kMaxHeadDim = 576;
 
 // What turns the products q·k of a query row and a key into the scores the softmax sees:
 //   S = s·q·k,  then S ← c·tanh(S / c) (softcap),  then S += −slope·|i + Nk − Nq − j| (ALiBi),
@@ -87,6 +92,27 @@ struct ScoreSettings {
   // or (batch, Hq) with row stride alibi_batch_stride.
   const float* alibi_slopes = nullptr;
   std::int64_t alibi_batch_stride = 0;
+  // Attention sinks: one learned logit s_h per query head, float32 (Hq), that joins every row's softmax
+  // denominator and carries no value: LSE_i = log(Σ_j e^{S_ij} + e^{s_h}), P_ij = e^{S_ij − LSE_i}. A row that
+  // sees no key then has O_i = 0 and LSE_i = s_h. Each s_h is finite or −∞ (−∞: no sink, bitwise); null = none.
+  const float* sinks = nullptr;
+};
+
+// Where a call sits in a larger problem (context parallelism, docs/distributed.md): it computes query rows
+// [query_start, query_start + seqlen_q) of a problem of total_seqlen_q query rows against its keys
+// [key_start, key_start + seqlen_k) of total_seqlen_k. The band, the ALiBi distances and the dropout
+// decisions are that problem's: local row i has the diagonal (query_start + i) + total_seqlen_k −
+// total_seqlen_q − key_start in local key coordinates, and local element (b, h, i, j) takes the dropout
+// decision of element (b, h, query_start + i, key_start + j) of the whole problem. A mask tensor stays
+// local (it describes this call's rows and keys). A total of −1 means this call's own length; the default
+// is the whole problem. Forward and backward calls only: a varlen call's sequences are each their own problem.
+struct BlockPosition {
+  std::int64_t query_start = 0;
+  std::int64_t key_start = 0;
+  std::int64_t total_seqlen_q = -1;
+  std::int64_t total_seqlen_k = -1;
+
+  bool operator==(const BlockPosition&) const = default;
 };
 
 // Everything about a forward, varlen or backward call but where its tensors are and how long its
@@ -106,6 +132,8 @@ struct AttentionSettings : ScoreSettings {
   float dropout_p = 0.0f;
   std::uint64_t dropout_seed = 0;
   std::uint64_t dropout_offset = 0;
+
+  BlockPosition block_position;
 
   Tiling tiling;
   int num_threads = 0;  // 0 = all cores

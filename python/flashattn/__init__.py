@@ -46,7 +46,8 @@ __all__ = [
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-        softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *, seed=None):
+        softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *, seed=None,
+        sinks=None):
     """Attention of q over k, v in flash-attn's (batch, seqlen, heads, dim) layout.
 
     q (batch, seqlen_q, heads_q, d), k (batch, seqlen_k, heads_kv, d), v (batch, seqlen_k, heads_kv, dv),
@@ -59,6 +60,8 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     dropout_p: probability of dropping an element of P (kept ones scaled by 1/(1 − p)), keyed by seed
     (None: a fresh random seed); regenerated inside the fused kernel, never stored.
     deterministic: accepted; every pass is deterministic.
+    sinks: attention sinks, float32 (heads_q,): a logit per query head in every row's softmax denominator,
+    without a value (softmax_lse = log(Σ_j e^{S_ij} + e^{sinks[h]})); each finite or −inf (no sink).
 
     Returns out (batch, seqlen_q, heads_q, dv) of q's dtype, or with return_attn_probs=True the tuple
     (out, softmax_lse, dropout_mask): softmax_lse float32 (batch, heads_q, seqlen_q), natural log;
@@ -75,24 +78,25 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
 
 
 def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_scale=None, causal=False,
-        window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False, *, seed=None):
+        window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False, *, seed=None, sinks=None):
     """Gradients (dq, dk, dv) of flash_attn_func for the incoming gradient dout (batch, seqlen_q, heads_q,
     dv).
 
     q, k, v and every keyword as given to the forward call; out and softmax_lse as it returned them (run it
     with return_attn_probs=True). With dropout_p > 0 the forward call's seed is required. The gradients are
     new arrays of q's dtype and the shapes of q, k, v; dk and dv are summed over the query heads sharing a
-    K/V head. No gradient flows to alibi_slopes. Deterministic: the same inputs give the same bits.
+    K/V head. No gradient flows to alibi_slopes. With sinks (as given to the forward call) it returns
+    (dq, dk, dv, dsinks), dsinks float32 (heads_q,) = −Σ_{b,i} e^{sinks[h] − lse}·rowsum(dout ∘ out).
+    Deterministic: the same inputs give the same bits.
     """
     call = _arguments.call_of(locals())
     m = _arguments.modifiers(call, seed_required=True)
-    dq, dk, dv = _core.backward(call.dout, call.q, call.k, call.v, call.out, call.softmax_lse, modifiers=m)
-    return dq, dk, dv
+    return _core.backward(call.dout, call.q, call.k, call.v, call.out, call.softmax_lse, modifiers=m)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
         softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-        deterministic=False, return_attn_probs=False, *, seed=None):
+        deterministic=False, return_attn_probs=False, *, seed=None, sinks=None):
     """flash_attn_func over sequences of different lengths packed along one token axis.
 
     q (total_q, heads_q, d), k (total_k, heads_kv, d), v (total_k, heads_kv, dv); cu_seqlens_q and
@@ -116,10 +120,10 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
 
 def flash_attn_varlen_backward(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
         max_seqlen_k, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-        alibi_slopes=None, deterministic=False, *, seed=None):
+        alibi_slopes=None, deterministic=False, *, seed=None, sinks=None):
     """Gradients (dq, dk, dv) of flash_attn_varlen_func; out and softmax_lse (heads_q, total_q) as it returned
     them (return_attn_probs=True), the forward call's seed when dropout_p > 0. Computed sequence by sequence;
-    deterministic."""
+    deterministic. With sinks: (dq, dk, dv, dsinks), dsinks summed over the sequences."""
     call = _arguments.call_of(locals())
     m = _arguments.modifiers(call, seed_required=True)
     arrays = (call.dout, call.q, call.k, call.v, call.out, call.softmax_lse)
@@ -129,7 +133,7 @@ def flash_attn_varlen_backward(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
         cache_seqlens=None, block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
         rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False, k_scale=None,
-        v_scale=None, cache_dtype=None):
+        v_scale=None, cache_dtype=None, *, sinks=None, head_dim_v=None):
     """Attention of a few new queries over a key/value cache, appending k and v to the cache in place.
 
     q (batch, seqlen_q, heads_q, d). Contiguous cache: k_cache, v_cache (batch, seqlen_cache, heads_kv, d).
@@ -143,6 +147,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     applied to q and k at their positions, GPT-J pairs when rotary_interleaved else GPT-NeoX halves (unlike
     flash-attn, q is rotated at its own positions also when neither causal nor a window is set).
     num_splits: key chunks computed in parallel and merged by LSE, 0 = heuristic.
+    sinks: float32 (heads_q,) attention sinks as in flash_attn_func, added once per row however the keys
+    are split. v_cache=None reads V inside the keys (multi-head latent attention): V is the first
+    head_dim_v (default d) features of each k_cache row, nothing stored twice; appends then pass k only
+    (v=None), which writes each row once.
 
     The cache may hold another float type than q (float32 queries over a float16 cache), or be quantized
     (docs/quantized_cache.md): int8 arrays, or uint8 arrays of FP8 E4M3 bytes with cache_dtype="fp8_e4m3",
@@ -150,9 +158,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     heads_kv) per token, with a last axis of head_dim / group_size per group of features, (heads_kv,) per
     K/V head, or () per tensor. Appended k and v (of q's type, finite) are quantized into the cache,
     rounding to nearest even and saturating; per-token scales are written for them (max|x| / 127 for int8,
-    / 448 for FP8). quantize_kv makes such a cache from float values.
+    / 448 for FP8). quantize_kv makes such a cache from float values. A quantized cache needs a v_cache of
+    its own (v_cache=None, V inside the keys, applies to float caches only).
 
-    Returns out (batch, seqlen_q, heads_q, d), or (out, softmax_lse (batch, heads_q, seqlen_q)) with
+    Returns out (batch, seqlen_q, heads_q, dv), or (out, softmax_lse (batch, heads_q, seqlen_q)) with
     return_softmax_lse=True. Everything is checked before the caches are written: a call that raises leaves
     them unchanged.
     """

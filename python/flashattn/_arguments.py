@@ -82,7 +82,18 @@ def modifiers(call, seed_required=False):
             )
         m.alibi_slopes = slopes
     m.seed = seed
+    m.sinks = sinks(call.sinks)
     return m
+
+
+def sinks(values):
+    """The attention sinks (one logit per query head) as a float32 (heads_q,) array, or None."""
+    if values is None:
+        return None
+    array = float32(values, "sinks")
+    if array.ndim != 1:
+        raise ValueError(f"sinks must have shape (heads_q,), got {array.shape}")
+    return array
 
 
 def packed_sequences(call):

@@ -8,14 +8,25 @@ from . import _arguments, _core, _tensors
 
 
 def backward(dout, q, k, v, out, lse, *, modifiers, bf16, sequences=None):
-    """The library's backward pass on tensors (dout as NumPy already): new (dq, dk, dv) tensors. sequences:
-    for a varlen call, the keywords of flashattn._arguments.packed_sequences."""
+    """The library's backward pass on tensors (dout as NumPy already): new (dq, dk, dv) tensors, and the
+    float32 dsinks when the modifiers have sinks. sequences: for a varlen call, the keywords of
+    flashattn._arguments.packed_sequences."""
     arrays = _tensors.arrays(q=q, k=k, v=v, out=out, softmax_lse=lse)
     if sequences is None:
         grads = _core.backward(dout, *arrays, modifiers=modifiers, bf16=bf16)
     else:
         grads = _core.varlen_backward(dout, *arrays, **sequences, modifiers=modifiers, bf16=bf16)
-    return tuple(_tensors.tensor(g, bf16) for g in grads)
+    return tuple(_tensors.tensor(g, bf16) for g in grads[:3]) + tuple(_tensors.tensor(g) for g in grads[3:])
+
+
+def sink_dtype(sinks):
+    """The dtype of a differentiable sinks tensor, or None (no sinks, or not a tensor)."""
+    return sinks.dtype if isinstance(sinks, torch.Tensor) else None
+
+
+def sink_gradient(grads, dtype):
+    """The gradient autograd hands to the sinks tensor (of its dtype), or None."""
+    return grads[3].to(dtype) if dtype is not None else None
 
 
 def direct_backward(call, varlen=False):
@@ -23,7 +34,7 @@ def direct_backward(call, varlen=False):
     the gradients as new tensors of q's dtype, outside autograd."""
     _tensors.check_same_dtype(call.q, k=call.k, v=call.v, out=call.out, dout=call.dout)
     packed = ("cu_seqlens_q", "cu_seqlens_k") if varlen else ()
-    _tensors.convert(call, side_arrays=("alibi_slopes", *packed))
+    _tensors.convert(call, side_arrays=("alibi_slopes", "sinks", *packed))
     modifiers = _arguments.modifiers(call, seed_required=True)
     dout = _tensors.array(call.dout, "dout")
     sequences = _arguments.packed_sequences(call) if varlen else None
@@ -32,8 +43,10 @@ def direct_backward(call, varlen=False):
 
 
 class FlashAttnFunc(torch.autograd.Function):
+    """sinks: the tensor whose float32 copy modifiers.sinks holds (differentiable), or None."""
+
     @staticmethod
-    def forward(ctx, q, k, v, modifiers, return_dropout_mask):
+    def forward(ctx, q, k, v, sinks, modifiers, return_dropout_mask):
         bf16 = _tensors.is_bf16(q)
         out, lse, keep = _core.forward(
             *_tensors.arrays(q=q, k=k, v=v),
@@ -45,7 +58,7 @@ class FlashAttnFunc(torch.autograd.Function):
         out, lse = _tensors.tensor(out, bf16), _tensors.tensor(lse)
         keep = _tensors.tensor(keep) if keep is not None else torch.empty(0, dtype=torch.bool)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.modifiers, ctx.bf16 = modifiers, bf16
+        ctx.modifiers, ctx.bf16, ctx.sinks_dtype = modifiers, bf16, sink_dtype(sinks)
         ctx.mark_non_differentiable(lse, keep)
         return out, lse, keep
 
@@ -55,12 +68,12 @@ class FlashAttnFunc(torch.autograd.Function):
         grads = backward(
             _tensors.grad_array(dout, "dout"), q, k, v, out, lse, modifiers=ctx.modifiers, bf16=ctx.bf16
         )
-        return grads + (None, None)
+        return grads[:3] + (sink_gradient(grads, ctx.sinks_dtype), None, None)
 
 
 class FlashAttnVarlenFunc(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, sequences, modifiers):
+    def forward(ctx, q, k, v, sinks, sequences, modifiers):
         bf16 = _tensors.is_bf16(q)
         out, lse, _ = _core.varlen_forward(
             *_tensors.arrays(q=q, k=k, v=v), **sequences, modifiers=modifiers, bf16=bf16
@@ -68,6 +81,7 @@ class FlashAttnVarlenFunc(torch.autograd.Function):
         out, lse = _tensors.tensor(out, bf16), _tensors.tensor(lse)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.sequences, ctx.modifiers, ctx.bf16 = sequences, modifiers, bf16
+        ctx.sinks_dtype = sink_dtype(sinks)
         ctx.mark_non_differentiable(lse)
         return out, lse
 
@@ -85,7 +99,7 @@ class FlashAttnVarlenFunc(torch.autograd.Function):
             bf16=ctx.bf16,
             sequences=ctx.sequences,
         )
-        return grads + (None, None)
+        return grads[:3] + (sink_gradient(grads, ctx.sinks_dtype), None, None)
 
 
 class ScaledDotProductAttentionFunc(torch.autograd.Function):

@@ -25,13 +25,15 @@ __all__ = [
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-        softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *, seed=None):
-    """flashattn.flash_attn_func for tensors, differentiable in q, k and v (see its docstring). The dropout
-    seed (drawn when None) is kept for the backward pass."""
+        softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *, seed=None,
+        sinks=None):
+    """flashattn.flash_attn_func for tensors, differentiable in q, k, v and a sinks tensor (see its
+    docstring). The dropout seed (drawn when None) is kept for the backward pass."""
     call = _arguments.call_of(locals())
-    _tensors.convert(call, side_arrays=("alibi_slopes",))
+    _tensors.convert(call, side_arrays=("alibi_slopes", "sinks"))
     m = _arguments.modifiers(call)
-    out, lse, keep = _autograd.FlashAttnFunc.apply(call.q, call.k, call.v, m, bool(call.return_attn_probs))
+    probs = bool(call.return_attn_probs)
+    out, lse, keep = _autograd.FlashAttnFunc.apply(call.q, call.k, call.v, sinks, m, probs)
     if not call.return_attn_probs:
         return out
     return out, lse, (keep if m.dropout_p > 0 else None)
@@ -39,24 +41,24 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
         softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-        deterministic=False, return_attn_probs=False, *, seed=None):
-    """flashattn.flash_attn_varlen_func for tensors, differentiable in q, k and v. With return_attn_probs=True
-    it returns (out, softmax_lse, None): the per-sequence dropout masks are returned by the NumPy function
-    only."""
+        deterministic=False, return_attn_probs=False, *, seed=None, sinks=None):
+    """flashattn.flash_attn_varlen_func for tensors, differentiable in q, k, v and sinks. With
+    return_attn_probs=True it returns (out, softmax_lse, None): the per-sequence dropout masks are returned
+    by the NumPy function only."""
     call = _arguments.call_of(locals())
-    _tensors.convert(call, side_arrays=("alibi_slopes", "cu_seqlens_q", "cu_seqlens_k"))
+    _tensors.convert(call, side_arrays=("alibi_slopes", "sinks", "cu_seqlens_q", "cu_seqlens_k"))
     m = _arguments.modifiers(call)
     sequences = _arguments.packed_sequences(call)
-    out, lse = _autograd.FlashAttnVarlenFunc.apply(call.q, call.k, call.v, sequences, m)
+    out, lse = _autograd.FlashAttnVarlenFunc.apply(call.q, call.k, call.v, sinks, sequences, m)
     return (out, lse, None) if call.return_attn_probs else out
 
 
 def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_scale=None, causal=False,
-        window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False, *, seed=None):
+        window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False, *, seed=None, sinks=None):
     """flashattn.flash_attn_backward for tensors: the gradients (dq, dk, dv) of flash_attn_func for the
     incoming gradient dout, as new tensors of q's dtype (float32, float16 or bfloat16) and of the shapes of
-    q, k, v. out and softmax_lse as flash_attn_func(..., return_attn_probs=True) returned them, every keyword
-    as given to it (the seed is required when dropout_p > 0). Like the NumPy function: the tensors are used
+    q, k, v, and dsinks (float32 (heads_q,)) when sinks are given. out and softmax_lse as
+    flash_attn_func(..., return_attn_probs=True) returned them, every keyword as given to it (the seed is required when dropout_p > 0). Like the NumPy function: the tensors are used
     without copies when their last dimension is contiguous, else ValueError. Not recorded by autograd."""
     call = _arguments.call_of(locals())
     return _autograd.direct_backward(call)
@@ -64,7 +66,7 @@ def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_
 
 def flash_attn_varlen_backward(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
         max_seqlen_k, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-        alibi_slopes=None, deterministic=False, *, seed=None):
+        alibi_slopes=None, deterministic=False, *, seed=None, sinks=None):
     """flashattn.flash_attn_varlen_backward for tensors: the gradients (dq, dk, dv) of
     flash_attn_varlen_func, as new tensors of q's dtype. out and softmax_lse (heads_q, total_q) as
     flash_attn_varlen_func(..., return_attn_probs=True) returned them, the forward call's seed when
@@ -76,7 +78,7 @@ def flash_attn_varlen_backward(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
         cache_seqlens=None, block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
         rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False, k_scale=None,
-        v_scale=None, cache_dtype=None):
+        v_scale=None, cache_dtype=None, *, sinks=None, head_dim_v=None):
     """flashattn.flash_attn_with_kvcache for tensors: k_cache and v_cache (and per-token k_scale and v_scale)
     are updated in place; no gradient. Quantized caches are int8 or uint8 tensors."""
     call = _arguments.call_of(locals())
@@ -84,7 +86,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     _tensors.convert(
         call,
         arrays=("q", "k_cache", "v_cache", "k", "v", "k_scale", "v_scale"),
-        side_arrays=("rotary_cos", "rotary_sin", "cache_seqlens", "block_table", "alibi_slopes"),
+        side_arrays=("rotary_cos", "rotary_sin", "cache_seqlens", "block_table", "alibi_slopes", "sinks"),
     )
     out, lse = _kvcache.kvcache(call, bf16=bf16)
     out = _tensors.tensor(out, bf16)

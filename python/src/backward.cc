@@ -13,7 +13,7 @@ namespace {
 
 py::tuple Backward(const py::handle& dout_in, const py::handle& q_in, const py::handle& k_in,
                    const py::handle& v_in, const py::handle& out_in, const py::handle& lse_in,
-                   const Modifiers& m, bool bf16) {
+                   const Modifiers& m, bool bf16, const BlockPositionArgument& block_position) {
   const Tensor q = AttentionTensor(q_in, "q", 4, "(batch, seqlen_q, heads_q, head_dim)", bf16);
   const Tensor k = AttentionTensor(k_in, "k", 4, "(batch, seqlen_k, heads_kv, head_dim)", bf16);
   const Tensor v = AttentionTensor(v_in, "v", 4, "(batch, seqlen_k, heads_kv, head_dim_v)", bf16);
@@ -43,6 +43,7 @@ py::tuple Backward(const py::handle& dout_in, const py::handle& q_in, const py::
   p.q_strides = BatchStrides(q), p.k_strides = BatchStrides(k), p.v_strides = BatchStrides(v);
   p.o_strides = BatchStrides(out);
   ApplyModifiers(m, p.batch, &p);
+  ApplyBlockPosition(block_position, &p);
   b.d_o = dout.data();
   b.do_strides = BatchStrides(dout);
 
@@ -51,11 +52,13 @@ py::tuple Backward(const py::handle& dout_in, const py::handle& q_in, const py::
   b.dq_strides = {p.seqlen_q * p.heads_q * p.head_dim, p.heads_q * p.head_dim, p.head_dim};
   b.dk_strides = {p.seqlen_k * p.heads_kv * p.head_dim, p.heads_kv * p.head_dim, p.head_dim};
   b.dv_strides = {p.seqlen_k * p.heads_kv * p.value_head_dim(), p.heads_kv * p.value_head_dim(), p.value_head_dim()};
+  std::optional<py::array_t<float>> dsinks = NewSinkGradient(m, p.heads_q);
+  if (dsinks) b.dsinks = dsinks->mutable_data();
   {
     py::gil_scoped_release release;
     backward(b);
   }
-  return py::make_tuple(dq, dk, dv);
+  return Gradients(dq, dk, dv, dsinks);
 }
 
 }  // namespace
@@ -63,7 +66,9 @@ py::tuple Backward(const py::handle& dout_in, const py::handle& q_in, const py::
 void RegisterBackward(py::module_& m) {
   m.def("backward", &Backward, py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
         py::arg("softmax_lse"), py::kw_only(), py::arg("modifiers"), py::arg("bf16") = false,
-        "flash_attn_backward's computation: returns (dq, dk, dv).");
+        py::arg("block_position") = py::none(),
+        "flash_attn_backward's computation: returns (dq, dk, dv), and dsinks when the modifiers have sinks. "
+        "block_position (private): as forward's.");
 }
 
 }  // namespace flashattn::python

@@ -123,21 +123,30 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
                            const py::handle& block_table_in, const py::handle& alibi_slopes,
                            std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
                            std::int64_t window_right, float softcap, bool rotary_interleaved,
-                           std::int64_t num_splits, bool return_lse, bool bf16,
-                           const KvcacheQuantization& quantization) {
+                           std::int64_t num_splits, bool return_lse, bool bf16, const py::handle& sinks,
+                           std::optional<std::int64_t> head_dim_v, const KvcacheQuantization& quantization) {
   const bool paged = !block_table_in.is_none();
+  const bool values_in_keys = v_cache_in.is_none();
+  if (head_dim_v && !values_in_keys) {
+    throw py::value_error("head_dim_v applies when v_cache is None (V read as the first head_dim_v features of "
+                          "k_cache); a v_cache of its own has the head dim of k_cache");
+  }
   const char* cache_layout = paged ? "(num_blocks, page_block_size, heads_kv, head_dim)"
                                    : "(batch, seqlen_cache, heads_kv, head_dim)";
   const Tensor q = AttentionTensor(q_in, "q", 4, "(batch, seqlen_q, heads_q, head_dim)", bf16);
   const CacheElement element = CacheElementOf(quantization.cache_dtype, k_cache_in);
   const bool quantized = element != CacheElement::kFloat;
+  if (quantized && values_in_keys) {
+    throw py::value_error("v_cache=None (V read inside k_cache) applies to a float cache only; a quantized cache (" +
+                          std::string(to_string(element)) + ") needs a v_cache and v_scale of its own");
+  }
   // A float cache of any float type: q and o keep their own.
   const auto cache_tensor = [&](const py::handle& object, const char* name) {
     return quantized ? ByteCacheTensor(object, name, cache_layout, element)
                      : AttentionTensor(object, name, 4, cache_layout, bf16);
   };
   const Tensor k_cache = cache_tensor(k_cache_in, "k_cache");
-  const Tensor v_cache = cache_tensor(v_cache_in, "v_cache");
+  const Tensor v_cache = values_in_keys ? k_cache : cache_tensor(v_cache_in, "v_cache");
   if (!quantized) CheckSameDType(k_cache, v_cache);
   CheckDim(k_cache, 3, "head_dim", q.dim(3), q);
   for (int i = 0; i < 4; ++i) CheckDim(v_cache, i, i == 3 ? "head_dim" : "size", k_cache.dim(i), k_cache);
@@ -170,14 +179,29 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
   }
   p.batch = q.dim(0), p.seqlen_q = q.dim(1), p.heads_q = q.dim(2), p.head_dim = q.dim(3);
   p.heads_kv = k_cache.dim(2);
+  if (values_in_keys) p.head_dim_v = head_dim_v.value_or(p.head_dim);
+  const std::int64_t dv = p.value_head_dim();
   p.q = q.data(), p.q_strides = BatchStrides(q);
   p.k_cache = const_cast<void*>(k_cache.data()), p.v_cache = const_cast<void*>(v_cache.data());
   p.cache_strides = BatchStrides(k_cache);
 
   std::optional<Tensor> k, v;
-  if (k_in.is_none() != v_in.is_none())
+  if (values_in_keys && !v_in.is_none()) {
+    throw py::value_error("v must be None when v_cache is None: V is read inside k_cache, whose appended rows "
+                          "are k's");
+  }
+  if (!values_in_keys && k_in.is_none() != v_in.is_none())
     throw py::value_error("k and v must be given together (or both be None)");
-  if (!k_in.is_none()) {
+  if (values_in_keys && !k_in.is_none()) {
+    k = AttentionTensor(k_in, "k", 4, "(batch, seqlen_new, heads_kv, head_dim)", bf16);
+    CheckSameDType(q, *k);
+    CheckDim(*k, 0, "batch", q.dim(0), q);
+    CheckDim(*k, 2, "heads_kv", k_cache.dim(2), k_cache);
+    CheckDim(*k, 3, "head_dim", q.dim(3), q);
+    if (!k_cache.array.writeable()) throw py::value_error(k_cache.name + " is read-only but k is appended to it");
+    p.seqlen_new = k->dim(1);
+    p.k_new = k->data(), p.new_strides = BatchStrides(*k);
+  } else if (!k_in.is_none()) {
     k = AttentionTensor(k_in, "k", 4, "(batch, seqlen_new, heads_kv, head_dim)", bf16);
     v = AttentionTensor(v_in, "v", 4, "(batch, seqlen_new, heads_kv, head_dim)", bf16);
     CheckSameDType(q, *k);  // the append converts the queries' float type to the cache's
@@ -250,10 +274,11 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
   p.alibi_slopes = shape.alibi_slopes, p.alibi_batch_stride = shape.alibi_batch_stride;
   p.scale = softmax_scale, p.causal = causal, p.window_left = window_left, p.window_right = window_right;
   p.softcap = softcap, p.num_splits = num_splits;
+  ApplySinks(py::reinterpret_borrow<py::object>(sinks), p.heads_q, &p);
 
-  py::array out = NewArray(p.dtype, {p.batch, p.seqlen_q, p.heads_q, p.head_dim});
+  py::array out = NewArray(p.dtype, {p.batch, p.seqlen_q, p.heads_q, dv});
   p.o = out.mutable_data();
-  p.o_strides = {p.seqlen_q * p.heads_q * p.head_dim, p.heads_q * p.head_dim, p.head_dim};
+  p.o_strides = {p.seqlen_q * p.heads_q * dv, p.heads_q * dv, dv};
   py::object lse = py::none();
   if (return_lse) {
     py::array_t<float> lse_array({p.batch, p.heads_q, p.seqlen_q});
@@ -262,7 +287,8 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
   }
   KvcacheCall call{p, {}, out, lse};
   for (const py::handle& array : {q_in, k_cache_in, v_cache_in, k_in, v_in, rotary_cos_in, rotary_sin_in,
-                                  cache_seqlens_in, block_table_in, alibi_slopes, py::handle(quantization.k_scale), py::handle(quantization.v_scale)}) {
+                                  cache_seqlens_in, block_table_in, alibi_slopes, sinks,
+                                  py::handle(quantization.k_scale), py::handle(quantization.v_scale)}) {
     call.held.push_back(py::reinterpret_borrow<py::object>(array));
   }
   return call;
@@ -275,11 +301,11 @@ py::tuple Kvcache(const py::handle& q, const py::handle& k_cache, const py::hand
                   const py::handle& cache_seqlens, const py::handle& block_table, const py::handle& alibi_slopes,
                   std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
                   std::int64_t window_right, float softcap, bool rotary_interleaved, std::int64_t num_splits,
-                  bool return_lse, bool bf16, const py::object& k_scale, const py::object& v_scale,
-                  const std::optional<std::string>& cache_dtype) {
+                  bool return_lse, bool bf16, const py::handle& sinks, std::optional<std::int64_t> head_dim_v,
+                  const py::object& k_scale, const py::object& v_scale, const std::optional<std::string>& cache_dtype) {
   KvcacheCall call = PrepareKvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
-                                    block_table, alibi_slopes, softmax_scale, causal, window_left,
-                                    window_right, softcap, rotary_interleaved, num_splits, return_lse, bf16,
+                                    block_table, alibi_slopes, softmax_scale, causal, window_left, window_right,
+                                    softcap, rotary_interleaved, num_splits, return_lse, bf16, sinks, head_dim_v,
                                     KvcacheQuantization{k_scale, v_scale, cache_dtype.value_or("")});
   {
     py::gil_scoped_release release;
@@ -332,9 +358,11 @@ void RegisterKvcache(py::module_& m) {
         py::arg("k"), py::arg("v"), py::arg("rotary_cos"), py::arg("rotary_sin"), py::arg("cache_seqlens"),
         py::arg("block_table"), py::arg("alibi_slopes"), py::arg("softmax_scale"), py::arg("causal"),
         py::arg("window_left"), py::arg("window_right"), py::arg("softcap"), py::arg("rotary_interleaved"),
-        py::arg("num_splits"), py::arg("return_lse"), py::arg("bf16") = false, py::arg("k_scale") = py::none(),
-        py::arg("v_scale") = py::none(), py::arg("cache_dtype") = py::none(),
-        "flash_attn_with_kvcache's computation: returns (out, softmax_lse or None); appends k, v in place.");
+        py::arg("num_splits"), py::arg("return_lse"), py::arg("bf16") = false, py::arg("sinks") = py::none(),
+        py::arg("head_dim_v") = py::none(), py::arg("k_scale") = py::none(), py::arg("v_scale") = py::none(),
+        py::arg("cache_dtype") = py::none(),
+        "flash_attn_with_kvcache's computation: returns (out, softmax_lse or None); appends k, v in place. "
+        "v_cache None: V is the first head_dim_v features of k_cache.");
   m.def("quantize_kv", &QuantizeKv, py::arg("x"), py::kw_only(), py::arg("dtype"), py::arg("granularity"),
         py::arg("group_size"), py::arg("bf16") = false,
         "quantize_kv's computation: returns (values, scales) of a quantized cache holding x.");

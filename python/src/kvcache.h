@@ -35,6 +35,8 @@ struct KvcacheQuantization {
 };
 
 // Every check of flash_attn_with_kvcache but the library's own (decode() validates before it writes).
+// v_cache None: V is the first head_dim_v (default: head_dim) features of each k_cache row (multi-head
+// latent attention); v must then be None too. sinks: float32 (heads_q,) or None.
 KvcacheCall PrepareKvcache(const py::handle& q, const py::handle& k_cache, const py::handle& v_cache,
                            const py::handle& k, const py::handle& v, const py::handle& rotary_cos,
                            const py::handle& rotary_sin, const py::handle& cache_seqlens,
@@ -42,6 +44,7 @@ KvcacheCall PrepareKvcache(const py::handle& q, const py::handle& k_cache, const
                            std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
                            std::int64_t window_right, float softcap, bool rotary_interleaved,
                            std::int64_t num_splits, bool return_lse, bool bf16,
+                           const py::handle& sinks = py::none(), std::optional<std::int64_t> head_dim_v = {},
                            const KvcacheQuantization& quantization = {});
 
 }  // namespace flashattn::python

@@ -17,6 +17,7 @@ void ApplyModifiers(const Modifiers& m, std::int64_t batch, AttentionSettings* p
   p->window_left = m.window_left;
   p->window_right = m.window_right;
   p->softcap = m.softcap;
+  ApplySinks(m.sinks, p->heads_q, p);
   if (m.alibi_slopes.is_none()) return;
   const auto slopes =
       ExactArray<float>(m.alibi_slopes, "alibi_slopes", m.alibi_slopes.attr("ndim").cast<int>());
@@ -33,6 +34,30 @@ void ApplyModifiers(const Modifiers& m, std::int64_t batch, AttentionSettings* p
   p->alibi_batch_stride = per_batch ? p->heads_q : 0;
 }
 
+void ApplyBlockPosition(const BlockPositionArgument& at, AttentionSettings* p) {
+  if (at) p->block_position = {(*at)[0], (*at)[1], (*at)[2], (*at)[3]};
+}
+
+void ApplySinks(const py::object& sinks, std::int64_t heads_q, ScoreSettings* p) {
+  if (sinks.is_none()) return;
+  const auto array = ExactArray<float>(sinks, "sinks", 1);
+  if (array.shape(0) != heads_q) {
+    throw py::value_error("sinks must have shape (heads_q,) = (" + std::to_string(heads_q) + ",), got (" +
+                          std::to_string(array.shape(0)) + ",)");
+  }
+  p->sinks = array.data();
+}
+
+std::optional<py::array_t<float>> NewSinkGradient(const Modifiers& m, std::int64_t heads_q) {
+  if (m.sinks.is_none()) return std::nullopt;
+  return py::array_t<float>(heads_q);
+}
+
+py::tuple Gradients(const py::array& dq, const py::array& dk, const py::array& dv,
+                    const std::optional<py::array_t<float>>& dsinks) {
+  return dsinks ? py::make_tuple(dq, dk, dv, *dsinks) : py::make_tuple(dq, dk, dv);
+}
+
 void RegisterModifiers(py::module_& m) {
   py::class_<Modifiers>(m, "Modifiers", "Keyword arguments shared by the forward and backward functions.")
       .def(py::init<>())
@@ -43,7 +68,8 @@ void RegisterModifiers(py::module_& m) {
       .def_readwrite("window_right", &Modifiers::window_right)
       .def_readwrite("softcap", &Modifiers::softcap)
       .def_readwrite("alibi_slopes", &Modifiers::alibi_slopes)
-      .def_readwrite("seed", &Modifiers::seed);
+      .def_readwrite("seed", &Modifiers::seed)
+      .def_readwrite("sinks", &Modifiers::sinks);
 }
 
 }  // namespace flashattn::python

@@ -3,8 +3,11 @@
 #ifndef FLASHATTN_PYTHON_MODIFIERS_H_
 #define FLASHATTN_PYTHON_MODIFIERS_H_
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
+#include <array>
 #include <cstdint>
 #include <optional>
 
@@ -23,11 +26,27 @@ struct Modifiers {
   float softcap = 0.0f;
   py::object alibi_slopes = py::none();  // float32 (heads_q,) or (batch, heads_q), C-contiguous
   std::uint64_t seed = 0;
+  py::object sinks = py::none();  // float32 (heads_q,), C-contiguous: one attention sink logit per query head
 };
 
 // Copies the modifiers into `p` (whose heads_q is set); checks the slopes' shape against (batch, heads_q).
 // The slopes stay owned by `m`, which must outlive the call that uses `p`.
 void ApplyModifiers(const Modifiers& m, std::int64_t batch, AttentionSettings* p);
+// The sinks alone, into any ScoreSettings (decode's too); checked against (heads_q,).
+void ApplySinks(const py::object& sinks, std::int64_t heads_q, ScoreSettings* p);
+
+// The sinks' gradient of a backward call: a new float32 (heads_q,) array when the call has sinks (its data
+// is BackwardParams::dsinks), else nullopt; and the tuple a backward function returns, (dq, dk, dv) or
+// (dq, dk, dv, dsinks).
+std::optional<py::array_t<float>> NewSinkGradient(const Modifiers& m, std::int64_t heads_q);
+py::tuple Gradients(const py::array& dq, const py::array& dk, const py::array& dv,
+                    const std::optional<py::array_t<float>>& dsinks);
+
+// The private keyword block_position of forward and backward (the torch ring's blocks): (query_start,
+// key_start, total_seqlen_q, total_seqlen_k) of AttentionSettings::block_position, or None for the whole
+// problem.
+using BlockPositionArgument = std::optional<std::array<std::int64_t, 4>>;
+void ApplyBlockPosition(const BlockPositionArgument& at, AttentionSettings* p);
 
 void RegisterModifiers(py::module_& m);
 

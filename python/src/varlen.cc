@@ -139,11 +139,13 @@ py::tuple VarlenBackward(const py::handle& dout_in, const py::handle& q, const p
   py::array dq = NewZeros(s.q.dtype, s.q.shape), dk = NewZeros(s.q.dtype, s.k.shape);
   py::array dv = NewZeros(s.q.dtype, s.v.shape);
   p.dq = dq.mutable_data(), p.dk = dk.mutable_data(), p.dv = dv.mutable_data();  // contiguous: strides 0
+  std::optional<py::array_t<float>> dsinks = NewSinkGradient(m, p.forward.heads_q);
+  if (dsinks) p.dsinks = dsinks->mutable_data();
   {
     py::gil_scoped_release release;
     backward_varlen(p);
   }
-  return py::make_tuple(dq, dk, dv);
+  return Gradients(dq, dk, dv, dsinks);
 }
 
 }  // namespace
@@ -158,7 +160,7 @@ void RegisterVarlen(py::module_& m) {
         py::arg("out"), py::arg("softmax_lse"), py::kw_only(), py::arg("cu_seqlens_q"),
         py::arg("cu_seqlens_k"), py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("modifiers"),
         py::arg("bf16") = false,
-        "The gradients (dq, dk, dv) of flash_attn_varlen_func.");
+        "The gradients (dq, dk, dv) of flash_attn_varlen_func, and dsinks when the modifiers have sinks.");
 }
 
 }  // namespace flashattn::python

@@ -12,6 +12,9 @@
 //           (the transposed products read P̂_ij and dS_ij as stored: ALayout::kTransposed)
 //       write dK_j, dV_j once
 //     dQ = s·Σ_thread dQ^(thread), summed in thread order, written once
+//   with attention sinks: dsink_h = −Σ_{b,i} e^{s_h − LSE_i}·D_i, from the D_i above, summed in row order
+//   (the sink's P_i,sink = e^{s_h − LSE_i} has no value: its dP is 0 and its dS is P_i,sink·(0 − D_i)); P_ij
+//   needs nothing new, as the LSE already counts the sink
 //
 // A pair (i, j) that row i does not see (band, boolean mask), or of a row that saw no key (LSE_i = −∞),
 // contributes nothing, not even 0·NaN (docs/robustness.md). With finite operands its P_ij and dS_ij are 0 and the
@@ -240,10 +243,29 @@ void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const Dropout&
   }
 }
 
+// Row i's term of dsink_h: −e^{s_h − LSE_i}·D_i, summed over the group's rows of sequence b into
+// sink_sums[b·Hq + h] (float64, in row order: the sum runs over up to batch·Nq rows).
+inline void SumSinkGradients(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
+                             const float* D, double* sink_sums) {
+  for (std::int64_t hg = 0; hg < g.group; ++hg) {
+    const std::int64_t h = hkv * g.group + hg;
+    const double sink = SinkOf(p, h);
+    const float* lse = p.lse + (b * g.Hq + h) * g.Nq;
+    double sum = 0.0;
+    if (sink != kNegInf) {
+      for (std::int64_t i = 0; i < g.Nq; ++i) sum -= std::exp(sink - lse[i]) * D[hg * g.Nq + i];
+    }
+    sink_sums[b * g.Hq + h] = sum;
+  }
+}
+
 template <typename T>
 void BackwardT(const BackwardParams& bp) {
   const AttentionParams& p = bp.attention;
-  if (p.batch == 0) return;
+  if (p.batch == 0) {
+    if (bp.dsinks != nullptr) std::fill_n(bp.dsinks, p.heads_q, 0.0f);  // overwritten, also without any row
+    return;
+  }
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   const auto [Br, Bc] = flashattn::backward_kernel::ChooseBackwardBlocks(p);
@@ -261,6 +283,8 @@ void BackwardT(const BackwardParams& bp) {
   const auto Q_group = simd::AllocateOrThrow<float>(g.group * g.Nq * g.d_pad);
   const auto dO_group = simd::AllocateOrThrow<float>(g.group * g.Nq * g.dv_pad);
   const HeadRows group{Q_group.get(), dO_group.get(), D.get()};
+  const bool sink_gradients = bp.dsinks != nullptr;
+  const auto sink_sums = simd::AllocateOrThrow<double>(sink_gradients ? p.batch * g.Hq : 0);
 
 #pragma omp parallel num_threads(threads)
   {
@@ -279,6 +303,10 @@ void BackwardT(const BackwardParams& bp) {
           RowDotDoO<T>(bp, g, b, h, i, D.get() + n);
           WidenScaledRow(RowOf<T>(p.q, p.q_strides, b, h, i), g.d, g.d_pad, g.scale, Q_group.get() + n * g.d_pad);
           WidenRow(RowOf<T>(bp.d_o, bp.do_strides, b, h, i), g.dv, g.dv_pad, dO_group.get() + n * g.dv_pad);
+        }
+        if (sink_gradients) {
+#pragma omp single
+          SumSinkGradients(p, g, b, hkv, D.get(), sink_sums.get());
         }
         // The K/V blocks in snake order over the team: item k goes to thread k mod T and is block
         // r·T + (k mod T) in even rounds r = k div T, r·T + T − 1 − (k mod T) in odd ones, so that under a
@@ -312,6 +340,12 @@ void BackwardT(const BackwardParams& bp) {
         }
       }
     }
+  }
+  if (!sink_gradients) return;
+  for (std::int64_t h = 0; h < g.Hq; ++h) {  // dsink_h = Σ_b, in batch order
+    double total = 0.0;
+    for (std::int64_t b = 0; b < p.batch; ++b) total += sink_sums.get()[b * g.Hq + h];
+    bp.dsinks[h] = static_cast<float>(total);
   }
 }
 

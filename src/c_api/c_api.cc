@@ -106,12 +106,27 @@ flashattn_strides FromStrides(const Strides& s) { return {s.batch, s.seq, s.head
 
 Tiling ToTiling(const flashattn_tiling& t) { return {t.fast_memory_bytes, t.block_rows, t.block_cols}; }
 
-std::optional<float> ToScale(bool has_scale, float scale) {
-  return has_scale ? std::optional<float>(scale) : std::nullopt;
-}
-
 std::optional<std::int64_t> ToHeadDimV(std::int64_t head_dim_v) {
   return head_dim_v == 0 ? std::nullopt : std::optional<std::int64_t>(head_dim_v);
+}
+
+ScoreSettings ToCpp(const flashattn_score_settings& c) {
+  ScoreSettings s;
+  s.scale = c.has_scale ? std::optional<float>(c.scale) : std::nullopt;
+  s.causal = c.causal, s.window_left = c.window_left, s.window_right = c.window_right, s.softcap = c.softcap;
+  s.alibi_slopes = c.alibi_slopes, s.alibi_batch_stride = c.alibi_batch_stride;
+  return s;
+}
+
+// The AttentionSettings of flashattn_attention_params and flashattn_varlen_params, which name them alike.
+template <typename CParams>
+void SetAttentionSettings(const CParams& c, AttentionSettings& s) {
+  static_cast<ScoreSettings&>(s) = ToCpp(c.score);
+  s.heads_q = c.heads_q, s.heads_kv = c.heads_kv, s.head_dim = c.head_dim, s.head_dim_v = ToHeadDimV(c.head_dim_v);
+  s.dtype = ToDType(c.dtype, "dtype");
+  s.dropout_p = c.dropout_p, s.dropout_seed = c.dropout_seed, s.dropout_offset = c.dropout_offset;
+  s.tiling = ToTiling(c.tiling);
+  s.num_threads = c.num_threads;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -123,16 +138,9 @@ AttentionParams ToCpp(const flashattn_attention_params& c) {
   p.q_strides = ToStrides(c.q_strides), p.k_strides = ToStrides(c.k_strides);
   p.v_strides = ToStrides(c.v_strides), p.o_strides = ToStrides(c.o_strides);
   p.batch = c.batch, p.seqlen_q = c.seqlen_q, p.seqlen_k = c.seqlen_k;
-  p.heads_q = c.heads_q, p.heads_kv = c.heads_kv, p.head_dim = c.head_dim, p.head_dim_v = ToHeadDimV(c.head_dim_v);
-  p.dtype = ToDType(c.dtype, "dtype");
-  p.scale = ToScale(c.has_scale, c.scale);
-  p.causal = c.causal, p.window_left = c.window_left, p.window_right = c.window_right, p.softcap = c.softcap;
-  p.alibi_slopes = c.alibi_slopes, p.alibi_batch_stride = c.alibi_batch_stride;
   p.mask = {ToMaskKind(c.mask.kind), c.mask.data, c.mask.stride_batch, c.mask.stride_head, c.mask.stride_row,
             c.mask.stride_col};
-  p.dropout_p = c.dropout_p, p.dropout_seed = c.dropout_seed, p.dropout_offset = c.dropout_offset;
-  p.tiling = ToTiling(c.tiling);
-  p.num_threads = c.num_threads;
+  SetAttentionSettings(c, p);
   return p;
 }
 
@@ -146,14 +154,7 @@ VarlenParams ToCpp(const flashattn_varlen_params& c) {
   p.batch = c.batch, p.total_q = c.total_q, p.total_k = c.total_k;
   p.cu_seqlens_q = c.cu_seqlens_q, p.cu_seqlens_k = c.cu_seqlens_k;
   p.max_seqlen_q = c.max_seqlen_q, p.max_seqlen_k = c.max_seqlen_k;
-  AttentionSettings& s = p;
-  s.heads_q = c.heads_q, s.heads_kv = c.heads_kv, s.head_dim = c.head_dim, s.head_dim_v = ToHeadDimV(c.head_dim_v);
-  s.dtype = ToDType(c.dtype, "dtype");
-  s.scale = ToScale(c.has_scale, c.scale);
-  s.causal = c.causal, s.window_left = c.window_left, s.window_right = c.window_right, s.softcap = c.softcap;
-  s.alibi_slopes = c.alibi_slopes, s.alibi_batch_stride = c.alibi_batch_stride;
-  s.tiling = ToTiling(c.tiling);
-  s.num_threads = c.num_threads;
+  SetAttentionSettings(c, p);
   return p;
 }
 
@@ -182,9 +183,7 @@ DecodeParams ToCpp(const flashattn_decode_params& c) {
   p.max_pages = c.max_pages, p.num_pages = c.num_pages, p.page_size = c.page_size;
   p.rotary_cos = c.rotary_cos, p.rotary_sin = c.rotary_sin, p.rotary_dim = c.rotary_dim;
   p.rotary_max_pos = c.rotary_max_pos, p.rotary_interleaved = c.rotary_interleaved;
-  p.scale = ToScale(c.has_scale, c.scale);
-  p.causal = c.causal, p.window_left = c.window_left, p.window_right = c.window_right, p.softcap = c.softcap;
-  p.alibi_slopes = c.alibi_slopes, p.alibi_batch_stride = c.alibi_batch_stride;
+  static_cast<ScoreSettings&>(p) = ToCpp(c.score);
   p.num_splits = c.num_splits;
   p.num_threads = c.num_threads;
   return p;
@@ -211,11 +210,18 @@ VarlenBackwardParams ToCpp(const flashattn_varlen_backward_params& c) {
 }
 
 // The defaults: zero, except the fields whose C++ member initializer is not zero.
+flashattn_score_settings DefaultScore() {
+  const ScoreSettings d;
+  flashattn_score_settings c{};
+  c.window_left = d.window_left, c.window_right = d.window_right;
+  return c;
+}
+
 flashattn_attention_params DefaultAttention() {
   const AttentionParams d;
   flashattn_attention_params c{};
   c.batch = d.batch, c.heads_q = d.heads_q, c.heads_kv = d.heads_kv;
-  c.window_left = d.window_left, c.window_right = d.window_right;
+  c.score = DefaultScore();
   c.mask.stride_col = d.mask.stride_col;
   return c;
 }
@@ -224,8 +230,14 @@ flashattn_varlen_params DefaultVarlen() {
   const VarlenParams d;
   flashattn_varlen_params c{};
   c.batch = d.batch, c.heads_q = d.heads_q, c.heads_kv = d.heads_kv;
-  c.window_left = d.window_left, c.window_right = d.window_right;
+  c.score = DefaultScore();
   return c;
+}
+
+// validate() of the C++ counterpart of a C parameter struct.
+template <typename CParams>
+flashattn_status Validate(const CParams* params) noexcept {
+  return Guarded([&] { validate(ToCpp(Deref(params))); });
 }
 
 // The strides the C++ helpers compute from the sizes alone, copied back into the C struct.
@@ -286,7 +298,7 @@ void flashattn_decode_params_init(flashattn_decode_params* params) {
   const DecodeParams d;
   *params = {};
   params->batch = d.batch, params->heads_q = d.heads_q, params->heads_kv = d.heads_kv;
-  params->window_left = d.window_left, params->window_right = d.window_right;
+  params->score = DefaultScore();
 }
 
 void flashattn_backward_params_init(flashattn_backward_params* params) {
@@ -337,27 +349,27 @@ void flashattn_backward_params_set_head_major_strides(flashattn_backward_params*
 }
 
 flashattn_status flashattn_validate_forward(const flashattn_attention_params* params) {
-  return Guarded([&] { validate(ToCpp(Deref(params))); });
+  return Validate(params);
 }
 
 flashattn_status flashattn_validate_forward_varlen(const flashattn_varlen_params* params) {
-  return Guarded([&] { validate(ToCpp(Deref(params))); });
+  return Validate(params);
 }
 
 flashattn_status flashattn_validate_merge(const flashattn_merge_params* params) {
-  return Guarded([&] { validate(ToCpp(Deref(params))); });
+  return Validate(params);
 }
 
 flashattn_status flashattn_validate_decode(const flashattn_decode_params* params) {
-  return Guarded([&] { validate(ToCpp(Deref(params))); });
+  return Validate(params);
 }
 
 flashattn_status flashattn_validate_backward(const flashattn_backward_params* params) {
-  return Guarded([&] { validate(ToCpp(Deref(params))); });
+  return Validate(params);
 }
 
 flashattn_status flashattn_validate_backward_varlen(const flashattn_varlen_backward_params* params) {
-  return Guarded([&] { validate(ToCpp(Deref(params))); });
+  return Validate(params);
 }
 
 flashattn_status flashattn_forward(const flashattn_attention_params* params, flashattn_algorithm algorithm) {
@@ -395,6 +407,10 @@ flashattn_status flashattn_backward_varlen(const flashattn_varlen_backward_param
 }
 
 flashattn_status flashattn_materialize_dropout_mask(const flashattn_attention_params* params, uint8_t* keep) {
+  return Guarded([&] { materialize_dropout_mask(ToCpp(Deref(params)), keep); });
+}
+
+flashattn_status flashattn_materialize_dropout_mask_varlen(const flashattn_varlen_params* params, uint8_t* keep) {
   return Guarded([&] { materialize_dropout_mask(ToCpp(Deref(params)), keep); });
 }
 

@@ -4,10 +4,14 @@
 
 namespace flashattn {
 
-Dropout::Dropout(const AttentionParams& p)
+Dropout::Dropout(const AttentionParams& p) : Dropout(p, BlockPlacement::Of(p)) {}
+
+Dropout::Dropout(const AttentionParams& p, const BlockPlacement& placement)
     : Hq_(static_cast<std::uint64_t>(p.heads_q)),
-      Nq_(static_cast<std::uint64_t>(p.seqlen_q)),
-      blocks_per_row_(static_cast<std::uint64_t>((p.seqlen_k + 3) / 4)),
+      Nq_(static_cast<std::uint64_t>(placement.total_q)),
+      blocks_per_row_(static_cast<std::uint64_t>((placement.total_k + 3) / 4)),
+      query_start_(placement.query_start),
+      key_start_(placement.key_start),
       offset_lo_(static_cast<std::uint32_t>(p.dropout_offset)),
       offset_hi_(static_cast<std::uint32_t>(p.dropout_offset >> 32)),
       key_{static_cast<std::uint32_t>(p.dropout_seed), static_cast<std::uint32_t>(p.dropout_seed >> 32)},
@@ -21,13 +25,14 @@ void Dropout::RowMultipliers(std::int64_t b, std::int64_t h, std::int64_t i, std
     return;
   }
   const std::uint64_t row = Block(b, h, i);
-  for (std::int64_t j = j0; j < j0 + n;) {  // one Philox call serves keys 4⌊j/4⌋ .. 4⌊j/4⌋ + 3
-    const std::int64_t group = j / 4;
+  const std::int64_t first = key_start_ + j0, end = first + n;  // the keys' positions in the problem
+  for (std::int64_t key = first; key < end;) {  // one Philox call serves keys 4⌊key/4⌋ .. 4⌊key/4⌋ + 3
+    const std::int64_t group = key / 4;
     const auto words =
         Philox4x32_10({static_cast<std::uint32_t>(row + group),
                        static_cast<std::uint32_t>((row + group) >> 32), offset_lo_, offset_hi_},
                       key_);
-    for (; j < j0 + n && j / 4 == group; ++j) Z[j - j0] = words[j % 4] >= threshold_ ? kept_scale_ : 0.0f;
+    for (; key < end && key / 4 == group; ++key) Z[key - first] = words[key % 4] >= threshold_ ? kept_scale_ : 0.0f;
   }
 }
 

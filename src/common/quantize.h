@@ -60,17 +60,17 @@ inline float GroupScale(const float* x, std::int64_t n, CacheElement element) {
   return max_abs / QuantMax(element);
 }
 
-// Cache row `offset` (an element offset) of d values as float32: its elements of cache_dtype, or its
-// quantized elements times the scales at `scales` (one per group; unused for a float cache).
+// Cache row `offset` (an element offset) of `width` values (d for a K row, dv for a V row) as float32: its
+// elements of cache_dtype, or its quantized elements times the scales at `scales` (one per group; unused for a
+// float cache).
 inline void LoadCacheRow(const DecodeParams& p, const void* cache, const float* scales, std::int64_t offset,
-                         float* out) {
-  const std::int64_t d = p.head_dim;
+                         float* out, std::int64_t width) {
   if (!Quantized(p.cache_element)) {
-    for (std::int64_t e = 0; e < d; ++e) out[e] = LoadAsFloat(cache, p.cache_dtype, offset + e);
+    for (std::int64_t e = 0; e < width; ++e) out[e] = LoadAsFloat(cache, p.cache_dtype, offset + e);
     return;
   }
-  const std::int64_t g = ScaleGroupSize(p.scale_group_size, d);
-  for (std::int64_t e = 0; e < d; ++e) out[e] = scales[e / g] * LoadQuantized(cache, p.cache_element, offset + e);
+  const std::int64_t g = ScaleGroupSize(p.scale_group_size, p.head_dim);
+  for (std::int64_t e = 0; e < width; ++e) out[e] = scales[e / g] * LoadQuantized(cache, p.cache_element, offset + e);
 }
 
 // x (d floats) quantized into dst: with per-token scales, one per group of g features computed and written
@@ -86,14 +86,15 @@ inline void QuantizeRow(const float* x, std::int64_t d, CacheElement element, Sc
   }
 }
 
-// Writes x (d floats) into cache row `offset`: rounded to cache_dtype, or quantized (QuantizeRow) with the
-// row's scales at `scales`.
-inline void StoreCacheRow(const DecodeParams& p, void* cache, float* scales, std::int64_t offset, const float* x) {
+// Writes x (`width` floats: d for a K row, dv for a V row) into cache row `offset`: rounded to cache_dtype,
+// or quantized (QuantizeRow) with the row's scales at `scales`.
+inline void StoreCacheRow(const DecodeParams& p, void* cache, float* scales, std::int64_t offset, const float* x,
+                          std::int64_t width) {
   if (!Quantized(p.cache_element)) {
-    for (std::int64_t e = 0; e < p.head_dim; ++e) StoreFromFloat(cache, p.cache_dtype, offset + e, x[e]);
+    for (std::int64_t e = 0; e < width; ++e) StoreFromFloat(cache, p.cache_dtype, offset + e, x[e]);
     return;
   }
-  QuantizeRow(x, p.head_dim, p.cache_element, p.scale_granularity, p.scale_group_size, scales,
+  QuantizeRow(x, width, p.cache_element, p.scale_granularity, p.scale_group_size, scales,
               static_cast<std::uint8_t*>(cache) + offset);
 }
 

@@ -1,10 +1,11 @@
 // Which keys a query row sees and what the score of each pair is: the causal/sliding-window band, the mask
-// tensor, the scale, softcap and ALiBi. The one description that the reference algorithms, the fused forward
+// tensor, the scale, softcap and ALiBi; and the attention sink that joins each row's softmax. The one description that the reference algorithms, the fused forward
 // and backward kernels and decode all use, so that they agree (docs/algorithms.md derives it; the kernels
 // apply the same steps to whole tiles in simd/score_modifiers-inl.h).
 //
 // Query row i of Nq rows against Nk keys has the diagonal i + Nk − Nq: the key it is aligned with (the last
-// row with the last key, flash-attn's bottom-right alignment). The row on diagonal δ sees the keys
+// row with the last key, flash-attn's bottom-right alignment); a call that is one block of a larger problem
+// takes that problem's diagonals (BlockPlacement). The row on diagonal δ sees the keys
 // [δ − left, δ + right] of the band, less those a boolean mask tensor drops.
 #ifndef FLASHATTN_COMMON_SCORE_H_
 #define FLASHATTN_COMMON_SCORE_H_
@@ -77,9 +78,44 @@ float AlibiSlope(const Params& p, std::int64_t b, std::int64_t h) {
   return p.alibi_slopes == nullptr ? 0.0f : p.alibi_slopes[b * p.alibi_batch_stride + h];
 }
 
+// A call's AttentionSettings::block_position with the totals resolved: query rows [query_start, query_start
+// + Nq) of total_q against keys [key_start, key_start + Nk) of total_k. The default is the whole problem.
+struct BlockPlacement {
+  std::int64_t query_start = 0, key_start = 0, total_q = 0, total_k = 0;
+
+  static BlockPlacement Of(const AttentionParams& p) {
+    const BlockPosition& at = p.block_position;
+    return {at.query_start, at.key_start, at.total_seqlen_q < 0 ? p.seqlen_q : at.total_seqlen_q,
+            at.total_seqlen_k < 0 ? p.seqlen_k : at.total_seqlen_k};
+  }
+  // Local row i is global row query_start + i, aligned with global key query_start + i + total_k − total_q,
+  // which is local key (that) − key_start: the diagonal is i + DiagonalOffset().
+  std::int64_t DiagonalOffset() const { return query_start + total_k - total_q - key_start; }
+};
+
+// Row i of sequence b of a decode call over Nk keys has the diagonal i + DecodeDiagonalOffset(p, b, Nk): its
+// queries are the last Nq positions of a sequence that continues keys_after[b] keys past the call's keys.
+inline std::int64_t DecodeDiagonalOffset(const DecodeParams& p, std::int64_t b, std::int64_t Nk) {
+  return Nk + (p.keys_after == nullptr ? 0 : p.keys_after[b]) - p.seqlen_q;
+}
+
+// The attention sink of query head h: its logit s_h, or −∞ (no sink; the identity of the row's softmax state).
+template <class Params>
+float SinkOf(const Params& p, std::int64_t h) {
+  return p.sinks == nullptr ? kNegInf : p.sinks[h];
+}
+
+// A row's softmax state (m, l) before its first key: the sink as one logit without a value, (s_h, 1), or the
+// empty state (−∞, 0) without one. The empty state is what a sink of −∞ gives, so that such a sink changes no
+// bit of any result.
+struct RowStart {
+  float m, l;
+};
+inline RowStart SoftmaxRowStart(float sink) { return sink == kNegInf ? RowStart{kNegInf, 0.0f} : RowStart{sink, 1.0f}; }
+
 // Everything that decides the scores of one (batch b, query head h) of a forward or backward call.
 struct ScoreModifiers {
-  std::int64_t offset = 0;  // row i's diagonal is i + offset, offset = Nk − Nq
+  std::int64_t offset = 0;  // row i's diagonal is i + offset: Nk − Nq for a whole problem (BlockPlacement)
   Band band;
   float scale = 1.0f;        // s
   float softcap = 0.0f;      // 0 = off
@@ -87,16 +123,18 @@ struct ScoreModifiers {
   MaskKind mask_kind = MaskKind::kNone;
   const void* mask = nullptr;  // offset to this (batch, head); null only when the mask is empty
   std::int64_t mask_stride_row = 0, mask_stride_col = 0;
+  float sink = kNegInf;  // s_h, a term of the row's softmax rather than of a score (SoftmaxRowStart)
 
   ScoreModifiers(const AttentionParams& p, std::int64_t b, std::int64_t h)
-      : offset(p.seqlen_k - p.seqlen_q),
+      : offset(BlockPlacement::Of(p).DiagonalOffset()),
         band(Band::Of(p)),
         scale(SoftmaxScale(p)),
         softcap(p.softcap),
         alibi_slope(AlibiSlope(p, b, h)),
         mask_kind(p.mask.kind),
         mask_stride_row(p.mask.stride_row),
-        mask_stride_col(p.mask.stride_col) {
+        mask_stride_col(p.mask.stride_col),
+        sink(SinkOf(p, h)) {
     if (mask_kind != MaskKind::kNone && p.mask.data != nullptr) {
       const std::int64_t bytes = mask_kind == MaskKind::kBool ? 1 : 4;
       mask = static_cast<const char*>(p.mask.data) + (b * p.mask.stride_batch + h * p.mask.stride_head) * bytes;

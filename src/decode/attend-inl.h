@@ -41,8 +41,8 @@ using flashattn::decode_kernel::ChunkTask;
 using flashattn::decode_kernel::KvScales;
 using flashattn::decode_kernel::KvSource;
 
-// The float32 working set of one AttendChunk call for `heads` K/V heads of R rows, rows of d_pad floats: Q
-// (copied, zero-padded), the widened K and V blocks, scores, Õ, m, l and α.
+// The float32 working set of one AttendChunk call for `heads` K/V heads of R rows: Q and the widened K block
+// in rows of d_pad floats (copied, zero-padded), the widened V block and Õ in rows of dv_pad, scores, m, l, α.
 struct AttendScratch {
   float* Q;      // heads·R rows
   float* K;      // kBc rows
@@ -53,14 +53,15 @@ struct AttendScratch {
   float* l;      // heads·R running sums
   float* alpha;  // R rescale factors of the current block
 
-  static AttendScratch Carve(simd::ScratchCarver& c, std::int64_t heads, std::int64_t R, std::int64_t d_pad) {
+  static AttendScratch Carve(simd::ScratchCarver& c, std::int64_t heads, std::int64_t R, std::int64_t d_pad,
+                             std::int64_t dv_pad) {
     const std::int64_t rows = heads * R;
     AttendScratch x;
     x.Q = c.Take<float>(rows * d_pad);
     x.K = c.Take<float>(kBc * d_pad);
-    x.V = c.Take<float>(kBc * d_pad);
+    x.V = c.Take<float>(kBc * dv_pad);
     x.S = c.Take<float>(rows * kBc);
-    x.O = c.Take<float>(rows * d_pad);
+    x.O = c.Take<float>(rows * dv_pad);
     x.m = c.Take<float>(rows);
     x.l = c.Take<float>(rows);
     x.alpha = c.Take<float>(R);
@@ -111,12 +112,12 @@ class RegionPrefetch {
 template <typename T>
 void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(DF()));
-  const std::int64_t H = t.heads, R = t.R, d = t.d, d_pad = RoundUp(d, N);
+  const std::int64_t H = t.heads, R = t.R, d = t.d, d_pad = RoundUp(d, N), dv = t.dv, dv_pad = RoundUp(dv, N);
   std::fill(x.m, x.m + H * R, kNegInf);
   std::fill(x.l, x.l + H * R, 0.0f);
-  std::fill(x.O, x.O + H * R * d_pad, 0.0f);
+  std::fill(x.O, x.O + H * R * dv_pad, 0.0f);
   std::fill(x.K, x.K + kBc * d_pad, 0.0f);  // widened K and V blocks: rows past a short block stay finite
-  std::fill(x.V, x.V + kBc * d_pad, 0.0f);
+  std::fill(x.V, x.V + kBc * dv_pad, 0.0f);
   // Q_r pre-scaled by s, so that a block no mask or modifier touches needs nothing more than Q K_jᵀ; the
   // other blocks apply the rest of ModifiedScore with scale 1.
   for (std::int64_t row = 0; row < H * R; ++row) {
@@ -129,7 +130,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   // docs/performance.md). Otherwise they are widened once per block into zero-padded float32 rows.
   constexpr bool kQuantized = std::is_same_v<T, std::int8_t> || std::is_same_v<T, Fp8E4M3>;
   const KvScales& scales = t.scales;
-  const bool widen = d % N != 0 || (kQuantized && scales.group_size != d);
+  const bool widen = d % N != 0 || dv % N != 0 || (kQuantized && scales.group_size != d);
   std::int64_t scale_offset[kBc];            // offsets of the block's key scales (K/V head 0), quantized
   float k_scale_h[kBc], v_scale_h[kBc];      // one head's per-key scales when read straight, quantized
   const T* K[kBc];
@@ -138,7 +139,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   const T* K_next[kBc];
   const float* K_wide[kBc];
   const float* V_wide[kBc];
-  for (std::int64_t c = 0; c < kBc; ++c) K_wide[c] = x.K + c * d_pad, V_wide[c] = x.V + c * d_pad;
+  for (std::int64_t c = 0; c < kBc; ++c) K_wide[c] = x.K + c * d_pad, V_wide[c] = x.V + c * dv_pad;
   const KvSource& kv = t.kv;
   const auto* k_base = static_cast<const T*>(kv.k);
   const auto* v_base = static_cast<const T*>(kv.v);
@@ -207,7 +208,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
     }
     for (std::int64_t hk = 0; hk < H; ++hk) {
       float* S_h = x.S + hk * R * kBc;
-      float* O_h = x.O + hk * R * d_pad;
+      float* O_h = x.O + hk * R * dv_pad;
       float* m_h = x.m + hk * R;
       float* l_h = x.l + hk * R;
       if (widen) {  // K_j, V_j widened once into the float32 blocks
@@ -228,10 +229,10 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
           if constexpr (kQuantized) {
             const std::int64_t at = scale_offset[c] + hk * scales.head_stride;
             DequantizeRow(k_row, d, d_pad, scales.k + at, scales.group_size, x.K + c * d_pad);
-            DequantizeRow(v_row, d, d_pad, scales.v + at, scales.group_size, x.V + c * d_pad);
+            DequantizeRow(v_row, dv, dv_pad, scales.v + at, scales.group_size, x.V + c * dv_pad);
           } else {
             WidenRow(k_row, d, d_pad, x.K + c * d_pad);
-            WidenRow(v_row, d, d_pad, x.V + c * d_pad);
+            WidenRow(v_row, dv, dv_pad, x.V + c * dv_pad);
           }
         }
         ScoreBlock(x.Q + hk * R * d_pad, 1, R, d_pad, K_wide, 0, d_pad, cols, S_h,
@@ -275,18 +276,18 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         if (!block_seen_whole && HasNonFiniteRow(V_rows, cols, width)) {
           const auto V_at = [&](std::int64_t c, std::int64_t e) { return V_rows[c] + e; };
           const auto seen = [&](std::int64_t r, std::int64_t c) { return t.band.Sees(t.diagonal[r], j0 + c); };
-          AccumulateSeenPairs<ALayout::kRowMajor>(S_h, kBc, R, cols, V_at, width, O_h, d_pad, x.alpha, seen);
+          AccumulateSeenPairs<ALayout::kRowMajor>(S_h, kBc, R, cols, V_at, width, O_h, dv_pad, x.alpha, seen);
         } else {
-          AccumulateBlock(S_h, x.alpha, V_rows, R, cols, width, O_h, d_pad, prefetch_pass);
+          AccumulateBlock(S_h, x.alpha, V_rows, R, cols, width, O_h, dv_pad, prefetch_pass);
         }
       };
       if (widen) {
-        accumulate(V_wide, d_pad, [](std::int64_t, std::int64_t) {});
+        accumulate(V_wide, dv_pad, [](std::int64_t, std::int64_t) {});
       } else {
         for (std::int64_t c = 0; c < kBc; ++c) V_h[c] = V[c] + hk * t.head_stride;
         // Pass by pass, as many lines of the next block's V as the pass reads, or the V rows of the same keys
         // and head one block later
-        accumulate(V_h, d, [&](std::int64_t c0, std::int64_t keys) {
+        accumulate(V_h, dv, [&](std::int64_t c0, std::int64_t keys) {
           if (whole_rows) {
             for (std::int64_t line = 0; line < (keys * row_bytes + 63) / 64; ++line) next_v.Next();
             return;
@@ -299,9 +300,9 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
     }
   }
   for (std::int64_t row = 0; row < H * R; ++row) {
-    float* O_row = x.O + row * d_pad;
-    t.lse[row] = NormalizeAndLse(O_row, d_pad, x.m[row], x.l[row]);
-    std::copy(O_row, O_row + d, t.O + row * d);
+    float* O_row = x.O + row * dv_pad;
+    t.lse[row] = NormalizeAndLse(O_row, dv_pad, x.m[row], x.l[row]);
+    std::copy(O_row, O_row + dv, t.O + row * dv);
   }
 }
 

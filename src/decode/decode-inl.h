@@ -25,9 +25,10 @@ using flashattn::decode_kernel::SplitKv;
 template <typename T>
 void DecodeT(const DecodeParams& p) {
   SplitKv call(p);
-  const std::int64_t d_pad = RoundUp(p.head_dim, static_cast<std::int64_t>(hn::Lanes(hn::ScalableTag<float>())));
+  const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(hn::ScalableTag<float>()));
+  const std::int64_t d_pad = RoundUp(p.head_dim, lanes), dv_pad = RoundUp(p.value_head_dim(), lanes);
   const auto carve = [&](simd::ScratchCarver& c) {
-    return AttendScratch::Carve(c, call.Heads(), call.RowsPerHead(), d_pad);
+    return AttendScratch::Carve(c, call.Heads(), call.RowsPerHead(), d_pad, dv_pad);
   };
   const simd::ScratchArena arena(call.Threads(), carve);  // all memory before the cache is touched
   if (!call.AppendAndGather()) return;

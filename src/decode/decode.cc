@@ -23,7 +23,8 @@ void DecodeParams::set_contiguous_strides() {
   const std::int64_t d = head_dim;
   q_strides = {seqlen_q * heads_q * d, heads_q * d, d};
   new_strides = {seqlen_new * heads_kv * d, heads_kv * d, d};
-  o_strides = {seqlen_q * heads_q * d, heads_q * d, d};
+  const std::int64_t dv = value_head_dim();
+  o_strides = {seqlen_q * heads_q * dv, heads_q * dv, dv};
   const std::int64_t rows = paged() ? page_size : cache_seqlen_max;
   cache_strides = {rows * heads_kv * d, heads_kv * d, d};
   const std::int64_t groups = scale_group_size > 0 ? d / scale_group_size : 1;

@@ -13,8 +13,8 @@ namespace flashattn {
 namespace decode_kernel {
 
 float MergeRow(std::int64_t n, const float* o_partials, std::int64_t o_stride, const float* lse_partials,
-               std::int64_t lse_stride, std::int64_t dv, float* o) {
-  float m = kNegInf;  // max_k LSE_k: every weight e^{LSE_k − m} is ≤ 1, so the sum cannot overflow
+               std::int64_t lse_stride, std::int64_t dv, float* o, float sink) {
+  float m = sink;  // max(s, max_k LSE_k): every weight e^{LSE_k − m} is ≤ 1, so the sum cannot overflow
   for (std::int64_t k = 0; k < n; ++k) {
     const float lse_k = lse_partials[k * lse_stride];
     if (std::isnan(lse_k)) {  // a partial that met a NaN: the merged row is NaN too (std::max would drop it)
@@ -27,6 +27,7 @@ float MergeRow(std::int64_t n, const float* o_partials, std::int64_t o_stride, c
   if (m == kNegInf) return kNegInf;
   float sum = 0.0f;  // Σ_k e^{LSE_k − m}
   for (std::int64_t k = 0; k < n; ++k) sum += std::exp(lse_partials[k * lse_stride] - m);
+  if (sink != kNegInf) sum += std::exp(sink - m);  // the sink's weight; its O is 0
   const float lse = m + std::log(sum);
   for (std::int64_t k = 0; k < n; ++k) {
     const float lse_k = lse_partials[k * lse_stride];

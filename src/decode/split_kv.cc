@@ -26,37 +26,41 @@ std::int64_t RowOffset(const DecodeParams& p, const Strides& s, std::int64_t b, 
 
 // Step 2: the new keys and values into the cache (in place). When the cache holds q's float type and no
 // rotary applies, the bytes are copied unchanged; otherwise the rows are read as float32, the keys rotated,
-// and both stored in the cache's element type (rounded, or quantized with their scales).
+// and both stored in the cache's element type (rounded, or quantized with their scales). Values inside the
+// keys are written with them, as part of the K row.
 void AppendNewKeys(const DecodeParams& p) {
-  const std::int64_t d = p.head_dim, elem = CacheElementBytes(p);
+  const std::int64_t d = p.head_dim, dv = p.value_head_dim(), elem = CacheElementBytes(p);
   const bool copy = !Quantized(p.cache_element) && p.cache_dtype == p.dtype;
   const Strides scale_strides = ScaleStridesOf(p);
-  std::vector<float> k_row(static_cast<std::size_t>(d)), v_row(static_cast<std::size_t>(d));
+  std::vector<float> k_row(static_cast<std::size_t>(d)), v_row(static_cast<std::size_t>(dv));
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t i = 0; i < p.seqlen_new; ++i)
       for (std::int64_t hk = 0; hk < p.heads_kv; ++hk) {
         const std::int64_t j = p.cache_seqlens[b] + i;
         const std::int64_t src = b * p.new_strides.batch + i * p.new_strides.seq + hk * p.new_strides.head;
         const std::int64_t dst = RowOffset(p, p.cache_strides, b, j, hk);
-        if (copy) {
-          std::memcpy(static_cast<char*>(p.v_cache) + dst * elem, static_cast<const char*>(p.v_new) + src * elem,
-                      d * elem);
-          if (p.rotary_dim == 0) {
-            std::memcpy(static_cast<char*>(p.k_cache) + dst * elem, static_cast<const char*>(p.k_new) + src * elem,
-                        d * elem);
-            continue;
+        const std::int64_t scale_row = RowOffset(p, scale_strides, b, j, hk);
+        if (!p.values_in_keys()) {
+          if (copy) {
+            std::memcpy(static_cast<char*>(p.v_cache) + dst * elem, static_cast<const char*>(p.v_new) + src * elem,
+                        dv * elem);
+          } else {
+            for (std::int64_t e = 0; e < dv; ++e) v_row[e] = LoadAsFloat(p.v_new, p.dtype, src + e);
+            StoreCacheRow(p, p.v_cache, p.v_scale == nullptr ? nullptr : p.v_scale + scale_row, dst, v_row.data(),
+                          dv);
           }
+        }
+        if (copy && p.rotary_dim == 0) {
+          std::memcpy(static_cast<char*>(p.k_cache) + dst * elem, static_cast<const char*>(p.k_new) + src * elem,
+                      d * elem);
+          continue;
         }
         for (std::int64_t e = 0; e < d; ++e) k_row[e] = LoadAsFloat(p.k_new, p.dtype, src + e);
         if (p.rotary_dim > 0) {
           const std::int64_t pos = j * (p.rotary_dim / 2);
           ApplyRotary(k_row.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
         }
-        const std::int64_t scale_row = RowOffset(p, scale_strides, b, j, hk);
-        StoreCacheRow(p, p.k_cache, p.k_scale == nullptr ? nullptr : p.k_scale + scale_row, dst, k_row.data());
-        if (copy) continue;
-        for (std::int64_t e = 0; e < d; ++e) v_row[e] = LoadAsFloat(p.v_new, p.dtype, src + e);
-        StoreCacheRow(p, p.v_cache, p.v_scale == nullptr ? nullptr : p.v_scale + scale_row, dst, v_row.data());
+        StoreCacheRow(p, p.k_cache, p.k_scale == nullptr ? nullptr : p.k_scale + scale_row, dst, k_row.data(), d);
       }
 }
 
@@ -75,16 +79,17 @@ SplitKv::SplitKv(const DecodeParams& p)
   splits_ =
       std::max<std::int64_t>(1, p.num_splits == 0 ? choose_num_splits(p.batch, max_keys, threads_) : p.num_splits);
   items_ = p.batch * splits_, rows_per_item_ = p.heads_kv * R_;
-  const std::int64_t d = p.head_dim;
-  O_partial_.resize(static_cast<std::size_t>(items_ * rows_per_item_ * d));
+  const std::int64_t dv = p.value_head_dim();
+  O_partial_.resize(static_cast<std::size_t>(items_ * rows_per_item_ * dv));
   lse_partial_.resize(static_cast<std::size_t>(items_ * rows_per_item_));
-  o_row_.resize(static_cast<std::size_t>(d));
+  o_row_.resize(static_cast<std::size_t>(dv));
 }
 
 SplitKv::RowGroup SplitKv::GatherRows(std::int64_t b) const {
   const DecodeParams& p = p_;
   const std::int64_t Nq = p.seqlen_q, d = p.head_dim, G = p.heads_q / p.heads_kv, R = R_;
   const std::int64_t cached = p.cache_seqlens[b], Nk = cached + p.seqlen_new;
+  const std::int64_t offset = DecodeDiagonalOffset(p, b, Nk);  // row i's diagonal is i + offset
   RowGroup rows;
   rows.Q.resize(p.heads_kv * R * d);
   rows.diagonal.resize(R);
@@ -100,10 +105,10 @@ SplitKv::RowGroup SplitKv::GatherRows(std::int64_t b) const {
         ApplyRotary(q, p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
         for (std::int64_t e = 0; e < d; ++e) q[e] = RoundTo(p.dtype, q[e]);
       }
-      rows.diagonal[r] = i + Nk - Nq;
+      rows.diagonal[r] = i + offset;
       rows.slope[row] = AlibiSlope(p, b, h);
     }
-  const IndexRange keys = band_.KeysOfDiagonals(Nk - Nq, Nk - 1, Nk);
+  const IndexRange keys = band_.KeysOfDiagonals(offset, offset + Nq - 1, Nk);
   rows.j_begin = keys.begin, rows.j_end = keys.end;
   return rows;
 }
@@ -126,6 +131,7 @@ ChunkTask SplitKv::Task(std::int64_t item) {
   task.head_stride = p.cache_strides.head;
   task.R = R_;
   task.d = p.head_dim;
+  task.dv = p.value_head_dim();
   task.diagonal = rows.diagonal.data();
   task.slope = rows.slope.data();
   task.band = band_;
@@ -154,23 +160,23 @@ ChunkTask SplitKv::Task(std::int64_t item) {
     task.scales.k = scales_b(p.k_scale), task.scales.v = scales_b(p.v_scale);
     task.scales.seq_stride = scale_strides.seq;
   }
-  task.O = O_partial_.data() + item * rows_per_item_ * p.head_dim;
+  task.O = O_partial_.data() + item * rows_per_item_ * task.dv;
   task.lse = lse_partial_.data() + item * rows_per_item_;
   return task;
 }
 
 void SplitKv::Merge() {
   const DecodeParams& p = p_;
-  const std::int64_t d = p.head_dim, Nq = p.seqlen_q, G = p.heads_q / p.heads_kv;
-  // Partials of row (hk, r) of sequence b sit splits apart: O at (b·splits + s)·Hkv·R + hk·R + r rows of d.
+  const std::int64_t dv = p.value_head_dim(), Nq = p.seqlen_q, G = p.heads_q / p.heads_kv;
+  // Partials of row (hk, r) of sequence b sit splits apart: O at (b·splits + s)·Hkv·R + hk·R + r rows of dv.
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t row = 0; row < rows_per_item_; ++row) {
       const std::int64_t first = b * splits_ * rows_per_item_ + row;
-      const float lse = MergeRow(splits_, &O_partial_[first * d], rows_per_item_ * d, &lse_partial_[first],
-                                 rows_per_item_, d, o_row_.data());
       const std::int64_t hk = row / R_, g = row % R_ / Nq, i = row % Nq, h = hk * G + g;
+      const float lse = MergeRow(splits_, &O_partial_[first * dv], rows_per_item_ * dv, &lse_partial_[first],
+                                 rows_per_item_, dv, o_row_.data(), SinkOf(p, h));
       const std::int64_t dst = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
-      for (std::int64_t e = 0; e < d; ++e) StoreFromFloat(p.o, p.dtype, dst + e, o_row_[e]);
+      for (std::int64_t e = 0; e < dv; ++e) StoreFromFloat(p.o, p.dtype, dst + e, o_row_[e]);
       if (p.lse != nullptr) p.lse[(b * p.heads_q + h) * Nq + i] = lse;
     }
 }

@@ -9,25 +9,15 @@
 
 namespace flashattn::distributed {
 
-Band Band::Of(const AttentionParams& params) {
-  return Band{params.window_left, params.causal ? 0 : params.window_right};
-}
-
 std::optional<Block> VisiblePart(const Band& band, const Block& block) {
   if (block.rows == 0 || block.keys == 0) return std::nullopt;
   if (!block.contiguous) return block;
   // Global rows [R, R + nr) and keys [K, K + nk): row p sees a key iff K − right ≤ p ≤ K + nk − 1 + left;
   // key t is seen iff R − left ≤ t ≤ R + nr − 1 + right.
   const std::int64_t R = block.row_position, nr = block.rows, K = block.key_position, nk = block.keys;
-  std::int64_t first_row = R, last_row = R + nr - 1, first_key = K, last_key = K + nk - 1;
-  if (band.right >= 0) {
-    first_row = std::max(first_row, K - band.right);
-    last_key = std::min(last_key, R + nr - 1 + band.right);
-  }
-  if (band.left >= 0) {
-    last_row = std::min(last_row, K + nk - 1 + band.left);
-    first_key = std::max(first_key, R - band.left);
-  }
+  // (An unbounded side's reach, kUnboundedReach, leaves the block's own bounds.)
+  const std::int64_t first_row = std::max(R, K - band.right), last_row = std::min(R + nr - 1, K + nk - 1 + band.left);
+  const std::int64_t first_key = std::max(K, R - band.left), last_key = std::min(K + nk - 1, R + nr - 1 + band.right);
   if (first_row > last_row || first_key > last_key) return std::nullopt;
   Block part;
   part.row_begin = block.row_begin + (first_row - R);
@@ -37,8 +27,7 @@ std::optional<Block> VisiblePart(const Band& band, const Block& block) {
   part.keys = last_key - first_key + 1;
   part.key_position = first_key;
   // All pairs visible iff the last row's lower bound and the first row's upper bound admit every key.
-  part.full =
-      (band.left < 0 || last_row - band.left <= first_key) && (band.right < 0 || first_row + band.right >= last_key);
+  part.full = last_row - band.left <= first_key && first_row + band.right >= last_key;
   return part;
 }
 
@@ -90,23 +79,7 @@ std::vector<Block> MergeFullBlocks(std::vector<Block> blocks) {
   return blocks;
 }
 
-LocalMask MaskFor(const Band& band, std::int64_t row_end, std::int64_t key_end) {
-  // Row i of n sits at p = row_end − n + i and key j of m at t = key_end − m + j; the library's row i sees
-  // key j iff i + (m − n) − left' ≤ j ≤ i + (m − n) + right', the band iff p − left ≤ t ≤ p + right.
-  const std::int64_t delta = row_end - key_end;
-  LocalMask mask;
-  if (band.left >= 0) mask.window_left = band.left - delta;
-  if (band.right >= 0) {
-    if (band.right + delta == 0) {
-      mask.causal = true;  // the library's causal path: the same mask
-    } else {
-      mask.window_right = band.right + delta;
-    }
-  }
-  return mask;
-}
-
-AttentionParams LocalCall(const AttentionParams& base, const Band& band, const Block& block) {
+AttentionParams LocalCall(const AttentionParams& base, std::int64_t seqlen, const Block& block) {
   AttentionParams call = base;
   const std::int64_t element = static_cast<std::int64_t>(size_of(base.dtype));
   call.q = static_cast<const char*>(base.q) + block.row_begin * base.q_strides.seq * element;
@@ -115,14 +88,11 @@ AttentionParams LocalCall(const AttentionParams& base, const Band& band, const B
   if (base.o != nullptr) call.o = static_cast<char*>(base.o) + block.row_begin * base.o_strides.seq * element;
   call.seqlen_q = block.rows;
   call.seqlen_k = block.keys;
-  call.causal = false;
-  call.window_left = -1;
-  call.window_right = -1;
-  if (block.full) return call;
-  const LocalMask mask = MaskFor(band, block.row_position + block.rows, block.key_position + block.keys);
-  call.causal = mask.causal;
-  call.window_left = mask.window_left;
-  call.window_right = mask.window_right;
+  if (block.contiguous) call.block_position = {block.row_position, block.key_position, seqlen, seqlen};
+  if (block.full) {  // no band to test: the kernels skip the masking of every tile
+    call.causal = false;
+    call.window_left = call.window_right = -1;
+  }
   return call;
 }
 

@@ -43,6 +43,7 @@ std::vector<Field> RingFields(const AttentionParams& local, std::int64_t seqlen,
       FloatField("softcap", local.softcap),
       {"alibi_slopes given", local.alibi_slopes != nullptr},
       {"alibi_batch_stride", local.alibi_batch_stride},
+      {"sinks given", local.sinks != nullptr},
       FloatField("dropout_p", local.dropout_p),
       {"dropout_seed", static_cast<std::int64_t>(local.dropout_seed)},
       {"dropout_offset", static_cast<std::int64_t>(local.dropout_offset)},
@@ -68,9 +69,13 @@ void CheckRingShard(const AttentionParams& local, std::int64_t seqlen, ShardLayo
          "mask: a mask tensor is not supported by the ring (a shard's mask has no global meaning); "
          "use causal and the window");
   }
-  if (local.alibi_slopes != nullptr) Fail(names, "alibi_slopes: ALiBi is not supported by the ring yet");
-  if (local.dropout_p > 0.0f) Fail(names, "dropout_p: dropout is not supported by the ring yet");
-  validate(local);
+  if (local.block_position != BlockPosition{}) {
+    Fail(names, "block_position must be the default: the ring places each of its blocks in the sequence itself");
+  }
+  // As a block of the whole sequence, so that dropout's counters are checked over all of it.
+  AttentionParams placed = local;
+  placed.block_position.total_seqlen_q = placed.block_position.total_seqlen_k = seqlen;
+  validate(placed);
 }
 
 KvShape KvShape::Of(const AttentionParams& params) {
@@ -128,6 +133,7 @@ AttentionParams BlockBase(const AttentionParams& local, const float* q, std::int
   base.seqlen_k = keys;
   base.head_dim_v = local.value_head_dim();
   base.mask = MaskTensor{};
+  base.sinks = nullptr;  // a block holds part of each row's keys: the sink joins once, after the ring's merge
   base.set_contiguous_strides();
   return base;
 }

@@ -173,7 +173,7 @@ class BackwardRing {
     base.o_strides = {rows_ * a_.heads_q * dv, a_.heads_q * dv, dv};
     for (const Block& block : plan_.Blocks(comm_.rank(), source, !DependsOnPositions(a_))) {
       for (const Block& piece : Pieces(plan_.band(), block, rows_per_piece_)) {
-        piece_gradients_.Compute(LocalCall(base, plan_.band(), piece), piece, operands_, a_.lse);
+        piece_gradients_.Compute(LocalCall(base, plan_.seqlen(), piece), piece, operands_, a_.lse);
         piece_gradients_.AddTo(piece, dq_.data(), rows_, contribution->data(), keys);
         transfers.Poll();
       }
@@ -234,6 +234,9 @@ void ring_backward(const RingBackwardParams& params, MPI_Comm comm_in) {
                  CheckRingShard(attention, params.seqlen, params.layout, params.timeout_seconds, comm,
                                 "local.attention.");
                  validate(params.local);
+                 if (params.local.dsinks != nullptr) {
+                   Fail("local.dsinks: the sinks' gradient is not computed by ring_backward yet");
+                 }
                }));
   BackwardRing ring(params, comm);
   ring.Run();

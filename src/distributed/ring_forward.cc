@@ -53,7 +53,7 @@ void ring_forward(const RingParams& params, MPI_Comm comm_in) {
           BlockBase(local, q.data(), rows, ShardAsFloats(*shard, shape, keys, kv_scratch), keys);
       for (const Block& block : plan.Blocks(rank, source, merge_full)) {
         for (const Block& piece : Pieces(plan.band(), block, rows_per_piece)) {
-          AttentionParams call = LocalCall(base, plan.band(), piece);
+          AttentionParams call = LocalCall(base, plan.seqlen(), piece);
           block_o.resize(static_cast<std::size_t>(local.batch * piece.rows * heads * dv));
           block_lse.resize(static_cast<std::size_t>(local.batch * heads * piece.rows));
           call.o = block_o.data();
@@ -68,6 +68,7 @@ void ring_forward(const RingParams& params, MPI_Comm comm_in) {
     timings.push_back(transfers.Finish(StepTransfers(step, comm)));
     shard = std::move(next_shard);
   }
+  state.JoinSinks(local.sinks);
   state.WriteTo(local);
   SetLastRingTimings(std::move(timings));
 }

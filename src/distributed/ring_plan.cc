@@ -10,7 +10,7 @@
 namespace flashattn::distributed {
 
 RingPlan::RingPlan(std::int64_t seqlen, int world_size, ShardLayout layout, const Band& band)
-    : band_(band), travel_(static_cast<std::size_t>(world_size), -1) {
+    : seqlen_(seqlen), band_(band), travel_(static_cast<std::size_t>(world_size), -1) {
   for (int rank = 0; rank < world_size; ++rank) chunks_.push_back(ShardChunks(seqlen, world_size, rank, layout));
 }
 

@@ -17,6 +17,7 @@ class RingPlan {
   RingPlan(std::int64_t seqlen, int world_size, ShardLayout layout, const Band& band);
 
   int world_size() const { return static_cast<int>(chunks_.size()); }
+  std::int64_t seqlen() const { return seqlen_; }
   const Band& band() const { return band_; }
   std::int64_t Length(int rank) const;
   // The rank whose shard `rank` holds at `step`.
@@ -39,6 +40,7 @@ class RingPlan {
   int Distance(int from, int to) const { return (to - from + world_size()) % world_size(); }
 
   std::vector<std::vector<Chunk>> chunks_;  // per rank
+  std::int64_t seqlen_;
   Band band_;
   // Per source: how far along the ring its shard travels (the distance to the last rank that needs it),
   // or −1 while not computed yet.

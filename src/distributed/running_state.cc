@@ -43,6 +43,19 @@ void RunningState::MergeRow(float& state_lse, float* state_o, float partial_lse,
   for (std::int64_t e = 0; e < dv_; ++e) state_o[e] = keep * state_o[e] + add * partial_o[e];
 }
 
+void RunningState::JoinSinks(const float* sinks) {
+  if (sinks == nullptr) return;
+  const std::vector<float> no_value(static_cast<std::size_t>(dv_), 0.0f);
+  for (std::int64_t b = 0; b < batch_; ++b)
+    for (std::int64_t h = 0; h < heads_; ++h) {
+      if (sinks[h] == -std::numeric_limits<float>::infinity()) continue;
+      for (std::int64_t i = 0; i < rows_; ++i) {
+        MergeRow(lse_[static_cast<std::size_t>((b * heads_ + h) * rows_ + i)], o_.data() + ((b * rows_ + i) * heads_ + h) * dv_,
+                 sinks[h], no_value.data());
+      }
+    }
+}
+
 void RunningState::WriteTo(const AttentionParams& local) const {
   NarrowInto(o_.data(), local.dtype, local.o_strides, batch_, rows_, heads_, dv_, local.o);
   if (local.lse != nullptr) std::copy(lse_.begin(), lse_.end(), local.lse);

@@ -28,6 +28,10 @@ class RunningState {
     return lse_[static_cast<std::size_t>((b * heads_ + h) * rows_ + i)];
   }
 
+  // Merges each row's attention sink (one more partial, LSE = s_h and O = 0) once every block is in; null or
+  // −∞: no sink, no change.
+  void JoinSinks(const float* sinks);
+
   // Writes O rounded to the element type of `local` (through its strides) and, if requested, the LSE.
   void WriteTo(const AttentionParams& local) const;
 

@@ -45,28 +45,26 @@ std::vector<Field> DecodeFields(const DecodeParams& p) {
   };
 }
 
-// What this rank's call does for sequence b: the query rows it computes (rows [0, rows), the others see
-// none of its keys), its keys [0, keys) (the later ones are seen by no row), whether it appends the new
-// keys, its mask, and the rotary tables' shift to global positions. Sequences with equal plans other than
-// `keys` share one call.
+// What this rank's call does for sequence b: whether it attends at all (some query row sees one of its keys),
+// its keys [0, keys) (the later ones are seen by no row), the keys of the whole sequence after them
+// (keys_after, which places the queries at their global positions), whether it appends the new keys, and
+// the rotary tables' shift to global positions. Sequences with equal plans but for `keys` and `keys_after`
+// share one call.
 struct SequencePlan {
-  std::int64_t rows = 0;
-  std::int32_t keys = 0;
+  bool attends = false;
+  std::int32_t keys = 0, keys_after = 0;
   bool appends = false;
-  LocalMask mask;
   std::int64_t rotary_shift = 0;
 
   bool SharesCallWith(const SequencePlan& other) const {
-    return rows == other.rows && appends == other.appends && mask.causal == other.mask.causal &&
-           mask.window_left == other.mask.window_left && mask.window_right == other.mask.window_right &&
-           rotary_shift == other.rotary_shift;
+    return attends == other.attends && appends == other.appends && rotary_shift == other.rotary_shift;
   }
 };
 
 // counts[r·batch + b]: the keys of sequence b on rank r before the call.
 std::vector<SequencePlan> PlanSequences(const DecodeParams& local, const std::vector<std::int64_t>& counts, int rank,
                                         int world) {
-  const Band band{local.window_left, local.causal ? 0 : local.window_right};
+  const Band band = Band::Of(local);
   std::vector<SequencePlan> plans;
   for (std::int64_t b = 0; b < local.batch; ++b) {
     auto count = [&](int r) { return counts[static_cast<std::size_t>(r * local.batch + b)]; };
@@ -77,18 +75,21 @@ std::vector<SequencePlan> PlanSequences(const DecodeParams& local, const std::ve
       total += count(r);
     }
     while (tail > 0 && count(tail) == 0) --tail;
+    const std::int64_t length = total + local.seqlen_new;  // of the whole sequence, after the append
+    // The same on every rank, so that every rank throws together: keys_after ≤ length fits the int32 array.
+    if (length > std::numeric_limits<std::int32_t>::max()) {
+      Fail("sequence ", b, " has ", length, " keys over all ranks (with seqlen_new), more than int32 positions");
+    }
     SequencePlan plan;
     plan.appends = rank == tail && local.seqlen_new > 0;
     const std::int64_t keys = count(rank) + (plan.appends ? local.seqlen_new : 0);
-    const std::int64_t length = total + local.seqlen_new;  // of the whole sequence, after the append
     // Query row i sits at length − Nq + i; this rank's keys at before + j.
     const Block whole{0, local.seqlen_q, length - local.seqlen_q, 0, keys, before};
     if (const std::optional<Block> part = VisiblePart(band, whole)) {
-      plan.rows = part->row_begin + part->rows;
+      plan.attends = true;
       plan.keys = static_cast<std::int32_t>(plan.appends ? count(rank) : part->key_begin + part->keys);
-      const std::int64_t row_end = length - local.seqlen_q + plan.rows;
-      const std::int64_t key_end = before + part->key_begin + part->keys;
-      if (!(part->full && part->key_begin == 0 && part->row_begin == 0)) plan.mask = MaskFor(band, row_end, key_end);
+      const std::int64_t call_keys = plan.keys + (plan.appends ? local.seqlen_new : 0);
+      plan.keys_after = static_cast<std::int32_t>(length - before - call_keys);
       // The library rotates q (and k_new) at cache_seqlens[b] + i; the sequence's are at total + i.
       if (local.rotary_dim > 0) plan.rotary_shift = total - plan.keys;
     }
@@ -103,42 +104,40 @@ class PartialCall {
  public:
   PartialCall(const DecodeParams& local, const std::vector<SequencePlan>& plans, std::int64_t first, std::int64_t count)
       : local_(local), first_(first), count_(count), plan_(plans[static_cast<std::size_t>(first)]) {
-    for (std::int64_t b = first; b < first + count; ++b) keys_.push_back(plans[static_cast<std::size_t>(b)].keys);
-    const std::int64_t elements = count * plan_.rows * local.heads_q * local.head_dim;
+    for (std::int64_t b = first; b < first + count; ++b) {
+      keys_.push_back(plans[static_cast<std::size_t>(b)].keys);
+      keys_after_.push_back(plans[static_cast<std::size_t>(b)].keys_after);
+    }
+    const std::int64_t elements = count * local.seqlen_q * local.heads_q * local.head_dim;
     o_.resize(static_cast<std::size_t>(elements * static_cast<std::int64_t>(size_of(local.dtype))));
-    lse_.resize(static_cast<std::size_t>(count * local.heads_q * plan_.rows));
+    lse_.resize(static_cast<std::size_t>(count * local.heads_q * local.seqlen_q));
   }
 
-  bool Empty() const { return plan_.rows == 0; }
+  bool Empty() const { return !plan_.attends; }
   void Validate() {
     if (!Empty()) flashattn::validate(Call());
   }
 
-  // Decodes, then writes rows [0, rows) of its sequences into the partial (o (batch, Nq, Hq, d) and lse
-  // (batch, Hq, Nq), float32).
+  // Decodes, then writes its sequences into the partial (o (batch, Nq, Hq, d) and lse (batch, Hq, Nq),
+  // float32).
   void Run(float* o, float* lse) {
     if (Empty()) return;
     decode(Call());
-    const std::int64_t Nq = local_.seqlen_q, Hq = local_.heads_q, d = local_.head_dim, rows = plan_.rows;
-    const std::int64_t element = static_cast<std::int64_t>(size_of(local_.dtype));
-    for (std::int64_t b = 0; b < count_; ++b) {
-      WidenContiguous(o_.data() + b * rows * Hq * d * element, local_.dtype, rows * Hq * d,
-                      o + (first_ + b) * Nq * Hq * d);
-      for (std::int64_t h = 0; h < Hq; ++h)
-        for (std::int64_t i = 0; i < rows; ++i)
-          lse[((first_ + b) * Hq + h) * Nq + i] = lse_[static_cast<std::size_t>((b * Hq + h) * rows + i)];
-    }
+    const std::int64_t Nq = local_.seqlen_q, Hq = local_.heads_q, d = local_.head_dim;
+    WidenContiguous(o_.data(), local_.dtype, count_ * Nq * Hq * d, o + first_ * Nq * Hq * d);
+    std::copy(lse_.begin(), lse_.end(), lse + first_ * Hq * Nq);
   }
 
  private:
-  // The caller's call, moved to the first sequence and given the plan's rows, keys, mask and rotary shift.
+  // The caller's call, moved to the first sequence and given the plan's keys, their place in the sequence
+  // and the rotary shift.
   DecodeParams Call() {
     const DecodeParams& local = local_;
     const std::int64_t element = static_cast<std::int64_t>(size_of(local.dtype));
     DecodeParams call = local;
     call.batch = count_;
-    call.seqlen_q = plan_.rows;
     call.cache_seqlens = keys_.data();
+    call.keys_after = keys_after_.data();
     call.q = static_cast<const char*>(local.q) + first_ * local.q_strides.batch * element;
     if (local.paged()) {
       call.block_table = local.block_table + first_ * local.block_table_stride;
@@ -153,9 +152,6 @@ class PartialCall {
       call.seqlen_new = 0;
       call.k_new = call.v_new = nullptr;
     }
-    call.causal = plan_.mask.causal;
-    call.window_left = plan_.mask.window_left;
-    call.window_right = plan_.mask.window_right;
     if (local.rotary_dim > 0) {
       call.rotary_cos = local.rotary_cos + plan_.rotary_shift * (local.rotary_dim / 2);
       call.rotary_sin = local.rotary_sin + plan_.rotary_shift * (local.rotary_dim / 2);
@@ -164,21 +160,23 @@ class PartialCall {
     const std::int64_t Hq = local.heads_q, d = local.head_dim;
     call.o = o_.data();
     call.lse = lse_.data();
-    call.o_strides = {plan_.rows * Hq * d, Hq * d, d};
+    call.o_strides = {local.seqlen_q * Hq * d, Hq * d, d};
     return call;
   }
 
   const DecodeParams& local_;
   std::int64_t first_, count_;
   SequencePlan plan_;
-  std::vector<std::int32_t> keys_;
+  std::vector<std::int32_t> keys_, keys_after_;
   std::vector<std::byte> o_;
   std::vector<float> lse_;
 };
 
 void CheckLocalDecode(const DecodeParams& local, double timeout_seconds) {
   if (!(timeout_seconds > 0)) Fail("timeout_seconds must be > 0, got ", timeout_seconds);
-  if (local.alibi_slopes != nullptr) Fail("alibi_slopes: ALiBi is not supported by sharded_decode yet");
+  if (local.keys_after != nullptr) Fail("keys_after must be null: sharded_decode places each rank's keys itself");
+  if (local.sinks != nullptr) Fail("sinks: attention sinks are not supported by sharded_decode yet");
+  if (local.value_head_dim() != local.head_dim) Fail("head_dim_v: dv != d is not supported by sharded_decode yet");
   if (local.batch > 0 && local.cache_seqlens == nullptr) Fail("cache_seqlens is a null pointer");
   // The call as a rank that appends nothing makes it; the appending rank's call is checked once every
   // rank's counts are known.

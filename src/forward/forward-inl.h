@@ -4,7 +4,7 @@
 //     pack every K_j (NR-wide panels) and V_j (column slices) of the chunk, once, shared; float16/bfloat16
 //     widened to float32 here when the Q blocks have more than kMR rows (PacksKvWide)
 //     for each (query head of the GQA group, Q block i), largest work first:   [one thread each]
-//       Q_i ← s·Q rows (float32),  Õ = 0, l = 0, m = −∞
+//       Q_i ← s·Q rows (float32),  Õ = 0, (m, l) = (−∞, 0), or (s_h, 1) with an attention sink s_h
 //       for each K/V block j that the band of rows i reaches:
 //         S_ij = Q_i K_jᵀ                       (ProductABt, from the packed panels)
 //         masks/modifiers, boundary tiles only    (ApplyScoreModifiers)
@@ -118,6 +118,7 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Dropout& dro
   const std::int64_t i0 = qb * g.Br, rows = std::min(g.Br, g.Nq - i0);
   const std::int64_t hkv = h / g.group;
   const ScoreModifiers mods(p, b, h);
+  const RowStart start = SoftmaxRowStart(mods.sink);
 
   const T* Q = RowOf<T>(p.q, p.q_strides, b, h, i0);
   // Q_i = s·Q rows in float32, in row groups of kMR rows (ALayout::kRowGroups; zero rows pad the last).
@@ -127,8 +128,8 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Dropout& dro
     WidenScaledRow(Q + r * p.q_strides.seq, d, d, g.scale, q_r);
     float* group = x.Q_i + (r / kMR) * kMR * d + r % kMR;
     for (std::int64_t e = 0; e < d; ++e) group[e * kMR] = q_r[e];
-    x.m[r] = kNegInf;
-    x.l[r] = 0.0f;
+    x.m[r] = start.m;
+    x.l[r] = start.l;
   }
   std::fill(x.O_i, x.O_i + rows * g.dv_pad, 0.0f);
 

@@ -6,6 +6,8 @@
 //   dP_ij = Z_ij (dO_i · v_j)
 //   dS_ij = P_ij (dP_ij − D_i) · cap'_ij                 (cap' = 1 − tanh²(s q_i·k_j / c), softcap c; else 1)
 //   dQ_i  = s Σ_j dS_ij k_j,   dK_j += s Σ_i dS_ij q_i
+//   dsink_h = −Σ_{b,i} e^{s_h − LSE_i} D_i               (attention sink s_h: P_i,sink = e^{s_h − LSE_i} has no value,
+//                                                         so its dS is P_i,sink (0 − D_i))
 // ALiBi and the mask tensor are constants added to S: they pass dS through unchanged and get no gradient. Only the
 // pairs (i, j) where row i sees key j (band, boolean mask) and saw some key (LSE_i > −∞) take part; every other pair
 // contributes nothing, not even 0·NaN, so a non-finite input reaches only the gradients of the pairs it touches
@@ -68,13 +70,34 @@ void ForEachKvHead(const AttentionParams& p, Solve&& solve) {
   if (failure) std::rethrow_exception(failure);
 }
 
+// P_i,sink·(0 − D_i) = −e^{s_h − LSE_i}·D_i: row i's term of dsink_h (0 without a sink).
+template <typename T>
+T SinkGradientTerm(float sink, T lse, T D) {
+  return sink == kNegInf ? T{0} : -std::exp(static_cast<T>(sink) - lse) * D;
+}
+
+// dsinks[h] = Σ_b sums[b·Hq + h], over the batch in order.
+template <typename T>
+void WriteSinkGradients(const BackwardParams& bp, const std::vector<T>& sums) {
+  const AttentionParams& p = bp.attention;
+  if (bp.dsinks == nullptr) return;
+  for (std::int64_t h = 0; h < p.heads_q; ++h) {
+    T total = 0;
+    for (std::int64_t b = 0; b < p.batch; ++b) total += sums[b * p.heads_q + h];
+    bp.dsinks[h] = static_cast<float>(total);
+  }
+}
+
 struct StandardScratch {
   std::vector<float> Q, K, V, O, dO, lse, D, Z_i;
   std::vector<float> P, dS;  // main memory: Nq×Nk each
   std::vector<float> dQ, dK, dV;
 };
 
-void StandardBackwardGroup(const BackwardParams& bp, std::int64_t b, std::int64_t hkv, StandardScratch& x) {
+// Writes the gradients of (b, hkv) and, for each query head h of the group, its rows' share of dsink_h into
+// sink_sums[b·Hq + h].
+void StandardBackwardGroup(const BackwardParams& bp, std::int64_t b, std::int64_t hkv, StandardScratch& x,
+                           float* sink_sums) {
   const AttentionParams& p = bp.attention;
   const DType dtype = p.dtype;
   const std::int64_t group = p.heads_q / p.heads_kv;
@@ -94,9 +117,12 @@ void StandardBackwardGroup(const BackwardParams& bp, std::int64_t b, std::int64_
         x.dO[i * dv + c] = LoadAt(bp.d_o, dtype, bp.do_strides, b, i, h, c);
       x.lse[i] = p.lse[(b * p.heads_q + h) * Nq + i];
     }
-    for (std::int64_t i = 0; i < Nq; ++i) {  // D_i = dO_i · O_i
+    float& sink_sum = sink_sums[b * p.heads_q + h];
+    sink_sum = 0.0f;
+    for (std::int64_t i = 0; i < Nq; ++i) {  // D_i = dO_i · O_i, and dsink_h's term
       x.D[i] = 0.0f;
       for (std::int64_t c = 0; c < dv; ++c) x.D[i] += x.dO[i * dv + c] * x.O[i * dv + c];
+      sink_sum += SinkGradientTerm(problem.Sink(), x.lse[i], x.D[i]);
     }
     const auto seen = [&](std::int64_t i, std::int64_t j) {  // pair (i, j) takes part
       return x.lse[i] != kNegInf && problem.Sees(i, j);
@@ -164,9 +190,11 @@ void StandardBackward(const BackwardParams& bp) {
     x.P.resize(Nq * Nk), x.dS.resize(Nq * Nk);
     x.dQ.resize(Nq * d), x.dK.resize(Nk * d), x.dV.resize(Nk * dv);
   }
+  std::vector<float> sink_sums(static_cast<std::size_t>(p.batch * p.heads_q));
   ForEachKvHead(p, [&](std::int64_t b, std::int64_t hkv, int thread) {
-    StandardBackwardGroup(bp, b, hkv, scratch[thread]);
+    StandardBackwardGroup(bp, b, hkv, scratch[thread], sink_sums.data());
   });
+  WriteSinkGradients(bp, sink_sums);
 }
 
 OracleGradients OracleBackwardGroup(const BackwardParams& bp, std::int64_t b, std::int64_t hkv) {
@@ -179,11 +207,12 @@ OracleGradients OracleBackwardGroup(const BackwardParams& bp, std::int64_t b, st
   g.dQ.assign(group * Nq * d, 0.0);
   g.dK.assign(Nk * d, 0.0);
   g.dV.assign(Nk * dv, 0.0);
+  g.dsinks.assign(group, 0.0);
   std::vector<double> Q(Nq * d), K(Nk * d), V(Nk * dv), dO_i(dv), O_i(dv), S_i(Nk), Z_i(Nk);
   std::vector<float> Z_f(Nk);
   for (std::int64_t h = hkv * group; h < (hkv + 1) * group; ++h) {
     const HeadProblem problem(p, b, h);
-    const double s = problem.scale;
+    const double s = problem.scale, sink = problem.Sink();
     double* dQ = g.dQ.data() + (h - hkv * group) * Nq * d;  // g.dQ is empty without query rows
     problem.LoadQ(0, Nq, Q.data());
     problem.LoadK(0, Nk, K.data());
@@ -192,16 +221,17 @@ OracleGradients OracleBackwardGroup(const BackwardParams& bp, std::int64_t b, st
       for (std::int64_t c = 0; c < dv; ++c) dO_i[c] = LoadAt(bp.d_o, p.dtype, bp.do_strides, b, i, h, c);
       dropout.RowMultipliers(b, h, i, 0, Nk, Z_f.data());
       std::copy(Z_f.begin(), Z_f.end(), Z_i.begin());
-      double m = -inf;  // LSE_i = log Σ_j e^{S_ij}, by the safe softmax; a NaN score makes it NaN
+      double m = sink;  // LSE_i = log(Σ_j e^{S_ij} + e^{s_h}), by the safe softmax; a NaN score makes it NaN
       for (std::int64_t j = 0; j < Nk; ++j) {
         double q_dot_k = 0.0;
         for (std::int64_t c = 0; c < d; ++c) q_dot_k += Q[i * d + c] * K[j * d + c];
         S_i[j] = problem.Score(i, j, q_dot_k);
         m = std::isnan(S_i[j]) ? S_i[j] : std::max(m, S_i[j]);
       }
-      if (m == -inf) continue;  // no visible key: O_i = 0 and every P_ij = 0, no gradient flows
+      if (m == -inf) continue;  // no visible key and no sink: O_i = 0 and every P_ij = 0, no gradient flows
       double l = 0.0;
       for (std::int64_t j = 0; j < Nk; ++j) l += std::exp(S_i[j] - m);
+      if (sink != -inf) l += std::exp(sink - m);
       const double lse = m + std::log(l);
       std::fill(O_i.begin(), O_i.end(), 0.0);  // O_i = Σ_j P_ij Z_ij v_j over the keys row i sees
       for (std::int64_t j = 0; j < Nk; ++j) {
@@ -211,6 +241,7 @@ OracleGradients OracleBackwardGroup(const BackwardParams& bp, std::int64_t b, st
       }
       double D = 0.0;  // D_i = dO_i · O_i
       for (std::int64_t c = 0; c < dv; ++c) D += dO_i[c] * O_i[c];
+      g.dsinks[h - hkv * group] += SinkGradientTerm(problem.Sink(), lse, D);
       for (std::int64_t j = 0; j < Nk; ++j) {
         if (!problem.Sees(i, j)) continue;
         const double P_ij = std::exp(S_i[j] - lse);
@@ -236,9 +267,11 @@ void OracleBackward(const BackwardParams& bp) {
   });
   const std::int64_t group = p.heads_q / p.heads_kv;
   const std::int64_t Nq = p.seqlen_q, Nk = p.seqlen_k, d = p.head_dim, dv = p.value_head_dim();
+  std::vector<double> sink_sums(static_cast<std::size_t>(p.batch * p.heads_q));
   for (std::int64_t b = 0; b < p.batch; ++b) {
     for (std::int64_t hkv = 0; hkv < p.heads_kv; ++hkv) {
       const OracleGradients& g = groups[b * p.heads_kv + hkv];
+      std::copy(g.dsinks.begin(), g.dsinks.end(), sink_sums.begin() + b * p.heads_q + hkv * group);
       for (std::int64_t hg = 0; hg < group; ++hg)
         for (std::int64_t i = 0; i < Nq; ++i)
           for (std::int64_t c = 0; c < d; ++c)
@@ -252,6 +285,7 @@ void OracleBackward(const BackwardParams& bp) {
       }
     }
   }
+  WriteSinkGradients(bp, sink_sums);
 }
 
 double OracleLoss(const BackwardParams& bp) {

@@ -16,9 +16,10 @@ void StandardBackward(const BackwardParams& params);
 void OracleBackward(const BackwardParams& params);
 
 // The float64 gradients of one (batch b, K/V head hkv): dQ of its group's query heads (group × Nq × d, the
-// group's first head first), dK (Nk × d) and dV (Nk × dv), each summed over the group.
+// group's first head first), dK (Nk × d) and dV (Nk × dv), each summed over the group, and each query head's
+// share of dsinks (group; 0 without sinks).
 struct OracleGradients {
-  std::vector<double> dQ, dK, dV;
+  std::vector<double> dQ, dK, dV, dsinks;
 };
 OracleGradients OracleBackwardGroup(const BackwardParams& params, std::int64_t b, std::int64_t hkv);
 

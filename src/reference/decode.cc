@@ -3,7 +3,10 @@
 //   for each query head h and row i (diagonal i + Nk − Nq, rotated q at position cache_seqlens[b] + i):
 //     split the keys [0, Nk) into num_splits chunks C_k; per chunk the state
 //       LSE_k = log Σ_{j∈C_k} e^{S_ij},  O_k = Σ_{j∈C_k} e^{S_ij − LSE_k} v_j
-//     and O, LSE = MergeStates(... MergeStates(state_0, state_1) ..., state_last)
+//     and O, LSE = MergeStates(... MergeStates(state_0, state_1) ..., state_last), then merged once with the
+//     attention sink's state (LSE = s_h, O = 0) when the head has one
+// With V inside the K cache (v_cache == k_cache) V is the first dv features of each K row, and an append
+// writes the K row only.
 // Keys are looked up one at a time through the block table when the cache is paged, and read as float32 in
 // the cache's element type: a quantized cache's values times their scales (common/quantize.h), which is
 // also how appended keys are stored. A key the row does not
@@ -32,12 +35,12 @@ std::int64_t CacheRow(const DecodeParams& p, const Strides& s, std::int64_t b, s
          hk * s.head;
 }
 
-// Cache row (b, j, hk) of k_cache or v_cache (with its scales) as float32.
+// Cache row (b, j, hk) of k_cache or v_cache (with its scales) as `width` float32 values.
 std::vector<float> LoadKeyRow(const DecodeParams& p, const void* cache, const float* scales, std::int64_t b,
-                              std::int64_t j, std::int64_t hk) {
-  std::vector<float> row(p.head_dim);
+                              std::int64_t j, std::int64_t hk, std::int64_t width) {
+  std::vector<float> row(width);
   const float* row_scales = scales == nullptr ? nullptr : scales + CacheRow(p, ScaleStridesOf(p), b, j, hk);
-  LoadCacheRow(p, cache, row_scales, CacheRow(p, p.cache_strides, b, j, hk), row.data());
+  LoadCacheRow(p, cache, row_scales, CacheRow(p, p.cache_strides, b, j, hk), row.data(), width);
   return row;
 }
 
@@ -54,15 +57,18 @@ void Append(const DecodeParams& p) {
         const std::int64_t j = p.cache_seqlens[b] + i;
         const std::int64_t src = b * p.new_strides.batch + i * p.new_strides.seq + hk * p.new_strides.head;
         std::vector<float> k = LoadRow(p.k_new, p.dtype, src, p.head_dim);
-        const std::vector<float> v = LoadRow(p.v_new, p.dtype, src, p.head_dim);
         if (p.rotary_dim > 0) {
           const std::int64_t pos = j * (p.rotary_dim / 2);
           ApplyRotary(k.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
         }
         const std::int64_t dst = CacheRow(p, p.cache_strides, b, j, hk);
         const std::int64_t scale_row = CacheRow(p, ScaleStridesOf(p), b, j, hk);
-        StoreCacheRow(p, p.k_cache, p.k_scale == nullptr ? nullptr : p.k_scale + scale_row, dst, k.data());
-        StoreCacheRow(p, p.v_cache, p.v_scale == nullptr ? nullptr : p.v_scale + scale_row, dst, v.data());
+        StoreCacheRow(p, p.k_cache, p.k_scale == nullptr ? nullptr : p.k_scale + scale_row, dst, k.data(),
+                      p.head_dim);
+        if (p.values_in_keys()) continue;
+        const std::vector<float> v = LoadRow(p.v_new, p.dtype, src, p.value_head_dim());
+        StoreCacheRow(p, p.v_cache, p.v_scale == nullptr ? nullptr : p.v_scale + scale_row, dst, v.data(),
+                      p.value_head_dim());
       }
 }
 
@@ -70,11 +76,11 @@ void Append(const DecodeParams& p) {
 AttentionState ChunkState(const DecodeParams& p, const Band& band, std::int64_t b, std::int64_t hk,
                           const std::vector<float>& q, std::int64_t diagonal, float slope, std::int64_t j_begin,
                           std::int64_t j_end) {
-  const std::int64_t d = p.head_dim;
+  const std::int64_t d = p.head_dim, dv = p.value_head_dim();
   std::vector<double> S(j_end - j_begin);
   double m = kNegInfOf<double>;
   for (std::int64_t j = j_begin; j < j_end; ++j) {
-    const std::vector<float> k = LoadKeyRow(p, p.k_cache, p.k_scale, b, j, hk);
+    const std::vector<float> k = LoadKeyRow(p, p.k_cache, p.k_scale, b, j, hk, d);
     double q_dot_k = 0.0;
     for (std::int64_t e = 0; e < d; ++e) q_dot_k += static_cast<double>(q[e]) * k[e];
     S[j - j_begin] = band.Sees(diagonal, j)
@@ -82,7 +88,7 @@ AttentionState ChunkState(const DecodeParams& p, const Band& band, std::int64_t 
                          : kNegInfOf<double>;
     m = MaxKeepingNaN(m, S[j - j_begin]);
   }
-  AttentionState state{std::vector<double>(d, 0.0), m};
+  AttentionState state{std::vector<double>(dv, 0.0), m};
   if (m == kNegInfOf<double>) return state;  // no visible key in the chunk
   double l = 0.0;
   for (double s : S) l += std::exp(s - m);
@@ -90,8 +96,8 @@ AttentionState ChunkState(const DecodeParams& p, const Band& band, std::int64_t 
   for (std::int64_t j = j_begin; j < j_end; ++j) {
     if (!band.Sees(diagonal, j)) continue;
     const double P_j = std::exp(S[j - j_begin] - state.lse);
-    const std::vector<float> v = LoadKeyRow(p, p.v_cache, p.v_scale, b, j, hk);
-    for (std::int64_t e = 0; e < d; ++e) state.O[e] += P_j * v[e];
+    const std::vector<float> v = LoadKeyRow(p, p.v_cache, p.v_scale, b, j, hk, dv);
+    for (std::int64_t e = 0; e < dv; ++e) state.O[e] += P_j * v[e];
   }
   return state;
 }
@@ -101,7 +107,7 @@ AttentionState ChunkState(const DecodeParams& p, const Band& band, std::int64_t 
 void Decode(const DecodeParams& p) {
   Append(p);
   const Band band = Band::Of(p);
-  const std::int64_t d = p.head_dim, Nq = p.seqlen_q, G = p.heads_q / p.heads_kv;
+  const std::int64_t d = p.head_dim, dv = p.value_head_dim(), Nq = p.seqlen_q, G = p.heads_q / p.heads_kv;
   const std::int64_t splits = std::max<std::int64_t>(1, p.num_splits);
   for (std::int64_t b = 0; b < p.batch; ++b) {
     const std::int64_t cached = p.cache_seqlens[b], Nk = cached + p.seqlen_new;
@@ -116,13 +122,16 @@ void Decode(const DecodeParams& p) {
           for (float& x : q) x = RoundTo(p.dtype, x);
         }
         const float slope = AlibiSlope(p, b, h);
-        AttentionState state{std::vector<double>(d, 0.0), kNegInfOf<double>};
+        AttentionState state{std::vector<double>(dv, 0.0), kNegInfOf<double>};
         for (std::int64_t j0 = 0; j0 < Nk; j0 += chunk) {
           const std::int64_t j1 = std::min(Nk, j0 + chunk);
-          state = MergeStates(state, ChunkState(p, band, b, h / G, q, i + Nk - Nq, slope, j0, j1));
+          const std::int64_t diagonal = i + DecodeDiagonalOffset(p, b, Nk);
+          state = MergeStates(state, ChunkState(p, band, b, h / G, q, diagonal, slope, j0, j1));
         }
+        const float sink = SinkOf(p, h);
+        if (sink != kNegInf) state = MergeStates(state, AttentionState{std::vector<double>(dv, 0.0), sink});
         const std::int64_t dst = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
-        for (std::int64_t e = 0; e < d; ++e) StoreFromFloat(p.o, p.dtype, dst + e, static_cast<float>(state.O[e]));
+        for (std::int64_t e = 0; e < dv; ++e) StoreFromFloat(p.o, p.dtype, dst + e, static_cast<float>(state.O[e]));
         if (p.lse != nullptr) p.lse[(b * p.heads_q + h) * Nq + i] = static_cast<float>(state.lse);
       }
   }

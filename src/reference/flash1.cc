@@ -1,5 +1,6 @@
 // flash1 (docs/algorithms.md): Algorithm 1 of the FlashAttention paper, loop for loop.
-//   Initialize O = (0)Nq×dv, l = (0)Nq, m = (−∞)Nq in main memory.
+//   Initialize O = (0)Nq×dv, l = (0)Nq, m = (−∞)Nq in main memory; with an attention sink s_h, l = (1)Nq and
+//   m = (s_h)Nq: the sink is a logit every row has seen before its first key block (it has no value, so O = 0).
 //   for j in 0..Tc (outer, K/V blocks): load K_j, V_j
 //     for i in 0..Tr (inner, Q blocks): load Q_i, O_i, l_i, m_i
 //       S_ij = Score(Q_i K_jᵀ)                                  (Br×Bc)
@@ -37,8 +38,8 @@ void Flash1Head(const HeadProblem& problem, BlockSizes blocks, const Dropout& dr
   const MainMemoryArray m(problem, x.m.data(), sizeof(float));
   std::fill(x.O_i.begin(), x.O_i.end(), 0.0f);
   for (std::int64_t i = 0; i < Tr; ++i) problem.StoreO(i * Br, std::min(Br, Nq - i * Br), x.O_i.data());
-  l.Fill(Nq, 0.0f);
-  m.Fill(Nq, kNegInf);
+  l.Fill(Nq, problem.Start().l);
+  m.Fill(Nq, problem.Start().m);
 
   for (std::int64_t j = 0; j < Tc; ++j) {
     const std::int64_t j0 = j * Bc, cols = std::min(Bc, Nk - j0);

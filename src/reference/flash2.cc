@@ -1,7 +1,8 @@
 // flash2 (docs/algorithms.md): the FlashAttention-2 loop order. Each Q block is finished before the next starts, so
 // its running state stays in fast memory and O is written once:
 //   for i in 0..Tr (outer, Q blocks — the unit of parallel work): load Q_i;
-//     Õ_i = 0, l_i = 0, m_i = −∞ (fast memory)
+//     Õ_i = 0, l_i = 0, m_i = −∞ (fast memory); with an attention sink s_h, l_i = 1, m_i = s_h: the row has
+//     seen the sink, a logit without a value
 //     for j in 0..Tc (inner, K/V blocks): load K_j, V_j
 //       S_ij = Score(Q_i K_jᵀ)
 //       m_new = max(m_i, rowmax(S_ij)),  P̃_ij = exp(S_ij − m_new)
@@ -33,27 +34,17 @@ void Flash2Head(const HeadProblem& problem, BlockSizes blocks, const Dropout& dr
     const std::int64_t i0 = i * Br, rows = std::min(Br, Nq - i0);
     problem.LoadQ(i0, rows, x.Q_i.data());
     std::fill(x.O_i.begin(), x.O_i.end(), 0.0f);
-    std::fill(x.l_i.begin(), x.l_i.end(), 0.0f);
-    std::fill(x.m_i.begin(), x.m_i.end(), kNegInf);
+    std::fill(x.l_i.begin(), x.l_i.end(), problem.Start().l);
+    std::fill(x.m_i.begin(), x.m_i.end(), problem.Start().m);
     for (std::int64_t j = 0; j < Tc; ++j) {
       const std::int64_t j0 = j * Bc, cols = std::min(Bc, Nk - j0);
       problem.LoadK(j0, cols, x.K_j.data());
       problem.LoadV(j0, cols, x.V_j.data());
       for (std::int64_t r = 0; r < rows; ++r) {
-        float* S_r = &x.S_ij[r * Bc];
-        float m_new = x.m_i[r];  // max(m_i, rowmax(S_ij))
-        for (std::int64_t c = 0; c < cols; ++c) {
-          float q_dot_k = 0.0f;
-          for (std::int64_t e = 0; e < d; ++e) q_dot_k += x.Q_i[r * d + e] * x.K_j[c * d + e];
-          S_r[c] = problem.Score(i0 + r, j0 + c, q_dot_k);
-          m_new = MaxKeepingNaN(m_new, S_r[c]);
-        }
+        float* S_r = &x.S_ij[r * Bc];  // P̃_ij = exp(S_ij − m_new), m_new = max(m_i, rowmax(S_ij))
+        const auto [m_new, row_sum] =
+            ScoreRowOnline(problem, i0 + r, j0, cols, &x.Q_i[r * d], x.K_j.data(), x.m_i[r], S_r);
         const float rescale = RescaleFactor(x.m_i[r], m_new);  // e^{m_i − m_new}
-        float row_sum = 0.0f;
-        for (std::int64_t c = 0; c < cols; ++c) {  // P̃_ij = exp(S_ij − m_new), kept in S_r
-          S_r[c] = RescaleFactor(S_r[c], m_new);
-          row_sum += S_r[c];
-        }
         x.l_i[r] = rescale * x.l_i[r] + row_sum;
         dropout.RowMultipliers(problem.b, problem.h, i0 + r, j0, cols, x.Z_r.data());
         float* O_r = &x.O_i[r * dv];

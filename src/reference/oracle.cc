@@ -1,6 +1,7 @@
 // The float64 oracle: standard attention with every input converted exactly to double, so that its own
 // rounding error (~1e-16) is negligible against float32 kernels. It defines what "correct" means.
-//   S_ij = Score(q_i · k_j),  LSE_i = log Σ_j e^{S_ij},  O_i = Σ_j e^{S_ij − LSE_i} Z_ij v_j
+//   S_ij = Score(q_i · k_j),  LSE_i = log(Σ_j e^{S_ij} + e^{s_h}),  O_i = Σ_j e^{S_ij − LSE_i} Z_ij v_j
+// (s_h: the attention sink of the head, −∞ without one: a logit of the softmax without a value)
 // (Z: the dropout multipliers of common/dropout.h, all 1 without dropout; j over the keys row i sees)
 #include <algorithm>
 #include <cmath>
@@ -23,18 +24,21 @@ double OracleRow(const HeadProblem& problem, const Dropout& dropout, std::int64_
                  std::vector<double>& S_i, double* o) {
   const std::int64_t Nk = problem.Nk, d = problem.d, dv = problem.dv;
   const double neg_inf = -std::numeric_limits<double>::infinity();
-  double m = neg_inf;  // max_j S_ij over the seen keys (unseen ones score −∞); NaN if some S_ij is
+  const double sink = problem.Sink();
+  double m = sink;  // max(s_h, max_j S_ij) over the seen keys (unseen ones score −∞); NaN if some S_ij is
   for (std::int64_t j = 0; j < Nk; ++j) {
     double q_dot_k = 0.0;
     for (std::int64_t c = 0; c < d; ++c) q_dot_k += q_i[c] * K[j * d + c];
     S_i[j] = problem.Score(i, j, q_dot_k);
     m = MaxKeepingNaN(m, S_i[j]);
   }
-  // m = −∞: no key seen, or every seen score −∞ (additive mask). No weight to normalize: P_ij = 0, LSE = −∞.
+  // m = −∞: no key seen, or every seen score −∞ (additive mask), and no sink. No weight to normalize: P_ij = 0,
+  // LSE = −∞.
   const bool weighted = m != neg_inf;
   double l = 0.0;
   if (weighted) {
     for (std::int64_t j = 0; j < Nk; ++j) l += std::exp(S_i[j] - m);
+    if (sink != neg_inf) l += std::exp(sink - m);
   }
   std::fill(o, o + dv, 0.0);
   for (std::int64_t j = 0; j < Nk; ++j) {

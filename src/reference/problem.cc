@@ -2,9 +2,28 @@
 
 #include <algorithm>
 
+#include "reference/softmax.h"
+
 namespace flashattn::reference {
 
 int ResolveThreads(int requested) { return requested > 0 ? requested : omp_get_max_threads(); }
+
+OnlineRowStep ScoreRowOnline(const HeadProblem& problem, std::int64_t i, std::int64_t j0, std::int64_t cols,
+                             const float* q_r, const float* K_j, float m, float* S_r) {
+  const std::int64_t d = problem.d;
+  OnlineRowStep step{m, 0.0f};
+  for (std::int64_t c = 0; c < cols; ++c) {
+    float q_dot_k = 0.0f;
+    for (std::int64_t e = 0; e < d; ++e) q_dot_k += q_r[e] * K_j[c * d + e];
+    S_r[c] = problem.Score(i, j0 + c, q_dot_k);
+    step.m_new = MaxKeepingNaN(step.m_new, S_r[c]);
+  }
+  for (std::int64_t c = 0; c < cols; ++c) {
+    S_r[c] = RescaleFactor(S_r[c], step.m_new);
+    step.row_sum += S_r[c];
+  }
+  return step;
+}
 
 HeadProblem::HeadProblem(const AttentionParams& p, std::int64_t b_index, std::int64_t h_index)
     : b(b_index),

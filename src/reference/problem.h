@@ -46,6 +46,9 @@ class HeadProblem {
   bool Visible(std::int64_t i, std::int64_t j) const { return mods_.Visible(i, j); }
   bool Sees(std::int64_t i, std::int64_t j) const { return mods_.Sees(i, j); }
   template <typename T> T Score(std::int64_t i, std::int64_t j, T q_dot_k) const { return mods_.Score(i, j, q_dot_k); }
+  // The head's attention sink s_h (−∞: none), and the softmax state (m, l) every row starts from.
+  float Sink() const { return mods_.sink; }
+  RowStart Start() const { return SoftmaxRowStart(mods_.sink); }
 
   // Main-memory traffic of this problem so far (for the IO model).
   const IoCount& io() const { return io_; }
@@ -126,6 +129,16 @@ template <typename Solve>
 void ForEachHead(const AttentionParams& params, Solve&& solve, IoCount* io = nullptr);
 
 int ResolveThreads(int requested);
+
+// FlashAttention-2's step of query row i over a block of `cols` keys in fast memory (the reference flash2 and
+// tools/io_model's counted fused kernel): S_r[c] = S_{i, j0 + c} from q_r · k_c (q_r: d floats, K_j: cols rows
+// of d floats), m_new = max(m, rowmax S_r) keeping NaN, then S_r[c] ← P̃ = e^{S_r[c] − m_new} in place.
+struct OnlineRowStep {
+  float m_new;
+  float row_sum;  // Σ_c P̃_c
+};
+OnlineRowStep ScoreRowOnline(const HeadProblem& problem, std::int64_t i, std::int64_t j0, std::int64_t cols,
+                             const float* q_r, const float* K_j, float m, float* S_r);
 
 }  // namespace flashattn::reference
 

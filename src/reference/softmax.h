@@ -27,7 +27,10 @@ T MaxKeepingNaN(T a, T b) {
 struct SoftmaxState;
 
 // m = max_j x_j;  d = Σ_j e^{x_j − m};  y_i = e^{x_i − m} / d. Returns (m, d).
-SoftmaxState SoftmaxSafe(std::span<const float> x, std::span<float> y);
+// With a sink s (an attention sink: one more logit that has no output of its own), m = max(s, max_j x_j) and
+// d gains e^{s − m}; s = −∞ is no sink.
+SoftmaxState SoftmaxSafe(std::span<const float> x, std::span<float> y,
+                         float sink = -std::numeric_limits<float>::infinity());
 
 // Pass 1: m_i = max(m_{i−1}, x_i), d_i = d_{i−1}·e^{m_{i−1} − m_i} + e^{x_i − m_i}.
 // Pass 2: y_i = e^{x_i − m_N} / d_N.

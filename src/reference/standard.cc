@@ -1,6 +1,7 @@
 // standard (docs/algorithms.md): three passes over main memory that materialize the Nq×Nk matrices S and P.
 //   pass 1: S = s·Q Kᵀ with the masks and modifiers of score.h         (read Q, K; write S)
-//   pass 2: P = softmax_row(S), LSE_r = m_r + log l_r, by the safe softmax (read S; write P)
+//   pass 2: P = softmax_row(S), LSE_r = m_r + log l_r, by the safe softmax (read S; write P); an attention
+//           sink s_h is one more logit of every row's softmax, without a column of P
 //   pass 3: O = (P ∘ Z) V, Z the dropout multipliers (all 1 without dropout)  (read P, V; write O)
 // S and P are kept in the element type, as a framework's plain implementation would store them; for
 // float16/bfloat16 this is the "same-precision standard" the kernels' error is compared with.
@@ -39,7 +40,7 @@ void StandardHead(const HeadProblem& problem, DType dtype, const Dropout& dropou
   }
   for (std::int64_t i = 0; i < Nq; ++i) {  // P_i = softmax(S_i)
     S.Load(i * Nk, Nk, x.S_i.data());
-    const SoftmaxState state = SoftmaxSafe(x.S_i, x.P_i);
+    const SoftmaxState state = SoftmaxSafe(x.S_i, x.P_i, problem.Sink());
     x.lse[i] = state.LogSumExp();
     for (float& p : x.P_i) p = RoundTo(dtype, p);
     P.Store(i * Nk, Nk, x.P_i.data());

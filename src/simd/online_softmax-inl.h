@@ -1,8 +1,10 @@
 // The online-softmax steps of one tile row while the strip S_ij is in L1 (per Highway target):
 //   m_new = max(m, RowMax(S_r))
 //   α = e^{m − m_new},  P̃_r = e^{S_r − m_new} (in place),  l = α·l + RowSum(P̃_r)
-// and the final step O = Õ / l, LSE = m + log l. A row that has seen only −∞ keeps m = −∞; its exponents
-// are then taken relative to 0 instead, so that α = e^{−∞} = 0 and P̃ = 0, never e^{−∞ − (−∞)} = NaN.
+// and the final step O = Õ / l, LSE = m + log l. A row starts from (m, l) = (−∞, 0), or from (s_h, 1) with an
+// attention sink s_h (SoftmaxRowStart, common/score.h): the sink is a logit seen before the first key, which
+// adds to l and nothing to Õ. A row that has seen only −∞ keeps m = −∞; its exponents are then taken
+// relative to 0 instead, so that α = e^{−∞} = 0 and P̃ = 0, never e^{−∞ − (−∞)} = NaN.
 #if defined(FLASHATTN_SIMD_ONLINE_SOFTMAX_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_SIMD_ONLINE_SOFTMAX_INL_H_
 #undef FLASHATTN_SIMD_ONLINE_SOFTMAX_INL_H_
@@ -85,7 +87,8 @@ HWY_INLINE float OnlineSoftmaxRow(float* HWY_RESTRICT S, std::int64_t n, float& 
   return alpha;
 }
 
-// O = Õ / l and LSE = m + log l for one row; a row that saw no key (l = 0) gives O = 0 and LSE = −∞.
+// O = Õ / l and LSE = m + log l for one row; a row that saw no key (l = 0) gives O = 0 and LSE = −∞ (with a
+// sink, l ≥ 1 relative to m ≥ s_h, and such a row gives O = 0, LSE = s_h).
 HWY_INLINE float NormalizeAndLse(float* HWY_RESTRICT O, std::int64_t n, float m, float l) {
   const hn::ScalableTag<float> df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));

@@ -98,7 +98,7 @@ BackwardParams PackedProblem(const VarlenBackwardParams& p) {
   packed.attention = PackedProblem(p.forward);
   const std::int64_t Hq = p.forward.heads_q, Hkv = p.forward.heads_kv;
   const std::int64_t d = p.forward.head_dim, dv = p.forward.value_head_dim();
-  packed.d_o = p.d_o, packed.dq = p.dq, packed.dk = p.dk, packed.dv = p.dv;
+  packed.d_o = p.d_o, packed.dq = p.dq, packed.dk = p.dk, packed.dv = p.dv, packed.dsinks = p.dsinks;
   packed.do_strides = PackedStrides(p.do_row_stride, p.do_head_stride, Hq, dv);
   packed.dq_strides = PackedStrides(p.dq_row_stride, p.dq_head_stride, Hq, d);
   packed.dk_strides = PackedStrides(p.dk_row_stride, p.dk_head_stride, Hkv, d);
@@ -112,7 +112,18 @@ void ForEachSequence(const VarlenParams& params, LseUse lse,
 }
 
 void ForEachSequence(const VarlenBackwardParams& params, const std::function<void(const BackwardParams&)>& compute) {
-  Drive(params.forward, PackedProblem(params), LseUse::kRead, compute);
+  if (params.dsinks == nullptr) return Drive(params.forward, PackedProblem(params), LseUse::kRead, compute);
+  // dsinks sums over every sequence's rows: each sequence's call writes its own share, added here in order.
+  const std::size_t heads = static_cast<std::size_t>(params.forward.heads_q);
+  std::vector<float> total(heads, 0.0f), share(heads);
+  const std::function<void(const BackwardParams&)> compute_share = [&](const BackwardParams& sequence) {
+    BackwardParams with_share = sequence;
+    with_share.dsinks = share.data();
+    compute(with_share);
+    for (std::size_t h = 0; h < heads; ++h) total[h] += share[h];
+  };
+  Drive(params.forward, PackedProblem(params), LseUse::kRead, compute_share);
+  std::copy(total.begin(), total.end(), params.dsinks);
 }
 
 }  // namespace flashattn::varlen

@@ -115,7 +115,8 @@ static void reference_forward(const flashattn_attention_params* p, const float* 
                               const float* v, float* o, float* lse, const uint8_t* keep, double* probs) {
   const int64_t B = p->batch, Nq = p->seqlen_q, Nk = p->seqlen_k, Hq = p->heads_q, Hkv = p->heads_kv;
   const int64_t d = p->head_dim, dv = p->head_dim_v ? p->head_dim_v : d;
-  const double scale = p->has_scale ? p->scale : 1.0 / sqrt((double)d);
+  const flashattn_score_settings* sc = &p->score;
+  const double scale = sc->has_scale ? sc->scale : 1.0 / sqrt((double)d);
   double* s = malloc((size_t)Nk * sizeof(double));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < Hq; ++h)
@@ -126,14 +127,14 @@ static void reference_forward(const flashattn_attention_params* p, const float* 
           double x = 0.0;
           for (int64_t c = 0; c < d; ++c) x += (double)q[((b * Nq + i) * Hq + h) * d + c] * k[((b * Nk + j) * Hkv + hk) * d + c];
           x *= scale;
-          if (p->softcap > 0) x = p->softcap * tanh(x / p->softcap);
-          if (p->alibi_slopes) x -= p->alibi_slopes[h] * fabs((double)(diagonal - j));
+          if (sc->softcap > 0) x = sc->softcap * tanh(x / sc->softcap);
+          if (sc->alibi_slopes) x -= sc->alibi_slopes[h] * fabs((double)(diagonal - j));
           const int64_t m = b * p->mask.stride_batch + h * p->mask.stride_head + i * p->mask.stride_row + j;
           if (p->mask.kind == FLASHATTN_MASK_ADDITIVE) x += ((const float*)p->mask.data)[m];
           if (p->mask.kind == FLASHATTN_MASK_BOOL && !((const uint8_t*)p->mask.data)[m]) x = -INFINITY;
-          if (p->causal && j > diagonal) x = -INFINITY;
-          if (p->window_left >= 0 && j < diagonal - p->window_left) x = -INFINITY;
-          if (p->window_right >= 0 && j > diagonal + p->window_right) x = -INFINITY;
+          if (sc->causal && j > diagonal) x = -INFINITY;
+          if (sc->window_left >= 0 && j < diagonal - sc->window_left) x = -INFINITY;
+          if (sc->window_right >= 0 && j > diagonal + sc->window_right) x = -INFINITY;
           s[j] = x;
           if (x > max) max = x;
         }
@@ -213,11 +214,11 @@ typedef struct forward_case {
 static void test_forward_case(const forward_case* fc) {
   problem pr = make_problem(fc->batch, fc->nq, fc->nk, fc->hq, fc->hkv, fc->d, fc->dv);
   flashattn_attention_params* p = &pr.params;
-  p->causal = fc->causal, p->window_left = fc->window_left, p->window_right = fc->window_right;
-  p->softcap = fc->softcap, p->dtype = fc->dtype, p->num_threads = 2;
+  p->score.causal = fc->causal, p->score.window_left = fc->window_left, p->score.window_right = fc->window_right;
+  p->score.softcap = fc->softcap, p->dtype = fc->dtype, p->num_threads = 2;
   float* slopes = random_array((size_t)fc->hq);
   for (int64_t h = 0; h < fc->hq; ++h) slopes[h] = 0.25f * (float)(h + 1);
-  if (fc->alibi) p->alibi_slopes = slopes;
+  if (fc->alibi) p->score.alibi_slopes = slopes;
   const size_t mask_size = (size_t)(fc->hq * fc->nq * fc->nk);
   void* mask = NULL;
   if (fc->mask != FLASHATTN_MASK_NONE) {
@@ -355,46 +356,82 @@ static void test_forward_errors(void) {
 }
 
 /* ------------------------------------------------------------------------------------------------------ */
-/* forward_varlen and backward_varlen: each sequence against the batch-of-one call on its slice. */
+/* forward_varlen and backward_varlen: each sequence against the batch-1 problem of its slice (the reference
+ * for O and LSE, backward for the gradients), without and with dropout. Sequence b's dropout is that of its
+ * batch-1 problem at dropout_offset + b. */
 
-enum { kVarlenBatch = 3 };
-static const int32_t varlen_cu_q[kVarlenBatch + 1] = {0, 3, 3, 8};
-static const int32_t varlen_cu_k[kVarlenBatch + 1] = {0, 4, 6, 12};
+enum { kVarlenBatch = 3, kVarlenHq = 2, kVarlenHkv = 1, kVarlenD = 16, kVarlenTotalQ = 8, kVarlenTotalK = 12 };
+static const int32_t varlen_cu_q[kVarlenBatch + 1] = {0, 3, 3, kVarlenTotalQ};
+static const int32_t varlen_cu_k[kVarlenBatch + 1] = {0, 4, 6, kVarlenTotalK};
 
-static flashattn_varlen_params varlen_params(const float* q, const float* k, const float* v, float* o, float* lse) {
+static flashattn_varlen_params varlen_params(const float* q, const float* k, const float* v, float* o, float* lse,
+                                             float dropout_p) {
   flashattn_varlen_params p;
   flashattn_varlen_params_init(&p);
   p.q = q, p.k = k, p.v = v, p.o = o, p.lse = lse;
-  p.batch = kVarlenBatch, p.total_q = 8, p.total_k = 12, p.cu_seqlens_q = varlen_cu_q, p.cu_seqlens_k = varlen_cu_k;
-  p.max_seqlen_q = 5, p.max_seqlen_k = 6;
-  p.heads_q = 2, p.heads_kv = 1, p.head_dim = 16, p.causal = true, p.softcap = 3.0f, p.num_threads = 1;
+  p.batch = kVarlenBatch, p.total_q = kVarlenTotalQ, p.total_k = kVarlenTotalK;
+  p.cu_seqlens_q = varlen_cu_q, p.cu_seqlens_k = varlen_cu_k, p.max_seqlen_q = 5, p.max_seqlen_k = 6;
+  p.heads_q = kVarlenHq, p.heads_kv = kVarlenHkv, p.head_dim = kVarlenD, p.num_threads = 1;
+  p.score.causal = true, p.score.softcap = 3.0f, p.score.has_scale = true, p.score.scale = 0.2f;
+  p.dropout_p = dropout_p, p.dropout_seed = 42, p.dropout_offset = 7;
   return p;
 }
 
-static void test_varlen(void) {
-  const int64_t Hq = 2, Hkv = 1, d = 16, total_q = 8, total_k = 12;
+/* Sequence b of `p` as a batch-1 problem: its slices of q, k, v and o (no lse), its dropout offset. */
+static flashattn_attention_params varlen_sequence(const flashattn_varlen_params* p, int b) {
+  flashattn_attention_params one;
+  flashattn_attention_params_init(&one);
+  one.seqlen_q = varlen_cu_q[b + 1] - varlen_cu_q[b], one.seqlen_k = varlen_cu_k[b + 1] - varlen_cu_k[b];
+  one.heads_q = p->heads_q, one.heads_kv = p->heads_kv, one.head_dim = p->head_dim;
+  one.score = p->score;
+  one.dropout_p = p->dropout_p, one.dropout_seed = p->dropout_seed, one.dropout_offset = p->dropout_offset + b;
+  one.num_threads = p->num_threads;
+  one.q = (const float*)p->q + varlen_cu_q[b] * p->heads_q * p->head_dim;
+  one.k = (const float*)p->k + varlen_cu_k[b] * p->heads_kv * p->head_dim;
+  one.v = (const float*)p->v + varlen_cu_k[b] * p->heads_kv * p->head_dim;
+  one.o = (float*)p->o + varlen_cu_q[b] * p->heads_q * p->head_dim;
+  flashattn_attention_params_set_contiguous_strides(&one);
+  return one;
+}
+
+static void test_varlen(float dropout_p) {
+  const int64_t Hq = kVarlenHq, Hkv = kVarlenHkv, d = kVarlenD, total_q = kVarlenTotalQ, total_k = kVarlenTotalK;
   float* q = random_array((size_t)(total_q * Hq * d));
   float* k = random_array((size_t)(total_k * Hkv * d));
   float* v = random_array((size_t)(total_k * Hkv * d));
   float* o = filled_array((size_t)(total_q * Hq * d), 7.0f);
   float* lse = filled_array((size_t)(Hq * total_q), 7.0f);
-  flashattn_varlen_params p = varlen_params(q, k, v, o, lse);
+  flashattn_varlen_params p = varlen_params(q, k, v, o, lse, dropout_p);
   CHECK(flashattn_validate_forward_varlen(&p) == FLASHATTN_OK, "%s", flashattn_last_error());
   CHECK(flashattn_forward_varlen(&p, FLASHATTN_ALGORITHM_FUSED) == FLASHATTN_OK, "%s", flashattn_last_error());
 
+  /* The keep masks of every sequence, one after another (all ones without dropout). */
+  size_t mask_size = 0;
+  for (int b = 0; b < kVarlenBatch; ++b)
+    mask_size += (size_t)(Hq * (varlen_cu_q[b + 1] - varlen_cu_q[b]) * (varlen_cu_k[b + 1] - varlen_cu_k[b]));
+  uint8_t* keep = malloc(mask_size);
+  CHECK(flashattn_materialize_dropout_mask_varlen(&p, keep) == FLASHATTN_OK, "%s", flashattn_last_error());
+  size_t kept = 0;
+  for (size_t n = 0; n < mask_size; ++n) kept += keep[n];
+  CHECK(dropout_p > 0 ? kept > 0.5 * mask_size && kept < mask_size : kept == mask_size,
+        "varlen dropout %g: %zu of %zu kept", dropout_p, kept, mask_size);
+
   float* expected = malloc((size_t)(5 * Hq * d) * sizeof(float));
   float* expected_lse = malloc((size_t)(Hq * 5) * sizeof(float));
+  uint8_t* keep_one = malloc(mask_size);
+  size_t mask_start = 0;
   for (int b = 0; b < kVarlenBatch; ++b) {
-    const int64_t nq = varlen_cu_q[b + 1] - varlen_cu_q[b], nk = varlen_cu_k[b + 1] - varlen_cu_k[b];
-    if (nq == 0) continue;
-    flashattn_attention_params one;
-    flashattn_attention_params_init(&one);
-    one.seqlen_q = nq, one.seqlen_k = nk, one.heads_q = Hq, one.heads_kv = Hkv, one.head_dim = d;
-    one.causal = true, one.softcap = 3.0f;
-    reference_forward(&one, q + varlen_cu_q[b] * Hq * d, k + varlen_cu_k[b] * Hkv * d, v + varlen_cu_k[b] * Hkv * d,
-                      expected, expected_lse, NULL, NULL);
-    const double error = max_difference(o + varlen_cu_q[b] * Hq * d, expected, (size_t)(nq * Hq * d), FLASHATTN_DTYPE_F32);
-    CHECK(error < 1e-5, "varlen sequence %d: O differs by %g", b, error);
+    const flashattn_attention_params one = varlen_sequence(&p, b);
+    const int64_t nq = one.seqlen_q;
+    const size_t one_mask_size = (size_t)(Hq * nq * one.seqlen_k);
+    CHECK(flashattn_materialize_dropout_mask(&one, keep_one) == FLASHATTN_OK, "%s", flashattn_last_error());
+    CHECK(memcmp(keep + mask_start, keep_one, one_mask_size) == 0,
+          "varlen sequence %d: its keep mask is not that of its batch-1 problem at dropout_offset + %d", b, b);
+    reference_forward(&one, one.q, one.k, one.v, expected, expected_lse, dropout_p > 0 ? keep + mask_start : NULL,
+                      NULL);
+    mask_start += one_mask_size;
+    const double error = max_difference(one.o, expected, (size_t)(nq * Hq * d), FLASHATTN_DTYPE_F32);
+    CHECK(error < 1e-5, "varlen dropout %g sequence %d: O differs by %g", dropout_p, b, error);
     for (int64_t h = 0; h < Hq; ++h) {
       const double lse_error = max_difference(lse + h * total_q + varlen_cu_q[b], expected_lse + h * nq, (size_t)nq,
                                               FLASHATTN_DTYPE_F32);
@@ -402,7 +439,7 @@ static void test_varlen(void) {
     }
   }
 
-  /* Errors: cu_seqlens_q must end at total_q. */
+  /* Errors: cu_seqlens_q must end at total_q; dropout_p must be in [0, 1). Nothing is written. */
   float* o2 = filled_array((size_t)(total_q * Hq * d), 7.0f);
   flashattn_varlen_params bad = p;
   bad.o = o2, bad.lse = NULL, bad.total_q = 9;
@@ -410,6 +447,13 @@ static void test_varlen(void) {
   check_invalid(flashattn_validate_forward_varlen(&bad), "cu_seqlens_q", "validate_forward_varlen total_q");
   bad = p, bad.o = o2, bad.lse = NULL;
   check_invalid(flashattn_forward_varlen(&bad, (flashattn_algorithm)-1), "algorithm", "forward_varlen algorithm");
+  bad.dropout_p = 1.5f;
+  check_invalid(flashattn_forward_varlen(&bad, FLASHATTN_ALGORITHM_FUSED), "dropout_p", "forward_varlen dropout 1.5");
+  memset(keep_one, 2, mask_size);
+  check_invalid(flashattn_materialize_dropout_mask_varlen(&bad, keep_one), "dropout_p",
+                "materialize_dropout_mask_varlen dropout 1.5");
+  CHECK(keep_one[0] == 2 && keep_one[mask_size - 1] == 2, "a failed materialize_dropout_mask_varlen wrote the mask");
+  check_invalid(flashattn_materialize_dropout_mask_varlen(&p, NULL), "keep", "materialize_dropout_mask_varlen NULL");
   check_invalid(flashattn_forward_varlen(NULL, FLASHATTN_ALGORITHM_FUSED), "params", "forward_varlen NULL");
   CHECK(all_equal(o2, (size_t)(total_q * Hq * d), 7.0f), "a failed forward_varlen wrote O");
 
@@ -436,26 +480,23 @@ static void test_varlen(void) {
     float* sk = filled_array((size_t)(nk * Hkv * d), 0.0f);
     float* sv = filled_array((size_t)(nk * Hkv * d), 0.0f);
     float* slse = malloc((size_t)(Hq * nq + 1) * sizeof(float));
-    flashattn_backward_params one;
-    flashattn_backward_params_init(&one);
-    flashattn_attention_params* a = &one.attention;
-    a->seqlen_q = nq, a->seqlen_k = nk, a->heads_q = Hq, a->heads_kv = Hkv, a->head_dim = d;
-    a->causal = true, a->softcap = 3.0f, a->num_threads = 1;
     for (int64_t h = 0; h < Hq; ++h)
       for (int64_t i = 0; i < nq; ++i) slse[h * nq + i] = lse[h * total_q + varlen_cu_q[b] + i];
-    a->q = q + varlen_cu_q[b] * Hq * d, a->k = k + varlen_cu_k[b] * Hkv * d, a->v = v + varlen_cu_k[b] * Hkv * d;
-    a->o = o + varlen_cu_q[b] * Hq * d, a->lse = slse;
+    flashattn_backward_params one;
+    flashattn_backward_params_init(&one);
+    one.attention = varlen_sequence(&p, b);
+    one.attention.lse = slse;
     one.d_o = d_o + varlen_cu_q[b] * Hq * d, one.dq = sq, one.dk = sk, one.dv = sv;
     flashattn_backward_params_set_contiguous_strides(&one);
     CHECK(flashattn_backward(&one, FLASHATTN_BACKWARD_FUSED) == FLASHATTN_OK, "%s", flashattn_last_error());
     double error = max_difference(dq + varlen_cu_q[b] * Hq * d, sq, (size_t)(nq * Hq * d), FLASHATTN_DTYPE_F32);
     error = fmax(error, max_difference(dk + varlen_cu_k[b] * Hkv * d, sk, (size_t)(nk * Hkv * d), FLASHATTN_DTYPE_F32));
     error = fmax(error, max_difference(dv + varlen_cu_k[b] * Hkv * d, sv, (size_t)(nk * Hkv * d), FLASHATTN_DTYPE_F32));
-    CHECK(error < 1e-5, "backward_varlen sequence %d differs from backward by %g", b, error);
+    CHECK(error < 1e-5, "backward_varlen dropout %g sequence %d differs from backward by %g", dropout_p, b, error);
     free(sq), free(sk), free(sv), free(slse);
   }
   free(q), free(k), free(v), free(o), free(o2), free(lse), free(expected), free(expected_lse);
-  free(d_o), free(dq), free(dk), free(dv);
+  free(keep), free(keep_one), free(d_o), free(dq), free(dk), free(dv);
 }
 
 /* ------------------------------------------------------------------------------------------------------ */
@@ -510,7 +551,7 @@ static void test_decode(void) {
     flashattn_attention_params one;
     flashattn_attention_params_init(&one);
     one.seqlen_q = kDecNew, one.seqlen_k = decode_seqlens[b] + kDecNew, one.heads_q = kDecHq, one.heads_kv = kDecHkv;
-    one.head_dim = kDecD, one.causal = true;
+    one.head_dim = kDecD, one.score.causal = true;
     reference_forward(&one, rotated_q + b * kDecNew * kDecHq * kDecD, expected_k + b * kDecMax * kDecHkv * kDecD,
                       expected_v + b * kDecMax * kDecHkv * kDecD, expected_o + b * kDecNew * kDecHq * kDecD, NULL, NULL, NULL);
   }
@@ -541,7 +582,7 @@ static void test_decode(void) {
         p.cache_seqlen_max = kDecMax;
       }
       p.rotary_cos = cos_table, p.rotary_sin = sin_table, p.rotary_dim = kDecRot, p.rotary_max_pos = kDecMax;
-      p.causal = true, p.num_splits = splits, p.num_threads = 2;
+      p.score.causal = true, p.num_splits = splits, p.num_threads = 2;
       flashattn_decode_params_set_contiguous_strides(&p);
 
       /* A failing call first: a sequence that would outgrow the cache. Nothing may change. */
@@ -639,7 +680,7 @@ static void test_backward(void) {
   const int64_t Nq = 6, Nk = 7, Hq = 2, Hkv = 1, d = 40;
   problem pr = make_problem(1, Nq, Nk, Hq, Hkv, d, d);
   flashattn_attention_params* a = &pr.params;
-  a->causal = true, a->softcap = 4.0f;
+  a->score.causal = true, a->score.softcap = 4.0f;
   CHECK(flashattn_forward(a, FLASHATTN_ALGORITHM_FUSED) == FLASHATTN_OK, "%s", flashattn_last_error());
   float* d_o = random_array(pr.no);
   double* probs = malloc((size_t)(Hq * Nq * Nk) * sizeof(double));
@@ -711,9 +752,10 @@ static void test_misc(const char* expected_version) {
   flashattn_attention_params p;
   memset(&p, 0xff, sizeof p);
   flashattn_attention_params_init(&p);
-  CHECK(p.batch == 1 && p.heads_q == 1 && p.heads_kv == 1 && p.window_left == -1 && p.window_right == -1 &&
-            p.mask.stride_col == 1 && p.q == NULL && !p.has_scale && !p.causal && p.dtype == FLASHATTN_DTYPE_F32 &&
-            p.head_dim_v == 0 && p.num_threads == 0,
+  CHECK(p.batch == 1 && p.heads_q == 1 && p.heads_kv == 1 && p.score.window_left == -1 &&
+            p.score.window_right == -1 && p.mask.stride_col == 1 && p.q == NULL && !p.score.has_scale &&
+            !p.score.causal && p.score.alibi_slopes == NULL && p.dtype == FLASHATTN_DTYPE_F32 && p.head_dim_v == 0 &&
+            p.dropout_p == 0 && p.num_threads == 0,
         "attention_params_init");
   p.seqlen_q = 3, p.seqlen_k = 5, p.heads_q = 4, p.heads_kv = 2, p.head_dim = 8, p.head_dim_v = 6;
   flashattn_attention_params_set_contiguous_strides(&p);
@@ -729,10 +771,14 @@ static void test_misc(const char* expected_version) {
   CHECK(bp.dk_strides.seq == 8 && bp.dk_strides.head == 40 && bp.attention.k_strides.head == 40, "backward strides");
   flashattn_decode_params dp;
   flashattn_decode_params_init(&dp);
-  CHECK(dp.batch == 1 && dp.window_left == -1 && dp.num_splits == 0 && dp.block_table == NULL, "decode_params_init");
+  CHECK(dp.batch == 1 && dp.score.window_left == -1 && dp.score.window_right == -1 && !dp.score.causal &&
+            dp.num_splits == 0 && dp.block_table == NULL,
+        "decode_params_init");
   flashattn_varlen_params vp;
   flashattn_varlen_params_init(&vp);
-  CHECK(vp.heads_q == 1 && vp.window_right == -1 && vp.batch == 0, "varlen_params_init");
+  CHECK(vp.heads_q == 1 && vp.score.window_left == -1 && vp.score.window_right == -1 && vp.batch == 0 &&
+            vp.dropout_p == 0 && vp.dropout_seed == 0 && vp.dropout_offset == 0,
+        "varlen_params_init");
   flashattn_merge_params mp;
   flashattn_merge_params_init(&mp);
   CHECK(mp.batch == 1 && mp.heads == 1 && mp.num_partials == 0, "merge_params_init");
@@ -757,7 +803,8 @@ int main(int argc, char** argv) {
   test_misc(argv[1]);
   test_forward();
   test_forward_errors();
-  test_varlen();
+  test_varlen(0.0f);
+  test_varlen(0.25f);
   test_decode();
   test_merge();
   test_backward();

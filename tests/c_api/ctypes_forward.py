@@ -25,6 +25,13 @@ class Tiling(C.Structure):
     _fields_ = [(name, C.c_int64) for name in ("fast_memory_bytes", "block_rows", "block_cols")]
 
 
+class ScoreSettings(C.Structure):
+    _fields_ = [("has_scale", C.c_bool), ("scale", C.c_float), ("causal", C.c_bool)] + [
+        ("window_left", C.c_int64), ("window_right", C.c_int64), ("softcap", C.c_float),
+        ("alibi_slopes", C.POINTER(C.c_float)), ("alibi_batch_stride", C.c_int64),
+    ]
+
+
 # flashattn_attention_params, field by field as include/flashattn/c_api.h declares it.
 class AttentionParams(C.Structure):
     _fields_ = (
@@ -33,9 +40,7 @@ class AttentionParams(C.Structure):
         + [(name, Strides) for name in ("q_strides", "k_strides", "v_strides", "o_strides")]
         + [(name, C.c_int64) for name in ("batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "head_dim")]
         + [("head_dim_v", C.c_int64), ("dtype", C.c_int)]
-        + [("has_scale", C.c_bool), ("scale", C.c_float), ("causal", C.c_bool)]
-        + [("window_left", C.c_int64), ("window_right", C.c_int64), ("softcap", C.c_float)]
-        + [("alibi_slopes", C.POINTER(C.c_float)), ("alibi_batch_stride", C.c_int64), ("mask", Mask)]
+        + [("score", ScoreSettings), ("mask", Mask)]
         + [("dropout_p", C.c_float), ("dropout_seed", C.c_uint64), ("dropout_offset", C.c_uint64)]
         + [("tiling", Tiling), ("num_threads", C.c_int)]
     )
@@ -65,7 +70,7 @@ params.q, params.k, params.v, params.o = (x.ctypes.data for x in (q, k, v, o))
 params.lse = lse.ctypes.data_as(C.POINTER(C.c_float))
 params.batch, params.seqlen_q, params.seqlen_k = batch, n_q, n_k
 params.heads_q, params.heads_kv, params.head_dim = heads_q, heads_kv, d
-params.causal = True
+params.score.causal = True
 lib.flashattn_attention_params_set_contiguous_strides(C.byref(params))
 
 # A failing call first: heads_q not a multiple of heads_kv.

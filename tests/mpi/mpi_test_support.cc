@@ -27,31 +27,6 @@ int WorldSize() {
   return size;
 }
 
-Tensor::Tensor(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t dim, DType dtype)
-    : batch(batch),
-      seq(seq),
-      heads(heads),
-      dim(dim),
-      dtype(dtype),
-      bytes(static_cast<std::size_t>(batch * seq * heads * dim) * size_of(dtype)) {}
-
-std::vector<float> Tensor::Floats() const {
-  std::vector<float> values(static_cast<std::size_t>(Elements()));
-  WidenContiguous(data(), dtype, Elements(), values.data());
-  return values;
-}
-
-void Tensor::Assign(const std::vector<float>& values) {
-  NarrowInto(values.data(), dtype, strides(), batch, seq, heads, dim, data());
-}
-
-float Tensor::At(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t c) const {
-  float value;
-  const std::int64_t index = ((b * seq + i) * heads + h) * dim + c;
-  WidenContiguous(bytes.data() + index * static_cast<std::int64_t>(size_of(dtype)), dtype, 1, &value);
-  return value;
-}
-
 Tensor RandomTensor(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t dim, DType dtype,
                     std::uint64_t seed, float scale) {
   Tensor tensor(batch, seq, heads, dim, dtype);

@@ -8,28 +8,14 @@
 #include <vector>
 
 #include "flashattn/flashattn.h"
+#include "support/tensor.h"
 
 namespace flashattn::distributed::testing {
 
 int WorldRank();
 int WorldSize();
 
-// A contiguous (batch, seq, heads, dim) tensor of any element type.
-struct Tensor {
-  std::int64_t batch = 0, seq = 0, heads = 0, dim = 0;
-  DType dtype = DType::kF32;
-  std::vector<std::byte> bytes;
-
-  Tensor() = default;
-  Tensor(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t dim, DType dtype);
-  void* data() { return bytes.data(); }
-  const void* data() const { return bytes.data(); }
-  Strides strides() const { return {seq * heads * dim, heads * dim, dim}; }
-  std::int64_t Elements() const { return batch * seq * heads * dim; }
-  std::vector<float> Floats() const;
-  void Assign(const std::vector<float>& values);  // rounded to the element type
-  float At(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t c) const;
-};
+using support::Tensor;
 
 // Elements drawn from N(0, scale²) by a generator seeded with `seed` (the same on every rank), rounded to
 // the element type.

@@ -1,5 +1,6 @@
 // ring_forward and ring_backward against one process and the float64 oracle on the whole sequence: every
-// rank draws the same global problem, computes the references itself and checks its own rows.
+// rank draws the same global problem, computes the references itself and checks its own rows. ALiBi and
+// dropout are at global positions: the oracle drops what one process with the same seed drops.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -33,6 +34,9 @@ struct RingCase {
   std::int64_t window_left = -1, window_right = -1;
   float softcap = 0.0f;
   std::optional<float> scale;
+  bool alibi = false;  // slopes per (batch, head)
+  float dropout_p = 0.0f;
+  std::vector<float> sinks;  // one per query head, or none
 
   std::string Name() const {
     std::ostringstream name;
@@ -41,6 +45,9 @@ struct RingCase {
          << window_right << ")";
     if (softcap > 0) name << " softcap=" << softcap;
     if (scale) name << " scale=" << *scale;
+    if (alibi) name << " alibi";
+    if (dropout_p > 0) name << " dropout=" << dropout_p;
+    if (!sinks.empty()) name << " sinks";
     return name.str();
   }
 };
@@ -49,13 +56,16 @@ struct RingCase {
 struct GlobalProblem {
   RingCase c;
   Tensor q, k, v, d_o;
+  std::vector<float> slopes;  // ALiBi's (batch, Hq)
 
   explicit GlobalProblem(const RingCase& c, std::uint64_t seed)
       : c(c),
         q(RandomTensor(c.batch, c.seqlen, c.Hq, c.d, c.dtype, seed)),
         k(RandomTensor(c.batch, c.seqlen, c.Hkv, c.d, c.dtype, seed + 1)),
         v(RandomTensor(c.batch, c.seqlen, c.Hkv, c.dv, c.dtype, seed + 2)),
-        d_o(RandomTensor(c.batch, c.seqlen, c.Hq, c.dv, c.dtype, seed + 3)) {}
+        d_o(RandomTensor(c.batch, c.seqlen, c.Hq, c.dv, c.dtype, seed + 3)) {
+    for (std::int64_t n = 0; n < c.batch * c.Hq; ++n) slopes.push_back(0.03f * static_cast<float>(n + 1));
+  }
 
   // The attention call over (q, k, v) of any shard or of the whole sequence, writing o and lse.
   AttentionParams Params(const Tensor& q_, const Tensor& k_, const Tensor& v_, Tensor& o, float* lse) const {
@@ -78,6 +88,9 @@ struct GlobalProblem {
     p.window_right = c.window_right;
     p.softcap = c.softcap;
     p.scale = c.scale;
+    if (c.alibi) p.alibi_slopes = slopes.data(), p.alibi_batch_stride = c.Hq;
+    p.dropout_p = c.dropout_p, p.dropout_seed = 0x5eed, p.dropout_offset = 12;
+    p.sinks = c.sinks.empty() ? nullptr : c.sinks.data();
     p.num_threads = 1;
     p.set_contiguous_strides();
     return p;
@@ -194,6 +207,23 @@ std::vector<RingCase> MaskHeadTypeMatrix(std::initializer_list<std::int64_t> len
   return cases;
 }
 
+// The modifiers that depend on global positions, on a length no W > 1 divides: both layouts × {not causal,
+// causal} × {ALiBi, dropout, both with a window}.
+std::vector<RingCase> PositionCases(std::int64_t seqlen, std::int64_t batch) {
+  std::vector<RingCase> cases;
+  for (ShardLayout layout : {ShardLayout::kContiguous, ShardLayout::kZigzag})
+    for (bool causal : {false, true})
+      for (int modifiers = 0; modifiers < 3; ++modifiers) {
+        RingCase c;
+        c.layout = layout, c.seqlen = seqlen, c.batch = batch, c.causal = causal;
+        c.alibi = modifiers != 1;
+        c.dropout_p = modifiers != 0 ? 0.25f : 0.0f;
+        if (modifiers == 2) c.window_left = 30, c.window_right = causal ? -1 : 11;
+        cases.push_back(c);
+      }
+  return cases;
+}
+
 std::vector<RingCase> ForwardCases() {
   std::vector<RingCase> cases = MaskHeadTypeMatrix({97, 113}, 2);
   // Fewer rows than ranks or chunks (ranks and chunks without rows), d ≠ dv, softcap and scale.
@@ -207,7 +237,12 @@ std::vector<RingCase> ForwardCases() {
     odd.layout = layout, odd.seqlen = 101, odd.d = 59, odd.dv = 24, odd.softcap = 2.5f, odd.scale = 0.3f;
     odd.window_left = 20, odd.window_right = 0;
     cases.push_back(odd);
+    // Attention sinks join each row once, after the merge of the blocks (a −∞ sink: none).
+    RingCase sinks;
+    sinks.layout = layout, sinks.causal = true, sinks.window_left = 30, sinks.sinks = {0.5f, -1.0f, 2.0f, -INFINITY};
+    cases.push_back(sinks);
   }
+  for (const RingCase& c : PositionCases(97, 2)) cases.push_back(c);
   return cases;
 }
 
@@ -239,7 +274,11 @@ std::vector<RingCase> BackwardCases() {
     RingCase odd;
     odd.layout = layout, odd.seqlen = 97, odd.d = 59, odd.dv = 24, odd.softcap = 2.5f, odd.batch = 2;
     cases.push_back(odd);
+    RingCase sinks;  // dQ, dK, dV through the LSE that counts the sinks
+    sinks.layout = layout, sinks.causal = true, sinks.sinks = {1.0f, -0.5f, -INFINITY, 0.0f};
+    cases.push_back(sinks);
   }
+  for (const RingCase& c : PositionCases(113, 1)) cases.push_back(c);
   return cases;
 }
 

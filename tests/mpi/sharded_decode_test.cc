@@ -23,6 +23,7 @@ namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr std::int64_t kBatch = 4, kHq = 4, kHkv = 2, kD = 40, kPageSize = 4;
+constexpr float kSlopes[kHq] = {0.5f, 0.25f, 0.125f, 0.0625f};  // ALiBi's, per query head
 
 struct DecodeCase {
   DType dtype = DType::kF32;
@@ -32,12 +33,13 @@ struct DecodeCase {
   bool paged = false;
   bool rotary = false;
   float softcap = 0.0f;
+  bool alibi = false;
 
   std::string Name() const {
     std::ostringstream name;
     name << to_string(dtype) << " Nq=" << Nq << " Nnew=" << Nnew << (causal ? " causal" : "") << " window=("
          << window_left << "," << window_right << ")" << (paged ? " paged" : "") << (rotary ? " rotary" : "")
-         << (softcap > 0 ? " softcap" : "");
+         << (softcap > 0 ? " softcap" : "") << (alibi ? " alibi" : "");
     return name.str();
   }
 };
@@ -139,6 +141,7 @@ DecodeParams DecodeCall(const DecodeCase& c, const Tensor& q, const Tensor& k_ne
   p.batch = kBatch, p.seqlen_q = c.Nq, p.seqlen_new = c.Nnew, p.heads_q = kHq, p.heads_kv = kHkv, p.head_dim = kD;
   p.dtype = p.cache_dtype = c.dtype;
   p.causal = c.causal, p.window_left = c.window_left, p.window_right = c.window_right, p.softcap = c.softcap;
+  if (c.alibi) p.alibi_slopes = kSlopes;
   p.num_threads = 1;
   p.set_contiguous_strides();
   cache.Describe(p);
@@ -175,6 +178,14 @@ std::vector<DecodeCase> DecodeCases() {
     for (const Mask& mask : masks) {
       DecodeCase c;
       c.paged = true, c.rotary = rotary, c.Nq = 3, c.Nnew = 2, c.softcap = rotary ? 0.0f : 3.0f;
+      c.causal = mask.causal, c.window_left = mask.left, c.window_right = mask.right;
+      cases.push_back(c);
+    }
+  // ALiBi at global positions: every mask, appending or not, and paged with softcap.
+  for (const Mask& mask : masks)
+    for (std::int64_t Nnew : {0, 2}) {
+      DecodeCase c;
+      c.alibi = true, c.Nq = 3, c.Nnew = Nnew, c.paged = Nnew > 0, c.softcap = Nnew > 0 ? 3.0f : 0.0f;
       c.causal = mask.causal, c.window_left = mask.left, c.window_right = mask.right;
       cases.push_back(c);
     }
@@ -261,6 +272,7 @@ TEST(ShardedDecode, MatchesOneProcessAndTheOracle) {
       p.lse = oracle.lse.data() + b * kHq * c.Nq;
       p.seqlen_q = c.Nq, p.seqlen_k = keys, p.heads_q = kHq, p.heads_kv = kHkv, p.head_dim = kD;
       p.causal = c.causal, p.window_left = c.window_left, p.window_right = c.window_right, p.softcap = c.softcap;
+      if (c.alibi) p.alibi_slopes = kSlopes;
       p.set_contiguous_strides();
       forward(p, Algorithm::kOracle);
     }

@@ -1,5 +1,5 @@
-// The parts of flashattn::mpi that need no other rank: the layouts, the blocks' masks and the running
-// state's merge.
+// The parts of flashattn::mpi that need no other rank: the layouts, the blocks and their place in the
+// sequence, and the running state's merge.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "distributed/block.h"
@@ -65,25 +66,23 @@ TEST(Layout, RejectsBadArguments) {
   }
 }
 
-// The library's mask on a call of n rows and m keys: bottom-right causal and window.
-bool LibrarySees(const LocalMask& mask, std::int64_t n, std::int64_t m, std::int64_t i, std::int64_t j) {
-  const std::int64_t diagonal = i + m - n;
-  if (mask.causal && j > diagonal) return false;
-  if (mask.window_left >= 0 && j < diagonal - mask.window_left) return false;
-  if (mask.window_right >= 0 && j > diagonal + mask.window_right) return false;
-  return true;
-}
-
-bool BandSees(const Band& band, std::int64_t p, std::int64_t t) {
-  return (band.left < 0 || t >= p - band.left) && (band.right < 0 || t <= p + band.right);
-}
-
-// Every block of rows against keys, trimmed to its visible part, computes exactly the band's pairs.
-TEST(Block, VisiblePartAndItsMaskEqualTheBand) {
+// Every block of rows against keys, trimmed to its visible part and given to the library by LocalCall,
+// computes exactly the band's pairs at global positions.
+TEST(Block, VisiblePartAndItsLocalCallSeeTheBand) {
   std::mt19937 random(7);
-  const Band bands[] = {{-1, -1}, {-1, 0}, {5, 0}, {3, 7}, {0, 0}, {12, -1}, {-1, 4}};
-  for (const Band& band : bands)
+  constexpr std::int64_t kSeqlen = 80;
+  std::vector<float> inputs(kSeqlen), output(kSeqlen);  // q, k, v and o: one element per position
+  AttentionParams base;
+  base.q = base.k = base.v = inputs.data();
+  base.o = output.data();
+  base.seqlen_q = base.seqlen_k = kSeqlen;
+  base.head_dim = 1;
+  base.set_contiguous_strides();
+  const std::pair<std::int64_t, std::int64_t> windows[] = {{-1, -1}, {-1, 0}, {5, 0}, {3, 7}, {0, 0}, {12, -1}, {-1, 4}};
+  for (const auto& [left, right] : windows)
     for (int trial = 0; trial < 300; ++trial) {
+      const Band band = Band::Of(false, left, right);
+      base.window_left = left, base.window_right = right;
       Block block;
       block.rows = random() % 20 + 1;
       block.keys = random() % 20 + 1;
@@ -92,20 +91,22 @@ TEST(Block, VisiblePartAndItsMaskEqualTheBand) {
       std::set<std::pair<std::int64_t, std::int64_t>> expected;
       for (std::int64_t i = 0; i < block.rows; ++i)
         for (std::int64_t j = 0; j < block.keys; ++j)
-          if (BandSees(band, block.row_position + i, block.key_position + j)) expected.insert({i, j});
+          if (band.Sees(block.row_position + i, block.key_position + j)) expected.insert({i, j});
       const std::optional<Block> part = VisiblePart(band, block);
       ASSERT_EQ(part.has_value(), !expected.empty());
       if (!part) continue;
-      const LocalMask mask =
-          part->full ? LocalMask{} : MaskFor(band, part->row_position + part->rows, part->key_position + part->keys);
-      EXPECT_GE(mask.window_left, -1);
-      EXPECT_GE(mask.window_right, -1);
+      const AttentionParams call = LocalCall(base, kSeqlen, *part);
+      validate(call);
+      const ScoreModifiers library(call, 0, 0);
       std::set<std::pair<std::int64_t, std::int64_t>> got;
-      for (std::int64_t i = 0; i < part->rows; ++i)
+      for (std::int64_t i = 0; i < part->rows; ++i) {
+        // ALiBi's distance is the global one: local row i on the global diagonal in local key positions.
+        EXPECT_EQ(library.Diagonal(i), part->row_position + i - part->key_position);
         for (std::int64_t j = 0; j < part->keys; ++j)
-          if (LibrarySees(mask, part->rows, part->keys, i, j))
+          if (library.Visible(i, j))
             got.insert({part->row_begin + i - block.row_begin, part->key_begin + j - block.key_begin});
-      EXPECT_EQ(got, expected) << "band (" << band.left << ", " << band.right << ") rows " << block.row_position << "+"
+      }
+      EXPECT_EQ(got, expected) << "window (" << left << ", " << right << ") rows " << block.row_position << "+"
                                << block.rows << " keys " << block.key_position << "+" << block.keys;
     }
 }

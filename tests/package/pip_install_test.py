@@ -6,12 +6,16 @@
    installed package (flashattn.__file__ is checked to be in the venv) and its version against the
    project's;
 3. `python3 -m build --wheel --no-isolation` in the same copy, the wheel installed into a second fresh venv:
-   the import, its location, the version and one call against NumPy;
-4. `pip uninstall -y flashattn` in both: each venv's site-packages holds exactly what it held before.
+   the import, its location, the version and one call against NumPy, with Highway and OpenMP loaded from
+   the package;
+4. in both installs, the bundled libraries (docs/packaging.md): the module's RUNPATH is $ORIGIN/_libs, ldd
+   resolves libhwy and libgomp inside the package, and each comes with its license;
+5. `pip uninstall -y flashattn` in both: each venv's site-packages holds exactly what it held before.
 
 Usage: python3 pip_install_test.py SOURCE_DIR WORK_DIR VERSION [pytest marker expression]"""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,6 +55,35 @@ def listing(site):
     return sorted(str(path.relative_to(site)) for path in site.rglob("*"))
 
 
+# The shared libraries setup.py copies into flashattn/_libs on Debian: the module needs no other library
+# than glibc's, the C++ runtime and GCC's unwinder.
+BUNDLED_LIBRARIES = {"libhwy.so.1", "libgomp.so.1"}
+
+
+def check_bundled_libraries(site):
+    """The installed module finds Highway and OpenMP in the package, and the package has their licenses."""
+    package = site / "flashattn"
+    libs = package / "_libs"
+    (core,) = package.glob("_core*.so")
+    dynamic = output("readelf", "-d", core)
+    assert "(RUNPATH)" in dynamic and "[$ORIGIN/_libs]" in dynamic, f"{core} has no RUNPATH $ORIGIN/_libs:\n{dynamic}"
+    resolved = {}  # soname → path, from ldd's lines "libhwy.so.1 => /path/libhwy.so.1 (0x...)"
+    for line in output("ldd", core).splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[1] == "=>":
+            resolved[fields[0]] = fields[2]
+    for name in BUNDLED_LIBRARIES:
+        where = resolved.get(name, "nothing")
+        assert os.path.realpath(where) == os.path.realpath(libs / name), f"ldd resolves {name} to {where}, not {libs}"
+    bundled = {path.name for path in libs.glob("*.so*")}
+    assert bundled == BUNDLED_LIBRARIES, f"{libs} holds {sorted(bundled)}, expected {sorted(BUNDLED_LIBRARIES)}"
+    for name in bundled:
+        license_text = (libs / "licenses" / f"{name}.copyright").read_text()
+        for cited in set(re.findall(r"/usr/share/common-licenses/([A-Za-z0-9+-]+(?:\.[0-9]+)?)", license_text)):
+            assert (libs / "licenses" / "common-licenses" / cited).is_file(), f"{name}'s license cites {cited}"
+    print(f"{core.name}: RUNPATH $ORIGIN/_libs; {', '.join(sorted(bundled))} from {libs}", flush=True)
+
+
 def check_uninstall(python, site, before):
     run(python, "-m", "pip", "uninstall", "-y", "flashattn")
     after = listing(site)
@@ -58,6 +91,7 @@ def check_uninstall(python, site, before):
                              f"{sorted(set(before) - set(after))}")
 
 
+test_start = time.monotonic()
 shutil.rmtree(work_dir, ignore_errors=True)
 work_dir.mkdir(parents=True)
 
@@ -81,6 +115,7 @@ package_file, core_file, module_version, metadata_version = installed.split()
 for path in (package_file, core_file):
     assert path.startswith(str(site_a / "flashattn") + "/"), f"flashattn imported from {path}, not {site_a}"
 assert module_version == metadata_version == version, (module_version, metadata_version, version)
+check_bundled_libraries(site_a)
 
 # The suite from the copy, in a process that imports the installed flashattn before pytest starts, checks
 # where it comes from, and then runs the tests with that module.
@@ -101,6 +136,7 @@ assert len(wheels) == 1, f"expected one flashattn-{version} wheel, got {wheels}"
 python_b, site_b = make_venv("venv-wheel")
 before_b = listing(site_b)
 run(python_b, "-m", "pip", "install", "--no-index", wheels[0])
+check_bundled_libraries(site_b)
 run(python_b, "-c", f"""
 import numpy as np
 import flashattn
@@ -114,10 +150,14 @@ s = np.where(np.tril(np.ones((97, 97), bool)), s, -np.inf)
 p = np.exp(s - s.max(-1, keepdims=True))
 expected = np.einsum("bhij,bjhc->bihc", p / p.sum(-1, keepdims=True), v.astype(np.float64))
 assert np.abs(out - expected).max() < 1e-5, np.abs(out - expected).max()
+loaded = {{line.split()[-1] for line in open("/proc/self/maps") if "libhwy" in line or "libgomp" in line}}
+libs = {os.path.realpath(site_b / "flashattn" / "_libs")!r}
+bundled = {{libs + "/" + name for name in {sorted(BUNDLED_LIBRARIES)!r}}}
+assert loaded == bundled, f"Highway and OpenMP loaded from {{sorted(loaded)}}, not from {{libs}}"
 print("wheel: flashattn", flashattn.__version__, "from", flashattn.__file__, "matches NumPy")
 """, cwd=work_dir)
 
-# 4. Uninstall leaves each venv as it was.
+# 5. Uninstall leaves each venv as it was.
 check_uninstall(python_a, site_a, before_a)
 check_uninstall(python_b, site_b, before_b)
-print("pip install, the Python tests, the wheel and pip uninstall: ok")
+print(f"pip install, the Python tests, the wheel and pip uninstall: ok ({time.monotonic() - test_start:.0f} s)")

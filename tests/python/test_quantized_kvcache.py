@@ -122,6 +122,24 @@ def test_float32_queries_over_a_float16_cache(rng):
     np.testing.assert_allclose(out[:1], ref["o"], atol=2e-5, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", ["int8", "fp8_e4m3"])
+def test_sinks_over_a_quantized_cache(rng, dtype):
+    """The sink joins each row's softmax once: LSE' = log(e^LSE + e^s_h) and O' = O·e^(LSE − LSE')."""
+    k_values, k_scale = flashattn.quantize_kv(rng.standard_normal((2, 40, 2, 24)).astype(np.float32), dtype)
+    v_values, v_scale = flashattn.quantize_kv(rng.standard_normal((2, 40, 2, 24)).astype(np.float32), dtype)
+    q = rng.standard_normal((2, 2, 4, 24)).astype(np.float32)
+    sinks = np.array([0.5, -np.inf, 2.0, -1.0], dtype=np.float32)
+    call = dict(cache_seqlens=np.array([40, 11]), causal=True, return_softmax_lse=True, k_scale=k_scale,
+                v_scale=v_scale, cache_dtype=dtype if dtype == "fp8_e4m3" else None, num_splits=3)
+    out, lse = flashattn.flash_attn_with_kvcache(q, k_values, v_values, **call)
+    out_sunk, lse_sunk = flashattn.flash_attn_with_kvcache(q, k_values, v_values, sinks=sinks, **call)
+    expected_lse = np.logaddexp(lse.astype(np.float64), sinks[None, :, None].astype(np.float64))
+    np.testing.assert_allclose(lse_sunk, expected_lse, atol=1e-5, rtol=0)
+    rescale = np.exp(lse - expected_lse).transpose(0, 2, 1)[..., None]  # (b, Nq, Hq, 1)
+    np.testing.assert_allclose(out_sunk, out * rescale, atol=1e-5, rtol=0)
+    assert not np.allclose(out_sunk[:, :, 2], out[:, :, 2])
+
+
 def test_errors_leave_the_cache_and_scales_unchanged(rng):
     k_values, k_scale = flashattn.quantize_kv(rng.standard_normal((1, 8, 1, 16)).astype(np.float32))
     v_values, v_scale = flashattn.quantize_kv(rng.standard_normal((1, 8, 1, 16)).astype(np.float32))
@@ -144,6 +162,9 @@ def test_errors_leave_the_cache_and_scales_unchanged(rng):
                                           v_scale=k_scale[0, 0])
     with pytest.raises(ValueError, match="apply to a quantized cache"):
         flashattn.flash_attn_with_kvcache(q, q, q, cache_seqlens=np.array([1]), k_scale=k_scale, v_scale=v_scale)
+    with pytest.raises(ValueError, match=r"v_cache=None .* a quantized cache \(int8\)"):
+        flashattn.flash_attn_with_kvcache(q, k_values, None, cache_seqlens=np.array([4]), k_scale=k_scale,
+                                          v_scale=v_scale, head_dim_v=8)
     with pytest.raises(ValueError, match="x holds inf"):
         flashattn.quantize_kv(np.full((1, 1, 1, 4), np.inf, dtype=np.float32))
     with pytest.raises(ValueError, match="group_size must divide head_dim"):

@@ -97,9 +97,9 @@ CASES = [
     ("heads_not_multiple", forward_case(q=arr(2, 5, 3, 16)), ValueError, ["heads_q", "heads_kv"]),
     (
         "head_dim_too_large",
-        forward_case(q=arr(1, 1, 1, 513), k=arr(1, 1, 1, 513), v=arr(1, 1, 1, 513)),
+        forward_case(q=arr(1, 1, 1, 577), k=arr(1, 1, 1, 577), v=arr(1, 1, 1, 577)),
         ValueError,
-        ["head_dim", "513"],
+        ["head_dim", "577"],
     ),
     ("window_left_below_minus_1", forward_case(window_size=(-2, 0)), ValueError, ["window_left", "-2"]),
     ("window_right_below_minus_1", forward_case(window_size=(0, -5)), ValueError, ["window_right", "-5"]),

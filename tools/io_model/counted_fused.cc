@@ -64,19 +64,9 @@ void SolveQBlock(const HeadProblem& problem, const FusedGeometry& g, const Dropo
     }
     for (std::int64_t r = 0; r < rows; ++r) {
       float* S_r = &x.S_ij[r * g.Bc];
-      float m_new = x.m[r];
-      for (std::int64_t c = 0; c < cols; ++c) {
-        float q_dot_k = 0.0f;
-        for (std::int64_t e = 0; e < d; ++e) q_dot_k += x.Q_i[r * d + e] * x.K_j[c * d + e];
-        S_r[c] = problem.Score(i0 + r, j0 + c, q_dot_k);
-        m_new = std::max(m_new, S_r[c]);
-      }
+      const auto [m_new, row_sum] =
+          reference::ScoreRowOnline(problem, i0 + r, j0, cols, &x.Q_i[r * d], x.K_j.data(), x.m[r], S_r);
       const float rescale = reference::RescaleFactor(x.m[r], m_new);
-      float row_sum = 0.0f;
-      for (std::int64_t c = 0; c < cols; ++c) {
-        S_r[c] = reference::RescaleFactor(S_r[c], m_new);
-        row_sum += S_r[c];
-      }
       x.l[r] = rescale * x.l[r] + row_sum;
       dropout.RowMultipliers(problem.b, problem.h, i0 + r, j0, cols, x.Z.data());
       float* O_r = &x.O_i[r * dv];

@@ -157,8 +157,8 @@ def decode_with_kvcache(
     page_block_size, heads_kv, d) with block_table; rank 0 holds the oldest keys. cache_seqlens: int or
     (batch,) integers, the keys of each sequence on this rank. k, v (batch, seqlen_new, heads_kv, d),
     optional: appended on the rank that holds the sequence's tail (the highest rank with a key of it, the
-    last rank if none has any), ignored elsewhere. Rotary embedding, causal masks and windows apply at
-    global positions, the queries being the last positions of the whole sequence. Every other keyword as
+    last rank if none has any), ignored elsewhere. Rotary embedding, causal masks, windows and ALiBi
+    apply at global positions, the queries being the last positions of the whole sequence. Every other keyword as
     in flash_attn_with_kvcache (num_splits is per rank). Each rank computes its partial result, one
     collective gathers them (O(batch·seqlen_q·heads_q·d) floats per rank, whatever the cache length) and
     every rank merges them in rank order.

@@ -1,15 +1,13 @@
 """The keyword arguments of the distributed calls, checked and converted on each rank (inside the collective
 check, see _agreement.py), for NumPy arrays and torch tensors alike: both have .shape and .dtype."""
 
-import operator
 import zlib
 from typing import NamedTuple
 
 import numpy as np
 
+from .. import _arguments as _kernel_arguments
 from . import _layout
-
-_UINT64 = 1 << 64
 
 
 class Modifiers(NamedTuple):
@@ -40,24 +38,12 @@ class Modifiers(NamedTuple):
         )
 
 
-def window_of(window_size):
-    try:
-        left, right = window_size
-        return operator.index(left), operator.index(right)
-    except (TypeError, ValueError):
-        raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}") from None
-
-
 def check_seed(value, dropout_p=0.0, required=False):
-    """A given seed as an int in [0, 2**64), or None (required: the forward call's seed when dropout_p > 0)."""
-    if value is None:
-        if required and dropout_p > 0:
-            raise ValueError("seed must be given when dropout_p > 0 (the forward call's seed), got None")
+    """A given seed as an int in [0, 2**64), or None (required: the forward call's seed when dropout_p > 0):
+    None lets the ranks agree on one drawn by rank 0."""
+    if value is None and not (required and dropout_p > 0):
         return None
-    value = operator.index(value)
-    if not 0 <= value < _UINT64:
-        raise ValueError(f"seed must be in [0, 2**64), got {value}")
-    return value
+    return _kernel_arguments.dropout_seed(value, dropout_p, required)
 
 
 def check_timeout(seconds):
@@ -73,32 +59,13 @@ def slopes_of(alibi_slopes, batch, heads_q):
         return None
     if hasattr(alibi_slopes, "detach"):  # a torch.Tensor
         alibi_slopes = alibi_slopes.detach().float().numpy()
-    array = float32_of(alibi_slopes, "alibi_slopes")
+    array = _kernel_arguments.float32(alibi_slopes, "alibi_slopes")
     if array.shape not in ((heads_q,), (batch, heads_q)):
         raise ValueError(
             f"alibi_slopes must have shape (heads_q,) = ({heads_q},) or (batch, heads_q) = ({batch}, "
             f"{heads_q}), got {array.shape}"
         )
     return array
-
-
-def int32_of(x, name, ndim):
-    """An integer array as C-contiguous int32 (a copy only when needed); its values must fit."""
-    array = np.asarray(x)
-    if array.dtype.kind not in "iu":
-        raise TypeError(f"{name} must have an integer dtype, got {array.dtype}")
-    if array.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension(s), got {array.ndim}")
-    if array.size and not (-(2**31) <= int(array.min()) and int(array.max()) < 2**31):
-        raise ValueError(f"{name} values must fit in int32, got [{int(array.min())}, {int(array.max())}]")
-    return np.ascontiguousarray(array, dtype=np.int32)
-
-
-def float32_of(x, name):
-    array = np.asarray(x)
-    if array.dtype.kind not in "fiu":
-        raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}")
-    return np.ascontiguousarray(array, dtype=np.float32)
 
 
 def digest(array):
@@ -120,7 +87,7 @@ def modifiers(batch, heads_q, *, dropout_p, softmax_scale, causal, window_size, 
     return Modifiers(
         softmax_scale=None if softmax_scale is None else float(softmax_scale),
         causal=bool(causal),
-        window=window_of(window_size),
+        window=_kernel_arguments.window(window_size),
         softcap=float(softcap),
         alibi_slopes=slopes_of(alibi_slopes, batch, heads_q),
         dropout_p=dropout_p,

@@ -84,28 +84,16 @@ class Band(NamedTuple):
 
 class Block(NamedTuple):
     """Rows of the local shard against keys of the visiting shard, trimmed to the rows that see a key and
-    the keys that a row sees, with the library's bottom-right mask that equals the band on them."""
+    the keys that a row sees. The kernels take the whole sequence's band (and ALiBi and dropout) at the
+    block's global positions: rows.global_start and keys.global_start."""
 
     rows: Segment
     keys: Segment
-    causal: bool
-    window: tuple  # (left, right) of the library's call, −1 = unbounded
-
-    @property
-    def offset(self):
-        """δ = end of the rows − end of the keys (global positions): the library's call puts row i's diagonal
-        at key i + δ' with δ' = keys − rows, the sequence at i + δ + δ'. ALiBi needs δ = 0."""
-        return (self.rows.global_start + self.rows.length) - (self.keys.global_start + self.keys.length)
-
-
-def _finite(x):
-    return -1 if x == math.inf else int(x)
 
 
 def block(q, k, band):
     """Segment q's rows against segment k's keys (docs/distributed.md, "Blocks"), or None when no row sees a
-    key. After trimming, the last row sees a key and the last key is seen, so with δ = offset the band is
-    the library's window (left − δ, right + δ), both sides ≥ 0."""
+    key."""
     first_row = max(q.global_start, k.global_start - band.right)
     last_row = min(q.global_start + q.length - 1, k.global_start + k.length - 1 + band.left)
     if first_row > last_row or k.length == 0:
@@ -114,13 +102,7 @@ def block(q, k, band):
     last_key = min(k.global_start + k.length - 1, last_row + band.right)
     rows = Segment(q.local_start + first_row - q.global_start, first_row, last_row - first_row + 1)
     keys = Segment(k.local_start + first_key - k.global_start, first_key, last_key - first_key + 1)
-    if last_row - band.left <= first_key and first_row + band.right >= last_key:
-        return Block(rows, keys, False, (-1, -1))  # every pair visible: no mask
-    delta = last_row - last_key
-    window = (_finite(band.left - delta), _finite(band.right + delta))
-    if window == (-1, 0):
-        return Block(rows, keys, True, (-1, -1))  # the causal mask
-    return Block(rows, keys, False, window)
+    return Block(rows, keys)
 
 
 def blocks(q_segments, k_segments, band):

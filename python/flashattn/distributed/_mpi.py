@@ -3,6 +3,7 @@ collective check around a prepared call of flashattn._distributed."""
 
 import numpy as np
 
+from .. import _arguments as _kernel_arguments
 from . import _agreement, _arguments, _layout
 
 
@@ -69,12 +70,10 @@ def addressable(x):
     return np.ndarray(x.shape, x.dtype, buffer=bytearray(x.itemsize), strides=strides)
 
 
-def ring_keywords(layout, m):
-    """The keywords of _distributed.RingForward and RingBackward."""
+def score_keywords(m):
+    """The score modifiers' keywords of the _distributed calls (the ring's and ShardedDecode)."""
     left, right = m.window
     return dict(
-        layout=layout,
-        dropout_p=m.dropout_p,
         softmax_scale=m.softmax_scale,
         causal=m.causal,
         window_left=left,
@@ -82,6 +81,11 @@ def ring_keywords(layout, m):
         softcap=m.softcap,
         alibi_slopes=m.alibi_slopes,
     )
+
+
+def ring_keywords(layout, m):
+    """The keywords of _distributed.RingForward and RingBackward."""
+    return dict(score_keywords(m), layout=layout, dropout_p=m.dropout_p)
 
 
 def prepare_decode(
@@ -125,24 +129,18 @@ def prepare_decode(
         alibi_slopes=alibi_slopes,
         seed=None,
     )
-    left, right = m.window
     call = compiled().ShardedDecode(
         comm,
         q,
         k_cache,
         v_cache,
-        _arguments.int32_of(cache_seqlens, "cache_seqlens", 1),
+        _kernel_arguments.int32(cache_seqlens, "cache_seqlens", 1),
         k=k,
         v=v,
-        rotary_cos=None if rotary_cos is None else _arguments.float32_of(rotary_cos, "rotary_cos"),
-        rotary_sin=None if rotary_sin is None else _arguments.float32_of(rotary_sin, "rotary_sin"),
-        block_table=None if block_table is None else _arguments.int32_of(block_table, "block_table", 2),
-        alibi_slopes=m.alibi_slopes,
-        softmax_scale=m.softmax_scale,
-        causal=m.causal,
-        window_left=left,
-        window_right=right,
-        softcap=m.softcap,
+        rotary_cos=None if rotary_cos is None else _kernel_arguments.float32(rotary_cos, "rotary_cos"),
+        rotary_sin=None if rotary_sin is None else _kernel_arguments.float32(rotary_sin, "rotary_sin"),
+        block_table=None if block_table is None else _kernel_arguments.int32(block_table, "block_table", 2),
+        **score_keywords(m),
         rotary_interleaved=bool(rotary_interleaved),
         num_splits=int(num_splits),
     )

@@ -104,5 +104,4 @@ def ring_attention(q, k, v, group, layout, timeout, keywords):
     )
     modifiers = modifiers._replace(seed=seed)
     ring = _ring(group, layout, lengths, seconds)
-    _torch_ring.check_blocks(ring, modifiers)
     return RingFlashAttnFunc.apply(q, k, v, ring, modifiers)

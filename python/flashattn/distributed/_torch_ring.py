@@ -3,8 +3,9 @@ point-to-point transfers (isend/irecv: batch_isend_irecv hangs on gloo in PyTorc
 
 Step s of W: rank r holds the K/V shard of rank src = (r − s) mod W. It starts the transfer that gives it
 the next step's shard (send to r + 1, receive from r − 1), computes its rows against the blocks of the
-visiting shard that they see, merges each block's (O, LSE) into a float32 running state by log-sum-exp,
-and waits for the transfer. Blocks are computed in float32 (float16/bfloat16 widened exactly) and O is
+visiting shard that they see (each block a kernel call placed at its global positions, so that the band,
+ALiBi and dropout are the whole sequence's), merges each block's (O, LSE) into a float32 running state by
+log-sum-exp, and waits for the transfer. Blocks are computed in float32 (float16/bfloat16 widened exactly) and O is
 rounded to the element type once. The backward pass walks the same ring with the final O and LSE; the
 float32 dK/dV accumulators of a shard travel with it and arrive home after W steps, summed in ring order
 (deterministic). docs/distributed.md derives both.
@@ -18,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 import flashattn.torch as fat
+from flashattn import _core
 
 from . import _layout
 
@@ -37,16 +39,28 @@ class Ring(NamedTuple):
     def source(self, step):
         return (self.rank - step) % self.world_size
 
+    @property
+    def seqlen(self):
+        return sum(segment.length for segments in self.segments for segment in segments)
 
-def _block_arguments(block, m):
-    """The keywords of one block's kernel call: the block's own mask, and the other modifiers, which do not
-    depend on positions (ALiBi only when the block's offset is 0)."""
-    if m.dropout_p > 0 or (m.alibi_slopes is not None and block.offset != 0):
-        raise ValueError(
-            "flashattn.distributed.torch: ALiBi and dropout need the kernels to take global positions, "
-            "which they do not yet"
-        )
-    return dict(m.keywords(), causal=block.causal, window_size=block.window)
+
+def _kernel_modifiers(m):
+    """The kernels' Modifiers of the checked keywords and the agreed seed: the whole sequence's band, ALiBi and
+    dropout, which each block's call evaluates at its own global positions (_block_keywords)."""
+    kernel = _core.Modifiers()
+    kernel.dropout_p, kernel.seed = m.dropout_p, m.seed
+    kernel.softmax_scale, kernel.causal, kernel.softcap = m.softmax_scale, m.causal, m.softcap
+    kernel.window_left, kernel.window_right = m.window
+    if m.alibi_slopes is not None:
+        kernel.alibi_slopes = m.alibi_slopes
+    return kernel
+
+
+def _block_keywords(ring, block, modifiers):
+    """The keywords of a block's kernel call: the modifiers, and where the block sits in the whole sequence
+    (the kernels' private block_position)."""
+    position = (block.rows.global_start, block.keys.global_start, ring.seqlen, ring.seqlen)
+    return dict(modifiers=modifiers, block_position=position)
 
 
 def _rows(x, segment, dim=1):
@@ -55,14 +69,6 @@ def _rows(x, segment, dim=1):
 
 def _widen(x):
     return x.detach().float().contiguous()
-
-
-def check_blocks(ring, m):
-    """Raises, on every rank alike, the error of a block that some rank would compute but cannot."""
-    for rank in range(ring.world_size):
-        for src in range(ring.world_size):
-            for block in _layout.blocks(ring.segments[rank], ring.segments[src], m.band):
-                _block_arguments(block, m)
 
 
 # Transfers ---------------------------------------------------------------------------------------------
@@ -145,6 +151,7 @@ def forward(ring, q, k, v, m):
     out = torch.zeros(batch, length, heads_q, v.shape[-1], dtype=torch.float32)
     lse = torch.full((batch, heads_q, length), -math.inf, dtype=torch.float32)
     qf, needs, w, r = _widen(q), _Needs(ring, m.band), ring.world_size, ring.rank
+    modifiers = _kernel_modifiers(m)
     held = (k, v)
     for step in range(w):
         src = ring.source(step)
@@ -157,14 +164,15 @@ def forward(ring, q, k, v, m):
         if held is not None and needs.sees(r, src):
             kf, vf = _widen(held[0]), _widen(held[1])
             for block in _layout.blocks(ring.segments[r], ring.segments[src], m.band):
-                o_b, lse_b, _ = fat.flash_attn_func(
-                    _rows(qf, block.rows),
-                    _rows(kf, block.keys),
-                    _rows(vf, block.keys),
-                    return_attn_probs=True,
-                    seed=m.seed,
-                    **_block_arguments(block, m),
+                o_b, lse_b, _ = _core.forward(
+                    _rows(qf, block.rows).numpy(),
+                    _rows(kf, block.keys).numpy(),
+                    _rows(vf, block.keys).numpy(),
+                    return_lse=True,
+                    return_dropout_mask=False,
+                    **_block_keywords(ring, block, modifiers),
                 )
+                o_b, lse_b = torch.from_numpy(o_b), torch.from_numpy(lse_b)
                 rows_o, rows_lse = _rows(out, block.rows), _rows(lse, block.rows, dim=2)
                 merged_o, merged_lse = fat.merge_attention_states([rows_o, o_b], [rows_lse, lse_b])
                 rows_o.copy_(merged_o)
@@ -181,6 +189,7 @@ def backward(ring, dout, q, k, v, out, lse, m):
     qf, outf, doutf = _widen(q), _widen(out), _widen(dout)
     dq = torch.zeros(qf.shape, dtype=torch.float32)
     w, r = ring.world_size, ring.rank
+    modifiers = _kernel_modifiers(m)
     held = (k, v)  # the visiting K/V shard
     gradient_transfer = None  # brings the visiting shard's dK/dV accumulators
     for step in range(w):
@@ -191,19 +200,18 @@ def backward(ring, dout, q, k, v, out, lse, m):
         kf, vf = _widen(held[0]), _widen(held[1])
         dk, dv = torch.zeros(kf.shape, dtype=torch.float32), torch.zeros(vf.shape, dtype=torch.float32)
         for block in _layout.blocks(ring.segments[r], ring.segments[src], m.band):
-            dq_b, dk_b, dv_b = fat.flash_attn_backward(
-                _rows(doutf, block.rows),
-                _rows(qf, block.rows),
-                _rows(kf, block.keys),
-                _rows(vf, block.keys),
-                _rows(outf, block.rows),
-                _rows(lse, block.rows, dim=2).contiguous(),
-                seed=m.seed,
-                **_block_arguments(block, m),
+            dq_b, dk_b, dv_b = _core.backward(
+                _rows(doutf, block.rows).numpy(),
+                _rows(qf, block.rows).numpy(),
+                _rows(kf, block.keys).numpy(),
+                _rows(vf, block.keys).numpy(),
+                _rows(outf, block.rows).numpy(),
+                _rows(lse, block.rows, dim=2).contiguous().numpy(),
+                **_block_keywords(ring, block, modifiers),
             )
-            _rows(dq, block.rows).add_(dq_b)
-            _rows(dk, block.keys).add_(dk_b)
-            _rows(dv, block.keys).add_(dv_b)
+            _rows(dq, block.rows).add_(torch.from_numpy(dq_b))
+            _rows(dk, block.keys).add_(torch.from_numpy(dk_b))
+            _rows(dv, block.keys).add_(torch.from_numpy(dv_b))
         if gradient_transfer is not None:
             dk_sum, dv_sum = gradient_transfer.wait()
             dk, dv = dk_sum.add_(dk), dv_sum.add_(dv)

@@ -19,6 +19,30 @@ HEADS = [(4, 2), (3, 1)]
 LENGTHS = [13, 97, 3]
 
 
+# Modifiers at global positions (ALiBi per (batch, head) or per head, dropout with a fixed seed), each with
+# and without the causal mask: the ring must equal one process's call with the same slopes, p and seed.
+SLOPES = np.array([[0.5, 0.25, 0.125, 0.0625], [0.3, 0.2, 0.1, 0.05]], np.float32)  # (batch 2, heads_q 4)
+POSITIONAL = [
+    dict(keywords, causal=causal)
+    for causal in (False, True)
+    for keywords in (
+        dict(alibi_slopes=SLOPES),
+        dict(dropout_p=0.3, seed=1234),
+        dict(alibi_slopes=SLOPES[0], dropout_p=0.2, seed=99, window_size=(20, 5)),
+    )
+]
+
+
+def check_equals_single_process(got, base, rank, world_size, layout):
+    """This rank's results equal one process's (same dropout mask, same ALiBi distances) within float32
+    rounding: got and base hold o, lse, dq, dk, dv (base: the whole sequence's)."""
+    for name in ("o", "dq", "dk", "dv"):
+        mine = shard(np.asarray(base[name], np.float64), rank, world_size, layout)
+        scale = max(1.0, float(np.abs(mine).max(initial=0.0)))
+        np.testing.assert_allclose(np.asarray(got[name], np.float64), mine, rtol=0, atol=2e-5 * scale, err_msg=name)
+    np.testing.assert_allclose(got["lse"], shard(base["lse"], rank, world_size, layout, axis=2), rtol=1e-5, atol=1e-5)
+
+
 def problem(rng, seqlen, heads_q, heads_kv, head_dim=40, head_dim_v=24, batch=2):
     """Global q, k, v and an incoming gradient dout, float64 values exact in float16."""
 

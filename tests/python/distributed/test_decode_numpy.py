@@ -1,8 +1,8 @@
 """flashattn.distributed.decode_with_kvcache: each rank holds a consecutive part of every sequence's cache
 (contiguous or paged; some ranks hold none of a short sequence, nobody holds an empty one); the merged
 (out, lse) on every rank against the single-process flash_attn_with_kvcache over the whole cache, with
-causal masks, windows, softcap, GQA/MQA, rotary embedding at global positions and new tokens appended on
-the rank that holds the sequence's tail (the last rank when none holds a key of it)."""
+causal masks, windows, softcap, GQA/MQA, ALiBi and rotary embedding at global positions and new tokens
+appended on the rank that holds the sequence's tail (the last rank when none holds a key of it)."""
 
 import numpy as np
 import pytest
@@ -20,6 +20,8 @@ OPTIONS = [
     dict(softcap=2.0, softmax_scale=0.3),
     dict(causal=True, new=2, rotary=True, seqlen_q=2),
     dict(new=3),
+    dict(alibi=True, seqlen_q=3),
+    dict(causal=True, window_size=(20, 0), alibi=True, new=2, seqlen_q=2),
 ]
 
 
@@ -47,6 +49,8 @@ def problem(rng, options, heads_q, heads_kv, dtype, head_dim=40):
     )
     if new:
         arrays.update(k=draw(batch, new, heads_kv, head_dim), v=draw(batch, new, heads_kv, head_dim))
+    if options.get("alibi"):
+        arrays.update(alibi_slopes=np.linspace(0.5, 0.05, heads_q).astype(np.float32))
     if options.get("rotary"):
         angles = rng.uniform(0, np.pi, (CAPACITY, head_dim // 4))
         arrays.update(rotary_cos=np.cos(angles).astype(np.float32), rotary_sin=np.sin(angles).astype(np.float32))
@@ -76,7 +80,8 @@ def paged(cache, block_table):
 def run(comm, rng, arrays, options, is_paged):
     """This rank's decode_with_kvcache call; returns (out, lse, its contiguous cache after the call)."""
     k_cache, v_cache = (local_cache(arrays[name], comm.rank, comm.size) for name in ("k_cache", "v_cache"))
-    extra = {name: arrays[name] for name in ("k", "v", "rotary_cos", "rotary_sin") if name in arrays}
+    names = ("k", "v", "rotary_cos", "rotary_sin", "alibi_slopes")
+    extra = {name: arrays[name] for name in names if name in arrays}
     start, stop = parts(comm.rank, comm.size)
     if is_paged:
         table = rng.permutation(k_cache.shape[0] * CAPACITY // PAGE).reshape(k_cache.shape[0], -1)
@@ -146,5 +151,5 @@ def test_one_rank_with_bad_input_makes_every_rank_raise(comm, rng):
     arrays = problem(rng, dict(), 2, 2, np.float32)
     last = comm.size - 1
     lengths = np.full(len(LENGTHS), 1.5 if comm.rank == last else 1)
-    with pytest.raises(TypeError, match=rf"rank {last}: cache_seqlens must have an integer dtype, got float64"):
+    with pytest.raises(TypeError, match=rf"rank {last}: cache_seqlens must have an integer dtype \(int32\), got float64"):
         fd.decode_with_kvcache(arrays["q"], arrays["k_cache"], arrays["v_cache"], lengths, comm=comm)

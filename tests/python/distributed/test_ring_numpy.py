@@ -1,7 +1,8 @@
 """flashattn.distributed's ring on NumPy shards over mpi4py: forward and backward against the single-process
 flash_attn_func / flash_attn_backward and the float64 reference, for both layouts, the masks, GQA and
-MQA, float32 and float16, lengths that the world size does not divide and ranks that hold no row; the same
-bits on every run; and bad input, which every rank reports alike before any transfer."""
+MQA, float32 and float16, lengths that the world size does not divide and ranks that hold no row; ALiBi and
+dropout at global positions against one process with the same seed; the same bits on every run; and bad
+input, which every rank reports alike before any transfer."""
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ import pytest
 import flashattn
 import flashattn.distributed as fd
 from ring_cases import HEADS, LAYOUTS, LENGTHS, MASKS, check_within_baseline, problem, reference, shard
+from ring_cases import POSITIONAL, check_equals_single_process
 
 
 def ring(comm, rank_arrays, layout, keywords):
@@ -120,10 +122,11 @@ def test_comm_must_be_a_communicator(rng):
         fd.ring_flash_attn_func(q, q, q, comm=0)
 
 
-def test_alibi_and_dropout_are_rejected_on_every_rank(comm, rng):
-    """Not yet supported: a block's global position cannot be passed to the kernels (docs/distributed.md)."""
-    q, k, v = local(rng, comm)
-    with pytest.raises(ValueError, match="ALiBi"):
-        fd.ring_flash_attn_func(q, k, v, comm=comm, alibi_slopes=np.ones(2, np.float32))
-    with pytest.raises(ValueError, match="dropout"):
-        fd.ring_flash_attn_func(q, k, v, comm=comm, dropout_p=0.1, seed=1)
+@pytest.mark.parametrize("keywords", POSITIONAL)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_alibi_and_dropout_at_global_positions_equal_one_process(comm, rng, layout, keywords):
+    """The kernels take each block's global position, so ALiBi's distances and dropout's mask are the whole
+    sequence's: the same as flash_attn_func / flash_attn_backward with the same seed."""
+    arrays = [x.astype(np.float32) for x in problem(rng, 97, 4, 2)]
+    got = ring(comm, [shard(x, comm.rank, comm.size, layout) for x in arrays], layout, keywords)
+    check_equals_single_process(got, single(arrays, keywords), comm.rank, comm.size, layout)

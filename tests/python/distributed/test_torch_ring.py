@@ -1,8 +1,9 @@
 """flashattn.distributed.torch over a torch.distributed gloo group: out and the gradients of q, k, v through
-loss.backward() against the single-process flashattn.torch.flash_attn_func and the float64 reference,
-for float32, float16 and bfloat16, both layouts, the masks, GQA and MQA, lengths that the world size does
-not divide and ranks that hold no row; the same bits on every run; a subgroup; and bad input, which every
-rank reports alike before any transfer."""
+loss.backward() against the single-process flashattn.torch.flash_attn_func and the float64 reference, for
+float32, float16 and bfloat16, both layouts, the masks, GQA and MQA, lengths that the world size does not
+divide and ranks that hold no row; ALiBi and dropout at global positions against one process with the same
+seed; the same bits on every run; a subgroup; and bad input, which every rank reports alike before any
+transfer."""
 
 import time
 
@@ -15,6 +16,7 @@ import flashattn.torch as fat
 from flashattn.distributed import _torch_ring
 from flashattn.distributed import torch as fdt
 from ring_cases import HEADS, LAYOUTS, LENGTHS, MASKS, check_within_baseline, problem, reference, shard
+from ring_cases import POSITIONAL, check_equals_single_process
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -114,6 +116,21 @@ def test_a_rank_holding_the_wrong_rows_makes_every_rank_raise(group, rng):
         fdt.ring_flash_attn_func(q, k, v, layout="contiguous")
 
 
+@pytest.mark.parametrize("keywords", POSITIONAL)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_alibi_and_dropout_at_global_positions_equal_one_process(group, rng, layout, keywords):
+    """ALiBi's distances and dropout's mask are the whole sequence's: out and the gradients of loss.backward()
+    equal flashattn.torch.flash_attn_func's with the same slopes and seed."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    arrays = problem(rng, 97, 4, 2)
+    if "alibi_slopes" in keywords:
+        keywords = dict(keywords, alibi_slopes=torch.from_numpy(keywords["alibi_slopes"]))
+    mine = tensors([shard(x, rank, world_size, layout) for x in arrays], torch.float32)
+    got = run(lambda *a, **kw: fdt.ring_flash_attn_func(*a, layout=layout, **kw), *mine, keywords)
+    base = run(fat.flash_attn_func, *tensors(arrays, torch.float32), keywords)
+    check_equals_single_process(got, base, rank, world_size, layout)
+
+
 def test_a_rank_that_leaves_the_ring_makes_the_others_time_out(group, rng, monkeypatch):
     """Rank 0 passes the collective check, then skips the ring (as if it had crashed): the others raise
     within the timeout instead of waiting for its transfers. On a group of its own, which is unusable
@@ -130,12 +147,3 @@ def test_a_rank_that_leaves_the_ring_makes_the_others_time_out(group, rng, monke
     with pytest.raises(RuntimeError, match=r"rank \d: a ring transfer \(tag \d+\) did not complete within 1 s"):
         fdt.ring_flash_attn_func(q, k, v, group=doomed, timeout=1.0)
     assert time.monotonic() - started < 30
-
-
-def test_alibi_and_dropout_are_rejected_on_every_rank(group, rng):
-    """Not yet supported: a block's global position cannot be passed to the kernels (docs/distributed.md)."""
-    q, k, v = local(rng)
-    with pytest.raises(ValueError, match="ALiBi and dropout need the kernels to take global positions"):
-        fdt.ring_flash_attn_func(q, k, v, alibi_slopes=torch.ones(2))
-    with pytest.raises(ValueError, match="ALiBi and dropout need the kernels to take global positions"):
-        fdt.ring_flash_attn_func(q, k, v, dropout_p=0.1, seed=1)

@@ -1,0 +1,40 @@
+// The modes of `flashattn bench`, one timed row per case each:
+// - forward: times flashattn::forward on random inputs, then the BLAS baseline on the same inputs.
+// - backward: runs flashattn::forward once (untimed) for O and LSE, then times flashattn::backward on random
+//   dO, then the OpenBLAS standard backward on the same inputs, and reports 2.5× the forward's FLOPs.
+//   --report-memory gives the peak resident growth of the first call beyond the caller's tensors (Q, K, V,
+//   O, LSE, dO, dQ, dK, dV).
+// - decode: times flashattn::decode (one new query row per sequence by default) over a full cache of random
+//   keys and values, contiguous or paged (pages in shuffled order), then the unfused OpenBLAS decode over a
+//   float32 cache of the same shape and contents (for a float16/bfloat16 cache: its exact float32 copy, so
+//   the row compares the f16 cache with the f32 one). The row reports the K/V bytes the call must read per
+//   second against the read bandwidth measured in the same run. A quantized cache (--cache-dtype int8 or
+//   fp8_e4m3) holds random float32 values quantized by quantize_kv; its bytes read include the scales, the
+//   same call is timed over a float16 cache for the speedup, and the baseline reads the float32 values
+//   before quantization.
+#ifndef FLASHATTN_BENCH_MODES_H_
+#define FLASHATTN_BENCH_MODES_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/bench_case.h"
+#include "bench/mode_common.h"
+#include "bench/report.h"
+#include "flashattn/decode.h"
+
+namespace flashattn::bench {
+
+Row RunForward(const BenchCase& c, const RunOptions& options, const Limits& limits);
+Row RunBackward(const BenchCase& c, const RunOptions& options, const Limits& limits);
+Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limits);
+
+// The decode parameters of case `c` (mode decode), pointers unset: q, o (batch, Nq, Hq, d); every sequence
+// holds seqlen_k cached keys; a paged cache has ⌈seqlen_k / page_size⌉ pages per sequence, and `block_table`
+// receives a shuffled table of all batch·max_pages pages (deterministic).
+DecodeParams DecodeParamsOf(const BenchCase& c, std::vector<std::int32_t>* cache_seqlens,
+                            std::vector<std::int32_t>* block_table);
+
+}  // namespace flashattn::bench
+
+#endif  // FLASHATTN_BENCH_MODES_H_
