@@ -238,9 +238,9 @@ TEST(SinksDecode, SplitKvAddsTheSinkOnceOnEveryTarget) {
           c.params().sinks = sinks.data();
           c.params().num_splits = splits;
           decode(c.params());
-          const DecodeErrors e = CompareWithForward(c, Algorithm::kOracle);
-          EXPECT_LE(e.o, 1e-5) << shape.ToString() << " " << mods.ToString() << " splits=" << splits;
-          EXPECT_LE(e.lse, 1e-6) << shape.ToString() << " " << mods.ToString() << " splits=" << splits;
+          const Errors e = CompareWithForward(c, Algorithm::kOracle);
+          EXPECT_LE(e.o_error, 1e-5) << shape.ToString() << " " << mods.ToString() << " splits=" << splits;
+          EXPECT_LE(e.lse_error, 1e-6) << shape.ToString() << " " << mods.ToString() << " splits=" << splits;
         });
       }
     }
