@@ -27,6 +27,16 @@ DType ParseDType(std::string_view name, std::string_view argument) {
   support::Fail(argument, " must be one of f32, f16, bf16; got '", name, "'");
 }
 
+CacheElement ParseCacheElement(std::string_view name, std::string_view argument) {
+  for (CacheElement element : {CacheElement::kInt8, CacheElement::kFp8E4M3})
+    if (name == to_string(element)) return element;
+  support::Fail(argument, " must be one of int8, fp8_e4m3; got '", name, "'");
+}
+
+ScaleGranularity BenchScaleGranularity(CacheElement element) {
+  return element == CacheElement::kInt8 ? ScaleGranularity::kPerToken : ScaleGranularity::kPerHead;
+}
+
 std::string BenchCase::AlgorithmName() const {
   return algorithm ? std::string(to_string(*algorithm)) : std::string("default");
 }
@@ -40,6 +50,7 @@ std::string BenchCase::Name() const {
   if (page_size > 0) s << "_paged" << page_size;
   if (headdim_v) s << "_dv" << *headdim_v;
   if (sinks) s << "_sinks";
+  if (cache_element != CacheElement::kFloat) s << "_cache_" << to_string(cache_element);
   return s.str();
 }
 
@@ -73,9 +84,14 @@ double CountFlops(const BenchCase& c) {
 
 double CountBytesRead(const BenchCase& c) {
   if (c.mode != Mode::kDecode) return 0;
-  const double row = static_cast<double>(c.headdim_v ? c.headdim : 2 * c.headdim);  // V inside K: one row
-  return static_cast<double>(c.batch) * static_cast<double>(c.seqlen_k) * static_cast<double>(c.heads_kv) * row *
-         static_cast<double>(size_of(c.dtype));
+  const double rows = static_cast<double>(c.batch) * static_cast<double>(c.seqlen_k) * static_cast<double>(c.heads_kv);
+  if (c.cache_element == CacheElement::kFloat) {
+    const double row = static_cast<double>(c.headdim_v ? c.headdim : 2 * c.headdim);  // V inside K: one row
+    return rows * row * static_cast<double>(size_of(c.dtype));
+  }
+  const bool per_token = BenchScaleGranularity(c.cache_element) == ScaleGranularity::kPerToken;
+  const double scale_bytes = per_token ? 4.0 * rows : 4.0 * static_cast<double>(c.heads_kv);
+  return 2.0 * (rows * static_cast<double>(c.headdim) + scale_bytes);
 }
 
 }  // namespace flashattn::bench

@@ -21,6 +21,13 @@ Mode ParseMode(std::string_view name, std::string_view argument = "--mode");
 // Parses "f32", "f16", "bf16"; throws Error naming `argument` for anything else.
 DType ParseDType(std::string_view name, std::string_view argument = "--dtype");
 
+// Parses "int8", "fp8_e4m3" (the quantized decode caches); throws Error naming `argument` otherwise.
+CacheElement ParseCacheElement(std::string_view name, std::string_view argument = "--cache-dtype");
+
+// The scales the benchmark gives a quantized cache: per token for int8, per K/V head for FP8 E4M3 (the
+// issue's defaults, as llama.cpp's q8_0 and vLLM's fp8 caches use them).
+ScaleGranularity BenchScaleGranularity(CacheElement element);
+
 struct BenchCase {
   Mode mode = Mode::kForward;
   std::int64_t batch = 1;
@@ -34,7 +41,8 @@ struct BenchCase {
   std::optional<std::int64_t> headdim_v;
   bool sinks = false;  // an attention sink per query head (forward, backward and decode)
   bool causal = false;
-  DType dtype = DType::kF32;   // decode: of q, o and the cache
+  DType dtype = DType::kF32;   // decode: of q, o and (unless quantized) the cache
+  CacheElement cache_element = CacheElement::kFloat;  // decode only: kFloat = a cache of dtype
   int threads = 2;  // already resolved: never 0
   std::optional<Algorithm> algorithm;  // forward only; unset: whatever flashattn::forward defaults to
   std::int64_t num_splits = 0;  // decode only: DecodeParams::num_splits (0 = choose_num_splits)
@@ -58,7 +66,8 @@ struct BenchCase {
 double CountFlops(const BenchCase& c);
 
 // Bytes of K and V a decode call must read from its cache: b·N·Hkv·(d + dv)·sizeof(dtype), each cached key and
-// value once, or b·N·Hkv·d·sizeof(dtype) when V is inside the K rows (0 for the other modes).
+// value once, or b·N·Hkv·d·sizeof(dtype) when V is inside the K rows; a quantized cache 2·b·N·Hkv·d bytes plus
+// its scales (4 bytes per key and K/V head per token, or per K/V head); 0 for the other modes.
 double CountBytesRead(const BenchCase& c);
 
 }  // namespace flashattn::bench

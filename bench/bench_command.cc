@@ -83,6 +83,8 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
   only_for("--cache-len", o.cache_len.has_value(), Mode::kDecode);
   only_for("--num-splits", o.num_splits.has_value(), Mode::kDecode);
   only_for("--paged", o.paged.has_value(), Mode::kDecode);
+  only_for("--cache-dtype", !o.cache_dtype.empty(), Mode::kDecode);
+  if (!o.cache_dtype.empty()) c.cache_element = ParseCacheElement(o.cache_dtype, "--cache-dtype");
   if (c.mode == Mode::kDecode) {
     if (o.seqlen_k) support::Fail("--seqlen-k does not apply to --mode decode (use --cache-len), got ", *o.seqlen_k);
     c.seqlen_q = o.seqlen.value_or(1);
@@ -180,6 +182,9 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_option("--cache-len", o.cache_len, "Decode: cached keys per sequence N (default: 32768)");
   cmd->add_option("--num-splits", o.num_splits, "Decode: key chunks per sequence (default 0: the heuristic)");
   cmd->add_option("--paged", o.paged, "Decode: a paged cache with this page size (default: contiguous)");
+  cmd->add_option("--cache-dtype", o.cache_dtype,
+                  "Decode: a quantized cache, int8 (per-token scales) or fp8_e4m3 (per-head scales), also timed "
+                  "against a float16 cache (default: a cache of --dtype)");
   cmd->add_option("--headdim", o.headdim, "Head dimension d")->capture_default_str();
   cmd->add_option("--headdim-v", o.headdim_v,
                   "Head dimension dv of V and O (default: d); decode reads V as the first dv features of the K "
@@ -204,7 +209,8 @@ void AddBenchCommand(CLI::App& app) {
   cmd->callback([cmd, options] {
     for (const char* shape_option :
          {"--mode", "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--cache-len",
-          "--num-splits", "--paged", "--headdim", "--headdim-v", "--sinks", "--causal", "--dtype"})
+          "--num-splits", "--paged", "--cache-dtype", "--headdim", "--headdim-v", "--sinks", "--causal",
+          "--dtype"})
       if (cmd->count(shape_option) > 0) options->single = true;
     if (options->run.baseline) bench::RunOnBestBlasCore();  // may re-execute the program (blas_core.h)
     bench::RunBench(*options, std::cout);

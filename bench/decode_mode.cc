@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <string>
+#include <tuple>
 
 #include "bench/decode_baseline.h"
 #include "support/elements.h"
@@ -28,7 +30,7 @@ struct BaselineCache {
 };
 
 void MakeBaselineCache(const DecodeParams& p, std::int64_t N, BaselineCache* cache) {
-  if (p.dtype == DType::kF32 && !p.paged()) {
+  if (p.cache_dtype == DType::kF32 && !p.paged()) {
     cache->k_data = static_cast<const float*>(p.k_cache);
     cache->v_data = static_cast<const float*>(p.v_cache);
     cache->description = "f32 (the same cache)";
@@ -37,17 +39,67 @@ void MakeBaselineCache(const DecodeParams& p, std::int64_t N, BaselineCache* cac
   const std::int64_t row = p.heads_kv * p.head_dim;  // one key position, all K/V heads: contiguous in both
   cache->k.resize(static_cast<std::size_t>(p.batch * N * row));
   cache->v.resize(cache->k.size());
-  const std::int64_t elem = static_cast<std::int64_t>(size_of(p.dtype));
+  const std::int64_t elem = static_cast<std::int64_t>(size_of(p.cache_dtype));
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t j = 0; j < N; ++j) {
       const std::int64_t src = CacheRow(p, b, j) * elem, dst = (b * N + j) * row;
-      support::ConvertToF32(static_cast<const char*>(p.k_cache) + src, p.dtype, row, cache->k.data() + dst);
-      support::ConvertToF32(static_cast<const char*>(p.v_cache) + src, p.dtype, row, cache->v.data() + dst);
+      support::ConvertToF32(static_cast<const char*>(p.k_cache) + src, p.cache_dtype, row, cache->k.data() + dst);
+      support::ConvertToF32(static_cast<const char*>(p.v_cache) + src, p.cache_dtype, row, cache->v.data() + dst);
     }
   cache->k_data = cache->k.data();
   cache->v_data = cache->v.data();
   cache->description = std::string("f32 contiguous copy of the ") + (p.paged() ? "paged " : "") +
-                       std::string(to_string(p.dtype)) + " cache";
+                       std::string(to_string(p.cache_dtype)) + " cache";
+}
+
+// The cache of a float or quantized case: random values of the case's element type, or random float32
+// values (kept: the baseline reads them) quantized by quantize_kv with the benchmark's scales.
+struct Cache {
+  std::vector<std::uint16_t> k, v;  // a float cache, or a quantized cache's float32 originals
+  std::vector<std::uint8_t> k_values, v_values;
+  std::vector<float> k_scale, v_scale;
+
+  std::int64_t Bytes() const {
+    return static_cast<std::int64_t>((k.size() + v.size()) * 2 + k_values.size() + v_values.size() +
+                                     (k_scale.size() + v_scale.size()) * 4);
+  }
+};
+
+void FillCache(const BenchCase& c, std::int64_t elements, DecodeParams* p, Cache* cache) {
+  const bool quantized = c.cache_element != CacheElement::kFloat;
+  const DType random_type = quantized ? DType::kF32 : p->cache_dtype;
+  cache->k = RandomElements(elements, random_type, 0x5eed + 1);
+  // With --headdim-v, V is the first dv features of the K cache (multi-head latent attention): no V cache.
+  cache->v = RandomElements(c.headdim_v ? 0 : elements, random_type, 0x5eed + 2);
+  p->k_cache = cache->k.data();
+  p->v_cache = c.headdim_v ? cache->k.data() : cache->v.data();
+  if (!quantized) return;
+  if (c.headdim_v) {
+    throw Error("--headdim-v (V inside the K cache) does not combine with --cache-dtype " +
+                std::string(to_string(c.cache_element)) + ": a quantized cache needs a V cache of its own");
+  }
+  QuantizeParams q;
+  q.outer = p->paged() ? p->num_pages : p->batch;
+  q.seqlen = p->paged() ? p->page_size : p->cache_seqlen_max;
+  q.heads = p->heads_kv;
+  q.head_dim = p->head_dim;
+  q.element = c.cache_element;
+  q.granularity = BenchScaleGranularity(c.cache_element);
+  q.set_contiguous_strides();
+  const std::int64_t scales = q.granularity == ScaleGranularity::kPerToken ? q.outer * q.seqlen * q.heads : q.heads;
+  for (auto [x, values, scale] : {std::tuple{&cache->k, &cache->k_values, &cache->k_scale},
+                                  std::tuple{&cache->v, &cache->v_values, &cache->v_scale}}) {
+    values->resize(static_cast<std::size_t>(elements));
+    scale->resize(static_cast<std::size_t>(std::max<std::int64_t>(1, scales)));
+    q.x = x->data(), q.values = values->data(), q.scales = scale->data();
+    quantize_kv(q);
+  }
+  p->cache_element = q.element;
+  p->scale_granularity = q.granularity;
+  p->k_cache = cache->k_values.data();
+  p->v_cache = cache->v_values.data();
+  p->k_scale = cache->k_scale.data();
+  p->v_scale = cache->v_scale.data();
 }
 
 }  // namespace
@@ -92,21 +144,17 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   const std::int64_t cache_elems =
       (p.paged() ? p.num_pages * p.page_size : c.batch * c.seqlen_k) * c.heads_kv * c.headdim;
   std::vector<std::uint16_t> q = RandomElements(q_elems, c.dtype, 0x5eed);
-  std::vector<std::uint16_t> k = RandomElements(cache_elems, c.dtype, 0x5eed + 1);
-  // With --headdim-v, V is the first dv features of the K cache (multi-head latent attention): no V cache.
-  std::vector<std::uint16_t> v = RandomElements(c.headdim_v ? 0 : cache_elems, c.dtype, 0x5eed + 2);
   std::vector<std::uint16_t> o = RandomElements(o_elems, c.dtype, 0);
   std::vector<float> lse(static_cast<std::size_t>(c.batch * c.heads * c.seqlen_q));
   const std::vector<float> sinks = SinkLogits(c);
+  Cache cache;
+  FillCache(c, cache_elems, &p, &cache);
   p.q = q.data();
-  p.k_cache = k.data();
-  p.v_cache = c.headdim_v ? k.data() : v.data();
   p.o = o.data();
   p.lse = lse.data();
   p.sinks = SinksOrNull(sinks);
   validate(p);
-  row.tensor_bytes =
-      static_cast<std::int64_t>((q.size() + k.size() + v.size() + o.size()) * 2 + lse.size() * 4);
+  row.tensor_bytes = static_cast<std::int64_t>((q.size() + o.size()) * 2 + lse.size() * 4) + cache.Bytes();
 
   Traffic traffic;
   traffic.bytes_read = CountBytesRead(c);
@@ -117,17 +165,38 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   traffic.num_splits = c.num_splits > 0 ? c.num_splits : choose_num_splits(c.batch, c.seqlen_k, c.threads);
 
   TimeLibraryCall([&] { decode(p); }, options, &row);
+  if (c.cache_element != CacheElement::kFloat) {  // the same call over a float16 cache, in the same run
+    DecodeParams f16 = p;
+    f16.cache_element = CacheElement::kFloat;
+    f16.cache_dtype = DType::kF16;
+    f16.k_scale = f16.v_scale = nullptr;
+    std::vector<std::uint16_t> k16 = RandomElements(cache_elems, DType::kF16, 0x5eed + 1);
+    std::vector<std::uint16_t> v16 = RandomElements(cache_elems, DType::kF16, 0x5eed + 2);
+    f16.k_cache = k16.data();
+    f16.v_cache = v16.data();
+    traffic.f16_cache_median_ms = TimeCalls([&] { decode(f16); }, options.timing).median_ms;
+  }
 
   if (options.baseline && !c.sinks && !c.headdim_v) {  // the baseline has no sinks and no V inside K
-    BaselineCache cache;
-    MakeBaselineCache(p, c.seqlen_k, &cache);
-    traffic.baseline_cache = cache.description;
+    // A quantized cache's baseline reads the float32 values it was quantized from.
+    DecodeParams originals = p;
+    originals.cache_element = CacheElement::kFloat;
+    originals.cache_dtype = c.cache_element == CacheElement::kFloat ? p.cache_dtype : DType::kF32;
+    originals.k_cache = cache.k.data();
+    originals.v_cache = cache.v.data();
+    BaselineCache baseline_cache;
+    MakeBaselineCache(originals, c.seqlen_k, &baseline_cache);
+    traffic.baseline_cache = baseline_cache.description;
+    if (c.cache_element != CacheElement::kFloat) {
+      traffic.baseline_cache += std::string(" (the values of the ") + std::string(to_string(c.cache_element)) +
+                                " cache before quantization)";
+    }
     std::vector<float> q32(static_cast<std::size_t>(q_elems)), o32(static_cast<std::size_t>(q_elems));
     support::ConvertToF32(q.data(), c.dtype, q_elems, q32.data());
-    DecodeBaselineProblem problem = BaselineProblemOf(p, c.seqlen_k);
+    DecodeBaselineProblem problem = BaselineProblemOf(originals, c.seqlen_k);
     problem.q = q32.data();
-    problem.k = cache.k_data;
-    problem.v = cache.v_data;
+    problem.k = baseline_cache.k_data;
+    problem.v = baseline_cache.v_data;
     problem.o = o32.data();
     const PrepareBaseline prepare = PrepareWithinScratchLimit<BlasDecodeBaseline>(problem, options);
     row.baseline = TimeArrangements(c.threads, options.timing, prepare, &row.note);

@@ -8,7 +8,10 @@
 //   keys and values, contiguous or paged (pages in shuffled order), then the unfused OpenBLAS decode over a
 //   float32 cache of the same shape and contents (for a float16/bfloat16 cache: its exact float32 copy, so
 //   the row compares the f16 cache with the f32 one). The row reports the K/V bytes the call must read per
-//   second against the read bandwidth measured in the same run.
+//   second against the read bandwidth measured in the same run. A quantized cache (--cache-dtype int8 or
+//   fp8_e4m3) holds random float32 values quantized by quantize_kv; its bytes read include the scales, the
+//   same call is timed over a float16 cache for the speedup, and the baseline reads the float32 values
+//   before quantization.
 #ifndef FLASHATTN_BENCH_MODES_H_
 #define FLASHATTN_BENCH_MODES_H_
 

@@ -48,6 +48,11 @@ std::optional<double> Row::BaselineGbps() const {
   return traffic->bytes_read / (baseline->timing.median_ms * 1e-3) * 1e-9;
 }
 
+std::optional<double> Row::SpeedupOverF16Cache() const {
+  if (!traffic || !traffic->f16_cache_median_ms || timing.median_ms <= 0) return std::nullopt;
+  return *traffic->f16_cache_median_ms / timing.median_ms;
+}
+
 std::string JsonString(std::string_view text) {
   std::string out = "\"";
   for (char c : text) {
@@ -160,7 +165,13 @@ std::string ToJson(const Row& row) {
         .Add("bandwidth_gbps", t.triad_gbs)
         .Add("bandwidth_fraction", row.BandwidthFraction())
         .Add("read_bandwidth_gbps", t.read_gbs)
-        .Add("read_bandwidth_fraction", row.ReadBandwidthFraction());
+        .Add("read_bandwidth_fraction", row.ReadBandwidthFraction())
+        .Add("cache_dtype", c.cache_element == CacheElement::kFloat ? to_string(c.dtype) : to_string(c.cache_element));
+    if (t.f16_cache_median_ms) {
+      json.Add("scale_granularity", to_string(BenchScaleGranularity(c.cache_element)))
+          .Add("f16_cache_median_ms", *t.f16_cache_median_ms)
+          .Add("speedup_vs_f16_cache", *row.SpeedupOverF16Cache());
+    }
     if (row.baseline) json.Add("baseline_gbps", *row.BaselineGbps()).Add("baseline_cache", t.baseline_cache);
   }
   if (row.max_abs_diff_vs_baseline) json.Add("max_abs_diff_vs_baseline", *row.max_abs_diff_vs_baseline);
@@ -208,6 +219,12 @@ void PrintTableRow(std::ostream& out, const Row& row) {
                   100 * row.BandwidthFraction(), row.traffic->triad_gbs, 100 * row.ReadBandwidthFraction(),
                   row.traffic->read_gbs, static_cast<long long>(row.traffic->num_splits));
     out << traffic;
+    if (row.traffic->f16_cache_median_ms) {
+      std::snprintf(traffic, sizeof(traffic), "  %s cache: %.2fx the speed of f16 (%.2f ms)",
+                    std::string(to_string(c.cache_element)).c_str(), *row.SpeedupOverF16Cache(),
+                    *row.traffic->f16_cache_median_ms);
+      out << traffic;
+    }
   }
   if (row.peak_rss_growth_bytes) {
     char rss[64];

@@ -29,6 +29,8 @@ struct Traffic {
   double read_gbs = 0;   // measure::Bandwidth::read_gbs: of read_bandwidth_fraction (four read streams)
   std::int64_t num_splits = 0;  // the split count the call used (choose_num_splits when the case says 0)
   std::string baseline_cache;  // what the baseline reads, e.g. "f32 contiguous copy"
+  // A quantized cache: the median of the same call over a float16 cache, timed in the same run.
+  std::optional<double> f16_cache_median_ms;
 };
 
 struct Row {
@@ -61,6 +63,8 @@ struct Row {
   double BandwidthFraction() const;      // gbps / triad bandwidth
   double ReadBandwidthFraction() const;  // gbps / read bandwidth
   std::optional<double> BaselineGbps() const;
+  // A quantized cache's row: the float16 cache's median / this median.
+  std::optional<double> SpeedupOverF16Cache() const;
 };
 
 // Builds one JSON object on one line; keys keep the order they were added in.

@@ -178,8 +178,8 @@ std::string InjectInvalid(FuzzInput& in, DecodeCall& call) {
       return "rotary tables shorter than the positions";
     }
     case 6:
-      p.cache_dtype = p.dtype == DType::kF32 ? DType::kF16 : DType::kF32;
-      return "cache_dtype differs from dtype";
+      p.cache_element = static_cast<CacheElement>(in.Range(3, 255));
+      return "unknown cache_element";
     case 7:
       if (!cache_nonempty) return "";
       p.k_cache = nullptr;

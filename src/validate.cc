@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "common/checked.h"
+#include "common/element.h"
+#include "common/quantize.h"
 #include "common/score.h"
 #include "flashattn/backward.h"
 #include "flashattn/decode.h"
@@ -144,14 +146,19 @@ void CheckOutputs(const std::vector<TensorView>& outputs, const std::vector<Tens
   }
 }
 
-// A (batch, seq, head, dim) tensor of `dtype` elements, its feature stride 1.
-TensorView BatchTensor(const char* name, const void* data, DType dtype, const Strides& s, std::int64_t batch,
-                       std::int64_t seqlen, std::int64_t heads, std::int64_t dim) {
+// A (batch, seq, head, dim) tensor of `element_bytes` elements, its feature stride 1.
+TensorView BatchTensor(const char* name, const void* data, std::int64_t element_bytes, const Strides& s,
+                       std::int64_t batch, std::int64_t seqlen, std::int64_t heads, std::int64_t dim) {
   return TensorView{
       name,
       data,
-      static_cast<std::int64_t>(size_of(dtype)),
+      element_bytes,
       {{"batch", batch, s.batch}, {"seq", seqlen, s.seq}, {"head", heads, s.head}, {"dim", dim, 1}}};
+}
+
+TensorView BatchTensor(const char* name, const void* data, DType dtype, const Strides& s, std::int64_t batch,
+                       std::int64_t seqlen, std::int64_t heads, std::int64_t dim) {
+  return BatchTensor(name, data, static_cast<std::int64_t>(size_of(dtype)), s, batch, seqlen, heads, dim);
 }
 
 TensorView AlibiView(const char* name, const float* slopes, std::int64_t batch_stride, std::int64_t batch,
@@ -187,6 +194,84 @@ void CheckLseValues(const char* name, const float* lse, std::int64_t batch, std:
     if (std::isnan(lse[n]) || lse[n] == std::numeric_limits<float>::infinity()) {
       Fail(name, " must be finite or -inf, got ", lse[n], " at (batch, head, row) = (", n / (heads * seqlen),
            ", ", n / seqlen % heads, ", ", n % seqlen, ")");
+    }
+  }
+}
+
+// ---- Quantized caches (decode, quantize_kv) ----------------------------------------------------------------
+
+void CheckQuantization(const char* element_name, CacheElement element, const char* granularity_name,
+                       ScaleGranularity granularity) {
+  switch (element) {
+    case CacheElement::kFloat:
+    case CacheElement::kInt8:
+    case CacheElement::kFp8E4M3:
+      break;
+    default:
+      Fail(element_name, " has an unknown value ", static_cast<int>(element));
+  }
+  switch (granularity) {
+    case ScaleGranularity::kPerToken:
+    case ScaleGranularity::kPerHead:
+    case ScaleGranularity::kPerTensor:
+      return;
+  }
+  Fail(granularity_name, " has an unknown value ", static_cast<int>(granularity));
+}
+
+// Scales per group of `group_size` features: only per token, 0 (the whole row) or a divisor of d. Returns
+// the groups per row.
+std::int64_t CheckGroupSize(const char* name, std::int64_t group_size, ScaleGranularity granularity,
+                            std::int64_t d) {
+  if (granularity != ScaleGranularity::kPerToken) {
+    if (group_size != 0) {
+      Fail(name, " must be 0 with ", to_string(granularity), " scales (groups divide per-token scales), got ",
+           group_size);
+    }
+    return 1;
+  }
+  CheckRange(name, group_size, 0, d);
+  if (group_size > 0 && d % group_size != 0) Fail(name, " must divide head_dim=", d, ", got ", group_size);
+  return group_size > 0 ? d / group_size : 1;
+}
+
+// float32 scales: per token (outer, seqlen, heads, groups) with strides s, per head (heads), per tensor one.
+TensorView ScaleView(const char* name, const float* scales, ScaleGranularity granularity, const Strides& s,
+                     std::int64_t outer, std::int64_t seqlen, std::int64_t heads, std::int64_t groups) {
+  switch (granularity) {
+    case ScaleGranularity::kPerToken:
+      return TensorView{name, scales, 4,
+                        {{"batch", outer, s.batch}, {"seq", seqlen, s.seq}, {"head", heads, s.head},
+                         {"group", groups, 1}}};
+    case ScaleGranularity::kPerHead:
+      return TensorView{name, scales, 4, {{"head", heads, 1}}};
+    case ScaleGranularity::kPerTensor:
+      break;
+  }
+  return TensorView{name, scales, 4, {{"scale", 1, 1}}};
+}
+
+// Values about to be quantized must be finite: an inf or NaN has no scale.
+void CheckFinite(const char* name, const void* x, DType dtype, const Strides& s, std::int64_t outer,
+                 std::int64_t seqlen, std::int64_t heads, std::int64_t d) {
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < seqlen; ++i)
+      for (std::int64_t h = 0; h < heads; ++h)
+        for (std::int64_t e = 0; e < d; ++e) {
+          const float value = LoadAsFloat(x, dtype, o * s.batch + i * s.seq + h * s.head + e);
+          if (!std::isfinite(value)) {
+            Fail(name, " holds ", value, " at (", o, ", ", i, ", ", h, ", ", e,
+                 "): a quantized cache stores finite values only");
+          }
+        }
+}
+
+// A fixed scale quantizes appended values: finite and > 0.
+void CheckFixedScales(const TensorView& scales) {
+  const auto* values = static_cast<const float*>(scales.data);
+  for (std::int64_t n = 0; n < scales.NumElements(); ++n) {
+    if (!(values[n] > 0.0f) || !std::isfinite(values[n])) {
+      Fail(scales.name, "[", n, "] must be finite and > 0 to quantize appended keys, got ", values[n]);
     }
   }
 }
@@ -523,10 +608,13 @@ void validate(const MergeParams& p) {
 
 void validate(const DecodeParams& p) {
   CheckDType("dtype", p.dtype);
-  CheckDType("cache_dtype", p.cache_dtype);
-  if (p.dtype != p.cache_dtype) {
-    Fail("dtype (", to_string(p.dtype), ") of q, k_new, v_new and o must equal cache_dtype (",
-         to_string(p.cache_dtype), ")");
+  CheckQuantization("cache_element", p.cache_element, "scale_granularity", p.scale_granularity);
+  const bool quantized = Quantized(p.cache_element);
+  if (!quantized) {
+    CheckDType("cache_dtype", p.cache_dtype);
+    if (p.k_scale != nullptr || p.v_scale != nullptr) {
+      Fail("k_scale and v_scale must be null for a float cache (cache_element=float)");
+    }
   }
   CheckSize("batch", p.batch, 0);
   CheckSize("seqlen_q", p.seqlen_q, 0);
@@ -545,6 +633,16 @@ void validate(const DecodeParams& p) {
            "row once");
     }
   }
+  if (quantized && p.values_in_keys()) {
+    Fail("v_cache == k_cache (V read inside the K cache) is not supported with a quantized cache (cache_element=",
+         to_string(p.cache_element), "): V needs its own elements and v_scale");
+  }
+  if (quantized && dv != p.head_dim) {
+    Fail("head_dim_v=", dv, " must equal head_dim=", p.head_dim, " with a quantized cache (cache_element=",
+         to_string(p.cache_element), ")");
+  }
+  const std::int64_t scale_groups =
+      quantized ? CheckGroupSize("scale_group_size", p.scale_group_size, p.scale_granularity, p.head_dim) : 1;
   CheckModifiers(p, p.heads_q);
   CheckSize("num_splits", p.num_splits, 0);
   CheckThreads(p.num_threads);
@@ -602,18 +700,36 @@ void validate(const DecodeParams& p) {
 
   const std::int64_t cache_outer = p.paged() ? p.num_pages : p.batch;
   const std::int64_t cache_seq = p.paged() ? p.page_size : p.cache_seqlen_max;
-  const TensorView k_cache =
-      view("k_cache", p.k_cache, p.cache_strides, cache_outer, cache_seq, p.heads_kv, p.head_dim);
-  const TensorView v_cache = view("v_cache", p.v_cache, p.cache_strides, cache_outer, cache_seq, p.heads_kv, dv);
+  const std::int64_t cache_bytes = CacheElementBytes(p);
+  // V inside the K cache is part of k_cache's rows (dv ≤ d, the same strides): checked, and written, as k_cache.
+  std::vector<TensorView> caches = {
+      BatchTensor("k_cache", p.k_cache, cache_bytes, p.cache_strides, cache_outer, cache_seq, p.heads_kv, p.head_dim)};
+  if (!p.values_in_keys()) {
+    caches.push_back(
+        BatchTensor("v_cache", p.v_cache, cache_bytes, p.cache_strides, cache_outer, cache_seq, p.heads_kv, dv));
+  }
+  std::vector<TensorView> fixed_scales;  // read, never written
+  if (quantized) {
+    for (const auto& [name, scales] : {std::pair{"k_scale", p.k_scale}, std::pair{"v_scale", p.v_scale}}) {
+      const TensorView view = ScaleView(name, scales, p.scale_granularity, p.scale_strides, cache_outer, cache_seq,
+                                        p.heads_kv, scale_groups);
+      (p.scale_granularity == ScaleGranularity::kPerToken ? caches : fixed_scales).push_back(view);
+    }
+  }
   std::vector<TensorView> outputs = {view("o", p.o, p.o_strides, p.batch, p.seqlen_q, p.heads_q, dv)};
   if (p.lse != nullptr) outputs.push_back(LseView("lse", p.lse, p.batch, p.heads_q, p.seqlen_q));
-  // The caches are written when keys are appended; then they must not overlap anything else either. V inside
-  // the K cache is part of k_cache's rows (dv ≤ d, the same strides): checked, and written, as k_cache.
-  std::vector<TensorView>& caches = p.seqlen_new > 0 ? outputs : inputs;
-  caches.push_back(k_cache);
-  if (!p.values_in_keys()) caches.push_back(v_cache);
+  // The caches (and per-token scales) are written when keys are appended; then they must not overlap
+  // anything else either.
+  std::vector<TensorView>& written_or_read = p.seqlen_new > 0 ? outputs : inputs;
+  written_or_read.insert(written_or_read.end(), caches.begin(), caches.end());
+  inputs.insert(inputs.end(), fixed_scales.begin(), fixed_scales.end());
   CheckOutputs(outputs, inputs);
   CheckSinkValues("sinks", p.sinks, p.heads_q);
+  if (quantized && p.seqlen_new > 0) {
+    CheckFinite("k_new", p.k_new, p.dtype, p.new_strides, p.batch, p.seqlen_new, p.heads_kv, p.head_dim);
+    CheckFinite("v_new", p.v_new, p.dtype, p.new_strides, p.batch, p.seqlen_new, p.heads_kv, dv);
+    for (const TensorView& scales : fixed_scales) CheckFixedScales(scales);
+  }
 
   // Now the index tensors may be read: lengths, capacity, rotary positions, table entries.
   std::vector<std::int64_t> appended_slots;  // page·page_size + slot of every appended key (paged)
@@ -655,6 +771,23 @@ void validate(const DecodeParams& p) {
     Fail("two appended keys would be written to the same cache slot (page ", *twice / p.page_size, ", slot ",
          *twice % p.page_size, "): block_table pages overlap where sequences append");
   }
+}
+
+void validate(const QuantizeParams& p) {
+  CheckDType("dtype", p.dtype);
+  CheckQuantization("element", p.element, "granularity", p.granularity);
+  if (!Quantized(p.element)) Fail("element must be int8 or fp8_e4m3, got float");
+  CheckSize("outer", p.outer, 0);
+  CheckSize("seqlen", p.seqlen, 0);
+  CheckSize("heads", p.heads, 1);
+  CheckRange("head_dim", p.head_dim, 1, kMaxHeadDim);
+  const std::int64_t groups = CheckGroupSize("group_size", p.group_size, p.granularity, p.head_dim);
+  const TensorView x = BatchTensor("x", p.x, p.dtype, p.x_strides, p.outer, p.seqlen, p.heads, p.head_dim);
+  const TensorView values = BatchTensor("values", p.values, 1, p.value_strides, p.outer, p.seqlen, p.heads, p.head_dim);
+  const TensorView scales =
+      ScaleView("scales", p.scales, p.granularity, p.scale_strides, p.outer, p.seqlen, p.heads, groups);
+  CheckOutputs({values, scales}, {x});
+  CheckFinite("x", p.x, p.dtype, p.x_strides, p.outer, p.seqlen, p.heads, p.head_dim);
 }
 
 // The forward call's tensors, o and lse included, are all read; the gradients are written.

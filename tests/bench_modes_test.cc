@@ -306,6 +306,38 @@ TEST(DecodeMode, RowReportsTheBytesReadAndItsFractionsOfTheMeasuredBandwidth) {
   }
 }
 
+// A quantized cache's row: the bytes read are its values (one byte each) and scales, and the same call over
+// a float16 cache is timed in the same run for the speedup.
+TEST(DecodeMode, QuantizedCacheRowsCountValuesAndScalesAndCompareWithAFloat16Cache) {
+  Limits limits = MadeUpLimits();
+  limits.bandwidth = measure::Bandwidth{.read_gbs = 20.0, .triad_gbs = 25.0, .threads = 2, .array_bytes = 1};
+  for (const CacheElement element : {CacheElement::kInt8, CacheElement::kFp8E4M3}) {
+    BenchCase c;
+    c.mode = Mode::kDecode;
+    c.batch = 2, c.heads = 4, c.heads_kv = 2, c.seqlen_q = 1, c.seqlen_k = 300, c.headdim = 24;
+    c.dtype = DType::kF32, c.threads = 2, c.page_size = element == CacheElement::kInt8 ? 0 : 16;
+    c.cache_element = element;
+    const Row row = RunDecode(c, ThreeCalls(), limits);
+    const std::string json = ToJson(row);
+    SCOPED_TRACE(json);
+    // Values: b · N · Hkv · d bytes each of K and V; scales: 4 bytes per (key, K/V head) for int8, per
+    // K/V head for FP8.
+    const double scales = element == CacheElement::kInt8 ? 4.0 * 2 * 300 * 2 : 4.0 * 2;
+    EXPECT_EQ(JsonNumber(json, "bytes_read"), 2 * (2.0 * 300 * 2 * 24 + scales));
+    EXPECT_EQ(CountBytesRead(c), 2 * (2.0 * 300 * 2 * 24 + scales));
+    EXPECT_NE(json.find(std::string("\"cache_dtype\": \"") + std::string(to_string(element)) + "\""),
+              std::string::npos);
+    ASSERT_TRUE(row.traffic && row.traffic->f16_cache_median_ms);
+    ExpectJsonNear(json, "speedup_vs_f16_cache", *row.traffic->f16_cache_median_ms / row.timing.median_ms);
+    // The baseline reads the values before quantization: O differs by the quantization error alone.
+    ASSERT_TRUE(row.baseline.has_value()) << row.note;
+    const std::optional<double> diff = JsonNumber(json, "max_abs_diff_vs_baseline");
+    ASSERT_TRUE(diff.has_value());
+    EXPECT_LE(*diff, element == CacheElement::kInt8 ? 0.02 : 0.1);
+    EXPECT_GT(*diff, 0.0);
+  }
+}
+
 TEST(BackwardMode, RowHasTheIssueFieldsAndCountsTwoAndAHalfForwardFlops) {
   const Limits limits = MadeUpLimits();
   for (bool causal : {false, true}) {

@@ -61,8 +61,8 @@ const BadInput kBadInputs[] = {
      "cache_seqlens[1] + seqlen_new = 18 + 2 = 20 exceeds the cache capacity of 19"},
     {"negative_cache_seqlen", 0, [](DecodeCase& c) { const_cast<std::int32_t*>(c.params().cache_seqlens)[2] = -3; },
      "cache_seqlens[2] must be >= 0, got -3"},
-    {"mismatched_dtype", 0, [](DecodeCase& c) { c.params().cache_dtype = DType::kBF16; },
-     "dtype (f16) of q, k_new, v_new and o must equal cache_dtype (bf16)"},
+    {"scales_of_a_float_cache", 0, [](DecodeCase& c) { c.params().k_scale = reinterpret_cast<float*>(c.k_cache().data()); },
+     "k_scale and v_scale must be null for a float cache"},
     {"shared_append_slot", 4, [](DecodeCase& c) { *Table(c, 1, 4) = *Table(c, 0, 2); },  // both append to slots 2, 3
      "two appended keys would be written to the same cache slot"},
     {"rotary_beyond_table", 0, [](DecodeCase& c) { c.params().rotary_max_pos = 19; }, "rotary position 19 of sequence 1"},

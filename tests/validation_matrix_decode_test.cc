@@ -3,7 +3,9 @@
 // leave q, the caches, the new keys, O, LSE, the tables and every other byte of the arena unchanged.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -20,7 +22,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // Three sequences holding 10, 18 and 0 keys, two new keys and two queries each, in a cache of 20 keys per
 // sequence: contiguous (3, 20, Hkv, d) or paged (16 pages of 4 keys, 5 pages per sequence; sequence 1 uses
-// all).
+// all); float32, or int8 with per-token scales (the cache buffers' bytes then hold the int8 values).
 struct DecodeFixture {
   static constexpr std::int64_t B = 3, Nq = 2, Nnew = 2, Hq = 4, Hkv = 2, d = 16, Nmax = 20, kRotary = 8;
   static constexpr std::int64_t kPageSize = 4, kPages = 16, kMaxPages = 5;
@@ -29,9 +31,10 @@ struct DecodeFixture {
   DecodeParams params;
   float *q = nullptr, *k_cache = nullptr, *v_cache = nullptr, *k_new = nullptr, *v_new = nullptr,
         *o = nullptr, *lse = nullptr, *alibi = nullptr, *cos = nullptr, *sin = nullptr;
+  float *k_scale = nullptr, *v_scale = nullptr;
   std::int32_t *cache_seqlens = nullptr, *block_table = nullptr;
 
-  void Make(bool paged) {
+  void Make(bool paged, CacheElement element = CacheElement::kFloat) {
     const std::int64_t cache_rows = paged ? kPages * kPageSize : B * Nmax;
     q = arena.Take<float>(B * Nq * Hq * d);
     k_cache = arena.Take<float>(cache_rows * Hkv * d);
@@ -45,6 +48,10 @@ struct DecodeFixture {
     lse = arena.Take<float>(B * Hq * Nq);
     cache_seqlens = arena.Take<std::int32_t>(B);
     block_table = arena.Take<std::int32_t>(B * kMaxPages);
+    k_scale = arena.Take<float>(cache_rows * Hkv);
+    v_scale = arena.Take<float>(cache_rows * Hkv);
+    std::fill(k_scale, k_scale + cache_rows * Hkv, 0.05f);
+    std::fill(v_scale, v_scale + cache_rows * Hkv, 0.03f);
     std::uint64_t seed = 1;
     for (auto [data, count] : {std::pair{q, B * Nq * Hq * d},
                                {k_cache, cache_rows * Hkv * d},
@@ -78,6 +85,7 @@ struct DecodeFixture {
     p.rotary_cos = cos, p.rotary_sin = sin, p.rotary_dim = kRotary, p.rotary_max_pos = Nmax;
     p.causal = true;
     p.alibi_slopes = alibi, p.alibi_batch_stride = Hq;
+    if (element != CacheElement::kFloat) p.cache_element = element, p.k_scale = k_scale, p.v_scale = v_scale;
     p.set_contiguous_strides();
   }
 };
@@ -130,9 +138,15 @@ std::vector<Row> CommonRows() {
       {"unknown_cache_dtype",
        [](F& f) { f.params.cache_dtype = static_cast<DType>(9); },
        {"cache_dtype has an unknown value 9"}},
-      {"mismatched_dtype",
-       [](F& f) { f.params.cache_dtype = DType::kF16; },
-       {"dtype (f32) of q, k_new, v_new and o must equal cache_dtype (f16)"}},
+      {"unknown_cache_element",
+       [](F& f) { f.params.cache_element = static_cast<CacheElement>(9); },
+       {"cache_element has an unknown value 9"}},
+      {"unknown_scale_granularity",
+       [](F& f) { f.params.scale_granularity = static_cast<ScaleGranularity>(7); },
+       {"scale_granularity has an unknown value 7"}},
+      {"scales_of_a_float_cache",
+       [](F& f) { f.params.v_scale = f.alibi; },
+       {"k_scale and v_scale must be null for a float cache (cache_element=float)"}},
       // Strides.
       {"negative_q_seq_stride",
        [](F& f) { f.params.q_strides.seq = -1; },
@@ -295,6 +309,61 @@ std::vector<Row> PagedRows() {
   };
 }
 
+// An int8 cache with per-token scales (and the FP8 E4M3 one's fixed scales): the scales are checked like
+// the cache, and the appended values must be finite.
+std::vector<Row> QuantizedRows() {
+  return {
+      {"null_k_scale", [](F& f) { f.params.k_scale = nullptr; }, {"k_scale is a null pointer but holds"}},
+      {"k_scale_inside_k_cache",
+       [](F& f) { f.params.k_scale = f.k_cache + 2; },
+       {"k_cache overlaps k_scale"}},
+      {"v_scale_is_o", [](F& f) { f.params.v_scale = f.o; }, {"o overlaps v_scale"}},
+      {"negative_scale_seq_stride",
+       [](F& f) { f.params.scale_strides.seq = -1; },
+       {"k_scale stride of dimension 'seq' must be >= 0, got -1"}},
+      {"scale_rows_collide", [](F& f) { f.params.scale_strides.head = 0; }, {"k_scale overlaps itself"}},
+      {"group_size_not_a_divisor",
+       [](F& f) { f.params.scale_group_size = 5; },
+       {"scale_group_size must divide head_dim=16, got 5"}},
+      {"group_size_above_head_dim",
+       [](F& f) { f.params.scale_group_size = 32; },
+       {"scale_group_size must be in [0, 16], got 32"}},
+      {"group_size_with_a_fixed_scale",
+       [](F& f) {
+         f.params.scale_granularity = ScaleGranularity::kPerHead;
+         f.params.scale_group_size = 4;
+       },
+       {"scale_group_size must be 0 with per_head scales"}},
+      {"k_new_nan",
+       [](F& f) { f.k_new[1 * F::Nnew * F::Hkv * F::d + 17] = kNaN; },
+       {"k_new holds nan at (1, 0, 1, 1): a quantized cache stores finite values only"}},
+      {"v_new_infinite",
+       [](F& f) { f.v_new[5] = -kInf; },
+       {"v_new holds -inf at (0, 0, 0, 5)"}},
+      {"per_head_scale_zero",
+       [](F& f) {
+         f.params.scale_granularity = ScaleGranularity::kPerHead;
+         f.k_scale[1] = 0.0f;
+       },
+       {"k_scale[1] must be finite and > 0 to quantize appended keys, got 0"}},
+      {"per_tensor_scale_nan",
+       [](F& f) {
+         f.params.cache_element = CacheElement::kFp8E4M3;
+         f.params.scale_granularity = ScaleGranularity::kPerTensor;
+         f.v_scale[0] = kNaN;
+       },
+       {"v_scale[0] must be finite and > 0", "got nan"}},
+  };
+}
+
+TEST(DecodeValidationMatrix, QuantizedCache) {
+  for (bool paged : {false, true}) {
+    SCOPED_TRACE(paged ? "paged" : "contiguous");
+    CheckRejections<F>(
+        QuantizedRows(), [paged](F& f) { f.Make(paged, CacheElement::kInt8); }, RunDecode, ValidateOnly);
+  }
+}
+
 TEST(DecodeValidationMatrix, ContiguousCache) {
   std::vector<Row> rows = CommonRows();
   for (Row& row : ContiguousRows()) rows.push_back(row);
@@ -319,6 +388,13 @@ TEST(DecodeValidationMatrix, FixtureCallsAreAcceptedAndWriteOAndLse) {
     ASSERT_NO_THROW(decode(f.params));
     for (std::int64_t n = 0; n < F::B * F::Nq * F::Hq * F::d; ++n) ASSERT_TRUE(std::isfinite(f.o[n])) << n;
     for (std::int64_t n = 0; n < F::B * F::Hq * F::Nq; ++n) ASSERT_TRUE(std::isfinite(f.lse[n])) << n;
+    for (const CacheElement element : {CacheElement::kInt8, CacheElement::kFp8E4M3}) {
+      F quantized;
+      quantized.Make(paged, element);
+      ASSERT_NO_THROW(decode(quantized.params)) << to_string(element);
+      if (element != CacheElement::kInt8) continue;  // random bytes may hold FP8's NaN pattern; int8 has none
+      for (std::int64_t n = 0; n < F::B * F::Nq * F::Hq * F::d; ++n) ASSERT_TRUE(std::isfinite(quantized.o[n])) << n;
+    }
   }
 }
 

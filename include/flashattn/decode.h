@@ -5,11 +5,38 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "flashattn/export.h"
 #include "flashattn/types.h"
 
 namespace flashattn {
+
+// How the elements of k_cache and v_cache encode the cached values (docs/quantized_cache.md). K and V
+// share it: one element type per call.
+enum class CacheElement : std::uint8_t {
+  kFloat,    // elements of cache_dtype (f32, f16, bf16); no scales
+  kInt8,     // int8 q in [−127, 127], symmetric: value = scale·q
+  kFp8E4M3,  // OCP FP8 E4M3 byte (sign, 4 exponent bits of bias 7, 3 mantissa bits; max 448, no infinities,
+             // NaN = S.1111.111): value = scale·e4m3(q)
+};
+
+// "float", "int8", "fp8_e4m3".
+FLASHATTN_API std::string_view to_string(CacheElement element);
+
+// Which cached values share one float32 scale of a quantized cache.
+enum class ScaleGranularity : std::uint8_t {
+  // One per (key position, K/V head), or per group of scale_group_size features of it: a float32 tensor
+  // (batch or num_pages, Nmax or page_size, Hkv, d / g) with strides scale_strides (the group stride is 1).
+  // The scales of appended keys are written by the append: scale = max|x| / qmax over the group (qmax = 127
+  // for int8, 448 for fp8 E4M3; 0 for an all-zero group, whose values are then all 0).
+  kPerToken,
+  kPerHead,    // one per K/V head: Hkv contiguous floats, fixed; appended keys are quantized with it
+  kPerTensor,  // one float for the whole cache, fixed
+};
+
+// "per_token", "per_head", "per_tensor".
+FLASHATTN_API std::string_view to_string(ScaleGranularity granularity);
 
 //   q        (batch, Nq, Hq, d)                       Nq small: 1 for plain decoding, a few for speculation
 //   cache    contiguous: k_cache, v_cache (batch, Nmax, Hkv, d or dv)
@@ -25,13 +52,18 @@ namespace flashattn {
 //
 // The score modifiers (inherited ScoreSettings, include/flashattn/types.h) align the Nq queries with the
 // last key positions: query row i of sequence b sits at position cache_seqlens[b] + Nnew − Nq + i.
-// q, k_new, v_new, the caches and o share one element type (`dtype` must equal `cache_dtype`); the cache
-// strides describe both k_cache and v_cache (for paged caches `cache_strides.batch` is the page stride), and
-// new_strides both k_new and v_new.
+// q, k_new, v_new and o share one float type (`dtype`); the caches hold elements of `cache_element`: of
+// the float type `cache_dtype` (which may differ from `dtype`), or quantized int8 / fp8 E4M3 with float32
+// scales (k_scale, v_scale). Appended keys and values are rounded to the cache's float type, or quantized
+// (round to nearest even, saturating at ±qmax); a quantized cache rejects an inf or NaN in k_new or v_new.
+// The cache strides describe both k_cache and v_cache (for paged caches `cache_strides.batch` is the page
+// stride), in elements; scale_strides likewise describe both k_scale and v_scale; new_strides both k_new and
+// v_new.
 //
 // Values inside the keys (multi-head latent attention, DeepSeek-V2/V3): with v_cache == k_cache, V is the first
 // dv = head_dim_v ≤ d features of each K row (the same pointer and strides, nothing stored twice). An append
-// then writes k_new's row once, and v_new must be null.
+// then writes k_new's row once, and v_new must be null. A float cache only: a quantized cache needs
+// head_dim_v = head_dim and a V cache of its own.
 struct DecodeParams : ScoreSettings {
   const void* q = nullptr;
   void* k_cache = nullptr;
@@ -57,8 +89,17 @@ struct DecodeParams : ScoreSettings {
   std::int64_t heads_kv = 1;    // Hkv, divides Hq
   std::int64_t head_dim = 0;    // d, of q, k_new and the K cache
   std::optional<std::int64_t> head_dim_v;  // dv, of v_new, the V cache and o; unset = d (flash-attn's API)
-  DType dtype = DType::kF32;
-  DType cache_dtype = DType::kF32;
+  DType dtype = DType::kF32;        // of q, k_new, v_new and o
+  DType cache_dtype = DType::kF32;  // of a float cache (cache_element = kFloat)
+
+  // A quantized cache: its element type and scales (ScaleGranularity says their shape). Null scales for a
+  // float cache.
+  CacheElement cache_element = CacheElement::kFloat;
+  ScaleGranularity scale_granularity = ScaleGranularity::kPerToken;
+  float* k_scale = nullptr;
+  float* v_scale = nullptr;
+  Strides scale_strides;              // per token: (batch or page, seq, head), in floats
+  std::int64_t scale_group_size = 0;  // per token: features per scale g, divides d; 0 = d (one per row)
 
   // Contiguous cache: its capacity Nmax. Paged cache: block_table set, cache_seqlen_max ignored.
   std::int64_t cache_seqlen_max = 0;
@@ -90,9 +131,10 @@ struct DecodeParams : ScoreSettings {
   std::int64_t value_head_dim() const { return head_dim_v.value_or(head_dim); }
   // V is the first dv features of the K cache's rows (v_cache == k_cache, see above).
   bool values_in_keys() const { return v_cache != nullptr && v_cache == k_cache; }
-  // Fills q/new/o strides for contiguous (batch, seq, head, dim) tensors (o of dv, the others of d) and
+  // Fills q/new/o strides for contiguous (batch, seq, head, dim) tensors (o of dv, the others of d),
   // cache_strides for a contiguous (batch, cache_seqlen_max, Hkv, d) cache or, when paged, (num_pages,
-  // page_size, Hkv, d).
+  // page_size, Hkv, d), and scale_strides for contiguous per-token scales of the same (batch or page, seq,
+  // head) with d / g groups.
   FLASHATTN_API void set_contiguous_strides();
 };
 
@@ -107,6 +149,31 @@ FLASHATTN_API std::int64_t choose_num_splits(std::int64_t batch, std::int64_t ma
 // written: when it throws, the cache and the outputs are unchanged.
 FLASHATTN_API void validate(const DecodeParams& params);
 FLASHATTN_API void decode(const DecodeParams& params);
+
+// quantize_kv: a quantized cache filled from float values, with the scales decode() reads.
+//   x       (outer, seqlen, heads, d) of `dtype`, strides x_strides: all finite
+//   values  the same shape, one byte per element, strides value_strides
+//   scales  float32: per token (outer, seqlen, heads, d / g) with strides scale_strides (group stride 1);
+//           per head (heads) contiguous; per tensor one float. Each scale is max|x| / qmax over the values
+//           it covers (0 when they are all 0), and each value round(x / scale) to nearest even.
+struct QuantizeParams {
+  const void* x = nullptr;
+  void* values = nullptr;
+  float* scales = nullptr;
+  Strides x_strides, value_strides, scale_strides;
+  std::int64_t outer = 1, seqlen = 0, heads = 1, head_dim = 0;
+  DType dtype = DType::kF32;
+  CacheElement element = CacheElement::kInt8;
+  ScaleGranularity granularity = ScaleGranularity::kPerToken;
+  std::int64_t group_size = 0;  // per token: features per scale, divides head_dim; 0 = head_dim
+
+  // Fills the three strides for contiguous tensors.
+  FLASHATTN_API void set_contiguous_strides();
+};
+
+// Throws Error before writing anything: a bad shape, overlapping tensors, or an inf or NaN in x.
+FLASHATTN_API void validate(const QuantizeParams& params);
+FLASHATTN_API void quantize_kv(const QuantizeParams& params);
 
 }  // namespace flashattn
 

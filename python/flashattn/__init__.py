@@ -37,6 +37,7 @@ __all__ = [
     "flash_attn_func",
     "flash_attn_varlen_func",
     "flash_attn_with_kvcache",
+    "quantize_kv",
     "flash_attn_backward",
     "flash_attn_varlen_backward",
     "merge_attention_states",
@@ -131,8 +132,8 @@ def flash_attn_varlen_backward(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
         cache_seqlens=None, block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-        rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False, *, sinks=None,
-        head_dim_v=None):
+        rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False, k_scale=None,
+        v_scale=None, cache_dtype=None, *, sinks=None, head_dim_v=None):
     """Attention of a few new queries over a key/value cache, appending k and v to the cache in place.
 
     q (batch, seqlen_q, heads_q, d). Contiguous cache: k_cache, v_cache (batch, seqlen_cache, heads_kv, d).
@@ -151,6 +152,15 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     head_dim_v (default d) features of each k_cache row, nothing stored twice; appends then pass k only
     (v=None), which writes each row once.
 
+    The cache may hold another float type than q (float32 queries over a float16 cache), or be quantized
+    (docs/quantized_cache.md): int8 arrays, or uint8 arrays of FP8 E4M3 bytes with cache_dtype="fp8_e4m3",
+    with float32 k_scale and v_scale of one shape: (batch or num_blocks, seqlen_cache or page_block_size,
+    heads_kv) per token, with a last axis of head_dim / group_size per group of features, (heads_kv,) per
+    K/V head, or () per tensor. Appended k and v (of q's type, finite) are quantized into the cache,
+    rounding to nearest even and saturating; per-token scales are written for them (max|x| / 127 for int8,
+    / 448 for FP8). quantize_kv makes such a cache from float values. A quantized cache needs a v_cache of
+    its own (v_cache=None, V inside the keys, applies to float caches only).
+
     Returns out (batch, seqlen_q, heads_q, dv), or (out, softmax_lse (batch, heads_q, seqlen_q)) with
     return_softmax_lse=True. Everything is checked before the caches are written: a call that raises leaves
     them unchanged.
@@ -158,6 +168,19 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     call = _arguments.call_of(locals())
     out, lse = _kvcache.kvcache(call)
     return (out, lse) if call.return_softmax_lse else out
+
+
+def quantize_kv(x, dtype="int8", group_size=None, granularity=None):
+    """Quantizes x (batch or num_blocks, seqlen, heads_kv, head_dim), float32 or float16, into a cache for
+    flash_attn_with_kvcache: returns (values, scales).
+
+    dtype "int8" (values int8) or "fp8_e4m3" (values uint8 holding FP8 E4M3 bytes). granularity "per_token"
+    (scales (batch, seqlen, heads_kv), or (…, head_dim / group_size) with group_size), "per_head" (scales
+    (heads_kv,)) or "per_tensor" (scales ()); None = per token for int8, per head for fp8_e4m3. Each scale
+    is max|x| / 127 (int8) or / 448 (fp8) over the values it covers, 0 when they are all 0, and each value
+    round(x / scale) to nearest even. x must be finite.
+    """
+    return _kvcache.quantize_kv(_arguments.call_of(locals()))
 
 
 def merge_attention_states(outs, lses):

@@ -10,7 +10,8 @@ from . import _arguments, _core
 
 def kvcache(call, bf16=False):
     """Runs a flash_attn_with_kvcache call (its bound arguments, the arrays as NumPy): returns (out,
-    softmax_lse or None) and appends k and v to the caches in place."""
+    softmax_lse or None) and appends k and v to the caches in place (and, for a quantized cache with
+    per-token scales, their scales to k_scale and v_scale)."""
     q, k_cache, block_table, cache_seqlens = call.q, call.k_cache, call.block_table, call.cache_seqlens
     paged = block_table is not None
     q_batch = q.shape[0] if isinstance(q, np.ndarray) and q.ndim == 4 else 0
@@ -52,4 +53,18 @@ def kvcache(call, bf16=False):
         bf16=bf16,
         sinks=_arguments.sinks(call.sinks),
         head_dim_v=None if call.head_dim_v is None else operator.index(call.head_dim_v),
+        k_scale=call.k_scale,
+        v_scale=call.v_scale,
+        cache_dtype=None if call.cache_dtype is None else str(call.cache_dtype),
+    )
+
+
+def quantize_kv(call, bf16=False):
+    """Runs a quantize_kv call (its bound arguments, x as NumPy): returns (values, scales)."""
+    return _core.quantize_kv(
+        call.x,
+        dtype=str(call.dtype),
+        granularity=None if call.granularity is None else str(call.granularity),
+        group_size=0 if call.group_size is None else operator.index(call.group_size),
+        bf16=bf16,
     )

@@ -18,6 +18,7 @@ __all__ = [
     "flash_attn_backward",
     "flash_attn_varlen_backward",
     "flash_attn_with_kvcache",
+    "quantize_kv",
     "merge_attention_states",
     "scaled_dot_product_attention",
 ]
@@ -76,20 +77,29 @@ def flash_attn_varlen_backward(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
         cache_seqlens=None, block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-        rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False, *, sinks=None,
-        head_dim_v=None):
-    """flashattn.flash_attn_with_kvcache for tensors: k_cache and v_cache are updated in place; no
-    gradient."""
+        rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False, k_scale=None,
+        v_scale=None, cache_dtype=None, *, sinks=None, head_dim_v=None):
+    """flashattn.flash_attn_with_kvcache for tensors: k_cache and v_cache (and per-token k_scale and v_scale)
+    are updated in place; no gradient. Quantized caches are int8 or uint8 tensors."""
     call = _arguments.call_of(locals())
     bf16 = _tensors.is_bf16(call.q)
     _tensors.convert(
         call,
-        arrays=("q", "k_cache", "v_cache", "k", "v"),
+        arrays=("q", "k_cache", "v_cache", "k", "v", "k_scale", "v_scale"),
         side_arrays=("rotary_cos", "rotary_sin", "cache_seqlens", "block_table", "alibi_slopes", "sinks"),
     )
     out, lse = _kvcache.kvcache(call, bf16=bf16)
     out = _tensors.tensor(out, bf16)
     return (out, _tensors.tensor(lse)) if call.return_softmax_lse else out
+
+
+def quantize_kv(x, dtype="int8", group_size=None, granularity=None):
+    """flashattn.quantize_kv for a tensor (float32, float16 or bfloat16): returns (values, scales) tensors."""
+    call = _arguments.call_of(locals())
+    bf16 = _tensors.is_bf16(call.x)
+    _tensors.convert(call, arrays=("x",))
+    values, scales = _kvcache.quantize_kv(call, bf16=bf16)
+    return _tensors.tensor(values), _tensors.tensor(scales)
 
 
 def merge_attention_states(outs, lses):

@@ -1,6 +1,7 @@
 // flash_attn_with_kvcache: q attends to a contiguous or paged key/value cache, after k and v (if given) are
 // rotated and written into the cache in place at cache_seqlens. Every check, the library's included, runs
-// before the cache is written: a call that raises leaves k_cache and v_cache unchanged.
+// before the cache is written: a call that raises leaves k_cache and v_cache unchanged. The cache may be
+// quantized (int8, or FP8 E4M3 bytes) with float32 scales (docs/quantized_cache.md); quantize_kv fills one.
 #include "kvcache.h"
 
 #include <pybind11/numpy.h>
@@ -16,6 +17,106 @@
 
 namespace flashattn::python {
 
+namespace {
+
+std::string TypeName(const py::handle& object) { return std::string(py::str(object.get_type().attr("__name__"))); }
+
+// The cache's element type: cache_dtype "int8" or "fp8_e4m3", or, when it is empty, int8 for an int8
+// k_cache and a float cache otherwise.
+CacheElement CacheElementOf(const std::string& cache_dtype, const py::handle& k_cache) {
+  if (cache_dtype == "int8") return CacheElement::kInt8;
+  if (cache_dtype == "fp8_e4m3") return CacheElement::kFp8E4M3;
+  if (!cache_dtype.empty()) {
+    throw py::value_error("cache_dtype must be None, 'int8' or 'fp8_e4m3', got '" + cache_dtype + "'");
+  }
+  const bool int8 = py::isinstance<py::array>(k_cache) &&
+                    py::reinterpret_borrow<py::array>(k_cache).dtype().equal(py::dtype("int8"));
+  return int8 ? CacheElement::kInt8 : CacheElement::kFloat;
+}
+
+// A quantized cache: a 4-dimensional ndarray of int8 (or uint8 holding FP8 E4M3) whose last dimension is
+// contiguous; one byte per element, so its byte strides are its element strides.
+Tensor ByteCacheTensor(const py::handle& object, const std::string& name, const char* layout, CacheElement element) {
+  if (!py::isinstance<py::array>(object)) throw py::type_error(name + " must be a numpy.ndarray, got " + TypeName(object));
+  const char* numpy_dtype = element == CacheElement::kInt8 ? "int8" : "uint8";
+  Tensor t;
+  t.name = name;
+  t.array = py::reinterpret_borrow<py::array>(object);
+  if (!t.array.dtype().equal(py::dtype(numpy_dtype))) {
+    throw py::type_error(name + " must have dtype " + numpy_dtype + " for a " + std::string(to_string(element)) +
+                         " cache, got " + std::string(py::str(t.array.dtype())));
+  }
+  if (t.array.ndim() != 4) {
+    throw py::value_error(name + " must have 4 dimensions " + layout + ", got " + std::to_string(t.array.ndim()));
+  }
+  for (int i = 0; i < 4; ++i) t.shape.push_back(t.array.shape(i)), t.strides.push_back(t.array.strides(i));
+  if (t.shape.back() > 1 && t.strides.back() != 1) {
+    throw py::value_error(name + " must have a contiguous last dimension (stride 1), got stride " +
+                          std::to_string(t.strides.back()) + "; pass numpy.ascontiguousarray(" + name + ")");
+  }
+  return t;
+}
+
+// k_scale or v_scale of a quantized cache, float32: () one per tensor, (Hkv,) one per K/V head, (outer, rows,
+// Hkv) one per token, (outer, rows, Hkv, d / g) one per group of g features of each token.
+struct Scales {
+  py::array array;
+  ScaleGranularity granularity = ScaleGranularity::kPerToken;
+  std::int64_t group_size = 0;
+  Strides strides;  // per token, in floats
+  std::vector<std::int64_t> shape, byte_strides;
+};
+
+Scales ScalesOf(const py::handle& object, const std::string& name, const Tensor& cache) {
+  if (object.is_none()) throw py::value_error(name + " is required with a quantized cache");
+  if (!py::isinstance<py::array>(object)) throw py::type_error(name + " must be a numpy.ndarray, got " + TypeName(object));
+  Scales s;
+  s.array = py::reinterpret_borrow<py::array>(object);
+  if (!s.array.dtype().equal(py::dtype("float32"))) {
+    throw py::type_error(name + " must have dtype float32, got " + std::string(py::str(s.array.dtype())));
+  }
+  const std::int64_t heads_kv = cache.dim(2), d = cache.dim(3);
+  for (int i = 0; i < s.array.ndim(); ++i) s.shape.push_back(s.array.shape(i)), s.byte_strides.push_back(s.array.strides(i));
+  const auto fail_shape = [&] {
+    throw py::value_error(name + " must have shape () (per tensor), (" + std::to_string(heads_kv) +
+                          ",) (per K/V head), " + ShapeString({cache.dim(0), cache.dim(1), heads_kv}) +
+                          " (per token) or " + ShapeString({cache.dim(0), cache.dim(1), heads_kv, -1}) +
+                          " with a last axis of head_dim / group_size (per group), got " + ShapeString(s.shape));
+  };
+  for (std::int64_t bytes : s.byte_strides) {
+    if (bytes % 4 != 0 || bytes < 0) {
+      throw py::value_error(name + " strides must be non-negative multiples of 4 bytes, got " + ShapeString(s.byte_strides));
+    }
+  }
+  switch (s.array.ndim()) {
+    case 0: s.granularity = ScaleGranularity::kPerTensor; return s;
+    case 1:
+      if (s.shape[0] != heads_kv) fail_shape();
+      if (s.shape[0] > 1 && s.byte_strides[0] != 4) throw py::value_error(name + " must be contiguous");
+      s.granularity = ScaleGranularity::kPerHead;
+      return s;
+    case 3:
+    case 4:
+      if (s.shape[0] != cache.dim(0) || s.shape[1] != cache.dim(1) || s.shape[2] != heads_kv) fail_shape();
+      if (s.array.ndim() == 4) {
+        const std::int64_t groups = s.shape[3];
+        if (groups < 1 || d % groups != 0) {
+          throw py::value_error(name + " has " + std::to_string(groups) + " groups per row, which must divide head_dim=" +
+                                std::to_string(d));
+        }
+        if (groups > 1 && s.byte_strides[3] != 4) throw py::value_error(name + " must have a contiguous last dimension");
+        s.group_size = groups > 1 ? d / groups : 0;
+      }
+      s.strides = {s.byte_strides[0] / 4, s.byte_strides[1] / 4, s.byte_strides[2] / 4};
+      return s;
+    default:
+      fail_shape();
+  }
+  return s;
+}
+
+}  // namespace
+
 KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in, const py::handle& v_cache_in,
                            const py::handle& k_in, const py::handle& v_in, const py::handle& rotary_cos_in,
                            const py::handle& rotary_sin_in, const py::handle& cache_seqlens_in,
@@ -23,7 +124,7 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
                            std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
                            std::int64_t window_right, float softcap, bool rotary_interleaved,
                            std::int64_t num_splits, bool return_lse, bool bf16, const py::handle& sinks,
-                           std::optional<std::int64_t> head_dim_v) {
+                           std::optional<std::int64_t> head_dim_v, const KvcacheQuantization& quantization) {
   const bool paged = !block_table_in.is_none();
   const bool values_in_keys = v_cache_in.is_none();
   if (head_dim_v && !values_in_keys) {
@@ -33,10 +134,20 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
   const char* cache_layout = paged ? "(num_blocks, page_block_size, heads_kv, head_dim)"
                                    : "(batch, seqlen_cache, heads_kv, head_dim)";
   const Tensor q = AttentionTensor(q_in, "q", 4, "(batch, seqlen_q, heads_q, head_dim)", bf16);
-  const Tensor k_cache = AttentionTensor(k_cache_in, "k_cache", 4, cache_layout, bf16);
-  const Tensor v_cache = values_in_keys ? k_cache : AttentionTensor(v_cache_in, "v_cache", 4, cache_layout, bf16);
-  CheckSameDType(q, k_cache);
-  CheckSameDType(q, v_cache);
+  const CacheElement element = CacheElementOf(quantization.cache_dtype, k_cache_in);
+  const bool quantized = element != CacheElement::kFloat;
+  if (quantized && values_in_keys) {
+    throw py::value_error("v_cache=None (V read inside k_cache) applies to a float cache only; a quantized cache (" +
+                          std::string(to_string(element)) + ") needs a v_cache and v_scale of its own");
+  }
+  // A float cache of any float type: q and o keep their own.
+  const auto cache_tensor = [&](const py::handle& object, const char* name) {
+    return quantized ? ByteCacheTensor(object, name, cache_layout, element)
+                     : AttentionTensor(object, name, 4, cache_layout, bf16);
+  };
+  const Tensor k_cache = cache_tensor(k_cache_in, "k_cache");
+  const Tensor v_cache = values_in_keys ? k_cache : cache_tensor(v_cache_in, "v_cache");
+  if (!quantized) CheckSameDType(k_cache, v_cache);
   CheckDim(k_cache, 3, "head_dim", q.dim(3), q);
   for (int i = 0; i < 4; ++i) CheckDim(v_cache, i, i == 3 ? "head_dim" : "size", k_cache.dim(i), k_cache);
   if (v_cache.strides != k_cache.strides) {
@@ -47,7 +158,25 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
   if (!paged) CheckDim(k_cache, 0, "batch", q.dim(0), q);
 
   DecodeParams p;
-  p.dtype = p.cache_dtype = q.dtype;
+  p.dtype = q.dtype;
+  p.cache_dtype = quantized ? q.dtype : k_cache.dtype;
+  p.cache_element = element;
+  std::optional<Scales> k_scale, v_scale;
+  if (quantized) {
+    k_scale = ScalesOf(quantization.k_scale, "k_scale", k_cache);
+    v_scale = ScalesOf(quantization.v_scale, "v_scale", k_cache);
+    if (v_scale->shape != k_scale->shape || v_scale->byte_strides != k_scale->byte_strides) {
+      throw py::value_error("v_scale must have the shape and strides of k_scale (one set addresses both), got " +
+                            ShapeString(v_scale->shape) + " and " + ShapeString(k_scale->shape));
+    }
+    p.scale_granularity = k_scale->granularity, p.scale_group_size = k_scale->group_size;
+    p.scale_strides = k_scale->strides;
+    p.k_scale = static_cast<float*>(k_scale->array.mutable_data());
+    p.v_scale = static_cast<float*>(v_scale->array.mutable_data());
+  } else if (!quantization.k_scale.is_none() || !quantization.v_scale.is_none()) {
+    throw py::value_error("k_scale and v_scale apply to a quantized cache (int8, or cache_dtype='fp8_e4m3'); "
+                          "k_cache has dtype " + std::string(py::str(k_cache.array.dtype())));
+  }
   p.batch = q.dim(0), p.seqlen_q = q.dim(1), p.heads_q = q.dim(2), p.head_dim = q.dim(3);
   p.heads_kv = k_cache.dim(2);
   if (values_in_keys) p.head_dim_v = head_dim_v.value_or(p.head_dim);
@@ -75,7 +204,7 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
   } else if (!k_in.is_none()) {
     k = AttentionTensor(k_in, "k", 4, "(batch, seqlen_new, heads_kv, head_dim)", bf16);
     v = AttentionTensor(v_in, "v", 4, "(batch, seqlen_new, heads_kv, head_dim)", bf16);
-    CheckSameDType(q, *k);
+    CheckSameDType(q, *k);  // the append converts the queries' float type to the cache's
     CheckSameDType(q, *v);
     CheckDim(*k, 0, "batch", q.dim(0), q);
     CheckDim(*k, 2, "heads_kv", k_cache.dim(2), k_cache);
@@ -88,6 +217,12 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
     for (const Tensor* cache : {&k_cache, &v_cache}) {
       if (!cache->array.writeable())
         throw py::value_error(cache->name + " is read-only but k and v are appended to it");
+    }
+    for (const std::optional<Scales>* scales : {&k_scale, &v_scale}) {
+      if (*scales && (*scales)->granularity == ScaleGranularity::kPerToken && !(*scales)->array.writeable()) {
+        throw py::value_error(std::string(scales == &k_scale ? "k_scale" : "v_scale") +
+                              " is read-only but the scales of appended keys are written to it");
+      }
     }
     p.seqlen_new = k->dim(1);
     p.k_new = k->data(), p.v_new = v->data(), p.new_strides = BatchStrides(*k);
@@ -152,7 +287,8 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
   }
   KvcacheCall call{p, {}, out, lse};
   for (const py::handle& array : {q_in, k_cache_in, v_cache_in, k_in, v_in, rotary_cos_in, rotary_sin_in,
-                                  cache_seqlens_in, block_table_in, alibi_slopes, sinks}) {
+                                  cache_seqlens_in, block_table_in, alibi_slopes, sinks,
+                                  py::handle(quantization.k_scale), py::handle(quantization.v_scale)}) {
     call.held.push_back(py::reinterpret_borrow<py::object>(array));
   }
   return call;
@@ -165,15 +301,54 @@ py::tuple Kvcache(const py::handle& q, const py::handle& k_cache, const py::hand
                   const py::handle& cache_seqlens, const py::handle& block_table, const py::handle& alibi_slopes,
                   std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
                   std::int64_t window_right, float softcap, bool rotary_interleaved, std::int64_t num_splits,
-                  bool return_lse, bool bf16, const py::handle& sinks, std::optional<std::int64_t> head_dim_v) {
+                  bool return_lse, bool bf16, const py::handle& sinks, std::optional<std::int64_t> head_dim_v,
+                  const py::object& k_scale, const py::object& v_scale, const std::optional<std::string>& cache_dtype) {
   KvcacheCall call = PrepareKvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
                                     block_table, alibi_slopes, softmax_scale, causal, window_left, window_right,
-                                    softcap, rotary_interleaved, num_splits, return_lse, bf16, sinks, head_dim_v);
+                                    softcap, rotary_interleaved, num_splits, return_lse, bf16, sinks, head_dim_v,
+                                    KvcacheQuantization{k_scale, v_scale, cache_dtype.value_or("")});
   {
     py::gil_scoped_release release;
     decode(call.params);
   }
   return py::make_tuple(call.out, call.lse);
+}
+
+// quantize_kv: (values, scales) of x (outer, seqlen, heads, head_dim), float32/float16/bfloat16.
+py::tuple QuantizeKv(const py::handle& x_in, const std::string& dtype, const std::optional<std::string>& granularity,
+                     std::int64_t group_size, bool bf16) {
+  const Tensor x = AttentionTensor(x_in, "x", 4, "(batch or num_blocks, seqlen, heads_kv, head_dim)", bf16);
+  QuantizeParams p;
+  if (dtype == "int8") p.element = CacheElement::kInt8;
+  else if (dtype == "fp8_e4m3") p.element = CacheElement::kFp8E4M3;
+  else throw py::value_error("dtype must be 'int8' or 'fp8_e4m3', got '" + dtype + "'");
+  p.granularity = p.element == CacheElement::kInt8 ? ScaleGranularity::kPerToken : ScaleGranularity::kPerHead;
+  if (granularity) {
+    const std::string& g = *granularity;
+    if (g == "per_token") p.granularity = ScaleGranularity::kPerToken;
+    else if (g == "per_head") p.granularity = ScaleGranularity::kPerHead;
+    else if (g == "per_tensor") p.granularity = ScaleGranularity::kPerTensor;
+    else throw py::value_error("granularity must be None, 'per_token', 'per_head' or 'per_tensor', got '" + g + "'");
+  }
+  p.x = x.data(), p.dtype = x.dtype, p.x_strides = BatchStrides(x);
+  p.outer = x.dim(0), p.seqlen = x.dim(1), p.heads = x.dim(2), p.head_dim = x.dim(3), p.group_size = group_size;
+  p.set_contiguous_strides();  // quantize_kv rejects a group size that does not divide head_dim
+  py::array values(py::dtype(p.element == CacheElement::kInt8 ? "int8" : "uint8"),
+                   std::vector<py::ssize_t>{p.outer, p.seqlen, p.heads, p.head_dim});
+  std::vector<py::ssize_t> scale_shape;
+  if (p.granularity == ScaleGranularity::kPerToken) {
+    scale_shape = {p.outer, p.seqlen, p.heads};
+    if (group_size > 0) scale_shape.push_back(p.head_dim / group_size);
+  } else if (p.granularity == ScaleGranularity::kPerHead) {
+    scale_shape = {p.heads};
+  }
+  py::array_t<float> scales(scale_shape);
+  p.values = values.mutable_data(), p.scales = scales.mutable_data();
+  {
+    py::gil_scoped_release release;
+    quantize_kv(p);
+  }
+  return py::make_tuple(values, scales);
 }
 
 }  // namespace
@@ -184,9 +359,13 @@ void RegisterKvcache(py::module_& m) {
         py::arg("block_table"), py::arg("alibi_slopes"), py::arg("softmax_scale"), py::arg("causal"),
         py::arg("window_left"), py::arg("window_right"), py::arg("softcap"), py::arg("rotary_interleaved"),
         py::arg("num_splits"), py::arg("return_lse"), py::arg("bf16") = false, py::arg("sinks") = py::none(),
-        py::arg("head_dim_v") = py::none(),
+        py::arg("head_dim_v") = py::none(), py::arg("k_scale") = py::none(), py::arg("v_scale") = py::none(),
+        py::arg("cache_dtype") = py::none(),
         "flash_attn_with_kvcache's computation: returns (out, softmax_lse or None); appends k, v in place. "
         "v_cache None: V is the first head_dim_v features of k_cache.");
+  m.def("quantize_kv", &QuantizeKv, py::arg("x"), py::kw_only(), py::arg("dtype"), py::arg("granularity"),
+        py::arg("group_size"), py::arg("bf16") = false,
+        "quantize_kv's computation: returns (values, scales) of a quantized cache holding x.");
 }
 
 }  // namespace flashattn::python

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "flashattn/decode.h"
@@ -25,6 +26,14 @@ struct KvcacheCall {
   py::object lse;
 };
 
+// A quantized cache's scales (float32 arrays, None for a float cache) and cache_dtype ("int8", "fp8_e4m3",
+// or empty: an int8 k_cache is int8, any other a float cache).
+struct KvcacheQuantization {
+  py::object k_scale = py::none();
+  py::object v_scale = py::none();
+  std::string cache_dtype;
+};
+
 // Every check of flash_attn_with_kvcache but the library's own (decode() validates before it writes).
 // v_cache None: V is the first head_dim_v (default: head_dim) features of each k_cache row (multi-head
 // latent attention); v must then be None too. sinks: float32 (heads_q,) or None.
@@ -35,7 +44,8 @@ KvcacheCall PrepareKvcache(const py::handle& q, const py::handle& k_cache, const
                            std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
                            std::int64_t window_right, float softcap, bool rotary_interleaved,
                            std::int64_t num_splits, bool return_lse, bool bf16,
-                           const py::handle& sinks = py::none(), std::optional<std::int64_t> head_dim_v = {});
+                           const py::handle& sinks = py::none(), std::optional<std::int64_t> head_dim_v = {},
+                           const KvcacheQuantization& quantization = {});
 
 }  // namespace flashattn::python
 

@@ -7,6 +7,9 @@
 // then, head after head, the softmax and the accumulation. Each K and V row is read from main memory once:
 // straight into the register tiles when d fills whole vectors (further row tiles find it in L1), else
 // widened once into zero-padded float32 rows. The software prefetches are described at AttendChunk.
+// A quantized cache (int8, FP8 E4M3) with one scale per row is read straight too, its scales applied per
+// key: S_j = scale_k[j]·(q·k_j) after the dot product, and P̃_j·scale_v[j] before the accumulation of V
+// (l sums the unscaled P̃_j). With scales per group of features its rows are dequantized as they are widened.
 #if defined(FLASHATTN_DECODE_ATTEND_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_DECODE_ATTEND_INL_H_
 #undef FLASHATTN_DECODE_ATTEND_INL_H_
@@ -19,6 +22,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <type_traits>
 
 #include "common/constants.h"
 #include "common/prefetch.h"
@@ -34,6 +38,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::HWY_NAMESPACE::decode_kernel {
 using flashattn::decode_kernel::ChunkTask;
+using flashattn::decode_kernel::KvScales;
 using flashattn::decode_kernel::KvSource;
 
 // The float32 working set of one AttendChunk call for `heads` K/V heads of R rows: Q and the widened K block
@@ -78,6 +83,12 @@ HWY_INLINE std::int64_t KeyOffset(const KvSource& kv, std::int64_t j) {
   return kv.pages[j / kv.page_size] * kv.page_stride + (j % kv.page_size) * kv.seq_stride;
 }
 
+// Offset of key j's scales (K/V head 0) in its sequence's scales, found as KeyOffset finds its row.
+HWY_INLINE std::int64_t ScaleOffset(const KvSource& kv, const KvScales& scales, std::int64_t j) {
+  if (kv.page_size == 0) return j * scales.seq_stride;
+  return kv.pages[j / kv.page_size] * scales.page_stride + (j % kv.page_size) * scales.seq_stride;
+}
+
 // Requests the 64-byte lines of one contiguous region into L2 in address order, one line per Next().
 class RegionPrefetch {
  public:
@@ -117,7 +128,11 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   // take several register tiles: the tiles of one key group (ScoreBlock) or of one block (AccumulateBlock)
   // follow each other, so the rows a second tile reads are in L1 (faster than widening them first:
   // docs/performance.md). Otherwise they are widened once per block into zero-padded float32 rows.
-  const bool widen = d % N != 0 || dv % N != 0;
+  constexpr bool kQuantized = std::is_same_v<T, std::int8_t> || std::is_same_v<T, Fp8E4M3>;
+  const KvScales& scales = t.scales;
+  const bool widen = d % N != 0 || dv % N != 0 || (kQuantized && scales.group_size != d);
+  std::int64_t scale_offset[kBc];            // offsets of the block's key scales (K/V head 0), quantized
+  float k_scale_h[kBc], v_scale_h[kBc];      // one head's per-key scales when read straight, quantized
   const T* K[kBc];
   const T* V[kBc];
   const T* V_h[kBc];
@@ -163,6 +178,9 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
     const std::int64_t next_cols = std::clamp<std::int64_t>(t.j_end - j0 - kBc, 0, kBc);
     for (std::int64_t c = 0; c < cols; ++c) offset[c] = KeyOffset(kv, j0 + c);  // through the pages if paged
     for (std::int64_t c = 0; c < next_cols; ++c) next_offset[c] = KeyOffset(kv, j0 + kBc + c);
+    if constexpr (kQuantized) {
+      for (std::int64_t c = 0; c < cols; ++c) scale_offset[c] = ScaleOffset(kv, scales, j0 + c);
+    }
     // Whether every row sees every key of the block (the window covers [j0, j0 + cols)), and so whether
     // the block's scores need nothing but Q K_jᵀ.
     const bool block_seen_whole =
@@ -206,11 +224,30 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         for (std::int64_t c = 0; c < std::max(cols, pf_cols); ++c) {
           if (c < pf_cols) PrefetchKey(pf_k + pf_offset[c], pf_v + pf_offset[c], row_bytes);
           if (c >= cols) continue;
-          WidenRow(k_base + hk * t.head_stride + offset[c], d, d_pad, x.K + c * d_pad);
-          WidenRow(v_base + hk * t.head_stride + offset[c], dv, dv_pad, x.V + c * dv_pad);
+          const T* k_row = k_base + hk * t.head_stride + offset[c];
+          const T* v_row = v_base + hk * t.head_stride + offset[c];
+          if constexpr (kQuantized) {
+            const std::int64_t at = scale_offset[c] + hk * scales.head_stride;
+            DequantizeRow(k_row, d, d_pad, scales.k + at, scales.group_size, x.K + c * d_pad);
+            DequantizeRow(v_row, dv, dv_pad, scales.v + at, scales.group_size, x.V + c * dv_pad);
+          } else {
+            WidenRow(k_row, d, d_pad, x.K + c * d_pad);
+            WidenRow(v_row, dv, dv_pad, x.V + c * dv_pad);
+          }
         }
         ScoreBlock(x.Q + hk * R * d_pad, 1, R, d_pad, K_wide, 0, d_pad, cols, S_h,
                    [](std::int64_t, std::int64_t, std::int64_t) {});
+      }
+      // Read straight, a quantized cache's scores are scaled by their keys' scales: S_j = scale_k[j]·(q·k_j)
+      if constexpr (kQuantized) {
+        if (!widen) {
+          for (std::int64_t c = 0; c < cols; ++c) {
+            const std::int64_t at = scale_offset[c] + hk * scales.head_stride;
+            k_scale_h[c] = scales.k[at], v_scale_h[c] = scales.v[at];
+          }
+          for (std::int64_t r = 0; r < R; ++r)
+            for (std::int64_t c = 0; c < cols; ++c) S_h[r * kBc + c] *= k_scale_h[c];
+        }
       }
       // The modifiers the block needs, then the online softmax (the fused kernel's row step; keys past `cols`
       // take no part)
@@ -227,6 +264,11 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         }
         std::fill(S_r + cols, S_r + kBc, kNegInf);
         x.alpha[r] = OnlineSoftmaxRow<SumUpdate::kFusedMultiplyAdd>(S_r, kBc, m_h[r], l_h[r]);
+        if constexpr (kQuantized) {  // P̃_j·scale_v[j], after l took the unscaled P̃_j
+          if (!widen) {
+            for (std::int64_t c = 0; c < cols; ++c) S_r[c] *= v_scale_h[c];
+          }
+        }
       }
       // Õ += P̃ V_j over rows of `width` features, leaving out the keys a row does not see when V_j is not
       // all finite

@@ -31,11 +31,22 @@ struct KvSource {
   const std::int32_t* pages = nullptr;   // the sequence's block-table row when paged
 };
 
+// The scales of a quantized cache, found like its rows (KvSource) with strides of their own: key j's
+// scales for K/V head hk start at k + (j's page or sequence offset) + hk·head_stride, one per group of
+// group_size features. A fixed scale has stride 0 along what shares it.
+struct KvScales {
+  const float* k = nullptr;  // already offset to the sequence when contiguous
+  const float* v = nullptr;
+  std::int64_t seq_stride = 0, page_stride = 0, head_stride = 0;
+  std::int64_t group_size = 0;  // features per scale, dividing d
+};
+
 // For each of `heads` K/V heads hk: R query rows × keys [j_begin, j_end) → normalized partial O and LSE:
 // one Flash-Decoding chunk. Row r of head hk is Q[(hk·R + r)·d ...] (float32, already rotated), has diagonal
 // diagonal[r] and ALiBi slope slope[hk·R + r], and writes O[(hk·R + r)·dv ...] and lse[hk·R + r]. A row that
 // sees no key of the chunk gets O = 0, LSE = −∞. K/V head hk's rows are at kv.k + hk·head_stride (d
-// features) and kv.v + hk·head_stride (dv features; kv.v = kv.k when V is inside the K rows).
+// features) and kv.v + hk·head_stride (dv features; kv.v = kv.k when V is inside the K rows); a quantized
+// cache's values are scaled by `scales`.
 struct ChunkTask {
   const float* Q = nullptr;
   std::int64_t heads = 1, head_stride = 0;
@@ -45,6 +56,7 @@ struct ChunkTask {
   Band band;
   float scale = 1.0f, softcap = 0.0f;
   KvSource kv;
+  KvScales scales;
   std::int64_t j_begin = 0, j_end = 0;
   float* O = nullptr;
   float* lse = nullptr;

@@ -27,6 +27,26 @@ void DecodeParams::set_contiguous_strides() {
   o_strides = {seqlen_q * heads_q * dv, heads_q * dv, dv};
   const std::int64_t rows = paged() ? page_size : cache_seqlen_max;
   cache_strides = {rows * heads_kv * d, heads_kv * d, d};
+  const std::int64_t groups = scale_group_size > 0 ? d / scale_group_size : 1;
+  scale_strides = {rows * heads_kv * groups, heads_kv * groups, groups};
+}
+
+std::string_view to_string(CacheElement element) {
+  switch (element) {
+    case CacheElement::kFloat: return "float";
+    case CacheElement::kInt8: return "int8";
+    case CacheElement::kFp8E4M3: return "fp8_e4m3";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(ScaleGranularity granularity) {
+  switch (granularity) {
+    case ScaleGranularity::kPerToken: return "per_token";
+    case ScaleGranularity::kPerHead: return "per_head";
+    case ScaleGranularity::kPerTensor: return "per_tensor";
+  }
+  return "unknown";
 }
 
 void decode(const DecodeParams& p) {

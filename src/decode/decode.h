@@ -2,7 +2,8 @@
 // attend.h (SplitKv, split_kv.cc), and the kernel's entry points. No SIMD types: the kernel is compiled for
 // every Highway target and one of them is chosen at run time, once per call (src/simd/dispatch.h).
 //   1. Plan the split and allocate everything before the cache is touched.
-//   2. Append: k_new (rotated) and v_new go into the cache at positions cache_seqlens[b] + i.
+//   2. Append: k_new (rotated) and v_new go into the cache at positions cache_seqlens[b] + i, rounded to the
+//      cache's float type or quantized (common/quantize.h).
 //   3. Per sequence b and K/V head: gather its R = (Hq/Hkv)·Nq query rows (rotated, rounded to dtype) into
 //      one float32 tile, so each K/V byte is read once for all of them.
 //   4. Split the keys the rows can see into chunks; every (b, chunk) is one parallel work item (AttendChunk,
@@ -59,14 +60,18 @@ class SplitKv {
   std::vector<float> O_partial_, lse_partial_, o_row_;
 };
 
-// The kernel for one element type on the best target of this CPU (decode_f32.cc, ...).
+// The kernel for one cache element type on the best target of this CPU (decode_f32.cc, ..., decode_i8.cc,
+// decode_fp8.cc); the queries and outputs may be of any float type.
 void DecodeF32(const DecodeParams& params);
 void DecodeF16(const DecodeParams& params);
 void DecodeBF16(const DecodeParams& params);
+void DecodeI8(const DecodeParams& params);
+void DecodeFp8E4M3(const DecodeParams& params);
 
-// Appends the new keys, attends, and writes O (and LSE): one dispatch, by element type and SIMD target.
+// Appends the new keys, attends, and writes O (and LSE): one dispatch, by cache element type and SIMD target.
 inline void Decode(const DecodeParams& params) {
-  simd::CallForElementType<DecodeF32, DecodeF16, DecodeBF16>(params.dtype, params);
+  simd::CallForCacheElement<DecodeF32, DecodeF16, DecodeBF16, DecodeI8, DecodeFp8E4M3>(
+      params.cache_element, params.cache_dtype, params);
 }
 
 }  // namespace flashattn::decode_kernel

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/element.h"
+#include "common/quantize.h"
 #include "common/rotary.h"
 #include "decode/merge.h"
 
@@ -16,41 +17,50 @@ namespace {
 
 int ThreadsOf(int requested) { return requested > 0 ? requested : omp_get_max_threads(); }
 
-std::int64_t ElementBytes(const DecodeParams& p) { return static_cast<std::int64_t>(size_of(p.dtype)); }
-
-// Element offset of cache row (sequence b, key position j, K/V head hk).
-std::int64_t CacheOffset(const DecodeParams& p, std::int64_t b, std::int64_t j, std::int64_t hk) {
-  const Strides& s = p.cache_strides;
+// Offset of row (b, j, hk) in a tensor of (batch or page, seq, head) strides s: the cache or its scales.
+std::int64_t RowOffset(const DecodeParams& p, const Strides& s, std::int64_t b, std::int64_t j, std::int64_t hk) {
   if (!p.paged()) return b * s.batch + j * s.seq + hk * s.head;
   const std::int64_t page = p.block_table[b * p.block_table_stride + j / p.page_size];
   return page * s.batch + (j % p.page_size) * s.seq + hk * s.head;
 }
 
-// Step 2: the new keys and values into the cache (in place). Rotary keys are rotated in float32 and
-// rounded to the cache type; otherwise the bytes are copied unchanged. Values inside the keys are written
-// with them, as part of the K row.
+// Step 2: the new keys and values into the cache (in place). When the cache holds q's float type and no
+// rotary applies, the bytes are copied unchanged; otherwise the rows are read as float32, the keys rotated,
+// and both stored in the cache's element type (rounded, or quantized with their scales). Values inside the
+// keys are written with them, as part of the K row.
 void AppendNewKeys(const DecodeParams& p) {
-  const std::int64_t d = p.head_dim, dv = p.value_head_dim(), elem = ElementBytes(p);
-  std::vector<float> k_row(static_cast<std::size_t>(d));
+  const std::int64_t d = p.head_dim, dv = p.value_head_dim(), elem = CacheElementBytes(p);
+  const bool copy = !Quantized(p.cache_element) && p.cache_dtype == p.dtype;
+  const Strides scale_strides = ScaleStridesOf(p);
+  std::vector<float> k_row(static_cast<std::size_t>(d)), v_row(static_cast<std::size_t>(dv));
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t i = 0; i < p.seqlen_new; ++i)
       for (std::int64_t hk = 0; hk < p.heads_kv; ++hk) {
         const std::int64_t j = p.cache_seqlens[b] + i;
         const std::int64_t src = b * p.new_strides.batch + i * p.new_strides.seq + hk * p.new_strides.head;
-        const std::int64_t dst = CacheOffset(p, b, j, hk);
+        const std::int64_t dst = RowOffset(p, p.cache_strides, b, j, hk);
+        const std::int64_t scale_row = RowOffset(p, scale_strides, b, j, hk);
         if (!p.values_in_keys()) {
-          std::memcpy(static_cast<char*>(p.v_cache) + dst * elem, static_cast<const char*>(p.v_new) + src * elem,
-                      dv * elem);
+          if (copy) {
+            std::memcpy(static_cast<char*>(p.v_cache) + dst * elem, static_cast<const char*>(p.v_new) + src * elem,
+                        dv * elem);
+          } else {
+            for (std::int64_t e = 0; e < dv; ++e) v_row[e] = LoadAsFloat(p.v_new, p.dtype, src + e);
+            StoreCacheRow(p, p.v_cache, p.v_scale == nullptr ? nullptr : p.v_scale + scale_row, dst, v_row.data(),
+                          dv);
+          }
         }
-        if (p.rotary_dim == 0) {
+        if (copy && p.rotary_dim == 0) {
           std::memcpy(static_cast<char*>(p.k_cache) + dst * elem, static_cast<const char*>(p.k_new) + src * elem,
                       d * elem);
           continue;
         }
         for (std::int64_t e = 0; e < d; ++e) k_row[e] = LoadAsFloat(p.k_new, p.dtype, src + e);
-        const std::int64_t pos = j * (p.rotary_dim / 2);
-        ApplyRotary(k_row.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
-        for (std::int64_t e = 0; e < d; ++e) StoreFromFloat(p.k_cache, p.dtype, dst + e, k_row[e]);
+        if (p.rotary_dim > 0) {
+          const std::int64_t pos = j * (p.rotary_dim / 2);
+          ApplyRotary(k_row.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
+        }
+        StoreCacheRow(p, p.k_cache, p.k_scale == nullptr ? nullptr : p.k_scale + scale_row, dst, k_row.data(), d);
       }
 }
 
@@ -129,16 +139,26 @@ ChunkTask SplitKv::Task(std::int64_t item) {
   task.softcap = p.softcap;
   task.j_begin = std::min(rows.j_end, rows.j_begin + s * chunk);
   task.j_end = std::min(rows.j_end, task.j_begin + chunk);
+  const Strides scale_strides = ScaleStridesOf(p);
+  task.scales.head_stride = scale_strides.head;
+  task.scales.group_size = ScaleGroupSize(p.scale_group_size, p.head_dim);
   if (p.paged()) {
     task.kv = {p.k_cache, p.v_cache, p.cache_strides.seq, p.cache_strides.batch, p.page_size,
                p.block_table + b * p.block_table_stride};
+    task.scales.k = p.k_scale, task.scales.v = p.v_scale;
+    task.scales.seq_stride = scale_strides.seq, task.scales.page_stride = scale_strides.batch;
   } else {
     // An empty cache (cache_seqlen_max = 0) may be null; no offset on null (undefined), and no keys.
-    const std::int64_t sequence_offset = b * p.cache_strides.batch * ElementBytes(p);
+    const std::int64_t sequence_offset = b * p.cache_strides.batch * CacheElementBytes(p);
     const auto sequence_b = [&](const void* cache) {
       return cache == nullptr ? nullptr : static_cast<const char*>(cache) + sequence_offset;
     };
     task.kv = {sequence_b(p.k_cache), sequence_b(p.v_cache), p.cache_strides.seq, 0, 0, nullptr};
+    const auto scales_b = [&](const float* scales) {
+      return scales == nullptr ? nullptr : scales + b * scale_strides.batch;
+    };
+    task.scales.k = scales_b(p.k_scale), task.scales.v = scales_b(p.v_scale);
+    task.scales.seq_stride = scale_strides.seq;
   }
   task.O = O_partial_.data() + item * rows_per_item_ * task.dv;
   task.lse = lse_partial_.data() + item * rows_per_item_;

@@ -7,7 +7,9 @@
 //     attention sink's state (LSE = s_h, O = 0) when the head has one
 // With V inside the K cache (v_cache == k_cache) V is the first dv features of each K row, and an append
 // writes the K row only.
-// Keys are looked up one at a time through the block table when the cache is paged. A key the row does not
+// Keys are looked up one at a time through the block table when the cache is paged, and read as float32 in
+// the cache's element type: a quantized cache's values times their scales (common/quantize.h), which is
+// also how appended keys are stored. A key the row does not
 // see (window, causal) takes no part — not even as 0·v_j, which would be NaN for an inf or NaN in v_j — and a
 // NaN score makes its row NaN (the non-finite rule of the fused kernels, docs/robustness.md).
 #include <algorithm>
@@ -16,6 +18,7 @@
 
 #include "common/constants.h"
 #include "common/element.h"
+#include "common/quantize.h"
 #include "common/rotary.h"
 #include "common/score.h"
 #include "reference/reference.h"
@@ -25,12 +28,20 @@ namespace flashattn::reference {
 
 namespace {
 
-// Element offset of cache row (b, j, hk).
-std::int64_t CacheRow(const DecodeParams& p, std::int64_t b, std::int64_t j, std::int64_t hk) {
-  const Strides& s = p.cache_strides;
+// Offset of row (b, j, hk) in a tensor of (batch or page, seq, head) strides s: the cache or its scales.
+std::int64_t CacheRow(const DecodeParams& p, const Strides& s, std::int64_t b, std::int64_t j, std::int64_t hk) {
   if (!p.paged()) return b * s.batch + j * s.seq + hk * s.head;
   return p.block_table[b * p.block_table_stride + j / p.page_size] * s.batch + (j % p.page_size) * s.seq +
          hk * s.head;
+}
+
+// Cache row (b, j, hk) of k_cache or v_cache (with its scales) as `width` float32 values.
+std::vector<float> LoadKeyRow(const DecodeParams& p, const void* cache, const float* scales, std::int64_t b,
+                              std::int64_t j, std::int64_t hk, std::int64_t width) {
+  std::vector<float> row(width);
+  const float* row_scales = scales == nullptr ? nullptr : scales + CacheRow(p, ScaleStridesOf(p), b, j, hk);
+  LoadCacheRow(p, cache, row_scales, CacheRow(p, p.cache_strides, b, j, hk), row.data(), width);
+  return row;
 }
 
 std::vector<float> LoadRow(const void* base, DType dtype, std::int64_t offset, std::int64_t d) {
@@ -50,11 +61,14 @@ void Append(const DecodeParams& p) {
           const std::int64_t pos = j * (p.rotary_dim / 2);
           ApplyRotary(k.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
         }
-        const std::int64_t dst = CacheRow(p, b, j, hk);
-        for (std::int64_t e = 0; e < p.head_dim; ++e) StoreFromFloat(p.k_cache, p.dtype, dst + e, k[e]);
+        const std::int64_t dst = CacheRow(p, p.cache_strides, b, j, hk);
+        const std::int64_t scale_row = CacheRow(p, ScaleStridesOf(p), b, j, hk);
+        StoreCacheRow(p, p.k_cache, p.k_scale == nullptr ? nullptr : p.k_scale + scale_row, dst, k.data(),
+                      p.head_dim);
         if (p.values_in_keys()) continue;
         const std::vector<float> v = LoadRow(p.v_new, p.dtype, src, p.value_head_dim());
-        for (std::int64_t e = 0; e < p.value_head_dim(); ++e) StoreFromFloat(p.v_cache, p.dtype, dst + e, v[e]);
+        StoreCacheRow(p, p.v_cache, p.v_scale == nullptr ? nullptr : p.v_scale + scale_row, dst, v.data(),
+                      p.value_head_dim());
       }
 }
 
@@ -66,7 +80,7 @@ AttentionState ChunkState(const DecodeParams& p, const Band& band, std::int64_t 
   std::vector<double> S(j_end - j_begin);
   double m = kNegInfOf<double>;
   for (std::int64_t j = j_begin; j < j_end; ++j) {
-    const std::vector<float> k = LoadRow(p.k_cache, p.dtype, CacheRow(p, b, j, hk), d);
+    const std::vector<float> k = LoadKeyRow(p, p.k_cache, p.k_scale, b, j, hk, d);
     double q_dot_k = 0.0;
     for (std::int64_t e = 0; e < d; ++e) q_dot_k += static_cast<double>(q[e]) * k[e];
     S[j - j_begin] = band.Sees(diagonal, j)
@@ -82,7 +96,7 @@ AttentionState ChunkState(const DecodeParams& p, const Band& band, std::int64_t 
   for (std::int64_t j = j_begin; j < j_end; ++j) {
     if (!band.Sees(diagonal, j)) continue;
     const double P_j = std::exp(S[j - j_begin] - state.lse);
-    const std::vector<float> v = LoadRow(p.v_cache, p.dtype, CacheRow(p, b, j, hk), dv);
+    const std::vector<float> v = LoadKeyRow(p, p.v_cache, p.v_scale, b, j, hk, dv);
     for (std::int64_t e = 0; e < dv; ++e) state.O[e] += P_j * v[e];
   }
   return state;

@@ -1,5 +1,5 @@
 // Element conversion for every kernel, per Highway target (include after hwy/highway.h): float16/bfloat16
-// widened to float32 a vector at a time as they are loaded, whole rows widened (and scaled) into zero-padded
+// and the quantized caches' int8 and FP8 E4M3 widened to float32 a vector at a time as they are loaded, whole rows widened (and scaled) into zero-padded
 // float32 rows, and the test for inf and NaN that sends a tile to the paths that leave hidden keys out. The
 // scalar conversions of single elements are common/element.h's.
 #if defined(FLASHATTN_SIMD_CONVERT_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -54,6 +54,29 @@ HWY_INLINE VF LoadF32(DF df, const hwy::bfloat16_t* p) {
   return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
 }
 
+// int8: widened to int32, converted exactly.
+HWY_INLINE VF LoadF32(DF df, const std::int8_t* p) {
+  const hn::Rebind<std::int32_t, DF> di;
+  return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(hn::Rebind<std::int8_t, DF>(), p)));
+}
+// FP8 E4M3 as common/element.h's F32FromE4M3 does it, lane by lane: a normal magnitude EEEE.MMM becomes
+// float32 bits (EEEE.MMM << 20) + (127 − 7) << 23, a subnormal one m·2⁻⁹, S.1111.111 NaN; then the sign.
+HWY_INLINE VF LoadF32(DF df, const Fp8E4M3* p) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const auto bytes = hn::LoadU(hn::Rebind<std::uint8_t, DF>(), reinterpret_cast<const std::uint8_t*>(p));
+  const auto bits = hn::PromoteTo(du, bytes);
+  const auto magnitude = hn::And(bits, hn::Set(du, 0x7Fu));
+  const auto normal = hn::Add(hn::ShiftLeft<20>(magnitude), hn::Set(du, 120u << 23));
+  const auto finite = hn::IfThenElse(hn::Eq(magnitude, hn::Set(du, 0x7Fu)), hn::Set(du, 0x7FC00000u), normal);
+  const auto magnitude_i = hn::BitCast(di, magnitude);
+  const VF subnormal = hn::Mul(hn::ConvertTo(df, magnitude_i), hn::Set(df, 0x1p-9f));
+  const VF unsigned_value =
+      hn::IfThenElse(hn::RebindMask(df, hn::Lt(magnitude_i, hn::Set(di, 8))), subnormal, hn::BitCast(df, finite));
+  const auto sign = hn::ShiftLeft<24>(hn::And(bits, hn::Set(du, 0x80u)));
+  return hn::BitCast(df, hn::Or(hn::BitCast(du, unsigned_value), sign));
+}
+
 // Whether n elements (n a multiple of Lanes) hold an inf or a NaN: the test that sends a tile with hidden
 // keys to the paths that leave them out instead of multiplying their zero weight by it (0·NaN = NaN).
 template <typename T>
@@ -87,6 +110,14 @@ template <typename T>
 HWY_INLINE void WidenRow(const T* HWY_RESTRICT src, std::int64_t width, std::int64_t width_pad,
                          float* HWY_RESTRICT dst) {
   WidenRowTimes<false>(src, width, width_pad, 1.0f, dst);
+}
+
+// A quantized cache row dequantized, zero-padded: dst[e] = scales[e / g]·float32(src[e]) for e < width.
+template <typename T>
+HWY_INLINE void DequantizeRow(const T* HWY_RESTRICT src, std::int64_t width, std::int64_t width_pad,
+                              const float* HWY_RESTRICT scales, std::int64_t g, float* HWY_RESTRICT dst) {
+  for (std::int64_t e0 = 0; e0 < width; e0 += g) WidenRowTimes<true>(src + e0, g, g, scales[e0 / g], dst + e0);
+  for (std::int64_t e = width; e < width_pad; ++e) dst[e] = 0.0f;
 }
 
 // A query row pre-scaled by the softmax scale s: s·q, zero-padded.

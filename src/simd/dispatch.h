@@ -25,6 +25,17 @@ void CallForElementType(DType dtype, const Args&... args) {
   }
 }
 
+// Calls the entry point of a cache's element type: a float cache's by `dtype` among the first three, then
+// the int8 and FP8 E4M3 caches' (decode reads the cache through its element type; its queries are float32).
+template <auto kF32, auto kF16, auto kBF16, auto kI8, auto kFp8E4M3, typename... Args>
+void CallForCacheElement(CacheElement element, DType dtype, const Args&... args) {
+  switch (element) {
+    case CacheElement::kFloat: return CallForElementType<kF32, kF16, kBF16>(dtype, args...);
+    case CacheElement::kInt8: return kI8(args...);
+    case CacheElement::kFp8E4M3: return kFp8E4M3(args...);
+  }
+}
+
 }  // namespace flashattn::simd
 
 #endif  // FLASHATTN_SIMD_DISPATCH_H_

@@ -591,8 +591,6 @@ static void test_decode(void) {
       bad.cache_seqlens = too_long;
       check_invalid(flashattn_decode(&bad), "cache_seqlens[1]", "decode beyond the cache");
       check_invalid(flashattn_validate_decode(&bad), "cache_seqlens[1]", "validate_decode beyond the cache");
-      bad = p, bad.cache_dtype = FLASHATTN_DTYPE_BF16;
-      check_invalid(flashattn_decode(&bad), "cache_dtype", "decode with a bf16 cache");
       bad = p, bad.cache_dtype = (flashattn_dtype)3;
       check_invalid(flashattn_decode(&bad), "cache_dtype", "decode cache_dtype 3");
       check_invalid(flashattn_decode(NULL), "params", "decode NULL");

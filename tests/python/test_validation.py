@@ -158,7 +158,8 @@ CASES = [
         ["block_table", "same cache slot"],
     ),
     ("kvcache_read_only", kvcache_case(writeable=False), ValueError, ["k_cache", "read-only"]),
-    ("kvcache_q_dtype", kvcache_case(q_dtype=np.float16), TypeError, ["k_cache", "q"]),
+    # q of another float type than the cache is valid; the appended k and v must be of q's type.
+    ("kvcache_new_dtype", kvcache_case(q_dtype=np.float16), TypeError, ["k has dtype float32", "q"]),
     (
         "kvcache_rotary_beyond_table",
         kvcache_case(rotary_cos=np.ones((4, 4)), rotary_sin=np.zeros((4, 4))),

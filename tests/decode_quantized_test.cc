@@ -1,0 +1,550 @@
+// Quantized KV caches (int8, FP8 E4M3) and mixed-precision decode: the scalar formats (rounding,
+// saturation, subnormals), quantize_kv, the quantizing append, and the kernel on every SIMD target against
+// the float64 reference decode over the dequantized cache (docs/quantized_cache.md).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/element.h"
+#include "common/quantize.h"
+#include "flashattn/decode.h"
+#include "reference/reference.h"
+#include "simd/targets.h"
+
+namespace flashattn::testing {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// ---- The scalar formats -------------------------------------------------------------------------------------
+
+TEST(Fp8E4M3, EveryCodeDecodesToItsValueAndEncodesBack) {
+  for (int code = 0; code < 256; ++code) {
+    const auto bits = static_cast<std::uint8_t>(code);
+    const int exponent = (code >> 3) & 15, mantissa = code & 7;
+    const double sign = code & 0x80 ? -1.0 : 1.0;
+    const float value = F32FromE4M3(bits);
+    if (exponent == 15 && mantissa == 7) {  // S.1111.111: NaN
+      EXPECT_TRUE(std::isnan(value)) << code;
+      EXPECT_EQ(E4M3FromF32(value) & 0x7f, 0x7f) << code;
+      continue;
+    }
+    const double expected = exponent == 0 ? sign * mantissa * std::ldexp(1.0, -9)
+                                          : sign * (1.0 + mantissa / 8.0) * std::ldexp(1.0, exponent - 7);
+    EXPECT_EQ(value, expected) << code;
+    EXPECT_EQ(E4M3FromF32(value), bits) << code;
+  }
+  EXPECT_EQ(F32FromE4M3(0x7e), 448.0f);
+}
+
+TEST(Fp8E4M3, RoundsToNearestEvenAndSaturates) {
+  EXPECT_EQ(F32FromE4M3(E4M3FromF32(1.0625f)), 1.0f);    // halfway 1 and 1.125: even mantissa 0
+  EXPECT_EQ(F32FromE4M3(E4M3FromF32(1.1875f)), 1.25f);   // halfway 1.125 and 1.25: even mantissa 2
+  EXPECT_EQ(F32FromE4M3(E4M3FromF32(1.07f)), 1.125f);    // above halfway
+  EXPECT_EQ(F32FromE4M3(E4M3FromF32(-3.3f)), -3.25f);
+  EXPECT_EQ(F32FromE4M3(E4M3FromF32(440.0f)), 448.0f);   // above halfway between 416 and 448
+  EXPECT_EQ(F32FromE4M3(E4M3FromF32(432.0f)), 448.0f);   // halfway 416 (mantissa 5) and 448 (6): even
+  EXPECT_EQ(F32FromE4M3(E4M3FromF32(431.0f)), 416.0f);
+  for (float big : {449.0f, 464.0f, 500.0f, 1e30f, kInf}) {
+    EXPECT_EQ(F32FromE4M3(E4M3FromF32(big)), 448.0f) << big;
+    EXPECT_EQ(F32FromE4M3(E4M3FromF32(-big)), -448.0f) << big;
+  }
+}
+
+TEST(Fp8E4M3, Subnormals) {
+  const float tiny = std::ldexp(1.0f, -9);  // the smallest subnormal, code 1
+  EXPECT_EQ(E4M3FromF32(tiny), 0x01);
+  EXPECT_EQ(E4M3FromF32(0.5f * tiny), 0x00);         // halfway 0 and tiny: even (0)
+  EXPECT_EQ(E4M3FromF32(0.51f * tiny), 0x01);
+  EXPECT_EQ(E4M3FromF32(1.5f * tiny), 0x02);         // halfway 1 and 2: even (2)
+  EXPECT_EQ(E4M3FromF32(2.5f * tiny), 0x02);         // halfway 2 and 3: even (2)
+  EXPECT_EQ(E4M3FromF32(-7.0f * tiny), 0x87);        // the largest subnormal
+  EXPECT_EQ(E4M3FromF32(7.5f * tiny), 0x08);         // halfway 7·tiny and 2⁻⁶ rounds up to the smallest normal
+  EXPECT_EQ(F32FromE4M3(0x08), std::ldexp(1.0f, -6));
+  EXPECT_EQ(E4M3FromF32(1e-30f), 0x00);
+  EXPECT_EQ(E4M3FromF32(-0.0f), 0x80);
+}
+
+TEST(Int8, RoundsToNearestEvenAndSaturates) {
+  EXPECT_EQ(I8FromF32(2.5f), 2);
+  EXPECT_EQ(I8FromF32(3.5f), 4);
+  EXPECT_EQ(I8FromF32(-2.5f), -2);
+  EXPECT_EQ(I8FromF32(-0.49f), 0);
+  EXPECT_EQ(I8FromF32(126.5f), 126);
+  EXPECT_EQ(I8FromF32(127.4f), 127);
+  EXPECT_EQ(I8FromF32(1000.0f), 127);
+  EXPECT_EQ(I8FromF32(-1000.0f), -127);  // symmetric: −128 is never produced
+}
+
+// ---- quantize_kv ------------------------------------------------------------------------------------------
+
+TEST(QuantizeKv, ScalesAreMaxOverQmaxAndValuesRoundTheQuotient) {
+  const std::int64_t outer = 2, seqlen = 3, heads = 2, d = 8;
+  std::vector<float> x(outer * seqlen * heads * d);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (float& v : x) v = normal(rng);
+  std::fill(x.begin() + 8, x.begin() + 12, 0.0f);  // row (0, 0, 1): an all-zero group of 4
+  for (const auto& [element, granularity, group] :
+       {std::tuple{CacheElement::kInt8, ScaleGranularity::kPerToken, 0},
+        std::tuple{CacheElement::kInt8, ScaleGranularity::kPerToken, 4},
+        std::tuple{CacheElement::kFp8E4M3, ScaleGranularity::kPerHead, 0},
+        std::tuple{CacheElement::kFp8E4M3, ScaleGranularity::kPerTensor, 0}}) {
+    QuantizeParams p;
+    p.x = x.data(), p.outer = outer, p.seqlen = seqlen, p.heads = heads, p.head_dim = d;
+    p.element = element, p.granularity = granularity, p.group_size = group;
+    p.set_contiguous_strides();
+    std::vector<std::uint8_t> values(x.size(), 0xAA);
+    std::vector<float> scales(x.size(), kNaN);
+    p.values = values.data(), p.scales = scales.data();
+    quantize_kv(p);
+    const float qmax = element == CacheElement::kInt8 ? 127.0f : 448.0f;
+    const std::int64_t g = group > 0 ? group : d;
+    for (std::int64_t n = 0; n < static_cast<std::int64_t>(x.size()); ++n) {
+      const std::int64_t row = n / d, e = n % d, h = row % heads;
+      // The scale of element n and the values it covers.
+      std::int64_t scale_index = 0;
+      float max_abs = 0.0f;
+      for (std::int64_t m = 0; m < static_cast<std::int64_t>(x.size()); ++m) {
+        const bool covered = granularity == ScaleGranularity::kPerTensor ? true
+                             : granularity == ScaleGranularity::kPerHead ? m / d % heads == h
+                                                                         : m / d == row && m % d / g == e / g;
+        if (covered) max_abs = std::max(max_abs, std::fabs(x[m]));
+      }
+      if (granularity == ScaleGranularity::kPerToken) scale_index = row * (d / g) + e / g;
+      if (granularity == ScaleGranularity::kPerHead) scale_index = h;
+      const float scale = scales[scale_index];
+      ASSERT_EQ(scale, max_abs / qmax) << n;
+      const float q = element == CacheElement::kInt8 ? static_cast<float>(static_cast<std::int8_t>(values[n]))
+                                                     : F32FromE4M3(values[n]);
+      if (scale == 0.0f) {
+        EXPECT_EQ(values[n], 0) << "an all-zero group stores zeros";
+        continue;
+      }
+      if (element == CacheElement::kInt8) {
+        EXPECT_EQ(q, std::nearbyint(x[n] / scale)) << n;  // the default rounding mode: to nearest even
+      } else {
+        EXPECT_EQ(q, F32FromE4M3(E4M3FromF32(x[n] / scale))) << n;
+      }
+    }
+  }
+}
+
+TEST(QuantizeKv, RejectsNonFiniteValuesAndWritesNothing) {
+  std::vector<float> x(2 * 4 * 16, 0.5f);
+  x[37] = kInf;
+  QuantizeParams p;
+  p.x = x.data(), p.outer = 2, p.seqlen = 4, p.heads = 1, p.head_dim = 16;
+  p.set_contiguous_strides();
+  std::vector<std::uint8_t> values(x.size(), 0xAA);
+  std::vector<float> scales(8, 7.0f);
+  p.values = values.data(), p.scales = scales.data();
+  try {
+    quantize_kv(p);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("x holds inf at (0, 2, 0, 5)"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(values, std::vector<std::uint8_t>(x.size(), 0xAA));
+  EXPECT_EQ(scales, std::vector<float>(8, 7.0f));
+  p.group_size = 5;
+  EXPECT_THROW(quantize_kv(p), Error);  // 5 does not divide 16
+}
+
+// ---- Decode over quantized caches -------------------------------------------------------------------------
+
+struct QuantShape {
+  std::int64_t Nq = 1, Nnew = 0, Hq = 4, Hkv = 2, d = 64, Nmax = 100;
+  std::vector<std::int32_t> cached = {100, 45};
+  DType dtype = DType::kF32;  // of q, k_new, v_new, o
+  CacheElement element = CacheElement::kInt8;
+  ScaleGranularity granularity = ScaleGranularity::kPerToken;
+  std::int64_t group_size = 0;
+  std::int64_t page_size = 0;
+
+  std::string ToString() const {
+    std::ostringstream s;
+    s << "nq" << Nq << "_new" << Nnew << "_hq" << Hq << "_hkv" << Hkv << "_d" << d << "_" << to_string(dtype) << "_"
+      << to_string(element) << "_" << to_string(granularity) << "_g" << group_size << "_page" << page_size;
+    return s.str();
+  }
+};
+
+// A decode problem over a quantized cache: Gaussian values of every cache slot (the originals, kept as a
+// float32 cache of the same layout), quantized with quantize_kv; Gaussian q, k_new, v_new of the query type.
+class QuantCase {
+ public:
+  QuantCase(const QuantShape& shape, std::uint64_t seed) : shape_(shape) {
+    DecodeParams& p = params_;
+    const std::int64_t B = static_cast<std::int64_t>(shape.cached.size()), d = shape.d;
+    p.batch = B, p.seqlen_q = shape.Nq, p.seqlen_new = shape.Nnew, p.heads_q = shape.Hq, p.heads_kv = shape.Hkv;
+    p.head_dim = d, p.dtype = shape.dtype, p.causal = true;
+    p.cache_element = shape.element, p.scale_granularity = shape.granularity, p.scale_group_size = shape.group_size;
+    seqlens_ = shape.cached;
+    p.cache_seqlens = seqlens_.data();
+    std::mt19937_64 rng(seed);
+    std::int64_t outer = B, rows = shape.Nmax;
+    if (shape.page_size > 0) {
+      p.page_size = rows = shape.page_size;
+      p.max_pages = (shape.Nmax + shape.page_size - 1) / shape.page_size;
+      p.num_pages = outer = B * p.max_pages + 1;
+      p.block_table_stride = p.max_pages;
+      table_.resize(B * p.max_pages);
+      std::iota(table_.begin(), table_.end(), 1);
+      std::shuffle(table_.begin(), table_.end(), rng);
+      p.block_table = table_.data();
+    } else {
+      p.cache_seqlen_max = shape.Nmax;
+    }
+    p.set_contiguous_strides();
+    const std::int64_t cache_elements = outer * rows * shape.Hkv * d;
+    std::normal_distribution<float> normal;
+    k_original_.resize(cache_elements), v_original_.resize(cache_elements);
+    for (float& x : k_original_) x = normal(rng);
+    for (float& x : v_original_) x = normal(rng);
+    k_values_.resize(cache_elements), v_values_.resize(cache_elements);
+    const std::int64_t groups = shape.group_size > 0 ? d / shape.group_size : 1;
+    k_scales_.assign(std::max<std::int64_t>(1, outer * rows * shape.Hkv * groups), 0.0f);
+    v_scales_.assign(k_scales_.size(), 0.0f);
+    QuantizeParams quantize;
+    quantize.outer = outer, quantize.seqlen = rows, quantize.heads = shape.Hkv, quantize.head_dim = d;
+    quantize.element = shape.element, quantize.granularity = shape.granularity, quantize.group_size = shape.group_size;
+    quantize.set_contiguous_strides();
+    quantize.x = k_original_.data(), quantize.values = k_values_.data(), quantize.scales = k_scales_.data();
+    quantize_kv(quantize);
+    quantize.x = v_original_.data(), quantize.values = v_values_.data(), quantize.scales = v_scales_.data();
+    quantize_kv(quantize);
+    p.k_cache = k_values_.data(), p.v_cache = v_values_.data();
+    p.k_scale = k_scales_.data(), p.v_scale = v_scales_.data();
+
+    const auto fill = [&](std::vector<std::uint8_t>& buffer, std::int64_t count) {
+      buffer.resize(std::max<std::int64_t>(1, count) * size_of(shape.dtype));
+      for (std::int64_t n = 0; n < count; ++n) StoreFromFloat(buffer.data(), shape.dtype, n, normal(rng));
+    };
+    fill(q_, B * shape.Nq * shape.Hq * d);
+    fill(k_new_, B * shape.Nnew * shape.Hkv * d);
+    fill(v_new_, B * shape.Nnew * shape.Hkv * d);
+    p.q = q_.data(), p.k_new = k_new_.data(), p.v_new = v_new_.data();
+  }
+
+  DecodeParams& params() { return params_; }
+  const QuantShape& shape() const { return shape_; }
+  std::vector<std::uint8_t>& k_new() { return k_new_; }
+
+  // The same problem over float32 caches: the original values, or the quantized cache dequantized.
+  DecodeParams OverFloats(bool original) {
+    DecodeParams p = params_;
+    p.cache_element = CacheElement::kFloat, p.cache_dtype = DType::kF32, p.k_scale = p.v_scale = nullptr;
+    if (original) {
+      p.k_cache = k_original_.data(), p.v_cache = v_original_.data();
+      return p;
+    }
+    k_dequantized_ = Dequantized(k_values_, k_scales_), v_dequantized_ = Dequantized(v_values_, v_scales_);
+    p.k_cache = k_dequantized_.data(), p.v_cache = v_dequantized_.data();
+    return p;
+  }
+
+  // Every byte of the cache and its scales.
+  std::vector<std::uint8_t> CacheBytes() const {
+    std::vector<std::uint8_t> bytes = k_values_;
+    bytes.insert(bytes.end(), v_values_.begin(), v_values_.end());
+    for (const std::vector<float>* scales : {&k_scales_, &v_scales_}) {
+      const auto* first = reinterpret_cast<const std::uint8_t*>(scales->data());
+      bytes.insert(bytes.end(), first, first + scales->size() * sizeof(float));
+    }
+    return bytes;
+  }
+
+  // Cache row (b, j, hk) of K or V, dequantized, and the scales it was stored with.
+  std::vector<float> Row(bool key, std::int64_t b, std::int64_t j, std::int64_t hk) const {
+    const DecodeParams& p = params_;
+    const std::int64_t outer = p.paged() ? table_[b * p.max_pages + j / p.page_size] : b;
+    const std::int64_t slot = p.paged() ? j % p.page_size : j;
+    const Strides& c = p.cache_strides;
+    const Strides s = ScaleStridesOf(p);
+    std::vector<float> row(p.head_dim);
+    LoadCacheRow(p, key ? k_values_.data() : v_values_.data(),
+                 (key ? k_scales_ : v_scales_).data() + outer * s.batch + slot * s.seq + hk * s.head,
+                 outer * c.batch + slot * c.seq + hk * c.head, row.data(), p.head_dim);
+    return row;
+  }
+
+ private:
+  std::vector<float> Dequantized(const std::vector<std::uint8_t>& values, const std::vector<float>& scales) const {
+    const DecodeParams& p = params_;
+    const Strides s = ScaleStridesOf(p);
+    const std::int64_t d = p.head_dim, rows = p.paged() ? p.page_size : p.cache_seqlen_max;
+    std::vector<float> out(values.size());
+    for (std::int64_t row = 0; row < static_cast<std::int64_t>(values.size()) / d; ++row) {
+      const std::int64_t hk = row % p.heads_kv, slot = row / p.heads_kv % rows, outer = row / p.heads_kv / rows;
+      LoadCacheRow(p, values.data(), scales.data() + outer * s.batch + slot * s.seq + hk * s.head, row * d,
+                   out.data() + row * d, d);
+    }
+    return out;
+  }
+
+  QuantShape shape_;
+  DecodeParams params_;
+  std::vector<float> k_original_, v_original_, k_scales_, v_scales_, k_dequantized_, v_dequantized_;
+  std::vector<std::uint8_t> k_values_, v_values_, q_, k_new_, v_new_;
+  std::vector<std::int32_t> seqlens_, table_;
+};
+
+struct Output {
+  std::vector<float> O, lse;
+};
+
+// decode(), or the float64 reference decode, on p writing fresh O and LSE buffers.
+Output Attend(DecodeParams p, bool reference) {
+  const std::int64_t count = p.batch * p.seqlen_q * p.heads_q * p.head_dim;
+  std::vector<std::uint8_t> o(std::max<std::int64_t>(1, count) * size_of(p.dtype));
+  Output out{std::vector<float>(count), std::vector<float>(std::max<std::int64_t>(1, p.batch * p.heads_q * p.seqlen_q))};
+  p.o = o.data(), p.lse = out.lse.data();
+  if (reference) {
+    validate(p);
+    reference::Decode(p);
+  } else {
+    decode(p);
+  }
+  for (std::int64_t n = 0; n < count; ++n) out.O[n] = LoadAsFloat(o.data(), p.dtype, n);
+  return out;
+}
+
+// Normwise error max|ΔO| / max|O_ref|.
+double NormwiseError(const Output& actual, const Output& expected) {
+  double diff = 0.0, scale = 0.0;
+  for (std::size_t n = 0; n < expected.O.size(); ++n) {
+    const double delta = std::fabs(double(actual.O[n]) - expected.O[n]);
+    diff = std::isnan(delta) ? kInf : std::max(diff, delta);
+    scale = std::max(scale, std::fabs(double(expected.O[n])));
+  }
+  return diff / scale;
+}
+
+// Σ(O − O_ref)² / Σ O_ref².
+double Nmse(const Output& actual, const Output& expected) {
+  double error = 0.0, energy = 0.0;
+  for (std::size_t n = 0; n < expected.O.size(); ++n) {
+    error += (double(actual.O[n]) - expected.O[n]) * (double(actual.O[n]) - expected.O[n]);
+    energy += double(expected.O[n]) * expected.O[n];
+  }
+  return error / energy;
+}
+
+// The kernel over the quantized cache against the float64 reference over the same (dequantized) cache: at
+// most twice the error of the float32 kernel (on the same target) over those dequantized values in float32
+// caches, on every target, for direct rows (d a multiple of the vectors), widened ones (odd d) and grouped scales.
+TEST(DecodeQuantized, EveryTargetWithinTwiceTheFloat32PathsErrorOfTheOracle) {
+  const std::vector<std::int64_t> targets = simd::CompiledTargets();
+  ASSERT_FALSE(targets.empty());
+  struct Format {
+    CacheElement element;
+    ScaleGranularity granularity;
+    std::int64_t group_size;
+  };
+  const Format formats[] = {{CacheElement::kInt8, ScaleGranularity::kPerToken, 0},
+                            {CacheElement::kInt8, ScaleGranularity::kPerToken, 8},
+                            {CacheElement::kFp8E4M3, ScaleGranularity::kPerHead, 0},
+                            {CacheElement::kFp8E4M3, ScaleGranularity::kPerTensor, 0},
+                            {CacheElement::kFp8E4M3, ScaleGranularity::kPerToken, 0}};
+  for (const Format& format : formats)
+    for (const std::int64_t d : {40, 64, 111, 128, 256})
+      for (const std::int64_t page_size : {0, 7}) {
+        if (format.group_size > 0 && d % format.group_size != 0) continue;
+        QuantShape shape{.Nq = 2, .Hq = 8, .Hkv = 2, .d = d, .Nmax = 113, .cached = {113, 97, 1},
+                         .element = format.element, .granularity = format.granularity,
+                         .group_size = format.group_size, .page_size = page_size};
+        QuantCase c(shape, 7 + d);
+        c.params().num_splits = 2;
+        const Output oracle = Attend(c.params(), true);
+        const DecodeParams floats = c.OverFloats(false);
+        const Output float_oracle = Attend(floats, true);
+        for (const std::int64_t target : targets) {
+          simd::RestrictTargetForTest(target);
+          const double float32_error = NormwiseError(Attend(floats, false), float_oracle);
+          const double error = NormwiseError(Attend(c.params(), false), oracle);
+          EXPECT_LE(error, 2.0 * float32_error + 1e-7) << shape.ToString() << " on " << simd::TargetName(target)
+                                                        << " (float32 path: " << float32_error << ")";
+        }
+        simd::RestrictTargetForTest(0);
+      }
+}
+
+// q and o of any float type with any cache: within one rounding of the output type of the reference.
+TEST(DecodeQuantized, QueriesOfAnyFloatTypeOverAnyCache) {
+  for (const DType dtype : {DType::kF32, DType::kF16, DType::kBF16})
+    for (const CacheElement element : {CacheElement::kInt8, CacheElement::kFp8E4M3}) {
+      QuantShape shape{.Nq = 3, .Hq = 6, .Hkv = 3, .d = 59, .Nmax = 97, .cached = {97, 20}, .dtype = dtype,
+                       .element = element, .page_size = 5};
+      QuantCase c(shape, 11);
+      const double tolerance = dtype == DType::kF32 ? 2e-5 : dtype == DType::kF16 ? 2e-3 : 1.6e-2;
+      EXPECT_LE(NormwiseError(Attend(c.params(), false), Attend(c.params(), true)), tolerance) << shape.ToString();
+      // And over float caches of another float type than q's.
+      for (const DType cache_dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+        DecodeParams p = c.OverFloats(true);
+        std::vector<std::uint16_t> k(p.cache_strides.batch * (p.num_pages)), v(k.size());
+        const std::int64_t elements = static_cast<std::int64_t>(k.size());
+        if (cache_dtype != DType::kF32) {  // the originals rounded into a 16-bit cache
+          for (std::int64_t n = 0; n < elements; ++n) {
+            StoreFromFloat(k.data(), cache_dtype, n, static_cast<const float*>(p.k_cache)[n]);
+            StoreFromFloat(v.data(), cache_dtype, n, static_cast<const float*>(p.v_cache)[n]);
+          }
+          p.k_cache = k.data(), p.v_cache = v.data(), p.cache_dtype = cache_dtype;
+        }
+        EXPECT_LE(NormwiseError(Attend(p, false), Attend(p, true)), tolerance)
+            << to_string(dtype) << " q over a " << to_string(cache_dtype) << " cache";
+      }
+    }
+}
+
+// The append quantizes the new rows: each scale max|x| / qmax of its group (per token), each value within
+// half a step of x; the reference decode stores the same bytes and the kernel's result agrees with it.
+TEST(DecodeQuantized, AppendQuantizesTheNewRows) {
+  for (const CacheElement element : {CacheElement::kInt8, CacheElement::kFp8E4M3})
+    for (const std::int64_t group_size : {0, 16})
+      for (const std::int64_t page_size : {0, 3}) {
+        QuantShape shape{.Nq = 2, .Nnew = 3, .Hq = 4, .Hkv = 2, .d = 48, .Nmax = 40, .cached = {37, 0, 12},
+                         .dtype = DType::kBF16, .element = element, .group_size = group_size,
+                         .page_size = page_size};
+        QuantCase fast(shape, 5), slow(shape, 5);
+        // Row (b 1, new 0, hk 1): its first 16 features all zero, a group of scale 0 when grouped.
+        for (std::int64_t e = 0; e < 16; ++e) StoreFromFloat(fast.k_new().data(), shape.dtype, (3 * 2 + 1) * 48 + e, 0.0f);
+        for (std::int64_t e = 0; e < 16; ++e) StoreFromFloat(slow.k_new().data(), shape.dtype, (3 * 2 + 1) * 48 + e, 0.0f);
+        const Output kernel = Attend(fast.params(), false);
+        const Output reference = Attend(slow.params(), true);
+        EXPECT_EQ(fast.CacheBytes(), slow.CacheBytes()) << shape.ToString();
+        EXPECT_LE(NormwiseError(kernel, reference), 1.6e-2) << shape.ToString();
+        const float qmax = element == CacheElement::kInt8 ? 127.0f : 448.0f;
+        for (std::int64_t b = 0; b < 3; ++b)
+          for (std::int64_t i = 0; i < shape.Nnew; ++i)
+            for (std::int64_t hk = 0; hk < shape.Hkv; ++hk) {
+              const std::vector<float> k = fast.Row(true, b, shape.cached[b] + i, hk);
+              const std::int64_t g = group_size > 0 ? group_size : shape.d;
+              for (std::int64_t e0 = 0; e0 < shape.d; e0 += g) {
+                float max_abs = 0.0f;
+                std::vector<float> x(g);
+                for (std::int64_t e = 0; e < g; ++e) {
+                  x[e] = LoadAsFloat(fast.k_new().data(), shape.dtype, ((b * shape.Nnew + i) * shape.Hkv + hk) * shape.d + e0 + e);
+                  max_abs = std::max(max_abs, std::fabs(x[e]));
+                }
+                const float scale = max_abs / qmax;
+                for (std::int64_t e = 0; e < g; ++e) {
+                  // int8 steps are the scale; FP8's are at most 2⁻³ of the value's binade (and 2⁻⁹ below 2⁻⁶).
+                  const double step = element == CacheElement::kInt8
+                                          ? scale
+                                          : scale * std::max(std::ldexp(1.0, -9), std::fabs(x[e] / scale) / 8.0);
+                  // plus the float32 roundings of x / scale and of scale·q
+                  EXPECT_NEAR(k[e0 + e], x[e], 0.5 * step + 2e-5 * scale) << shape.ToString() << " b" << b << " i" << i;
+                }
+              }
+            }
+      }
+}
+
+// Attention sinks over a quantized cache: the sink joins each row once, in the merge of the key chunks,
+// whatever the cache holds. On every target and split count the kernel agrees with the float64 reference,
+// and its LSE is the sink-free one plus the sink: log(e^{LSE} + e^{s_h}). A head with sink −∞ has none.
+TEST(DecodeQuantized, SinksJoinEachRowOnceOverAQuantizedCache) {
+  for (const CacheElement element : {CacheElement::kInt8, CacheElement::kFp8E4M3}) {
+    QuantShape shape{.Nq = 2, .Nnew = 1, .Hq = 4, .Hkv = 2, .d = 59, .Nmax = 97, .cached = {96, 13},
+                     .element = element, .page_size = 5};
+    const std::vector<float> sinks = {0.5f, -kInf, 2.0f, -1.25f};
+    for (const std::int64_t splits : {1, 3})
+      for (const std::int64_t target : simd::CompiledTargets()) {
+        simd::RestrictTargetForTest(target);
+        QuantCase without(shape, 3), with(shape, 3), reference(shape, 3);
+        with.params().sinks = reference.params().sinks = sinks.data();
+        with.params().num_splits = without.params().num_splits = splits;
+        const Output plain = Attend(without.params(), false);
+        const Output sunk = Attend(with.params(), false);
+        EXPECT_LE(NormwiseError(sunk, Attend(reference.params(), true)), 2e-5)
+            << shape.ToString() << " splits " << splits << " on " << simd::TargetName(target);
+        const std::int64_t rows_per_head = shape.Nq;
+        for (std::size_t n = 0; n < sunk.lse.size(); ++n) {
+          const float sink = sinks[n / rows_per_head % shape.Hq];
+          const double expected = sink == -kInf ? plain.lse[n] : std::log(std::exp(double(plain.lse[n])) + std::exp(double(sink)));
+          EXPECT_NEAR(sunk.lse[n], expected, 1e-5) << shape.ToString() << " row " << n;
+        }
+      }
+    simd::RestrictTargetForTest(0);
+  }
+}
+
+// V inside the K cache (v_cache == k_cache) and head_dim_v ≠ head_dim are float-cache features: a quantized
+// cache refuses them with an Error naming the fields, before anything is written.
+TEST(DecodeQuantized, RejectsValuesInsideTheKeysAndAnotherHeadDimV) {
+  QuantShape shape{.Nnew = 2, .d = 64, .Nmax = 100, .cached = {90, 45}};
+  const auto expect_refused = [](DecodeParams p, const QuantCase& c, const std::string& field) {
+    const std::vector<std::uint8_t> before = c.CacheBytes();
+    std::vector<float> o(p.batch * p.seqlen_q * p.heads_q * p.head_dim);
+    p.o = o.data();
+    try {
+      decode(p);
+      ADD_FAILURE() << "accepted " << field;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("quantized"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(c.CacheBytes(), before) << field;
+  };
+  QuantCase c(shape, 1);
+  DecodeParams inside = c.params();
+  inside.v_cache = inside.k_cache, inside.v_new = nullptr;
+  expect_refused(inside, c, "v_cache == k_cache");
+  inside.head_dim_v = 32;
+  expect_refused(inside, c, "v_cache == k_cache");
+  DecodeParams narrower = c.params();
+  narrower.head_dim_v = 32;
+  expect_refused(narrower, c, "head_dim_v=32");
+}
+
+// Accuracy against the original (unquantized) values, Gaussian q, K, V: the NMSE of O, at 4096 keys (the
+// program DecodeQuantizedFull below runs 32768). Bounds of the decode accuracy in docs/quantized_cache.md.
+double NmseAgainstOriginal(CacheElement element, ScaleGranularity granularity, std::int64_t group_size,
+                           std::int64_t keys) {
+  QuantShape shape{.Nq = 1, .Hq = 8, .Hkv = 2, .d = 128, .Nmax = keys, .cached = {static_cast<std::int32_t>(keys)},
+                   .element = element, .granularity = granularity, .group_size = group_size};
+  QuantCase c(shape, 1234);
+  return Nmse(Attend(c.params(), false), Attend(c.OverFloats(true), true));
+}
+
+TEST(DecodeQuantized, NmseAgainstTheOriginalValues) {
+  const double int8_token = NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 0, 4096);
+  const double int8_group = NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 32, 4096);
+  const double fp8_head = NmseAgainstOriginal(CacheElement::kFp8E4M3, ScaleGranularity::kPerHead, 0, 4096);
+  EXPECT_LE(int8_token, 2e-4);
+  EXPECT_LE(int8_group, 1e-4);
+  EXPECT_LE(fp8_head, 3e-3);
+  EXPECT_LT(int8_group, int8_token);  // finer scales, smaller error
+  EXPECT_GT(int8_token, 0.0);
+  RecordProperty("nmse_int8_per_token", std::to_string(int8_token));
+  RecordProperty("nmse_int8_group32", std::to_string(int8_group));
+  RecordProperty("nmse_fp8_per_head", std::to_string(fp8_head));
+}
+
+// The shape: run with --gtest_also_run_disabled_tests to print the figures.
+TEST(DecodeQuantized, DISABLED_NmseAt32768Keys) {
+  for (const auto& [name, element, granularity, group] :
+       {std::tuple{"int8 per token", CacheElement::kInt8, ScaleGranularity::kPerToken, 0},
+        std::tuple{"int8 g=32", CacheElement::kInt8, ScaleGranularity::kPerToken, 32},
+        std::tuple{"fp8 e4m3 per head", CacheElement::kFp8E4M3, ScaleGranularity::kPerHead, 0},
+        std::tuple{"fp8 e4m3 per tensor", CacheElement::kFp8E4M3, ScaleGranularity::kPerTensor, 0}}) {
+    std::printf("NMSE %-20s %.3g\n", name, NmseAgainstOriginal(element, granularity, group, 32768));
+  }
+}
+
+}  // namespace
+}  // namespace flashattn::testing

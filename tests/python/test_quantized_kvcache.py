@@ -1,0 +1,173 @@
+"""Quantized KV caches in Python: quantize_kv's values and scales against a NumPy model of the formats,
+flash_attn_with_kvcache over int8 and FP8 E4M3 caches (contiguous and paged) against the float64 reference
+over the dequantized cache, the quantizing append, float caches of another type than q, and the errors."""
+
+import numpy as np
+import pytest
+
+import flashattn
+from reference import attention
+
+
+def e4m3_values():
+    """The 254 finite values of FP8 E4M3 by code (NaN codes 0x7f and 0xff as nan)."""
+    codes = np.arange(256)
+    exponent, mantissa = (codes >> 3) & 15, codes & 7
+    magnitude = np.where(
+        exponent == 0, mantissa * 2.0**-9, (1 + mantissa / 8) * 2.0 ** (exponent.astype(float) - 7)
+    )
+    values = np.where(codes & 0x80, -magnitude, magnitude)
+    values[(codes & 0x7F) == 0x7F] = np.nan
+    return values
+
+
+def dequantize(values, scales, dtype):
+    """values (…, d) times scales broadcast per token / group / head / tensor, in float64."""
+    q = e4m3_values()[values] if dtype == "fp8_e4m3" else values.astype(np.float64)
+    s = np.asarray(scales, dtype=np.float64)
+    if s.ndim == 4:  # per group: (…, groups) → each scale repeated over its group
+        s = np.repeat(s, q.shape[-1] // s.shape[-1], axis=-1)
+    elif s.ndim == 3:  # per token
+        s = s[..., None]
+    elif s.ndim == 1:  # per K/V head
+        s = s[:, None]
+    return q * s
+
+
+@pytest.mark.parametrize(
+    "dtype,granularity,group_size",
+    [("int8", None, None), ("int8", None, 8), ("fp8_e4m3", None, None), ("fp8_e4m3", "per_tensor", None)],
+)
+def test_quantize_kv_matches_a_numpy_model(rng, dtype, granularity, group_size):
+    x = rng.standard_normal((2, 5, 3, 16)).astype(np.float32)
+    x[0, 1, 2, :8] = 0  # an all-zero group
+    values, scales = flashattn.quantize_kv(x, dtype=dtype, group_size=group_size, granularity=granularity)
+    qmax = 127.0 if dtype == "int8" else 448.0
+    assert values.dtype == (np.int8 if dtype == "int8" else np.uint8)
+    assert values.shape == x.shape and scales.dtype == np.float32
+    if granularity == "per_tensor":
+        assert scales.shape == ()
+        expected = np.float32(np.abs(x).max()) / np.float32(qmax)
+    elif dtype == "fp8_e4m3":
+        assert scales.shape == (3,)
+        expected = np.abs(x).max(axis=(0, 1, 3)) / np.float32(qmax)
+    elif group_size:
+        assert scales.shape == (2, 5, 3, 2)
+        expected = np.abs(x.reshape(2, 5, 3, 2, 8)).max(axis=-1) / np.float32(qmax)
+    else:
+        assert scales.shape == (2, 5, 3)
+        expected = np.abs(x).max(axis=-1) / np.float32(qmax)
+    np.testing.assert_array_equal(scales, expected.astype(np.float32))
+    back = dequantize(values, scales, dtype)
+    # Every value within half a quantization step of x: int8 steps are the scale, FP8 steps ≤ |x| / 8.
+    s = dequantize(np.ones_like(values) if dtype == "int8" else np.full_like(values, 0x38), scales, dtype)  # 0x38: 1.0
+    bound = 0.5 * s if dtype == "int8" else np.maximum(np.abs(x) / 8, s * 2.0**-9) * 0.5 + 1e-12
+    assert np.all(np.abs(back - x) <= bound * (1 + 1e-5))
+    if group_size:
+        assert np.all(values[0, 1, 2, :8] == 0) and scales[0, 1, 2, 0] == 0
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
+@pytest.mark.parametrize("dtype,group_size", [("int8", None), ("int8", 16), ("fp8_e4m3", None)])
+def test_attends_to_the_dequantized_cache_and_quantizes_the_append(rng, paged, dtype, group_size):
+    b, Nq, Nnew, Hq, Hkv, d, capacity, page_size = 2, 2, 3, 4, 2, 48, 30, 4
+    seqlens = np.array([9, 27])
+    if paged:
+        max_pages = -(-capacity // page_size)
+        block_table = rng.permutation(b * max_pages + 1)[: b * max_pages].reshape(b, max_pages)
+        shape = (b * max_pages + 1, page_size, Hkv, d)
+    else:
+        block_table, shape = None, (b, capacity, Hkv, d)
+    k_values, k_scale = flashattn.quantize_kv(rng.standard_normal(shape).astype(np.float32), dtype, group_size)
+    v_values, v_scale = flashattn.quantize_kv(rng.standard_normal(shape).astype(np.float32), dtype, group_size)
+    q = rng.standard_normal((b, Nq, Hq, d)).astype(np.float32)
+    k = rng.standard_normal((b, Nnew, Hkv, d)).astype(np.float32)
+    v = rng.standard_normal((b, Nnew, Hkv, d)).astype(np.float32)
+    before = [a.copy() for a in (k_values, v_values, k_scale, v_scale)]
+    out, lse = flashattn.flash_attn_with_kvcache(
+        q, k_values, v_values, k, v, cache_seqlens=seqlens, block_table=block_table, causal=True,
+        return_softmax_lse=True, k_scale=k_scale, v_scale=v_scale,
+        cache_dtype="fp8_e4m3" if dtype == "fp8_e4m3" else None,
+    )
+    k_all, v_all = dequantize(k_values, k_scale, dtype), dequantize(v_values, v_scale, dtype)
+    for i in range(b):
+        n = seqlens[i] + Nnew
+        slots = [(block_table[i, j // page_size], j % page_size) if paged else (i, j) for j in range(n)]
+        keys = np.stack([k_all[s] for s in slots])[None]
+        vals = np.stack([v_all[s] for s in slots])[None]
+        ref = attention(q[i : i + 1], keys, vals, causal=True)
+        np.testing.assert_allclose(out[i : i + 1], ref["o"], atol=2e-5, rtol=0)
+        np.testing.assert_allclose(lse[i : i + 1], ref["lse"], atol=2e-5, rtol=0)
+        # The appended keys: within half a step of k (int8) or an FP8 step of |k| / 8.
+        appended = np.stack([k_all[s] for s in slots[seqlens[i] :]])
+        bound = np.abs(k[i]).max() / 127 * 0.5 + 1e-6 if dtype == "int8" else np.abs(k[i]) / 16 + 1e-6
+        assert np.all(np.abs(appended - k[i]) <= bound)
+    # Nothing but the appended slots (and their per-token scales) changed.
+    changed = np.zeros(shape[:2], dtype=bool)
+    for i in range(b):
+        for j in range(seqlens[i], seqlens[i] + Nnew):
+            changed[(block_table[i, j // page_size], j % page_size) if paged else (i, j)] = True
+    for old, new in zip(before, (k_values, v_values, k_scale, v_scale)):
+        if new.ndim >= 2:
+            np.testing.assert_array_equal(old[~changed], new[~changed])
+
+
+def test_float32_queries_over_a_float16_cache(rng):
+    q = rng.standard_normal((2, 1, 4, 40)).astype(np.float32)
+    k_cache = rng.standard_normal((2, 17, 2, 40)).astype(np.float16)
+    v_cache = rng.standard_normal((2, 17, 2, 40)).astype(np.float16)
+    out = flashattn.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=np.array([17, 5]))
+    assert out.dtype == np.float32
+    ref = attention(q[:1], k_cache[:1], v_cache[:1])
+    np.testing.assert_allclose(out[:1], ref["o"], atol=2e-5, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "fp8_e4m3"])
+def test_sinks_over_a_quantized_cache(rng, dtype):
+    """The sink joins each row's softmax once: LSE' = log(e^LSE + e^s_h) and O' = O·e^(LSE − LSE')."""
+    k_values, k_scale = flashattn.quantize_kv(rng.standard_normal((2, 40, 2, 24)).astype(np.float32), dtype)
+    v_values, v_scale = flashattn.quantize_kv(rng.standard_normal((2, 40, 2, 24)).astype(np.float32), dtype)
+    q = rng.standard_normal((2, 2, 4, 24)).astype(np.float32)
+    sinks = np.array([0.5, -np.inf, 2.0, -1.0], dtype=np.float32)
+    call = dict(cache_seqlens=np.array([40, 11]), causal=True, return_softmax_lse=True, k_scale=k_scale,
+                v_scale=v_scale, cache_dtype=dtype if dtype == "fp8_e4m3" else None, num_splits=3)
+    out, lse = flashattn.flash_attn_with_kvcache(q, k_values, v_values, **call)
+    out_sunk, lse_sunk = flashattn.flash_attn_with_kvcache(q, k_values, v_values, sinks=sinks, **call)
+    expected_lse = np.logaddexp(lse.astype(np.float64), sinks[None, :, None].astype(np.float64))
+    np.testing.assert_allclose(lse_sunk, expected_lse, atol=1e-5, rtol=0)
+    rescale = np.exp(lse - expected_lse).transpose(0, 2, 1)[..., None]  # (b, Nq, Hq, 1)
+    np.testing.assert_allclose(out_sunk, out * rescale, atol=1e-5, rtol=0)
+    assert not np.allclose(out_sunk[:, :, 2], out[:, :, 2])
+
+
+def test_errors_leave_the_cache_and_scales_unchanged(rng):
+    k_values, k_scale = flashattn.quantize_kv(rng.standard_normal((1, 8, 1, 16)).astype(np.float32))
+    v_values, v_scale = flashattn.quantize_kv(rng.standard_normal((1, 8, 1, 16)).astype(np.float32))
+    q = rng.standard_normal((1, 1, 1, 16)).astype(np.float32)
+    k = rng.standard_normal((1, 1, 1, 16)).astype(np.float32)
+    v = k.copy()
+    k[0, 0, 0, 3] = np.nan
+    before = [a.copy() for a in (k_values, v_values, k_scale, v_scale)]
+    call = dict(cache_seqlens=np.array([4]), k_scale=k_scale, v_scale=v_scale)
+    with pytest.raises(ValueError, match="k_new holds nan"):
+        flashattn.flash_attn_with_kvcache(q, k_values, v_values, k, v, **call)
+    with pytest.raises(ValueError, match="k_scale is required"):
+        flashattn.flash_attn_with_kvcache(q, k_values, v_values, cache_seqlens=np.array([4]))
+    with pytest.raises(ValueError, match="cache_dtype must be"):
+        flashattn.flash_attn_with_kvcache(q, k_values, v_values, cache_dtype="int4", **call)
+    with pytest.raises(TypeError, match="uint8"):
+        flashattn.flash_attn_with_kvcache(q, k_values, v_values, cache_dtype="fp8_e4m3", **call)
+    with pytest.raises(ValueError, match="v_scale must have the shape"):
+        flashattn.flash_attn_with_kvcache(q, k_values, v_values, cache_seqlens=np.array([4]), k_scale=k_scale,
+                                          v_scale=k_scale[0, 0])
+    with pytest.raises(ValueError, match="apply to a quantized cache"):
+        flashattn.flash_attn_with_kvcache(q, q, q, cache_seqlens=np.array([1]), k_scale=k_scale, v_scale=v_scale)
+    with pytest.raises(ValueError, match=r"v_cache=None .* a quantized cache \(int8\)"):
+        flashattn.flash_attn_with_kvcache(q, k_values, None, cache_seqlens=np.array([4]), k_scale=k_scale,
+                                          v_scale=v_scale, head_dim_v=8)
+    with pytest.raises(ValueError, match="x holds inf"):
+        flashattn.quantize_kv(np.full((1, 1, 1, 4), np.inf, dtype=np.float32))
+    with pytest.raises(ValueError, match="group_size must divide head_dim"):
+        flashattn.quantize_kv(np.ones((1, 1, 1, 12), dtype=np.float32), group_size=5)
+    for old, new in zip(before, (k_values, v_values, k_scale, v_scale)):
+        np.testing.assert_array_equal(old, new)
