@@ -813,7 +813,7 @@ static void test_block_position(void) {
   const double error = max_difference(o, whole.o + first * Hq * d, (size_t)((N - first) * Hq * d), FLASHATTN_DTYPE_F32);
   CHECK(error < 1e-6, "rows placed by block_position differ from the whole call's by %g", error);
 
-  rows.block_position.query_start = N - first + 1;
+  rows.block_position.query_start = first + 1; /* its N − first rows would end at N + 1 */
   check_invalid(flashattn_forward(&rows, FLASHATTN_ALGORITHM_FUSED), "block_position.query_start", "block past the end");
   free(o);
   free_problem(&whole);
