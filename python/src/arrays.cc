@@ -142,4 +142,14 @@ Strides BatchStrides(const Tensor& t, bool head_major) {
                     : Strides{t.stride(0), t.stride(1), t.stride(2)};
 }
 
+AttentionParams AttentionInputs(const Tensor& q, const Tensor& k, const Tensor& v) {
+  AttentionParams p;
+  p.dtype = q.dtype;
+  p.batch = q.dim(0), p.seqlen_q = q.dim(1), p.heads_q = q.dim(2), p.head_dim = q.dim(3);
+  p.seqlen_k = k.dim(1), p.heads_kv = k.dim(2), p.head_dim_v = v.dim(3);
+  p.q = q.data(), p.k = k.data(), p.v = v.data();
+  p.q_strides = BatchStrides(q), p.k_strides = BatchStrides(k), p.v_strides = BatchStrides(v);
+  return p;
+}
+
 }  // namespace flashattn::python

@@ -70,6 +70,10 @@ py::array NewZeros(DType dtype, const std::vector<std::int64_t>& shape);
 // Strides of a (batch, seq, head, dim) tensor, or of a (batch, head, seq, dim) one (`head_major`).
 Strides BatchStrides(const Tensor& t, bool head_major = false);
 
+// The AttentionParams of checked (batch, seq, head, dim) q, k, v: element type, sizes, pointers and strides;
+// the caller adds the outputs and the modifiers.
+AttentionParams AttentionInputs(const Tensor& q, const Tensor& k, const Tensor& v);
+
 std::string ShapeString(const std::vector<std::int64_t>& shape);
 
 }  // namespace flashattn::python

@@ -35,12 +35,9 @@ py::tuple Backward(const py::handle& dout_in, const py::handle& q_in, const py::
 
   BackwardParams b;
   AttentionParams& p = b.attention;
-  p.dtype = q.dtype;
-  p.batch = q.dim(0), p.seqlen_q = q.dim(1), p.heads_q = q.dim(2), p.head_dim = q.dim(3);
-  p.seqlen_k = k.dim(1), p.heads_kv = k.dim(2), p.head_dim_v = v.dim(3);
-  p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = const_cast<void*>(out.data());
+  p = AttentionInputs(q, k, v);
+  p.o = const_cast<void*>(out.data());
   p.lse = const_cast<float*>(lse.data());  // read only: backward never writes attention.o or attention.lse
-  p.q_strides = BatchStrides(q), p.k_strides = BatchStrides(k), p.v_strides = BatchStrides(v);
   p.o_strides = BatchStrides(out);
   ApplyModifiers(m, p.batch, &p);
   ApplyBlockPosition(block_position, &p);

@@ -42,12 +42,7 @@ struct Shards {
 
   // The local AttentionParams without o and lse; `m` (which owns the slopes) must outlive them.
   AttentionParams Params(const Modifiers& m) const {
-    AttentionParams p;
-    p.dtype = q.dtype;
-    p.batch = q.dim(0), p.seqlen_q = q.dim(1), p.heads_q = q.dim(2), p.head_dim = q.dim(3);
-    p.seqlen_k = k.dim(1), p.heads_kv = k.dim(2), p.head_dim_v = v.dim(3);
-    p.q = q.data(), p.k = k.data(), p.v = v.data();
-    p.q_strides = BatchStrides(q), p.k_strides = BatchStrides(k), p.v_strides = BatchStrides(v);
+    AttentionParams p = AttentionInputs(q, k, v);
     ApplyModifiers(m, p.batch, &p);
     return p;
   }

@@ -21,12 +21,7 @@ py::tuple Forward(const py::handle& q_in, const py::handle& k_in, const py::hand
   const Tensor v = AttentionTensor(v_in, "v", 4, "(batch, seqlen_k, heads_kv, head_dim_v)", bf16);
   CheckQueryKeyValue(q, k, v, {"batch", "seqlen_k", "heads_kv", "head_dim"});
 
-  AttentionParams p;
-  p.dtype = q.dtype;
-  p.batch = q.dim(0), p.seqlen_q = q.dim(1), p.heads_q = q.dim(2), p.head_dim = q.dim(3);
-  p.seqlen_k = k.dim(1), p.heads_kv = k.dim(2), p.head_dim_v = v.dim(3);
-  p.q = q.data(), p.k = k.data(), p.v = v.data();
-  p.q_strides = BatchStrides(q), p.k_strides = BatchStrides(k), p.v_strides = BatchStrides(v);
+  AttentionParams p = AttentionInputs(q, k, v);
   ApplyModifiers(m, p.batch, &p);
   ApplyBlockPosition(block_position, &p);
 
