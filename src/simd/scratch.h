@@ -1,5 +1,6 @@
-// Working memory of the kernels: one allocation per call, made before any output is written, so that a
-// failed allocation leaves the caller's arrays untouched.
+// Working memory of the kernels: taken before any output is written, so that a failed allocation leaves the
+// caller's arrays untouched, from the blocks the calling thread kept from its earlier calls when one fits
+// (working_memory.h).
 //
 // A kernel describes its per-thread working set once, as a function that takes its regions from a
 // ScratchCarver in order; ScratchArena runs that function once to measure a thread's share, allocates a
@@ -14,7 +15,7 @@
 #include <new>
 
 #include "common/constants.h"
-#include "hwy/aligned_allocator.h"
+#include "simd/working_memory.h"
 
 namespace flashattn::simd {
 
@@ -23,10 +24,11 @@ inline constexpr std::int64_t kScratchAlignment = 64;  // bytes
 // `count` elements of T (at least one, so that an empty array is still a valid allocation), or
 // std::bad_alloc: the arrays a kernel shares between its threads.
 template <typename T>
-hwy::AlignedFreeUniquePtr<T[]> AllocateOrThrow(std::int64_t count) {
-  auto array = hwy::AllocateAligned<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, count)));
-  if (!array) throw std::bad_alloc();
-  return array;
+WorkingArray<T> AllocateOrThrow(std::int64_t count) {
+  ReturnToCache deleter;
+  const std::size_t bytes = static_cast<std::size_t>(std::max<std::int64_t>(1, count)) * sizeof(T);
+  T* array = static_cast<T*>(TakeBlock(bytes, deleter.capacity));
+  return WorkingArray<T>(array, deleter);
 }
 
 // Hands out consecutive regions of one thread's share (or, without a share, only counts their bytes).
@@ -68,7 +70,7 @@ class ScratchArena {
 
  private:
   std::int64_t share_bytes_ = 0;
-  hwy::AlignedFreeUniquePtr<char[]> memory_;
+  WorkingArray<char> memory_;
 };
 
 }  // namespace flashattn::simd
