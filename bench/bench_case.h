@@ -25,7 +25,7 @@ DType ParseDType(std::string_view name, std::string_view argument = "--dtype");
 CacheElement ParseCacheElement(std::string_view name, std::string_view argument = "--cache-dtype");
 
 // The scales the benchmark gives a quantized cache: per token for int8, per K/V head for FP8 E4M3 (the
-// issue's defaults, as llama.cpp's q8_0 and vLLM's fp8 caches use them).
+// library's defaults, as llama.cpp's q8_0 and vLLM's fp8 caches use them).
 ScaleGranularity BenchScaleGranularity(CacheElement element);
 
 struct BenchCase {

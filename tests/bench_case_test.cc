@@ -17,14 +17,14 @@ TEST(BenchCase, CountFlopsIsFourBHNqNkD) {
 TEST(BenchCase, CountFlopsHalvesForCausal) {
   BenchCase c{.batch = 1, .heads = 8, .seqlen_q = 4096, .seqlen_k = 4096, .headdim = 128};
   const double dense = CountFlops(c);
-  EXPECT_EQ(dense, 4.0 * 8 * 4096 * 4096 * 128);  // 68.7 GFLOP, the issue-3 target shape
+  EXPECT_EQ(dense, 4.0 * 8 * 4096 * 4096 * 128);  // 68.7 GFLOP, the forward benchmark's shape
   c.causal = true;
   EXPECT_EQ(CountFlops(c), dense / 2);
 }
 
 TEST(BenchCase, BackwardCountsTwoAndAHalfForwardsCausalHalved) {
   BenchCase c{.mode = Mode::kBackward, .heads = 8, .seqlen_q = 2048, .seqlen_k = 2048, .headdim = 128};
-  EXPECT_EQ(CountFlops(c), 2.5 * 4.0 * 8 * 2048 * 2048 * 128);  // 42.9 GFLOP, the issue-5 target shape
+  EXPECT_EQ(CountFlops(c), 2.5 * 4.0 * 8 * 2048 * 2048 * 128);  // 42.9 GFLOP, the backward benchmark's shape
   c.causal = true;
   EXPECT_EQ(CountFlops(c), 2.5 * 4.0 * 8 * 2048 * 2048 * 128 / 2);
   EXPECT_EQ(CountBytesRead(c), 0);
@@ -33,7 +33,7 @@ TEST(BenchCase, BackwardCountsTwoAndAHalfForwardsCausalHalved) {
 TEST(BenchCase, DecodeReadsEveryCachedKeyAndValueOnce) {
   BenchCase c{.mode = Mode::kDecode, .batch = 1, .heads = 32, .heads_kv = 8, .seqlen_q = 1, .seqlen_k = 32768,
               .headdim = 128, .dtype = DType::kF16};
-  EXPECT_EQ(CountBytesRead(c), 128.0 * (1 << 20));  // the issue's "128 MiB of K and V"
+  EXPECT_EQ(CountBytesRead(c), 128.0 * (1 << 20));  // 128 MiB of K and V
   c.dtype = DType::kF32;
   EXPECT_EQ(CountBytesRead(c), 256.0 * (1 << 20));
   c.batch = 3;
