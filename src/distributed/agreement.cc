@@ -153,13 +153,16 @@ void AgreeOnValues(const CallComm& comm, const char* name, std::span<const float
     std::vector<float> element;
     for (int rank = 0; rank < comm.size(); ++rank)
       element.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(all[rank * values.size() + n])));
-    if (std::any_of(element.begin(), element.end(), [&](float value) {
-          return std::bit_cast<std::uint32_t>(value) != bits[n];
-        })) {
+    if (std::any_of(element.begin(), element.end(),
+                    [&](float value) { return std::bit_cast<std::uint32_t>(value) != bits[n]; })) {
       Fail(comm.call(), ": the ranks disagree on ", name, "[", n, "] (",
            ValuesByRank(element, PrintOnRanks<float>, Never<float>), ")");
     }
   }
+}
+
+void AgreeOnSinks(const CallComm& comm, const float* sinks, std::int64_t heads_q, const char* name) {
+  if (sinks != nullptr) AgreeOnValues(comm, name, {sinks, static_cast<std::size_t>(heads_q)});
 }
 
 void AgreeOrThrow(const CallComm& comm, std::span<const Field> fields, const std::string& local_error) {

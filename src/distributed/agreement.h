@@ -36,6 +36,10 @@ void AgreeOrThrow(const CallComm& comm, std::span<const Field> fields, const std
 // (`name`[n]) and each rank's value of it. For per-head arrays (the sinks) that are too long for Fields.
 void AgreeOnValues(const CallComm& comm, const char* name, std::span<const float> values);
 
+// Collective, after the agreement on a call's fields (so every rank has sinks, or none): the attention
+// sinks (heads_q floats, or null) must be the same bits on every rank. `name` names them in messages.
+void AgreeOnSinks(const CallComm& comm, const float* sinks, std::int64_t heads_q, const char* name);
+
 // Collective: every rank's `values` (the same count on every rank), rank after rank.
 std::vector<std::int64_t> GatherValues(const CallComm& comm, std::span<const std::int64_t> values,
                                        std::string_view what);

@@ -51,10 +51,6 @@ std::vector<Field> RingFields(const AttentionParams& local, std::int64_t seqlen,
   };
 }
 
-void AgreeOnSinks(const CallComm& comm, const AttentionParams& local, const char* name) {
-  if (local.sinks != nullptr) AgreeOnValues(comm, name, {local.sinks, static_cast<std::size_t>(local.heads_q)});
-}
-
 bool DependsOnPositions(const AttentionParams& params) {
   return params.alibi_slopes != nullptr || params.dropout_p > 0.0f;
 }

@@ -32,10 +32,6 @@ std::vector<Field> RingFields(const AttentionParams& local, std::int64_t seqlen,
 void CheckRingShard(const AttentionParams& local, std::int64_t seqlen, ShardLayout layout, double timeout_seconds,
                     const CallComm& comm, const char* names);
 
-// Collective, after the agreement on RingFields (so every rank has sinks, or none): the sinks' values must
-// be the same bits on every rank. `name` is the sinks' parameter name in messages.
-void AgreeOnSinks(const CallComm& comm, const AttentionParams& local, const char* name);
-
 // The modifiers whose values depend on positions, not only on which pairs are visible.
 bool DependsOnPositions(const AttentionParams& params);
 

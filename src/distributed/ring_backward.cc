@@ -260,7 +260,7 @@ void ring_backward(const RingBackwardParams& params, MPI_Comm comm_in) {
                                 "local.attention.");
                  validate(params.local);
                }));
-  AgreeOnSinks(comm, attention, "local.attention.sinks");
+  AgreeOnSinks(comm, attention.sinks, attention.heads_q, "local.attention.sinks");
   BackwardRing ring(params, comm);
   ring.Run();
   ring.WriteGradients();

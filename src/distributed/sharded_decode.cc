@@ -195,7 +195,7 @@ void CheckLocalDecode(const DecodeParams& local, double timeout_seconds) {
 void sharded_decode(const DecodeParams& local, MPI_Comm comm_in, double timeout_seconds) {
   const CallComm comm(comm_in, "sharded_decode", timeout_seconds);
   AgreeOrThrow(comm, DecodeFields(local), ErrorOf([&] { CheckLocalDecode(local, timeout_seconds); }));
-  if (local.sinks != nullptr) AgreeOnValues(comm, "sinks", {local.sinks, static_cast<std::size_t>(local.heads_q)});
+  AgreeOnSinks(comm, local.sinks, local.heads_q, "sinks");
   const int rank = comm.rank(), world = comm.size();
   const std::vector<std::int64_t> counts =
       GatherValues(comm, std::vector<std::int64_t>(local.cache_seqlens, local.cache_seqlens + local.batch),

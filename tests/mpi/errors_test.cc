@@ -209,9 +209,10 @@ TEST(Errors, SinksAreCheckedOnEveryRank) {
     std::vector<float> mine = sinks;
     if (odd_one) mine[3] = 2.5f;
     shard.params.local.sinks = mine.data();
-    ExpectError([&] { ring_forward(shard.params, MPI_COMM_WORLD); },
-                {"ring_forward: the ranks disagree on local.sinks[3]", "2 on rank", "2.5 on rank " + std::to_string(last)},
-                "sink values");
+    ExpectError(
+        [&] { ring_forward(shard.params, MPI_COMM_WORLD); },
+        {"ring_forward: the ranks disagree on local.sinks[3]", "2 on rank", "2.5 on rank " + std::to_string(last)},
+        "sink values");
     EXPECT_TRUE(AllNaN(shard.o));
     std::fill(shard.lse.begin(), shard.lse.end(), 0.0f);  // valid, as a forward call would have left it
     RingBackwardParams backward = shard.Backward();

@@ -48,7 +48,8 @@ struct SinkCase {
 // only (the other ranks hold none of it), none at all, and longest − 16 on every rank but the last.
 std::vector<std::int64_t> KeysPerRank(std::int64_t b, std::int64_t longest, int world) {
   std::vector<std::int64_t> counts(static_cast<std::size_t>(world), 0);
-  const std::int64_t totals[kBatch] = {longest, std::min<std::int64_t>(5, longest), 0, std::max<std::int64_t>(0, longest - 16)};
+  const std::int64_t totals[kBatch] = {longest, std::min<std::int64_t>(5, longest), 0,
+                                       std::max<std::int64_t>(0, longest - 16)};
   const int holders = b == 0 ? world : b == 1 ? 1 : b == 2 ? 0 : std::max(1, world - 1);
   for (int r = 0; r < holders; ++r) counts[r] = totals[b] * (r + 1) / holders - totals[b] * r / holders;
   return counts;

@@ -6,10 +6,10 @@ the next step's shard (send to r + 1, receive from r − 1), computes its rows a
 visiting shard that they see (each block a kernel call placed at its global positions, so that the band,
 ALiBi and dropout are the whole sequence's), merges each block's (O, LSE) into a float32 running state by
 log-sum-exp, and waits for the transfer. Blocks are computed in float32 (float16/bfloat16 widened exactly) and O is
-rounded to the element type once. Attention sinks join each row once, after the last merge. The backward pass walks the same ring with the final O and LSE; the
-float32 dK/dV accumulators of a shard travel with it and arrive home after W steps, summed in ring order
-(deterministic). With sinks, each rank's dsinks is its own rows' share of the gradient (the ranks' shares sum
-to the whole). docs/distributed.md derives both.
+rounded to the element type once. Attention sinks join each row once, after the last merge. The backward pass
+walks the same ring with the final O and LSE; the float32 dK/dV accumulators of a shard travel with it and
+arrive home after W steps, summed in ring order (deterministic). With sinks, each rank's dsinks is its own
+rows' share of the gradient (the ranks' shares sum to the whole). docs/distributed.md derives both.
 """
 
 import datetime
@@ -197,7 +197,7 @@ def _sink_gradient_share(doutf, outf, lse, sinks):
     s = torch.from_numpy(sinks).double()
     D = (doutf.double() * outf.double()).sum(-1).transpose(1, 2)  # (batch, heads_q, L), as lse
     terms = -torch.exp(s[None, :, None] - lse.double()) * D
-    terms = torch.where(torch.isinf(s)[None, :, None], torch.zeros_like(terms), terms)
+    terms = torch.where((s == -math.inf)[None, :, None], torch.zeros_like(terms), terms)
     return terms.sum(dim=(0, 2)).float()
 
 
