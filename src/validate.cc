@@ -597,7 +597,10 @@ void validate(const MergeParams& p) {
   std::vector<TensorView> outputs = {
       BatchTensor("o", p.o, p.dtype, p.o_strides, p.batch, p.seqlen, p.heads, p.head_dim_v)};
   if (p.lse != nullptr) outputs.push_back(LseView("lse", p.lse, p.batch, p.heads, p.seqlen));
-  CheckOutputs(outputs, {o_partials, lse_partials});
+  std::vector<TensorView> inputs = {o_partials, lse_partials};
+  if (p.sinks != nullptr) inputs.push_back(SinksView("sinks", p.sinks, p.heads));
+  CheckOutputs(outputs, inputs);
+  CheckSinkValues("sinks", p.sinks, p.heads);
   for (std::int64_t n = 0; n < p.num_partials * rows; ++n) {
     const float lse = p.lse_partials[n];
     if (std::isnan(lse) || lse == std::numeric_limits<float>::infinity()) {

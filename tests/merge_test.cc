@@ -151,6 +151,40 @@ TEST(Merge, AllNegInfGivesZerosAndNegInf) {
   for (float x : empty_merge.lse) EXPECT_EQ(x, kNegInf);
 }
 
+// A sink is one more partial per row with LSE = s_h and O = 0; a −∞ sink changes no bit; rows whose every
+// partial is empty get O = 0 and LSE = s_h.
+TEST(Merge, SinksJoinAsOnePartialWithoutValue) {
+  Partials p = RandomPartials(3, 11);
+  std::fill(p.lse.begin() + p.Rows(), p.lse.begin() + 2 * p.Rows(), kNegInf);  // partial 1 is empty
+  const std::vector<float> sinks = {25.0f, kNegInf, -3.0f, 0.5f};
+  Partials sink_partial = Result(p, 0.0f);
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t h = 0; h < p.heads; ++h)
+      for (std::int64_t i = 0; i < p.seqlen; ++i) sink_partial.lse[(b * p.heads + h) * p.seqlen + i] = sinks[h];
+  Partials with_sink_partial = p;
+  with_sink_partial.Append(sink_partial, 0);
+  Partials joined = Result(p, 0.0f);
+  MergeParams params = ParamsOf(p, &joined);
+  params.sinks = sinks.data();
+  merge_attention_states(params);
+  ExpectClose(joined, Merge(with_sink_partial), 1e-6);
+
+  const std::vector<float> none(sinks.size(), kNegInf);
+  params.sinks = none.data();
+  merge_attention_states(params);
+  const Partials without = Merge(p);
+  EXPECT_EQ(joined.O, without.O);
+  EXPECT_EQ(joined.lse, without.lse);
+
+  std::fill(p.lse.begin(), p.lse.end(), kNegInf);
+  params.sinks = sinks.data();
+  merge_attention_states(params);
+  for (float x : joined.O) EXPECT_EQ(x, 0.0f);
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t h = 0; h < p.heads; ++h)
+      for (std::int64_t i = 0; i < p.seqlen; ++i) EXPECT_EQ(joined.lse[(b * p.heads + h) * p.seqlen + i], sinks[h]);
+}
+
 TEST(Merge, LargeLseDoesNotOverflow) {
   Partials p = RandomPartials(2, 7, 1, 1, 1, 4);
   p.lse = {1000.0f, 999.0f};  // e^{1000} overflows float; the merge works relative to the max
@@ -246,6 +280,9 @@ TEST(Merge, RejectsBadInputWithoutWriting) {
   expect_error(m, "lse_partials is a null pointer");
   m = params(), m.o = p.O.data();  // output on top of an input
   expect_error(m, "overlaps o_partials");
+  const float nan_sinks[2] = {0.0f, std::numeric_limits<float>::quiet_NaN()};
+  m = params(), m.sinks = nan_sinks;
+  expect_error(m, "sinks must be finite or -inf, got nan at head 1");
   p.lse[3] = std::numeric_limits<float>::quiet_NaN();
   expect_error(params(), "lse_partials must be finite or -inf");
   p.lse[3] = std::numeric_limits<float>::infinity();

@@ -51,12 +51,13 @@ inline constexpr double kDefaultTimeoutSeconds = 60.0;
 //   lse optional float32 (batch, Hq, L), contiguous,
 // with local.seqlen_q == local.seqlen_k == L == shard_length(seqlen, W, rank, layout). Row i of the shard is
 // global position shard_indices(...)[i]. The modifiers apply at global positions, as one process would
-// apply them to the whole sequence: causal, the sliding window, softcap and scale. Rejected with an Error:
-// a mask tensor (a local mask has no global meaning), and for now ALiBi and dropout (they need a block's
-// position inside the whole problem, which the core API does not take yet). local.tiling is passed to
-// every block's kernel call; local.num_threads is per rank.
+// apply them to the whole sequence: causal, the sliding window, softcap, scale, ALiBi and dropout (each
+// block's call carries its position in the whole problem). Rejected with an Error: a mask tensor (a local
+// mask has no global meaning). local.tiling is passed to every block's kernel call; local.num_threads is
+// per rank.
 // Every block is computed in float32 (float16 and bfloat16 inputs are widened exactly), and O is rounded
-// to the element type once, at the end.
+// to the element type once, at the end. Attention sinks (local.sinks, the same values on every rank: the
+// collective check compares their bits) join each row once, after the merge of its blocks.
 struct RingParams {
   AttentionParams local;
   std::int64_t seqlen = 0;  // N, the global sequence length
@@ -68,6 +69,11 @@ struct RingParams {
 // of their own) and in local.attention the forward call's parameters as in RingParams::local, with o and
 // lse (required) the ring forward's outputs. Gradients are exact up to float32 accumulation and bitwise
 // identical from run to run for the same inputs, W and thread count.
+// With sinks, local.dsinks (optional, float32 (Hq), overwritten) receives THIS RANK'S SHARE of the sinks'
+// gradient: −Σ_{b,i} e^{s_h − LSE_i}·D_i over this rank's own query rows only, as for any parameter that
+// every rank holds a copy of in context parallelism. The whole gradient is the sum of the shares over the
+// ranks of `comm` (an allreduce SUM, which data-parallel wrappers do); ring_backward itself adds no
+// communication for it. A rank without rows gets a share of 0.
 struct RingBackwardParams {
   BackwardParams local;
   std::int64_t seqlen = 0;
@@ -89,12 +95,15 @@ void ring_backward(const RingBackwardParams& params, MPI_Comm comm);
 // same on every rank. The new keys k_new/v_new (when seqlen_new > 0) are appended on the rank that holds
 // the sequence's tail: the highest rank with at least one key of the sequence, or rank W−1 if no rank has
 // any; the other ranks ignore k_new/v_new (they may pass null) and leave their cache untouched. Rotary
-// embedding uses global positions. Causal masks and windows apply at global positions (the query rows are
-// the last rows of the whole sequence). ALiBi is rejected for now (see RingParams).
-// Every rank computes its partial (O_r, LSE_r) in float32, one collective gathers the partials
-// (O(batch·Nq·Hq·dv) floats per rank, whatever the cache length), and every rank merges them in rank order
-// (deterministic) into local.o and local.lse (optional). The same collective check as the ring calls
-// comes first.
+// embedding uses global positions. Causal masks, windows and ALiBi apply at global positions (the query
+// rows are the last rows of the whole sequence). head_dim_v may differ from head_dim, V may be read inside
+// the K cache (v_cache == k_cache, head_dim_v < head_dim) as decode() allows.
+// Every rank computes its partial (O_r, LSE_r) in float32 without the sinks, one collective gathers the
+// partials (O(batch·Nq·Hq·dv) floats per rank, whatever the cache length), and every rank merges them in
+// rank order (deterministic) into local.o and local.lse (optional). Attention sinks (the same values on
+// every rank) join once, in that merge: LSE = log(Σ_r e^{LSE_r} + e^{s_h}), O = Σ_r e^{LSE_r − LSE} O_r, so
+// that a sequence no rank holds a key of gets O = 0 and LSE = s_h. The same collective check as the ring
+// calls comes first.
 void sharded_decode(const DecodeParams& local, MPI_Comm comm, double timeout_seconds = kDefaultTimeoutSeconds);
 
 // Per-step timing of the last ring_forward or ring_backward on this rank (one entry per ring step, W in

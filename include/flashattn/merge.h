@@ -2,7 +2,9 @@
 //   LSE = log Σ_k e^{LSE_k},   O = Σ_k e^{LSE_k − LSE} O_k
 // A partial with LSE_k = −∞ (it saw no key) contributes nothing; if every partial is −∞ the result is O = 0
 // and LSE = −∞. LSEs are natural logarithms, as forward() writes them. It is the merge of blocked softmax
-// states (docs/algorithms.md).
+// states (docs/algorithms.md). With attention sinks, head h's sink s_h joins every row once, as one more
+// partial with LSE = s_h and O = 0: LSE = log(Σ_k e^{LSE_k} + e^{s_h}), as decode() joins it after
+// merging its chunks.
 #ifndef FLASHATTN_MERGE_H_
 #define FLASHATTN_MERGE_H_
 
@@ -31,6 +33,8 @@ struct MergeParams {
   std::int64_t heads = 1;
   std::int64_t head_dim_v = 0;  // dv
   DType dtype = DType::kF32;    // element type of o
+  // Optional float32 (heads): one sink logit per head, each finite or −∞ (no sink, bitwise); null = none.
+  const float* sinks = nullptr;
 
   // Fills o_strides for a contiguous (batch, seqlen, heads, dv) output.
   FLASHATTN_API void set_contiguous_strides();

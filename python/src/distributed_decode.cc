@@ -20,11 +20,13 @@ class ShardedDecode {
                 const py::handle& v, const py::handle& rotary_cos, const py::handle& rotary_sin,
                 const py::handle& block_table, const py::handle& alibi_slopes, std::optional<float> softmax_scale,
                 bool causal, std::int64_t window_left, std::int64_t window_right, float softcap,
-                bool rotary_interleaved, std::int64_t num_splits)
+                bool rotary_interleaved, std::int64_t num_splits, const py::handle& sinks,
+                std::optional<std::int64_t> head_dim_v)
       : comm_(CommFromPython(comm)),
         call_(PrepareKvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table,
                              alibi_slopes, softmax_scale, causal, window_left, window_right, softcap,
-                             rotary_interleaved, num_splits, /*return_lse=*/true, /*bf16=*/false)) {}
+                             rotary_interleaved, num_splits, /*return_lse=*/true, /*bf16=*/false, sinks,
+                             head_dim_v)) {}
 
   py::tuple Run(double timeout_seconds) {
     {
@@ -46,12 +48,13 @@ void RegisterShardedDecode(py::module_& m) {
       .def(py::init<const py::handle&, const py::handle&, const py::handle&, const py::handle&,
                     const py::handle&, const py::handle&, const py::handle&, const py::handle&,
                     const py::handle&, const py::handle&, const py::handle&, std::optional<float>, bool,
-                    std::int64_t, std::int64_t, float, bool, std::int64_t>(),
+                    std::int64_t, std::int64_t, float, bool, std::int64_t, const py::handle&,
+                    std::optional<std::int64_t>>(),
            py::arg("comm"), py::arg("q"), py::arg("k_cache"), py::arg("v_cache"), py::arg("cache_seqlens"),
            py::kw_only(), py::arg("k"), py::arg("v"), py::arg("rotary_cos"), py::arg("rotary_sin"),
            py::arg("block_table"), py::arg("alibi_slopes"), py::arg("softmax_scale"), py::arg("causal"),
            py::arg("window_left"), py::arg("window_right"), py::arg("softcap"), py::arg("rotary_interleaved"),
-           py::arg("num_splits"))
+           py::arg("num_splits"), py::arg("sinks") = py::none(), py::arg("head_dim_v") = py::none())
       .def("run", &ShardedDecode::Run, py::kw_only(), py::arg("timeout_seconds"),
            "The collective call: returns (out, softmax_lse) merged over every rank.");
 }

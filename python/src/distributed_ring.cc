@@ -19,11 +19,13 @@ namespace fd = flashattn::distributed;
 
 // The keywords both ring calls share, as the kernels' Modifiers (the seed is set by run()).
 Modifiers RingModifiers(float dropout_p, std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
-                        std::int64_t window_right, float softcap, const py::object& alibi_slopes) {
+                        std::int64_t window_right, float softcap, const py::object& alibi_slopes,
+                        const py::object& sinks) {
   Modifiers m;
   m.dropout_p = dropout_p, m.softmax_scale = softmax_scale, m.causal = causal;
   m.window_left = window_left, m.window_right = window_right, m.softcap = softcap;
   m.alibi_slopes = alibi_slopes;
+  m.sinks = sinks;
   return m;
 }
 
@@ -56,11 +58,12 @@ class RingForward {
  public:
   RingForward(const py::handle& comm, const py::handle& q, const py::handle& k, const py::handle& v,
               const std::string& layout, float dropout_p, std::optional<float> softmax_scale, bool causal,
-              std::int64_t window_left, std::int64_t window_right, float softcap, const py::object& alibi_slopes)
+              std::int64_t window_left, std::int64_t window_right, float softcap, const py::object& alibi_slopes,
+              const py::object& sinks)
       : comm_(CommFromPython(comm)),
         shards_(q, k, v),
         modifiers_(RingModifiers(dropout_p, softmax_scale, causal, window_left, window_right, softcap,
-                                 alibi_slopes)) {
+                                 alibi_slopes, sinks)) {
     params_.layout = fd::parse_layout(layout);
     params_.local = shards_.Params(modifiers_);
     AttentionParams& p = params_.local;
@@ -96,14 +99,15 @@ class RingBackward {
   RingBackward(const py::handle& comm, const py::handle& dout, const py::handle& q, const py::handle& k,
                const py::handle& v, const py::handle& out, const py::handle& lse, const std::string& layout,
                float dropout_p, std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
-               std::int64_t window_right, float softcap, const py::object& alibi_slopes)
+               std::int64_t window_right, float softcap, const py::object& alibi_slopes, const py::object& sinks)
       : comm_(CommFromPython(comm)),
         shards_(q, k, v),
         out_(AttentionTensor(out, "out", 4, "(batch, seqlen_local, heads_q, head_dim_v)", false)),
         dout_(AttentionTensor(dout, "dout", 4, "(batch, seqlen_local, heads_q, head_dim_v)", false)),
         lse_(ExactArray<float>(lse, "softmax_lse", 3)),
         modifiers_(RingModifiers(dropout_p, softmax_scale, causal, window_left, window_right, softcap,
-                                 alibi_slopes)) {
+                                 alibi_slopes, sinks)),
+        dsinks_(NewSinkGradient(modifiers_, shards_.q.shape[2])) {
     CheckSameDType(shards_.q, out_);
     CheckSameDType(shards_.q, dout_);
     params_.layout = fd::parse_layout(layout);
@@ -118,9 +122,10 @@ class RingBackward {
     b.dq = dq_.mutable_data(), b.dk = dk_.mutable_data(), b.dv = dv_.mutable_data();
     b.dq_strides = ContiguousStrides(shards_.q.shape), b.dk_strides = ContiguousStrides(shards_.k.shape);
     b.dv_strides = ContiguousStrides(shards_.v.shape);
+    if (dsinks_) b.dsinks = dsinks_->mutable_data();
   }
 
-  // (dq, dk, dv) of this rank's shards.
+  // (dq, dk, dv) of this rank's shards, and with sinks this rank's share of dsinks.
   py::tuple Run(std::int64_t seqlen, std::uint64_t seed, double timeout_seconds) {
     params_.seqlen = seqlen, params_.timeout_seconds = timeout_seconds;
     params_.local.attention.dropout_seed = seed;
@@ -128,7 +133,7 @@ class RingBackward {
       py::gil_scoped_release release;
       fd::ring_backward(params_, comm_);
     }
-    return py::make_tuple(dq_, dk_, dv_);
+    return Gradients(dq_, dk_, dv_, dsinks_);
   }
 
  private:
@@ -137,6 +142,7 @@ class RingBackward {
   Tensor out_, dout_;
   py::array_t<float> lse_;
   Modifiers modifiers_;
+  std::optional<py::array_t<float>> dsinks_;
   fd::RingBackwardParams params_;
   py::array dq_, dk_, dv_;
 };
@@ -147,22 +153,23 @@ void RegisterRing(py::module_& m) {
   py::class_<RingForward>(m, "RingForward", "This rank's part of a ring forward call, checked locally.")
       .def(py::init<const py::handle&, const py::handle&, const py::handle&, const py::handle&,
                     const std::string&, float, std::optional<float>, bool, std::int64_t, std::int64_t, float,
-                    const py::object&>(),
+                    const py::object&, const py::object&>(),
            py::arg("comm"), py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("layout"),
            py::arg("dropout_p"), py::arg("softmax_scale"), py::arg("causal"), py::arg("window_left"),
-           py::arg("window_right"), py::arg("softcap"), py::arg("alibi_slopes"))
+           py::arg("window_right"), py::arg("softcap"), py::arg("alibi_slopes"), py::arg("sinks"))
       .def("run", &RingForward::Run, py::kw_only(), py::arg("seqlen"), py::arg("seed"),
            py::arg("timeout_seconds"), "The collective call: returns (out, softmax_lse).");
   py::class_<RingBackward>(m, "RingBackward", "This rank's part of a ring backward call, checked locally.")
       .def(py::init<const py::handle&, const py::handle&, const py::handle&, const py::handle&,
                     const py::handle&, const py::handle&, const py::handle&, const std::string&, float,
-                    std::optional<float>, bool, std::int64_t, std::int64_t, float, const py::object&>(),
+                    std::optional<float>, bool, std::int64_t, std::int64_t, float, const py::object&,
+                    const py::object&>(),
            py::arg("comm"), py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
            py::arg("softmax_lse"), py::kw_only(), py::arg("layout"), py::arg("dropout_p"),
            py::arg("softmax_scale"), py::arg("causal"), py::arg("window_left"), py::arg("window_right"),
-           py::arg("softcap"), py::arg("alibi_slopes"))
+           py::arg("softcap"), py::arg("alibi_slopes"), py::arg("sinks"))
       .def("run", &RingBackward::Run, py::kw_only(), py::arg("seqlen"), py::arg("seed"),
-           py::arg("timeout_seconds"), "The collective call: returns (dq, dk, dv).");
+           py::arg("timeout_seconds"), "The collective call: returns (dq, dk, dv), or (dq, dk, dv, dsinks' share).");
 }
 
 }  // namespace flashattn::python

@@ -113,6 +113,13 @@ struct RowStart {
 };
 inline RowStart SoftmaxRowStart(float sink) { return sink == kNegInf ? RowStart{kNegInf, 0.0f} : RowStart{sink, 1.0f}; }
 
+// P_i,sink·(0 − D_i) = −e^{s_h − LSE_i}·D_i: row i's term of dsink_h (0 without a sink), D_i = dO_i · O_i. The
+// sink has no value, so its dP is 0 (docs/backward.md).
+template <typename T>
+T SinkGradientTerm(float sink, T lse, T D) {
+  return sink == kNegInf ? T{0} : -std::exp(static_cast<T>(sink) - lse) * D;
+}
+
 // Everything that decides the scores of one (batch b, query head h) of a forward or backward call.
 struct ScoreModifiers {
   std::int64_t offset = 0;  // row i's diagonal is i + offset: Nk − Nq for a whole problem (BlockPlacement)

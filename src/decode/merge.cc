@@ -62,8 +62,9 @@ void merge_attention_states(const MergeParams& p) {
         const std::int64_t o_partial_index = ((b * p.seqlen + i) * p.heads + h) * dv;
         const float* o_partial = has_partials ? p.o_partials + o_partial_index : nullptr;
         const float* lse_partial = has_partials ? p.lse_partials + lse_index : nullptr;
+        const float sink = p.sinks == nullptr ? kNegInf : p.sinks[h];
         const float lse = decode_kernel::MergeRow(p.num_partials, o_partial, o_partial_stride, lse_partial,
-                                             lse_partial_stride, dv, o_row.data());
+                                                  lse_partial_stride, dv, o_row.data(), sink);
         const std::int64_t o_index = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
         for (std::int64_t e = 0; e < dv; ++e) StoreFromFloat(p.o, p.dtype, o_index + e, o_row[e]);
         if (p.lse != nullptr) p.lse[lse_index] = lse;

@@ -145,6 +145,26 @@ std::vector<std::int64_t> GatherValues(const CallComm& comm, std::span<const std
   return *all;
 }
 
+void AgreeOnValues(const CallComm& comm, const char* name, std::span<const float> values) {
+  std::vector<std::int64_t> bits;
+  for (float value : values) bits.push_back(std::bit_cast<std::uint32_t>(value));
+  const std::vector<std::int64_t> all = GatherValues(comm, bits, std::string("the other ranks' ") + name);
+  for (std::size_t n = 0; n < values.size(); ++n) {
+    std::vector<float> element;
+    for (int rank = 0; rank < comm.size(); ++rank)
+      element.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(all[rank * values.size() + n])));
+    if (std::any_of(element.begin(), element.end(),
+                    [&](float value) { return std::bit_cast<std::uint32_t>(value) != bits[n]; })) {
+      Fail(comm.call(), ": the ranks disagree on ", name, "[", n, "] (",
+           ValuesByRank(element, PrintOnRanks<float>, Never<float>), ")");
+    }
+  }
+}
+
+void AgreeOnSinks(const CallComm& comm, const float* sinks, std::int64_t heads_q, const char* name) {
+  if (sinks != nullptr) AgreeOnValues(comm, name, {sinks, static_cast<std::size_t>(heads_q)});
+}
+
 void AgreeOrThrow(const CallComm& comm, std::span<const Field> fields, const std::string& local_error) {
   if (fields.size() > kMaxFields) Fail(comm.call(), ": ", fields.size(), " fields, more than ", kMaxFields);
   std::vector<std::int64_t> mine(kRecordWords, 0);

@@ -31,6 +31,15 @@ inline constexpr std::size_t kMaxFields = 48;
 // naming the field and each rank's value, or quoting each failing rank's message.
 void AgreeOrThrow(const CallComm& comm, std::span<const Field> fields, const std::string& local_error);
 
+// Collective, once AgreeOrThrow has checked that every rank passes `values` of the same length: throws on
+// every rank unless every rank's values are the same bits, naming the first element that differs
+// (`name`[n]) and each rank's value of it. For per-head arrays (the sinks) that are too long for Fields.
+void AgreeOnValues(const CallComm& comm, const char* name, std::span<const float> values);
+
+// Collective, after the agreement on a call's fields (so every rank has sinks, or none): the attention
+// sinks (heads_q floats, or null) must be the same bits on every rank. `name` names them in messages.
+void AgreeOnSinks(const CallComm& comm, const float* sinks, std::int64_t heads_q, const char* name);
+
 // Collective: every rank's `values` (the same count on every rank), rank after rank.
 std::vector<std::int64_t> GatherValues(const CallComm& comm, std::span<const std::int64_t> values,
                                        std::string_view what);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/score.h"
 #include "distributed/agreement.h"
 #include "distributed/block.h"
 #include "distributed/comm.h"
@@ -156,6 +157,30 @@ class BackwardRing {
                local_.dv);
   }
 
+  // This rank's share of dsinks, when requested: the terms −e^{s_h − LSE_i}·D_i of its own rows only
+  // (D_i = dO_i · O_i, with the final LSE, which counts the sink), summed over each sequence's rows in
+  // float64 and then over the batch, as one process sums them. The ranks' shares add up to the whole
+  // gradient (docs/distributed.md, "Ring backward").
+  void WriteSinkGradientShare() const {
+    if (local_.dsinks == nullptr) return;
+    const std::int64_t B = a_.batch, Hq = a_.heads_q, dv = a_.value_head_dim();
+    for (std::int64_t h = 0; h < Hq; ++h) {
+      const float sink = a_.sinks[h];
+      double share = 0.0;
+      for (std::int64_t b = 0; b < B; ++b) {
+        double sequence_share = 0.0;
+        for (std::int64_t i = 0; i < rows_; ++i) {
+          const std::int64_t row = ((b * rows_ + i) * Hq + h) * dv;
+          double D = 0.0;
+          for (std::int64_t e = 0; e < dv; ++e) D += double{operands_.d_o[row + e]} * operands_.o[row + e];
+          sequence_share += SinkGradientTerm(sink, double{a_.lse[(b * Hq + h) * rows_ + i]}, D);
+        }
+        share += sequence_share;
+      }
+      local_.dsinks[h] = static_cast<float>(share);
+    }
+  }
+
   std::vector<RingStepTiming> TakeTimings() { return std::move(timings_); }
 
  private:
@@ -234,13 +259,12 @@ void ring_backward(const RingBackwardParams& params, MPI_Comm comm_in) {
                  CheckRingShard(attention, params.seqlen, params.layout, params.timeout_seconds, comm,
                                 "local.attention.");
                  validate(params.local);
-                 if (params.local.dsinks != nullptr) {
-                   Fail("local.dsinks: the sinks' gradient is not computed by ring_backward yet");
-                 }
                }));
+  AgreeOnSinks(comm, attention.sinks, attention.heads_q, "local.attention.sinks");
   BackwardRing ring(params, comm);
   ring.Run();
   ring.WriteGradients();
+  ring.WriteSinkGradientShare();
   SetLastRingTimings(ring.TakeTimings());
 }
 

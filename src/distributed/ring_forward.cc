@@ -21,6 +21,7 @@ void ring_forward(const RingParams& params, MPI_Comm comm_in) {
   AgreeOrThrow(comm, RingFields(local, params.seqlen, params.layout), ErrorOf([&] {
                  CheckRingShard(local, params.seqlen, params.layout, params.timeout_seconds, comm, "local.");
                }));
+  AgreeOnSinks(comm, local.sinks, local.heads_q, "local.sinks");
   const int rank = comm.rank(), world = comm.size();
   const RingPlan plan(params.seqlen, world, params.layout, Band::Of(local));
   const KvShape shape = KvShape::Of(local);

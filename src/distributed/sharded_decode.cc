@@ -30,6 +30,7 @@ std::vector<Field> DecodeFields(const DecodeParams& p) {
       {"heads_q", p.heads_q},
       {"heads_kv", p.heads_kv},
       {"head_dim", p.head_dim},
+      {"head_dim_v", p.value_head_dim()},
       {"dtype", static_cast<std::int64_t>(p.dtype)},
       {"cache_dtype", static_cast<std::int64_t>(p.cache_dtype)},
       {"scale given", p.scale.has_value()},
@@ -39,6 +40,7 @@ std::vector<Field> DecodeFields(const DecodeParams& p) {
       {"window_right", p.window_right},
       FloatField("softcap", p.softcap),
       {"alibi_slopes given", p.alibi_slopes != nullptr},
+      {"sinks given", p.sinks != nullptr},
       {"rotary_dim", p.rotary_dim},
       {"rotary_max_pos", p.rotary_max_pos},
       {"rotary_interleaved", p.rotary_interleaved},
@@ -108,7 +110,7 @@ class PartialCall {
       keys_.push_back(plans[static_cast<std::size_t>(b)].keys);
       keys_after_.push_back(plans[static_cast<std::size_t>(b)].keys_after);
     }
-    const std::int64_t elements = count * local.seqlen_q * local.heads_q * local.head_dim;
+    const std::int64_t elements = count * local.seqlen_q * local.heads_q * local.value_head_dim();
     o_.resize(static_cast<std::size_t>(elements * static_cast<std::int64_t>(size_of(local.dtype))));
     lse_.resize(static_cast<std::size_t>(count * local.heads_q * local.seqlen_q));
   }
@@ -118,19 +120,19 @@ class PartialCall {
     if (!Empty()) flashattn::validate(Call());
   }
 
-  // Decodes, then writes its sequences into the partial (o (batch, Nq, Hq, d) and lse (batch, Hq, Nq),
+  // Decodes, then writes its sequences into the partial (o (batch, Nq, Hq, dv) and lse (batch, Hq, Nq),
   // float32).
   void Run(float* o, float* lse) {
     if (Empty()) return;
     decode(Call());
-    const std::int64_t Nq = local_.seqlen_q, Hq = local_.heads_q, d = local_.head_dim;
-    WidenContiguous(o_.data(), local_.dtype, count_ * Nq * Hq * d, o + first_ * Nq * Hq * d);
+    const std::int64_t Nq = local_.seqlen_q, Hq = local_.heads_q, dv = local_.value_head_dim();
+    WidenContiguous(o_.data(), local_.dtype, count_ * Nq * Hq * dv, o + first_ * Nq * Hq * dv);
     std::copy(lse_.begin(), lse_.end(), lse + first_ * Hq * Nq);
   }
 
  private:
   // The caller's call, moved to the first sequence and given the plan's keys, their place in the sequence
-  // and the rotary shift.
+  // and the rotary shift; without the sinks, which join once, after the ranks' partials are merged.
   DecodeParams Call() {
     const DecodeParams& local = local_;
     const std::int64_t element = static_cast<std::int64_t>(size_of(local.dtype));
@@ -147,7 +149,10 @@ class PartialCall {
     }
     if (plan_.appends) {
       call.k_new = static_cast<const char*>(local.k_new) + first_ * local.new_strides.batch * element;
-      call.v_new = static_cast<const char*>(local.v_new) + first_ * local.new_strides.batch * element;
+      // Null when V is read inside the K cache: the append writes k_new's row once.
+      if (local.v_new != nullptr) {
+        call.v_new = static_cast<const char*>(local.v_new) + first_ * local.new_strides.batch * element;
+      }
     } else {
       call.seqlen_new = 0;
       call.k_new = call.v_new = nullptr;
@@ -157,10 +162,11 @@ class PartialCall {
       call.rotary_sin = local.rotary_sin + plan_.rotary_shift * (local.rotary_dim / 2);
       call.rotary_max_pos = local.rotary_max_pos - plan_.rotary_shift;
     }
-    const std::int64_t Hq = local.heads_q, d = local.head_dim;
+    const std::int64_t Hq = local.heads_q, dv = local.value_head_dim();
+    call.sinks = nullptr;
     call.o = o_.data();
     call.lse = lse_.data();
-    call.o_strides = {local.seqlen_q * Hq * d, Hq * d, d};
+    call.o_strides = {local.seqlen_q * Hq * dv, Hq * dv, dv};
     return call;
   }
 
@@ -175,8 +181,6 @@ class PartialCall {
 void CheckLocalDecode(const DecodeParams& local, double timeout_seconds) {
   if (!(timeout_seconds > 0)) Fail("timeout_seconds must be > 0, got ", timeout_seconds);
   if (local.keys_after != nullptr) Fail("keys_after must be null: sharded_decode places each rank's keys itself");
-  if (local.sinks != nullptr) Fail("sinks: attention sinks are not supported by sharded_decode yet");
-  if (local.value_head_dim() != local.head_dim) Fail("head_dim_v: dv != d is not supported by sharded_decode yet");
   if (local.batch > 0 && local.cache_seqlens == nullptr) Fail("cache_seqlens is a null pointer");
   // The call as a rank that appends nothing makes it; the appending rank's call is checked once every
   // rank's counts are known.
@@ -191,6 +195,7 @@ void CheckLocalDecode(const DecodeParams& local, double timeout_seconds) {
 void sharded_decode(const DecodeParams& local, MPI_Comm comm_in, double timeout_seconds) {
   const CallComm comm(comm_in, "sharded_decode", timeout_seconds);
   AgreeOrThrow(comm, DecodeFields(local), ErrorOf([&] { CheckLocalDecode(local, timeout_seconds); }));
+  AgreeOnSinks(comm, local.sinks, local.heads_q, "sinks");
   const int rank = comm.rank(), world = comm.size();
   const std::vector<std::int64_t> counts =
       GatherValues(comm, std::vector<std::int64_t>(local.cache_seqlens, local.cache_seqlens + local.batch),
@@ -216,8 +221,8 @@ void sharded_decode(const DecodeParams& local, MPI_Comm comm_in, double timeout_
   }
 
   // This rank's partial, O then LSE in one buffer, so that one collective gathers both.
-  const std::int64_t Nq = local.seqlen_q, Hq = local.heads_q, d = local.head_dim;
-  const std::int64_t o_count = local.batch * Nq * Hq * d, lse_count = local.batch * Hq * Nq;
+  const std::int64_t Nq = local.seqlen_q, Hq = local.heads_q, dv = local.value_head_dim();
+  const std::int64_t o_count = local.batch * Nq * Hq * dv, lse_count = local.batch * Hq * Nq;
   const std::int64_t partial_count = o_count + lse_count;
   auto partial = std::make_shared<std::vector<float>>(static_cast<std::size_t>(partial_count), 0.0f);
   std::fill(partial->begin() + o_count, partial->end(), -std::numeric_limits<float>::infinity());
@@ -248,8 +253,9 @@ void sharded_decode(const DecodeParams& local, MPI_Comm comm_in, double timeout_
   merge.batch = local.batch;
   merge.seqlen = Nq;
   merge.heads = Hq;
-  merge.head_dim_v = d;
+  merge.head_dim_v = dv;
   merge.dtype = local.dtype;
+  merge.sinks = local.sinks;  // joins each row once: LSE = log(Σ_r e^{LSE_r} + e^{s_h})
   merge_attention_states(merge);
 }
 

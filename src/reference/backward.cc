@@ -28,6 +28,7 @@
 
 #include "common/element.h"
 #include "common/dropout.h"
+#include "common/score.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
 
@@ -68,12 +69,6 @@ void ForEachKvHead(const AttentionParams& p, Solve&& solve) {
     }
   }
   if (failure) std::rethrow_exception(failure);
-}
-
-// P_i,sink·(0 − D_i) = −e^{s_h − LSE_i}·D_i: row i's term of dsink_h (0 without a sink).
-template <typename T>
-T SinkGradientTerm(float sink, T lse, T D) {
-  return sink == kNegInf ? T{0} : -std::exp(static_cast<T>(sink) - lse) * D;
 }
 
 // dsinks[h] = Σ_b sums[b·Hq + h], over the batch in order.

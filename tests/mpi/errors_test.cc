@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -167,6 +168,59 @@ TEST(Errors, OneRanksBadInputFailsEveryRank) {
     ExpectError([&] { ring_backward(backward, MPI_COMM_WORLD); }, {on_last, "lse"}, "backward without lse");
     EXPECT_TRUE(AllNaN(shard.dq));
     EXPECT_TRUE(AllNaN(shard.dk));
+  }
+}
+
+// Sinks that are invalid on one rank, or differ between ranks, fail every rank before anything is written.
+TEST(Errors, SinksAreCheckedOnEveryRank) {
+  const int world = WorldSize(), last = world - 1;
+  const bool odd_one = WorldRank() == last;
+  const std::string on_last = "invalid input on rank " + std::to_string(last);
+  std::vector<float> sinks = {0.5f, -1.0f, -INFINITY, 2.0f}, dsinks(4, std::numeric_limits<float>::quiet_NaN());
+  {
+    Shard shard;
+    std::vector<float> mine = sinks;
+    if (odd_one) mine[1] = std::numeric_limits<float>::quiet_NaN();
+    shard.params.local.sinks = mine.data();
+    ExpectError([&] { ring_forward(shard.params, MPI_COMM_WORLD); }, {on_last, "sinks must be finite or -inf"},
+                "NaN sink");
+    EXPECT_TRUE(AllNaN(shard.o));
+    RingBackwardParams backward = shard.Backward();
+    backward.local.dsinks = dsinks.data();
+    ExpectError([&] { ring_backward(backward, MPI_COMM_WORLD); }, {on_last, "sinks must be finite or -inf"},
+                "NaN sink, backward");
+    EXPECT_TRUE(AllNaN(shard.dq));
+    EXPECT_TRUE(std::isnan(dsinks[0]));
+  }
+  {
+    Shard shard;
+    RingBackwardParams backward = shard.Backward();
+    if (odd_one) backward.local.dsinks = dsinks.data();
+    ExpectError([&] { ring_backward(backward, MPI_COMM_WORLD); }, {on_last, "dsinks is set but"}, "dsinks alone");
+  }
+  if (world < 2) return;
+  {
+    Shard shard;
+    shard.params.local.sinks = odd_one ? nullptr : sinks.data();
+    ExpectError([&] { ring_forward(shard.params, MPI_COMM_WORLD); }, {"disagree on sinks given"}, "sinks given");
+  }
+  {
+    Shard shard;
+    std::vector<float> mine = sinks;
+    if (odd_one) mine[3] = 2.5f;
+    shard.params.local.sinks = mine.data();
+    ExpectError(
+        [&] { ring_forward(shard.params, MPI_COMM_WORLD); },
+        {"ring_forward: the ranks disagree on local.sinks[3]", "2 on rank", "2.5 on rank " + std::to_string(last)},
+        "sink values");
+    EXPECT_TRUE(AllNaN(shard.o));
+    std::fill(shard.lse.begin(), shard.lse.end(), 0.0f);  // valid, as a forward call would have left it
+    RingBackwardParams backward = shard.Backward();
+    backward.local.dsinks = dsinks.data();
+    ExpectError([&] { ring_backward(backward, MPI_COMM_WORLD); }, {"disagree on local.attention.sinks[3]"},
+                "sink values, backward");
+    EXPECT_TRUE(AllNaN(shard.dq));
+    EXPECT_TRUE(std::isnan(dsinks[0]));
   }
 }
 

@@ -145,11 +145,12 @@ ForwardResult RingForward(const GlobalProblem& g, const LocalShard& s) {
 
 struct Gradients {
   Tensor dq, dk, dv;
+  std::vector<float> dsinks;  // (Hq) when the case has sinks: one process's gradient, or a rank's share
 };
 
 Gradients NanGradients(const RingCase& c, std::int64_t rows, DType dtype) {
   return {NanTensor(c.batch, rows, c.Hq, c.d, dtype), NanTensor(c.batch, rows, c.Hkv, c.d, dtype),
-          NanTensor(c.batch, rows, c.Hkv, c.dv, dtype)};
+          NanTensor(c.batch, rows, c.Hkv, c.dv, dtype), std::vector<float>(c.sinks.size(), kNaN)};
 }
 
 BackwardParams BackwardCall(const AttentionParams& attention, const Tensor& d_o, Gradients& grads) {
@@ -159,8 +160,26 @@ BackwardParams BackwardCall(const AttentionParams& attention, const Tensor& d_o,
   b.dq = grads.dq.data();
   b.dk = grads.dk.data();
   b.dv = grads.dv.data();
+  b.dsinks = grads.dsinks.empty() ? nullptr : grads.dsinks.data();
   b.set_contiguous_strides();
   return b;
+}
+
+// The whole sinks' gradient: the sum of the ranks' shares.
+std::vector<double> SumOverRanks(const std::vector<float>& share) {
+  std::vector<double> mine(share.begin(), share.end()), total(share.size());
+  MPI_Allreduce(mine.data(), total.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return total;
+}
+
+template <typename A, typename B>
+double MaxDifference(const std::vector<A>& a, const std::vector<B>& b) {
+  double error = 0.0;
+  for (std::size_t h = 0; h < a.size(); ++h) {
+    const double difference = std::abs(static_cast<double>(a[h]) - static_cast<double>(b[h]));
+    error = std::isnan(difference) ? INFINITY : std::max(error, difference);
+  }
+  return error;
 }
 
 Gradients RingBackward(const GlobalProblem& g, const LocalShard& s, ForwardResult& forward_result) {
@@ -241,6 +260,9 @@ std::vector<RingCase> ForwardCases() {
     RingCase sinks;
     sinks.layout = layout, sinks.causal = true, sinks.window_left = 30, sinks.sinks = {0.5f, -1.0f, 2.0f, -INFINITY};
     cases.push_back(sinks);
+    RingCase large;  // not causal, a large positive sink that dominates its rows
+    large.layout = layout, large.seqlen = 113, large.dtype = DType::kBF16, large.sinks = {30.0f, -1.0f, 6.0f, 0.0f};
+    cases.push_back(large);
   }
   for (const RingCase& c : PositionCases(97, 2)) cases.push_back(c);
   return cases;
@@ -274,9 +296,21 @@ std::vector<RingCase> BackwardCases() {
     RingCase odd;
     odd.layout = layout, odd.seqlen = 97, odd.d = 59, odd.dv = 24, odd.softcap = 2.5f, odd.batch = 2;
     cases.push_back(odd);
-    RingCase sinks;  // dQ, dK, dV through the LSE that counts the sinks
-    sinks.layout = layout, sinks.causal = true, sinks.sinks = {1.0f, -0.5f, -INFINITY, 0.0f};
-    cases.push_back(sinks);
+    // dQ, dK, dV through the LSE that counts the sinks, and the ranks' shares of dsinks: causal or not,
+    // GQA, a −∞ sink, a large positive one (it dominates every row), ranks without rows (N = 3).
+    for (bool causal : {false, true}) {
+      RingCase sinks;
+      sinks.layout = layout, sinks.causal = causal, sinks.seqlen = causal ? 97 : 113, sinks.batch = 2;
+      sinks.sinks = {1.0f, -0.5f, -INFINITY, 0.0f};
+      cases.push_back(sinks);
+    }
+    RingCase large;
+    large.layout = layout, large.window_left = 9, large.window_right = 4, large.dtype = DType::kBF16;
+    large.Hq = 3, large.Hkv = 1, large.sinks = {30.0f, 4.0f, -2.0f};
+    cases.push_back(large);
+    RingCase few_sinks = few;
+    few_sinks.sinks = {0.5f, 0.5f, -INFINITY, 2.0f};
+    cases.push_back(few_sinks);
   }
   for (const RingCase& c : PositionCases(113, 1)) cases.push_back(c);
   return cases;
@@ -309,6 +343,32 @@ TEST(RingBackward, MatchesOneProcessAndTheOracle) {
       ExpectWithinBound(names[n], MaxRowError(ring_grads.*members[n], truth, s.rows),
                         MaxRowError(single_grads.*members[n], truth, all), absolute, c);
     }
+    if (c.sinks.empty()) continue;
+    const std::vector<double> ring_dsinks = SumOverRanks(ring_grads.dsinks);
+    double largest = 1.0;
+    for (float value : oracle_grads.dsinks) largest = std::max(largest, std::abs(static_cast<double>(value)));
+    ExpectWithinBound("dsinks (the sum of the ranks' shares)", MaxDifference(ring_dsinks, oracle_grads.dsinks),
+                      MaxDifference(single_grads.dsinks, oracle_grads.dsinks), 1e-5 * largest, c);
+  }
+}
+
+// Sinks of −∞ are no sinks: the ring gives the same bits with them as without, and shares of dsinks of 0.
+TEST(Ring, MinusInfinitySinksChangeNoBit) {
+  for (ShardLayout layout : {ShardLayout::kContiguous, ShardLayout::kZigzag}) {
+    RingCase none;
+    none.layout = layout, none.seqlen = 113, none.causal = true, none.dtype = DType::kF16;
+    RingCase minus_infinity = none;
+    minus_infinity.sinks.assign(static_cast<std::size_t>(none.Hq), -INFINITY);
+    const GlobalProblem without(none, 55), with(minus_infinity, 55);
+    const LocalShard s = ShardOf(without);
+    ForwardResult plain = RingForward(without, s), sunk = RingForward(with, s);
+    EXPECT_EQ(plain.o.bytes, sunk.o.bytes) << minus_infinity.Name();
+    EXPECT_EQ(0, std::memcmp(plain.lse.data(), sunk.lse.data(), plain.lse.size() * sizeof(float)));
+    const Gradients a = RingBackward(without, s, plain), b = RingBackward(with, s, sunk);
+    EXPECT_EQ(a.dq.bytes, b.dq.bytes) << minus_infinity.Name();
+    EXPECT_EQ(a.dk.bytes, b.dk.bytes) << minus_infinity.Name();
+    EXPECT_EQ(a.dv.bytes, b.dv.bytes) << minus_infinity.Name();
+    EXPECT_EQ(b.dsinks, std::vector<float>(minus_infinity.sinks.size(), 0.0f)) << minus_infinity.Name();
   }
 }
 

@@ -62,6 +62,7 @@ def ring_flash_attn_func(
     return_attn_probs=False,
     seed=None,
     timeout=60.0,
+    sinks=None,
 ):
     """flashattn.flash_attn_func over one sequence sharded across the ranks of `comm`.
 
@@ -70,7 +71,8 @@ def ring_flash_attn_func(
     contiguous). The keywords are flash_attn_func's, applied at global positions; with dropout_p > 0 and
     seed None, rank 0 draws the seed (pass one to be able to call ring_flash_attn_backward). Blocks are
     computed in float32 and out rounded once. deterministic: accepted; for a given number of ranks the
-    results are the same bits on every run.
+    results are the same bits on every run. sinks: float32 (heads_q,) attention sinks as in flash_attn_func,
+    the same values on every rank; each row's sink joins it once, after the merge of its blocks.
 
     Returns out (batch, seqlen_local, heads_q, dv) of q's dtype, or (out, softmax_lse, None) with
     return_attn_probs=True: softmax_lse float32 (batch, heads_q, seqlen_local), natural log.
@@ -105,14 +107,20 @@ def ring_flash_attn_backward(
     deterministic=False,
     seed=None,
     timeout=60.0,
+    sinks=None,
 ):
     """The gradients (dq, dk, dv) of ring_flash_attn_func on this rank's shards, for the incoming gradient
-    dout (batch, seqlen_local, heads_q, dv).
+    dout (batch, seqlen_local, heads_q, dv); with sinks, (dq, dk, dv, dsinks).
 
     q, k, v, comm and every keyword as given to the forward call; out and softmax_lse as it returned them
     (return_attn_probs=True); the forward call's seed when dropout_p > 0. The dK/dV accumulators travel the
     ring in float32 and come home after W steps; the result is the same bits on every run for a given
     number of ranks. New arrays of q's dtype and of the shapes of q, k, v.
+
+    dsinks (float32 (heads_q,)) is THIS RANK'S SHARE of the sinks' gradient: −Σ e^{sinks[h] − lse}·rowsum(dout
+    ∘ out) over this rank's own rows only, as for any parameter every rank holds a copy of. The whole
+    gradient is the sum of the shares over the ranks (comm.allreduce, or a data-parallel wrapper's
+    allreduce); the call itself adds no communication for it.
     """
     del deterministic
     keywords = _arguments.modifier_keywords(locals())
@@ -124,8 +132,7 @@ def ring_flash_attn_backward(
         _arguments.check_outputs(q, v, out, dout, softmax_lse)
         return call
 
-    dq, dk, dv = _mpi.run_ring(comm, layout, timeout, keywords, (q, k, v), compile_call)
-    return dq, dk, dv
+    return _mpi.run_ring(comm, layout, timeout, keywords, (q, k, v), compile_call)
 
 
 def decode_with_kvcache(
@@ -148,6 +155,8 @@ def decode_with_kvcache(
     alibi_slopes=None,
     num_splits=0,
     timeout=60.0,
+    sinks=None,
+    head_dim_v=None,
 ):
     """flashattn.flash_attn_with_kvcache over a KV cache sharded along each sequence across the ranks of
     `comm`; returns (out, softmax_lse) merged over every rank, the same on every rank.
@@ -159,9 +168,11 @@ def decode_with_kvcache(
     optional: appended on the rank that holds the sequence's tail (the highest rank with a key of it, the
     last rank if none has any), ignored elsewhere. Rotary embedding, causal masks, windows and ALiBi
     apply at global positions, the queries being the last positions of the whole sequence. Every other keyword as
-    in flash_attn_with_kvcache (num_splits is per rank). Each rank computes its partial result, one
-    collective gathers them (O(batch·seqlen_q·heads_q·d) floats per rank, whatever the cache length) and
-    every rank merges them in rank order.
+    in flash_attn_with_kvcache (num_splits is per rank), sinks and head_dim_v included: v_cache None reads V
+    as the first head_dim_v features of each k_cache row (v must then be None). Each rank computes its
+    partial result without the sinks, one collective gathers them (O(batch·seqlen_q·heads_q·dv) floats per
+    rank, whatever the cache length) and every rank merges them in rank order, where the sinks (the same
+    values on every rank) join each row once.
     """
     _mpi.check_comm(comm)
 
@@ -185,6 +196,8 @@ def decode_with_kvcache(
             alibi_slopes=alibi_slopes,
             num_splits=num_splits,
             timeout=timeout,
+            sinks=sinks,
+            head_dim_v=head_dim_v,
         )
 
     (call, seconds), _, _ = _mpi.agree(comm, prepare)

@@ -11,8 +11,8 @@ from . import _layout
 
 
 class Modifiers(NamedTuple):
-    """flash_attn_func's keywords, checked. alibi_slopes: float32 NumPy array or None; seed: None until the
-    ranks agree on one."""
+    """flash_attn_func's keywords, checked. alibi_slopes, sinks: float32 NumPy arrays or None; seed: None
+    until the ranks agree on one."""
 
     softmax_scale: object
     causal: bool
@@ -21,6 +21,7 @@ class Modifiers(NamedTuple):
     alibi_slopes: object
     dropout_p: float
     seed: object
+    sinks: object = None
 
     @property
     def band(self):
@@ -35,6 +36,7 @@ class Modifiers(NamedTuple):
             window_size=self.window,
             softcap=self.softcap,
             alibi_slopes=self.alibi_slopes,
+            sinks=self.sinks,
         )
 
 
@@ -68,13 +70,30 @@ def slopes_of(alibi_slopes, batch, heads_q):
     return array
 
 
+def sinks_of(sinks, heads_q):
+    """The attention sinks (a NumPy array, tensor or sequence) as a C-contiguous float32 (heads_q,) NumPy
+    array of finite or -inf values (the library's rule, checked here so that the rank that has a bad value
+    is the one named), or None."""
+    if sinks is None:
+        return None
+    if hasattr(sinks, "detach"):  # a torch.Tensor
+        sinks = sinks.detach().float().numpy()
+    array = _kernel_arguments.sinks(sinks)
+    if array.shape != (heads_q,):
+        raise ValueError(f"sinks must have shape (heads_q,) = ({heads_q},), got {array.shape}")
+    bad = np.flatnonzero(np.isnan(array) | (array == np.inf))
+    if bad.size:
+        raise ValueError(f"sinks must be finite or -inf, got {array[bad[0]]} at head {bad[0]}")
+    return array
+
+
 def digest(array):
     """An array's shape, dtype and a checksum of its values: what ranks compare instead of the values."""
     array = np.ascontiguousarray(array)
     return f"shape {array.shape}, {array.dtype}, crc32 {zlib.crc32(array.tobytes()):#010x}"
 
 
-MODIFIERS = ("dropout_p", "softmax_scale", "causal", "window_size", "softcap", "alibi_slopes", "seed")
+MODIFIERS = ("dropout_p", "softmax_scale", "causal", "window_size", "softcap", "alibi_slopes", "seed", "sinks")
 
 
 def modifier_keywords(arguments):
@@ -82,7 +101,8 @@ def modifier_keywords(arguments):
     return {name: arguments[name] for name in MODIFIERS}
 
 
-def modifiers(batch, heads_q, *, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed):
+def modifiers(batch, heads_q, *, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed,
+              sinks=None):
     dropout_p = float(dropout_p)
     return Modifiers(
         softmax_scale=None if softmax_scale is None else float(softmax_scale),
@@ -92,6 +112,7 @@ def modifiers(batch, heads_q, *, dropout_p, softmax_scale, causal, window_size, 
         alibi_slopes=slopes_of(alibi_slopes, batch, heads_q),
         dropout_p=dropout_p,
         seed=check_seed(seed),
+        sinks=sinks_of(sinks, heads_q),
     )
 
 
@@ -139,6 +160,7 @@ def describe(q, k, v, layout, m, **more):
         softcap=m.softcap,
         softmax_scale=m.softmax_scale,
         alibi_slopes=None if m.alibi_slopes is None else digest(m.alibi_slopes),
+        sinks=None if m.sinks is None else digest(m.sinks),
         dropout_p=m.dropout_p,
         seed=m.seed,
         **more,

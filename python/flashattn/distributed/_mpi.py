@@ -1,6 +1,8 @@
 """The NumPy + mpi4py functions' helpers: the compiled module, the communicator, the keywords and the
 collective check around a prepared call of flashattn._distributed."""
 
+import operator
+
 import numpy as np
 
 from .. import _arguments as _kernel_arguments
@@ -80,6 +82,7 @@ def score_keywords(m):
         window_right=right,
         softcap=m.softcap,
         alibi_slopes=m.alibi_slopes,
+        sinks=m.sinks,
     )
 
 
@@ -108,6 +111,8 @@ def prepare_decode(
     alibi_slopes,
     num_splits,
     timeout,
+    sinks,
+    head_dim_v,
 ):
     """decode_with_kvcache's prepared call: the side arrays converted as flash_attn_with_kvcache converts
     them, this rank's checks, and what the ranks must agree on (q itself among it)."""
@@ -128,6 +133,7 @@ def prepare_decode(
         softcap=softcap,
         alibi_slopes=alibi_slopes,
         seed=None,
+        sinks=sinks,
     )
     call = compiled().ShardedDecode(
         comm,
@@ -143,11 +149,13 @@ def prepare_decode(
         **score_keywords(m),
         rotary_interleaved=bool(rotary_interleaved),
         num_splits=int(num_splits),
+        head_dim_v=None if head_dim_v is None else operator.index(head_dim_v),
     )
     params = dict(
         q=_arguments.digest(q),
         heads_kv=k_cache.shape[2],
         head_dim_cache=k_cache.shape[3],
+        head_dim_v=(k_cache if v_cache is None else v_cache).shape[3] if head_dim_v is None else head_dim_v,
         paged=block_table is not None,
         rotary=None if rotary_cos is None else (np.shape(rotary_cos), bool(rotary_interleaved)),
         causal=m.causal,
@@ -155,5 +163,6 @@ def prepare_decode(
         softcap=m.softcap,
         softmax_scale=m.softmax_scale,
         alibi_slopes=None if m.alibi_slopes is None else _arguments.digest(m.alibi_slopes),
+        sinks=None if m.sinks is None else _arguments.digest(m.sinks),
     )
     return _agreement.Prepared(params, call=(call, _arguments.check_timeout(timeout)))

@@ -70,18 +70,24 @@ def _ring(group, layout, lengths, timeout):
 
 
 class RingFlashAttnFunc(torch.autograd.Function):
+    """sinks: the tensor whose float32 copy modifiers.sinks holds (differentiable), or None. Its gradient is
+    this rank's share (the sum over the ranks is the whole gradient, as for any replicated parameter)."""
+
     @staticmethod
-    def forward(ctx, q, k, v, ring, modifiers):
+    def forward(ctx, q, k, v, sinks, ring, modifiers):
         out, lse = _torch_ring.forward(ring, q, k, v, modifiers)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.ring, ctx.modifiers = ring, modifiers
+        ctx.sinks_dtype = sinks.dtype if isinstance(sinks, torch.Tensor) else None
         ctx.mark_non_differentiable(lse)
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
         q, k, v, out, lse = ctx.saved_tensors
-        return _torch_ring.backward(ctx.ring, dout, q, k, v, out, lse, ctx.modifiers) + (None, None)
+        dq, dk, dv, dsinks = _torch_ring.backward(ctx.ring, dout, q, k, v, out, lse, ctx.modifiers)
+        dsinks = dsinks.to(ctx.sinks_dtype) if ctx.sinks_dtype is not None else None
+        return dq, dk, dv, dsinks, None, None
 
 
 def ring_attention(q, k, v, group, layout, timeout, keywords):
@@ -90,8 +96,9 @@ def ring_attention(q, k, v, group, layout, timeout, keywords):
         raise ValueError("torch.distributed is not initialized: call torch.distributed.init_process_group")
     if dist.get_rank(group) < 0:
         raise ValueError("this process is not a member of `group`")
+    sinks = keywords["sinks"]
     requires_grad = torch.is_grad_enabled() and any(
-        isinstance(x, torch.Tensor) and x.requires_grad for x in (q, k, v)
+        isinstance(x, torch.Tensor) and x.requires_grad for x in (q, k, v, sinks)
     )
 
     def allgather(obj):
@@ -104,4 +111,4 @@ def ring_attention(q, k, v, group, layout, timeout, keywords):
     )
     modifiers = modifiers._replace(seed=seed)
     ring = _ring(group, layout, lengths, seconds)
-    return RingFlashAttnFunc.apply(q, k, v, ring, modifiers)
+    return RingFlashAttnFunc.apply(q, k, v, sinks, ring, modifiers)

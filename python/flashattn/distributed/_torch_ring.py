@@ -6,9 +6,10 @@ the next step's shard (send to r + 1, receive from r − 1), computes its rows a
 visiting shard that they see (each block a kernel call placed at its global positions, so that the band,
 ALiBi and dropout are the whole sequence's), merges each block's (O, LSE) into a float32 running state by
 log-sum-exp, and waits for the transfer. Blocks are computed in float32 (float16/bfloat16 widened exactly) and O is
-rounded to the element type once. The backward pass walks the same ring with the final O and LSE; the
-float32 dK/dV accumulators of a shard travel with it and arrive home after W steps, summed in ring order
-(deterministic). docs/distributed.md derives both.
+rounded to the element type once. Attention sinks join each row once, after the last merge. The backward pass
+walks the same ring with the final O and LSE; the float32 dK/dV accumulators of a shard travel with it and
+arrive home after W steps, summed in ring order (deterministic). With sinks, each rank's dsinks is its own
+rows' share of the gradient (the ranks' shares sum to the whole). docs/distributed.md derives both.
 """
 
 import datetime
@@ -178,14 +179,34 @@ def forward(ring, q, k, v, m):
                 rows_o.copy_(merged_o)
                 rows_lse.copy_(merged_lse)
         held = transfer.wait() if transfer is not None else None
+    if m.sinks is not None:
+        out, lse = _join_sinks(out, lse, m.sinks)
     return out.to(q.dtype), lse
+
+
+def _join_sinks(out, lse, sinks):
+    """The rows' sinks merged in as one more partial each, LSE = s_h and O = 0 (the kernels' rule: a −∞ sink
+    changes nothing)."""
+    sink_lse = torch.from_numpy(sinks)[None, :, None].expand(lse.shape).contiguous()
+    return fat.merge_attention_states([out, torch.zeros_like(out)], [lse, sink_lse])
+
+
+def _sink_gradient_share(doutf, outf, lse, sinks):
+    """This rank's share of dsinks: −Σ_{b,i} e^{s_h − LSE_i}·D_i over its own rows, D_i = rowsum(dO_i ∘ O_i),
+    in float64 (0 for a −∞ sink)."""
+    s = torch.from_numpy(sinks).double()
+    D = (doutf.double() * outf.double()).sum(-1).transpose(1, 2)  # (batch, heads_q, L), as lse
+    terms = -torch.exp(s[None, :, None] - lse.double()) * D
+    terms = torch.where((s == -math.inf)[None, :, None], torch.zeros_like(terms), terms)
+    return terms.sum(dim=(0, 2)).float()
 
 
 # Backward ----------------------------------------------------------------------------------------------
 
 
 def backward(ring, dout, q, k, v, out, lse, m):
-    """This rank's (dq, dk, dv) of q's dtype, from the final out and lse of forward()."""
+    """This rank's (dq, dk, dv) of q's dtype, from the final out and lse of forward(), and with sinks its share
+    of dsinks (float32 (heads_q,)), else None."""
     qf, outf, doutf = _widen(q), _widen(out), _widen(dout)
     dq = torch.zeros(qf.shape, dtype=torch.float32)
     w, r = ring.world_size, ring.rank
@@ -222,4 +243,5 @@ def backward(ring, dout, q, k, v, out, lse, m):
         )
         held = kv_transfer.wait() if kv_transfer is not None else None
     dk, dv = gradient_transfer.wait() if gradient_transfer is not None else (dk, dv)
-    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+    dsinks = None if m.sinks is None else _sink_gradient_share(doutf, outf, lse, m.sinks)
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), dsinks

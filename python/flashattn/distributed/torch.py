@@ -29,10 +29,15 @@ def ring_flash_attn_func(
     return_attn_probs=False,
     seed=None,
     timeout=60.0,
+    sinks=None,
 ):
     """Attention over one sequence sharded across the ranks of `group` (None = the default group), each rank
     passing its shard: q (batch, seqlen_local, heads_q, d), k (batch, seqlen_local, heads_kv, d), v (batch,
-    seqlen_local, heads_kv, dv), float32, float16 or bfloat16 CPU tensors, differentiable in q, k and v.
+    seqlen_local, heads_kv, dv), float32, float16 or bfloat16 CPU tensors, differentiable in q, k and v, and
+    in sinks: attention sinks, a (heads_q,) tensor (or array) as in flashattn.torch.flash_attn_func, the same
+    values on every rank. A sinks tensor's gradient is THIS RANK'S SHARE: the terms of its own rows; the
+    whole gradient is the sum over the ranks (the allreduce a data-parallel wrapper does for every
+    replicated parameter, or dist.all_reduce(sinks.grad)).
 
     A collective: every rank of the group calls it (and later loss.backward()) with the same keywords.
     The global sequence length is the sum of the ranks' seqlen_local; rank r must hold
