@@ -33,6 +33,7 @@ std::vector<Field> DecodeFields(const DecodeParams& p) {
       {"head_dim_v", p.value_head_dim()},
       {"dtype", static_cast<std::int64_t>(p.dtype)},
       {"cache_dtype", static_cast<std::int64_t>(p.cache_dtype)},
+      {"cache_element", static_cast<std::int64_t>(p.cache_element)},
       {"scale given", p.scale.has_value()},
       FloatField("scale", p.scale.value_or(0.0f)),
       {"causal", p.causal},
@@ -135,7 +136,9 @@ class PartialCall {
   // and the rotary shift; without the sinks, which join once, after the ranks' partials are merged.
   DecodeParams Call() {
     const DecodeParams& local = local_;
+    // q and k_new/v_new hold the query's float type; the cache its own.
     const std::int64_t element = static_cast<std::int64_t>(size_of(local.dtype));
+    const std::int64_t cache_element = static_cast<std::int64_t>(size_of(local.cache_dtype));
     DecodeParams call = local;
     call.batch = count_;
     call.cache_seqlens = keys_.data();
@@ -144,8 +147,8 @@ class PartialCall {
     if (local.paged()) {
       call.block_table = local.block_table + first_ * local.block_table_stride;
     } else {
-      call.k_cache = static_cast<char*>(local.k_cache) + first_ * local.cache_strides.batch * element;
-      call.v_cache = static_cast<char*>(local.v_cache) + first_ * local.cache_strides.batch * element;
+      call.k_cache = static_cast<char*>(local.k_cache) + first_ * local.cache_strides.batch * cache_element;
+      call.v_cache = static_cast<char*>(local.v_cache) + first_ * local.cache_strides.batch * cache_element;
     }
     if (plan_.appends) {
       call.k_new = static_cast<const char*>(local.k_new) + first_ * local.new_strides.batch * element;
@@ -181,6 +184,10 @@ class PartialCall {
 void CheckLocalDecode(const DecodeParams& local, double timeout_seconds) {
   if (!(timeout_seconds > 0)) Fail("timeout_seconds must be > 0, got ", timeout_seconds);
   if (local.keys_after != nullptr) Fail("keys_after must be null: sharded_decode places each rank's keys itself");
+  if (local.cache_element != CacheElement::kFloat) {
+    Fail("cache_element: sharded_decode reads float caches only, got ", to_string(local.cache_element),
+         " (decode one process's quantized cache with flashattn::decode)");
+  }
   if (local.batch > 0 && local.cache_seqlens == nullptr) Fail("cache_seqlens is a null pointer");
   // The call as a rank that appends nothing makes it; the appending rank's call is checked once every
   // rank's counts are known.

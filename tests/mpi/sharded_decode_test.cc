@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flashattn/decode.h"
@@ -26,7 +28,9 @@ constexpr std::int64_t kBatch = 4, kHq = 4, kHkv = 2, kD = 40, kPageSize = 4;
 constexpr float kSlopes[kHq] = {0.5f, 0.25f, 0.125f, 0.0625f};  // ALiBi's, per query head
 
 struct DecodeCase {
-  DType dtype = DType::kF32;
+  DType dtype = DType::kF32;                  // of q, k_new, v_new and o
+  std::optional<DType> cache_dtype;           // unset: dtype
+  DType CacheDType() const { return cache_dtype.value_or(dtype); }
   std::int64_t Nq = 1, Nnew = 0;
   bool causal = false;
   std::int64_t window_left = -1, window_right = -1;
@@ -37,7 +41,7 @@ struct DecodeCase {
 
   std::string Name() const {
     std::ostringstream name;
-    name << to_string(dtype) << " Nq=" << Nq << " Nnew=" << Nnew << (causal ? " causal" : "") << " window=("
+    name << to_string(dtype) << " cache " << to_string(CacheDType()) << " Nq=" << Nq << " Nnew=" << Nnew << (causal ? " causal" : "") << " window=("
          << window_left << "," << window_right << ")" << (paged ? " paged" : "") << (rotary ? " rotary" : "")
          << (softcap > 0 ? " softcap" : "") << (alibi ? " alibi" : "");
     return name.str();
@@ -139,7 +143,8 @@ DecodeParams DecodeCall(const DecodeCase& c, const Tensor& q, const Tensor& k_ne
   p.lse = out.lse.data();
   p.cache_seqlens = counts.data();
   p.batch = kBatch, p.seqlen_q = c.Nq, p.seqlen_new = c.Nnew, p.heads_q = kHq, p.heads_kv = kHkv, p.head_dim = kD;
-  p.dtype = p.cache_dtype = c.dtype;
+  p.dtype = c.dtype;
+  p.cache_dtype = c.CacheDType();
   p.causal = c.causal, p.window_left = c.window_left, p.window_right = c.window_right, p.softcap = c.softcap;
   if (c.alibi) p.alibi_slopes = kSlopes;
   p.num_threads = 1;
@@ -181,6 +186,15 @@ std::vector<DecodeCase> DecodeCases() {
       c.causal = mask.causal, c.window_left = mask.left, c.window_right = mask.right;
       cases.push_back(c);
     }
+  // A cache of another float type than the queries' (float32 queries over float16, as llama.cpp runs them;
+  // bfloat16 over float32), contiguous, so that a call that starts at a later sequence finds it by the
+  // cache's element size.
+  for (const auto& [dtype, cache_dtype] : {std::pair{DType::kF32, DType::kF16}, std::pair{DType::kBF16, DType::kF32}})
+    for (std::int64_t Nnew : {0, 2}) {
+      DecodeCase c;
+      c.dtype = dtype, c.cache_dtype = cache_dtype, c.Nq = 3, c.Nnew = Nnew, c.causal = true;
+      cases.push_back(c);
+    }
   // ALiBi at global positions: every mask, appending or not, and paged with softcap.
   for (const Mask& mask : masks)
     for (std::int64_t Nnew : {0, 2}) {
@@ -199,8 +213,8 @@ TEST(ShardedDecode, MatchesOneProcessAndTheOracle) {
   for (const DecodeCase& c : DecodeCases()) {
     seed += 10;
     const std::int64_t longest = 37 + c.Nnew;
-    const Tensor global_k = RandomTensor(kBatch, longest, kHkv, kD, c.dtype, seed);
-    const Tensor global_v = RandomTensor(kBatch, longest, kHkv, kD, c.dtype, seed + 1);
+    const Tensor global_k = RandomTensor(kBatch, longest, kHkv, kD, c.CacheDType(), seed);
+    const Tensor global_v = RandomTensor(kBatch, longest, kHkv, kD, c.CacheDType(), seed + 1);
     const Tensor q = RandomTensor(kBatch, c.Nq, kHq, kD, c.dtype, seed + 2);
     const Tensor k_new = RandomTensor(kBatch, c.Nnew, kHkv, kD, c.dtype, seed + 3);
     const Tensor v_new = RandomTensor(kBatch, c.Nnew, kHkv, kD, c.dtype, seed + 4);
@@ -344,6 +358,18 @@ TEST(ShardedDecode, BadInputOnOneRankFailsEveryRank) {
   if (WorldSize() > 1) {
     EXPECT_THROW(sharded_decode(disagreeing, MPI_COMM_WORLD), Error);
   }
+
+  // A quantized cache is refused on every rank, naming the element type, with nothing written.
+  DecodeParams quantized = DecodeCall(c, q, q, q, part, counts, out, rotary);
+  quantized.cache_element = CacheElement::kInt8;
+  try {
+    sharded_decode(quantized, MPI_COMM_WORLD);
+    ADD_FAILURE() << "no Error for a quantized cache on rank " << rank;
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("int8"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(part.k.bytes, untouched.k.bytes);
+  for (float value : out.o.Floats()) EXPECT_TRUE(std::isnan(value));
 }
 
 }  // namespace
