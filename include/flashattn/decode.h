@@ -18,7 +18,8 @@ enum class CacheElement : std::uint8_t {
   kFloat,    // elements of cache_dtype (f32, f16, bf16); no scales
   kInt8,     // int8 q in [−127, 127], symmetric: value = scale·q
   kFp8E4M3,  // OCP FP8 E4M3 byte (sign, 4 exponent bits of bias 7, 3 mantissa bits; max 448, no infinities,
-             // NaN = S.1111.111): value = scale·e4m3(q)
+             // NaN = S.1111.111): value = scale·e4m3(q). Never written by decode or quantize_kv; a NaN byte
+             // in a cache decode is given is not tested for and reads as ±480·scale (finite, no error).
 };
 
 // "float", "int8", "fp8_e4m3".

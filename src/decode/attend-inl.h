@@ -243,7 +243,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         if (!widen) {
           for (std::int64_t c = 0; c < cols; ++c) {
             const std::int64_t at = scale_offset[c] + hk * scales.head_stride;
-            k_scale_h[c] = scales.k[at], v_scale_h[c] = scales.v[at];
+            k_scale_h[c] = scales.k[at] * kWideningFactor<T>, v_scale_h[c] = scales.v[at] * kWideningFactor<T>;
           }
           for (std::int64_t r = 0; r < R; ++r)
             for (std::int64_t c = 0; c < cols; ++c) S_h[r * kBc + c] *= k_scale_h[c];
