@@ -101,6 +101,15 @@ struct DecodeParams : ScoreSettings {
   float* v_scale = nullptr;
   Strides scale_strides;              // per token: (batch or page, seq, head), in floats
   std::int64_t scale_group_size = 0;  // per token: features per scale g, divides d; 0 = d (one per row)
+  // An int8 cache only: the scores Q Kᵀ from integer dot products. Each query row (times the softmax scale)
+  // is quantized to int8 per scale group of the cache (scale = max|q| / 127 per group of g features, round
+  // to nearest even), and a score is the exact int32 dot product of each group times q's and k's scales.
+  // It trades q's rounding error (docs/quantized_cache.md gives the figures: within the bounds of the int8
+  // cache's own) for integer throughput: on x86 CPUs with AVX-512 VNNI (Highway's AVX3_DL target: Ice Lake,
+  // Zen 4 and later) the dot products are vpdpbusd's; other CPUs compute the same integers portably, so the
+  // scores are identical on every target. P V stays float32. A query row holding an inf or a NaN gets NaN
+  // scores. Rejected for a float or fp8 cache.
+  bool quantize_query_int8 = false;
 
   // Contiguous cache: its capacity Nmax. Paged cache: block_table set, cache_seqlen_max ignored.
   std::int64_t cache_seqlen_max = 0;
