@@ -21,6 +21,7 @@
 #include "common/quantize.h"
 #include "common/score.h"
 #include "decode/decode.h"
+#include "flashattn/c_api.h"
 #include "flashattn/decode.h"
 #include "reference/reference.h"
 #include "simd/targets.h"
@@ -528,6 +529,43 @@ TEST(DecodeQuantized, IntegerScoresAreThoseOfTheRoundedQueries) {
           simd::RestrictTargetForTest(0);
         }
       }
+}
+
+// The C API's quantized fields reach the same call: flashattn_decode over an int8 cache (with and without
+// integer scores) and an fp8 one, paged, writes O bit for bit as decode() does.
+TEST(DecodeQuantized, TheCApiMakesTheSameCall) {
+  for (const auto& [element, granularity, group, integer] :
+       {std::tuple{CacheElement::kInt8, ScaleGranularity::kPerToken, 8, false},
+        std::tuple{CacheElement::kInt8, ScaleGranularity::kPerToken, 0, true},
+        std::tuple{CacheElement::kFp8E4M3, ScaleGranularity::kPerHead, 0, false}}) {
+    QuantShape shape{.Nq = 2, .Hq = 4, .Hkv = 2, .d = 40, .Nmax = 97, .cached = {97, 30}, .element = element,
+                     .granularity = granularity, .group_size = group, .page_size = 16};
+    QuantCase c(shape, 9);
+    DecodeParams& p = c.params();
+    p.quantize_query_int8 = integer, p.num_splits = 3, p.num_threads = 2;
+    const Output cpp = Attend(p, false);
+
+    flashattn_decode_params cp;
+    flashattn_decode_params_init(&cp);
+    cp.q = p.q, cp.k_cache = p.k_cache, cp.v_cache = p.v_cache;
+    cp.cache_seqlens = p.cache_seqlens;
+    cp.batch = p.batch, cp.seqlen_q = p.seqlen_q, cp.heads_q = p.heads_q, cp.heads_kv = p.heads_kv;
+    cp.head_dim = p.head_dim, cp.score.causal = p.causal;
+    cp.block_table = p.block_table, cp.block_table_stride = p.block_table_stride, cp.max_pages = p.max_pages;
+    cp.num_pages = p.num_pages, cp.page_size = p.page_size;
+    cp.num_splits = p.num_splits, cp.num_threads = p.num_threads;
+    cp.cache_element = element == CacheElement::kInt8 ? FLASHATTN_CACHE_INT8 : FLASHATTN_CACHE_FP8_E4M3;
+    cp.scale_granularity = granularity == ScaleGranularity::kPerToken ? FLASHATTN_SCALE_PER_TOKEN
+                                                                      : FLASHATTN_SCALE_PER_HEAD;
+    cp.k_scale = p.k_scale, cp.v_scale = p.v_scale, cp.scale_group_size = group;
+    cp.quantize_query_int8 = integer;
+    flashattn_decode_params_set_contiguous_strides(&cp);
+    std::vector<float> o(cpp.O.size(), kNaN), lse(cpp.lse.size(), kNaN);
+    cp.o = o.data(), cp.lse = lse.data();
+    ASSERT_EQ(flashattn_decode(&cp), FLASHATTN_OK) << flashattn_last_error();
+    EXPECT_EQ(std::memcmp(o.data(), cpp.O.data(), o.size() * sizeof(float)), 0) << shape.ToString();
+    EXPECT_EQ(std::memcmp(lse.data(), cpp.lse.data(), lse.size() * sizeof(float)), 0) << shape.ToString();
+  }
 }
 
 // quantize_query_int8 is for int8 caches: an fp8 or a float cache refuses it, naming the field.
