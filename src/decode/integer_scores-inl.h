@@ -46,8 +46,13 @@ struct QueryInt8 {
 };
 
 #if HWY_TARGET == HWY_AVX3_DL
-#pragma GCC push_options
-#pragma GCC target("avx512vnni")
+// vpdpbusd: each int32 lane of acc += the products of its 4 unsigned bytes of `u` with the 4 signed bytes of
+// `s` (AVX-512 VNNI, no saturation). Written as assembly: Highway 1.0.3's AVX3_DL target attributes enable
+// avxvnni but not avx512vnni, which the intrinsic _mm512_dpbusd_epi32 requires.
+HWY_INLINE __m512i DotBytes(__m512i acc, __m512i u, __m512i s) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+  return acc;
+}
 
 // The lanes of features [e, e0 + g) of a group that one 64-byte step covers.
 HWY_INLINE __mmask64 StepMask(std::int64_t e, std::int64_t group_end) {
@@ -63,7 +68,7 @@ HWY_INLINE void ComputeQueryOffsets(const QueryInt8& x, std::int64_t i) {
     __m512i sum = _mm512_setzero_si512();
     for (std::int64_t e = group * x.g; e < (group + 1) * x.g; e += 64) {
       const __m512i q = _mm512_maskz_loadu_epi8(StepMask(e, (group + 1) * x.g), x.q + i * x.stride + e);
-      sum = _mm512_dpbusd_epi32(sum, k_offset, q);
+      sum = DotBytes(sum, k_offset, q);
     }
     _mm512_storeu_si512(x.offset + (i * x.groups + group) * kOffsetLanes, _mm512_sub_epi32(_mm512_setzero_si512(), sum));
   }
@@ -89,7 +94,7 @@ HWY_INLINE void IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std:
     }
     HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
       const __m512i q = _mm512_maskz_loadu_epi8(mask, x.q + (row0 + r) * x.stride + e);
-      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) acc[r * kC + c] = _mm512_dpbusd_epi32(acc[r * kC + c], k[c], q);
+      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) acc[r * kC + c] = DotBytes(acc[r * kC + c], k[c], q);
     }
   }
   // Every lane and every partial sum of the reduction is an integer of magnitude ≤ Σ|q·k| ≤ 127·128·576 < 2²⁴,
@@ -98,9 +103,12 @@ HWY_INLINE void IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std:
   HWY_UNROLL(16) for (int i = 0; i < kN; ++i) wide[i] = VF{_mm512_cvtepi32_ps(acc[i])};
   hn::StoreU(ReduceTransposed<kN>(wide), DF(), dots);
 }
-#elif !FLASHATTN_DECODE_SIZELESS_VECTORS
+#else
+// Only vpdpbusd's accumulators start at an offset.
 HWY_INLINE void ComputeQueryOffsets(const QueryInt8&, std::int64_t) {}
+#endif
 
+#if HWY_TARGET != HWY_AVX3_DL && !FLASHATTN_DECODE_SIZELESS_VECTORS
 // dots[r·kC + c] = the group's exact dot product of query row0 + r and key c0 + c, as float: lanes of int32
 // products, then the features past the last whole vector one by one.
 template <int kR, int kC>
@@ -204,38 +212,28 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
       for (std::int64_t c = g0; c < std::min(cols, g0 + kLanes); ++c) {
         for (std::int64_t byte = 0; byte < d; byte += 64) prefetch_line(c, h * head_stride, byte);
       }
-      std::int64_t r = 0;
       // every tile of kR rows of head h, over the key group's keys (keys past `cols` computed, not stored)
-      const auto rows_of = [&](auto kR) FLASHATTN_INLINE_LAMBDA {
+      ForEachRowTile(R, [&](auto kR, std::int64_t r) FLASHATTN_INLINE_LAMBDA {
         constexpr int kRows = decltype(kR)::value;
         constexpr int kC = kLanes / kRows;
-        for (; r + kRows <= R; r += kRows) {
-          const std::int64_t row0 = h * R + r;
-          for (std::int64_t c0 = g0; c0 < g0 + kLanes && c0 < cols; c0 += kC) {
-            for (std::int64_t group = 0; group < x.groups; ++group) {
-              alignas(64) float dots[kLanes];
-              IntegerDotTile<kRows, kC>(x, row0, K, c0, h * head_stride, group, dots);
-              for (int i = 0; i < kRows; ++i)
-                for (std::int64_t c = c0; c < std::min(cols, c0 + kC); ++c) {
-                  store(row0 + i, c, h, group, dots[i * kC + (c - c0)]);
-                }
-            }
+        const std::int64_t row0 = h * R + r;
+        for (std::int64_t c0 = g0; c0 < g0 + kLanes && c0 < cols; c0 += kC) {
+          for (std::int64_t group = 0; group < x.groups; ++group) {
+            alignas(64) float dots[kLanes];
+            IntegerDotTile<kRows, kC>(x, row0, K, c0, h * head_stride, group, dots);
+            for (int i = 0; i < kRows; ++i)
+              for (std::int64_t c = c0; c < std::min(cols, c0 + kC); ++c) {
+                store(row0 + i, c, h, group, dots[i * kC + (c - c0)]);
+              }
           }
         }
-      };
-      if constexpr (kLanes >= 16) rows_of(std::integral_constant<int, 8>());
-      if constexpr (kLanes >= 8) rows_of(std::integral_constant<int, 4>());
-      if constexpr (kLanes >= 4) rows_of(std::integral_constant<int, 2>());
-      rows_of(std::integral_constant<int, 1>());
+      });
     }
   }
 #endif
   for (std::int64_t h = 0; h < H; ++h) scale_head(h);
 }
 
-#if HWY_TARGET == HWY_AVX3_DL
-#pragma GCC pop_options
-#endif
 
 }  // namespace flashattn::HWY_NAMESPACE::decode_kernel
 HWY_AFTER_NAMESPACE();
