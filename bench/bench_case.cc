@@ -51,6 +51,7 @@ std::string BenchCase::Name() const {
   if (headdim_v) s << "_dv" << *headdim_v;
   if (sinks) s << "_sinks";
   if (cache_element != CacheElement::kFloat) s << "_cache_" << to_string(cache_element);
+  if (quantize_query) s << "_quantize_query";
   return s.str();
 }
 

@@ -94,6 +94,11 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
   only_for("--paged", o.paged.has_value(), Mode::kDecode);
   only_for("--cache-dtype", !o.cache_dtype.empty(), Mode::kDecode);
   if (!o.cache_dtype.empty()) c.cache_element = ParseCacheElement(o.cache_dtype, "--cache-dtype");
+  if (o.quantize_query && c.cache_element != CacheElement::kInt8) {
+    support::Fail("--quantize-query applies to --mode decode --cache-dtype int8, got --cache-dtype ",
+                  o.cache_dtype.empty() ? std::string("(none)") : o.cache_dtype);
+  }
+  c.quantize_query = o.quantize_query;
   if (c.mode == Mode::kDecode) {
     if (o.seqlen_k) support::Fail("--seqlen-k does not apply to --mode decode (use --cache-len), got ", *o.seqlen_k);
     c.seqlen_q = o.seqlen.value_or(1);
@@ -194,6 +199,9 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_option("--cache-dtype", o.cache_dtype,
                   "Decode: a quantized cache, int8 (per-token scales) or fp8_e4m3 (per-head scales), also timed "
                   "against a float16 cache (default: a cache of --dtype)");
+  cmd->add_flag("--quantize-query", o.quantize_query,
+                "Decode over --cache-dtype int8: scores from int8 queries and integer dot products "
+                "(quantize_query_int8; AVX-512 VNNI where the CPU has it)");
   cmd->add_option("--headdim", o.headdim, "Head dimension d")->capture_default_str();
   cmd->add_option("--headdim-v", o.headdim_v,
                   "Head dimension dv of V and O (default: d); decode reads V as the first dv features of the K "
@@ -218,7 +226,7 @@ void AddBenchCommand(CLI::App& app) {
   cmd->callback([cmd, options] {
     for (const char* shape_option :
          {"--mode", "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--cache-len",
-          "--num-splits", "--paged", "--cache-dtype", "--headdim", "--headdim-v", "--sinks", "--causal",
+          "--num-splits", "--paged", "--cache-dtype", "--quantize-query", "--headdim", "--headdim-v", "--sinks", "--causal",
           "--dtype"})
       if (cmd->count(shape_option) > 0) options->single = true;
     if (options->run.baseline) bench::RunOnBestBlasCore();  // may re-execute the program (blas_core.h)

@@ -2,6 +2,9 @@
 // d ≤ 70): contiguous and paged caches (page size 1–9, shuffled or shared pages, junk in the table entries
 // past each sequence's keys), appended keys, rotary in both styles, splits, threads, causal, windows,
 // softcap, ALiBi, layouts, every compiled SIMD target (simd_target.h); and now and then one invalid value.
+// A third of the valid calls read a quantized cache instead (QuantizeCaches: int8 per token, per group, per
+// head or per tensor, FP8 E4M3 likewise; int8 sometimes with integer scores), filled by quantize_kv from the
+// drawn values; the checks then read the dequantized cache, with the rounding of appended rows and queries.
 // A valid call must (1) write exactly the appended slots of the caches, with the rotated k_new and v_new,
 // (2) give, per sequence, O and LSE within the bound of oracle_check.h of the float64 oracle over the cache
 // contents after the call and the rotated queries, (3) write nothing between O's elements and leave its
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "call_check.h"
+#include "common/quantize.h"
 #include "flashattn/decode.h"
 #include "fuzz_input.h"
 #include "fuzz_tensor.h"
@@ -31,7 +35,8 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 struct DecodeCall {
   DecodeParams params;
-  Tensor q, k_new, v_new, o, k_cache, v_cache;
+  Tensor q, k_new, v_new, o, k_cache, v_cache;  // a quantized cache: one byte per element, strides as drawn
+  std::vector<float> k_scale, v_scale;           // a quantized cache's scales
   std::vector<std::int32_t> cache_seqlens, block_table;
   std::vector<float> lse, alibi, cos, sin;
   std::int64_t capacity = 0;  // keys per sequence
@@ -63,6 +68,29 @@ std::vector<double> Row(const Tensor& t, std::int64_t n, std::int64_t s, std::in
   std::vector<double> row(t.sizes[3]);
   for (std::int64_t c = 0; c < t.sizes[3]; ++c) row[c] = t.Get(n, s, h, c);
   return row;
+}
+
+// Cache element (outer, slot, hk, c) of K (key) or V as float32: dequantized when the cache is quantized.
+float CacheValue(const DecodeCall& call, bool key, std::int64_t outer, std::int64_t slot, std::int64_t hk,
+                 std::int64_t c) {
+  const DecodeParams& p = call.params;
+  const Tensor& t = key ? call.k_cache : call.v_cache;
+  if (!Quantized(p.cache_element)) return t.Get(outer, slot, hk, c);
+  const Strides s = ScaleStridesOf(p);
+  const std::int64_t g = ScaleGroupSize(p.scale_group_size, p.head_dim);
+  const float scale = (key ? call.k_scale : call.v_scale)[outer * s.batch + slot * s.seq + hk * s.head + c / g];
+  return scale * LoadQuantized(t.bytes.data(), p.cache_element, t.Offset(outer, slot, hk, c));
+}
+
+// How far a value x stored into a quantized cache may land from it: half a step at its scale (int8: the
+// scale; FP8: 2⁻³ of x's binade, 2⁻⁹·scale among subnormals) after saturation at ±qmax·scale, plus the
+// float32 roundings of x / scale and scale·q.
+double QuantizedStoreError(CacheElement element, double scale, double x) {
+  const double limit = QuantMax(element) * scale;
+  const double saturated = std::clamp(x, -limit, limit);
+  const double half_step = element == CacheElement::kInt8 ? 0.5 * scale
+                                                          : std::max(std::fabs(saturated) / 16, scale * 0x1p-10);
+  return std::fabs(x - saturated) + 1.001 * half_step + 4 * 0x1p-24 * std::fabs(x);
 }
 
 // (page or batch, slot) of key j of sequence b.
@@ -118,6 +146,49 @@ void DrawCache(FuzzInput& in, Rng& rng, DecodeCall& call, std::int64_t needed) {
   }
   p.k_cache = call.k_cache.data(), p.v_cache = call.v_cache.data();
   p.cache_strides = call.k_cache.strides;
+}
+
+// Replaces the drawn float caches by quantized ones holding their values (quantize_kv), with scales of a
+// drawn granularity; int8 sometimes with integer scores. Caches that broadcast an element or hold none stay
+// float (quantize_kv writes each element once).
+void QuantizeCaches(FuzzInput& in, Rng& rng, DecodeCall& call) {
+  DecodeParams& p = call.params;
+  const Strides& cs = call.k_cache.strides;
+  if (call.k_cache.Empty() || cs.batch == 0 || cs.seq == 0 || cs.head == 0) return;
+  const CacheElement element = in.Bool() ? CacheElement::kInt8 : CacheElement::kFp8E4M3;
+  const ScaleGranularity granularity =
+      in.Pick({ScaleGranularity::kPerToken, ScaleGranularity::kPerHead, ScaleGranularity::kPerTensor});
+  std::int64_t group_size = 0;
+  if (granularity == ScaleGranularity::kPerToken && in.Bool()) {
+    group_size = in.Range(1, p.head_dim);
+    while (p.head_dim % group_size != 0) --group_size;  // a divisor of d
+  }
+  const auto& sizes = call.k_cache.sizes;  // (outer, slots, Hkv, d)
+  const std::int64_t groups = group_size > 0 ? p.head_dim / group_size : 1;
+  QuantizeParams q;
+  q.outer = sizes[0], q.seqlen = sizes[1], q.heads = sizes[2], q.head_dim = sizes[3];
+  q.dtype = p.dtype, q.element = element, q.granularity = granularity, q.group_size = group_size;
+  q.set_contiguous_strides();  // the scales' strides
+  q.x_strides = q.value_strides = cs;
+  const std::int64_t scales = granularity == ScaleGranularity::kPerToken ? sizes[0] * sizes[1] * sizes[2] * groups
+                              : granularity == ScaleGranularity::kPerHead ? sizes[2]
+                                                                          : 1;
+  for (const bool key : {true, false}) {
+    Tensor& cache = key ? call.k_cache : call.v_cache;
+    Tensor bytes = cache;
+    bytes.bytes.resize(cache.bytes.size() / size_of(p.dtype));
+    for (auto& byte : bytes.bytes) byte = static_cast<unsigned char>(rng.Next());  // junk between elements
+    std::vector<float>& scale = key ? call.k_scale : call.v_scale;
+    scale.assign(static_cast<std::size_t>(scales), kNaN);
+    q.x = cache.data(), q.values = bytes.data(), q.scales = scale.data();
+    quantize_kv(q);
+    cache = std::move(bytes);
+  }
+  p.cache_element = element, p.scale_granularity = granularity, p.scale_group_size = group_size;
+  p.scale_strides = q.scale_strides;
+  p.k_cache = call.k_cache.data(), p.v_cache = call.v_cache.data();
+  p.k_scale = call.k_scale.data(), p.v_scale = call.v_scale.data();
+  p.quantize_query_int8 = element == CacheElement::kInt8 && in.Bool();
 }
 
 void DrawRotary(FuzzInput& in, Rng& rng, DecodeCall& call) {
@@ -274,13 +345,19 @@ double UnitRoundoff(DType dtype) {
   return dtype == DType::kF16 ? 0x1p-11 : dtype == DType::kBF16 ? 0x1p-8 : 0x1p-24;
 }
 
-// (1): every cache byte outside the appended slots is unchanged; the appended rows hold rotary(k_new) and
-// v_new (rotation within rounding).
-void CheckCaches(const DecodeCall& call, const Tensor& k_before, const Tensor& v_before, const std::string& what) {
+// (1): every cache byte (and scale) outside the appended slots is unchanged; the appended rows hold
+// rotary(k_new) and v_new (rotation within rounding; quantized, within the rounding of the element).
+void CheckCaches(const DecodeCall& call, const Tensor& k_before, const Tensor& v_before,
+                 const std::vector<float>& k_scales_before, const std::vector<float>& v_scales_before,
+                 const std::string& what) {
   const DecodeParams& p = call.params;
   const double u_out = UnitRoundoff(p.dtype), u = 0x1p-24;
   std::vector<bool> appended(call.k_cache.bytes.size(), false);
-  const std::int64_t elem = static_cast<std::int64_t>(size_of(p.dtype));
+  const bool quantized = Quantized(p.cache_element);
+  const std::int64_t elem = quantized ? 1 : static_cast<std::int64_t>(size_of(p.dtype));
+  const Strides scale_strides = ScaleStridesOf(p);
+  const std::int64_t g = ScaleGroupSize(p.scale_group_size, p.head_dim);
+  std::vector<bool> appended_scale(call.k_scale.size(), false);
   for (std::int64_t b = 0; b < p.batch; ++b) {
     for (std::int64_t i = 0; i < p.seqlen_new; ++i) {
       const std::int64_t j = call.cache_seqlens[b] + i;
@@ -290,7 +367,14 @@ void CheckCaches(const DecodeCall& call, const Tensor& k_before, const Tensor& v
         for (std::int64_t c = 0; c < p.head_dim; ++c) {
           const std::int64_t offset = call.k_cache.Offset(outer, slot, hk, c);
           std::fill_n(appended.begin() + offset * elem, elem, true);
-          if (call.v_cache.Get(outer, slot, hk, c) != call.v_new.Get(b, i, hk, c)) {
+          // A quantized row's scale; per token, the append writes it
+          const std::int64_t at =
+              outer * scale_strides.batch + slot * scale_strides.seq + hk * scale_strides.head + c / g;
+          if (quantized && p.scale_granularity == ScaleGranularity::kPerToken) appended_scale[at] = true;
+          const double v_error = std::fabs(CacheValue(call, false, outer, slot, hk, c) - call.v_new.Get(b, i, hk, c));
+          const double v_bound =
+              quantized ? QuantizedStoreError(p.cache_element, call.v_scale[at], call.v_new.Get(b, i, hk, c)) : 0.0;
+          if (!(v_error <= v_bound)) {
             Fail(what + ": v_new not appended at sequence " + std::to_string(b) + " key " + std::to_string(j));
           }
           const double expected = Rotated(call, k, c, j);
@@ -299,11 +383,15 @@ void CheckCaches(const DecodeCall& call, const Tensor& k_before, const Tensor& v
               c < p.rotary_dim ? std::fabs(k[c]) + std::fabs(k[RotaryPartner(c, p.rotary_dim, p.rotary_interleaved,
                                                                              &first)])
                                : 0.0;
-          const double error = std::fabs(call.k_cache.Get(outer, slot, hk, c) - expected);
-          if (!(error <= 2 * (u_out * std::fabs(expected) + 2 * u * magnitude))) {
+          const double stored = CacheValue(call, true, outer, slot, hk, c);
+          const double rotation = 2 * (u_out * std::fabs(expected) + 2 * u * magnitude);
+          const double error = std::fabs(stored - expected);
+          const double bound =
+              quantized ? QuantizedStoreError(p.cache_element, call.k_scale[at], expected) + rotation : rotation;
+          if (!(error <= bound)) {
             Fail(what + ": appended key of sequence " + std::to_string(b) + " position " + std::to_string(j) +
-                 " feature " + std::to_string(c) + " is " + std::to_string(call.k_cache.Get(outer, slot, hk, c)) +
-                 ", expected " + std::to_string(expected));
+                 " feature " + std::to_string(c) + " is " + std::to_string(stored) + ", expected " +
+                 std::to_string(expected));
           }
         }
       }
@@ -312,6 +400,12 @@ void CheckCaches(const DecodeCall& call, const Tensor& k_before, const Tensor& v
   for (std::size_t n = 0; n < appended.size(); ++n) {
     if (!appended[n] && (call.k_cache.bytes[n] != k_before.bytes[n] || call.v_cache.bytes[n] != v_before.bytes[n])) {
       Fail(what + ": a cache byte outside the appended slots changed (byte " + std::to_string(n) + ")");
+    }
+  }
+  for (std::size_t n = 0; n < appended_scale.size(); ++n) {
+    if (!appended_scale[n] && (std::memcmp(&call.k_scale[n], &k_scales_before[n], sizeof(float)) != 0 ||
+                               std::memcmp(&call.v_scale[n], &v_scales_before[n], sizeof(float)) != 0)) {
+      Fail(what + ": a scale outside the appended slots changed (scale " + std::to_string(n) + ")");
     }
   }
 }
@@ -340,8 +434,8 @@ void CheckOutputs(const DecodeCall& call, const std::string& what) {
       const auto [outer, slot] = CacheSlot(call, b, j);
       for (std::int64_t hk = 0; hk < Hkv; ++hk)
         for (std::int64_t c = 0; c < d; ++c) {
-          k[(j * Hkv + hk) * d + c] = call.k_cache.Get(outer, slot, hk, c);
-          v[(j * Hkv + hk) * d + c] = call.v_cache.Get(outer, slot, hk, c);
+          k[(j * Hkv + hk) * d + c] = CacheValue(call, true, outer, slot, hk, c);
+          v[(j * Hkv + hk) * d + c] = CacheValue(call, false, outer, slot, hk, c);
         }
     }
     AttentionParams f;
@@ -354,7 +448,17 @@ void CheckOutputs(const DecodeCall& call, const std::string& what) {
     f.set_contiguous_strides();
     // The kernel rotates q itself (maybe rounding it to the element type): each rotated element is within
     // (2·u_out + 4u)·(|x0| + |x1|) of the exact rotation.
-    const double q_error = p.rotary_dim > 0 ? 2 * UnitRoundoff(p.dtype) + 4 * 0x1p-24 : 0.0;
+    double q_error = p.rotary_dim > 0 ? 2 * UnitRoundoff(p.dtype) + 4 * 0x1p-24 : 0.0;
+    if (p.quantize_query_int8) {  // each query rounded per scale group: within max|q_group| / 254 of it
+      const std::int64_t g = ScaleGroupSize(p.scale_group_size, d);
+      for (std::int64_t row = 0; row < Nq * Hq; ++row)
+        for (std::int64_t c0 = 0; c0 < d; c0 += g) {
+          float group_max = 0.0f;
+          for (std::int64_t c = c0; c < c0 + g; ++c) group_max = std::max(group_max, std::fabs(q[row * d + c]));
+          for (std::int64_t c = c0; c < c0 + g; ++c) q_bound[row * d + c] += group_max;
+        }
+      q_error += 1.01 / 254;
+    }
     const std::string error =
         CheckAgainstOracle(f, {.output = p.dtype, .q_error = q_error, .q_bound = q_bound.data()});
     if (!error.empty()) Fail(what + ": sequence " + std::to_string(b) + " (" + std::to_string(Nk) + " keys): " + error);
@@ -366,8 +470,15 @@ void Run(const std::uint8_t* data, std::size_t size) {
   DecodeCall call;
   DrawCall(in, call);
   const ScopedSimdTarget simd_target(in);
+  // Read after every other choice, so that an input that ends before it decodes to the float call it did
+  Rng quantize_rng(in.U64());
+  if (call.invalid.empty() && in.Range(0, 2) == 1) QuantizeCaches(in, quantize_rng, call);
   const DecodeParams& p = call.params;
   const std::string what = std::string(to_string(p.dtype)) + (p.paged() ? " paged" : " contiguous") +
+                           (Quantized(p.cache_element) ? std::string(" ") + std::string(to_string(p.cache_element)) +
+                                                             "/" + std::string(to_string(p.scale_granularity)) +
+                                                             (p.quantize_query_int8 ? " integer scores" : "")
+                                                       : std::string()) +
                            " on " + simd_target.Name() +
                            (call.invalid.empty() ? "" : " with " + call.invalid);
   const DecodeCall before = call;
@@ -380,6 +491,8 @@ void Run(const std::uint8_t* data, std::size_t size) {
   }
   if (threw) {
     if (call.k_cache.bytes != before.k_cache.bytes || call.v_cache.bytes != before.v_cache.bytes ||
+        std::memcmp(call.k_scale.data(), before.k_scale.data(), call.k_scale.size() * sizeof(float)) != 0 ||
+        std::memcmp(call.v_scale.data(), before.v_scale.data(), call.v_scale.size() * sizeof(float)) != 0 ||
         !AllPattern(call.o.bytes.data(), call.o.bytes.size()) ||
         !AllPattern(call.lse.data(), call.lse.size() * sizeof(float))) {
       Fail(what + ": a rejected call wrote to the caches, O or LSE");
@@ -387,7 +500,7 @@ void Run(const std::uint8_t* data, std::size_t size) {
     return;
   }
   CheckNothingWrittenBetweenElements(call.o, what);
-  CheckCaches(call, before.k_cache, before.v_cache, what);
+  CheckCaches(call, before.k_cache, before.v_cache, before.k_scale, before.v_scale, what);
   CheckOutputs(call, what);
 }
 

@@ -640,6 +640,10 @@ void validate(const DecodeParams& p) {
     Fail("v_cache == k_cache (V read inside the K cache) is not supported with a quantized cache (cache_element=",
          to_string(p.cache_element), "): V needs its own elements and v_scale");
   }
+  if (p.quantize_query_int8 && p.cache_element != CacheElement::kInt8) {
+    Fail("quantize_query_int8 needs an int8 cache (cache_element=int8), got cache_element=",
+         to_string(p.cache_element));
+  }
   if (quantized && dv != p.head_dim) {
     Fail("head_dim_v=", dv, " must equal head_dim=", p.head_dim, " with a quantized cache (cache_element=",
          to_string(p.cache_element), ")");

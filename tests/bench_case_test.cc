@@ -137,6 +137,17 @@ TEST(PlanCases, DecodeTakesOneQueryRowAndTheCacheOptions) {
   EXPECT_EQ(c.num_splits, 8);
   EXPECT_EQ(c.page_size, 16);
   EXPECT_EQ(c.seqlen_q, 4);
+  EXPECT_FALSE(c.quantize_query);
+  // --quantize-query: integer scores over an int8 cache, named apart; refused for another cache
+  options.quantize_query = true;
+  EXPECT_THROW(PlanCases(options), Error);
+  options.cache_dtype = "fp8_e4m3";
+  EXPECT_THROW(PlanCases(options), Error);
+  options.cache_dtype = "int8";
+  c = PlanCases(options)[0];
+  EXPECT_TRUE(c.quantize_query);
+  EXPECT_EQ(c.cache_element, CacheElement::kInt8);
+  EXPECT_NE(c.Name().find("_cache_int8_quantize_query"), std::string::npos) << c.Name();
 }
 
 TEST(PlanCases, BackwardTakesTheForwardShapeOptions) {

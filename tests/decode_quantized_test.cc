@@ -19,6 +19,9 @@
 
 #include "common/element.h"
 #include "common/quantize.h"
+#include "common/score.h"
+#include "decode/decode.h"
+#include "flashattn/c_api.h"
 #include "flashattn/decode.h"
 #include "reference/reference.h"
 #include "simd/targets.h"
@@ -349,6 +352,7 @@ double Nmse(const Output& actual, const Output& expected) {
 // caches, on every target, for direct rows (d a multiple of the vectors), widened ones (odd d) and grouped scales.
 TEST(DecodeQuantized, EveryTargetWithinTwiceTheFloat32PathsErrorOfTheOracle) {
   const std::vector<std::int64_t> targets = simd::CompiledTargets();
+  const std::vector<std::int64_t> int8_targets = decode_kernel::Int8KernelTargets();
   ASSERT_FALSE(targets.empty());
   struct Format {
     CacheElement element;
@@ -372,7 +376,7 @@ TEST(DecodeQuantized, EveryTargetWithinTwiceTheFloat32PathsErrorOfTheOracle) {
         const Output oracle = Attend(c.params(), true);
         const DecodeParams floats = c.OverFloats(false);
         const Output float_oracle = Attend(floats, true);
-        for (const std::int64_t target : targets) {
+        for (const std::int64_t target : format.element == CacheElement::kInt8 ? int8_targets : targets) {
           simd::RestrictTargetForTest(target);
           const double float32_error = NormwiseError(Attend(floats, false), float_oracle);
           const double error = NormwiseError(Attend(c.params(), false), oracle);
@@ -463,7 +467,8 @@ TEST(DecodeQuantized, SinksJoinEachRowOnceOverAQuantizedCache) {
                      .element = element, .page_size = 5};
     const std::vector<float> sinks = {0.5f, -kInf, 2.0f, -1.25f};
     for (const std::int64_t splits : {1, 3})
-      for (const std::int64_t target : simd::CompiledTargets()) {
+      for (const std::int64_t target : element == CacheElement::kInt8 ? decode_kernel::Int8KernelTargets()
+                                                                         : simd::CompiledTargets()) {
         simd::RestrictTargetForTest(target);
         QuantCase without(shape, 3), with(shape, 3), reference(shape, 3);
         with.params().sinks = reference.params().sinks = sinks.data();
@@ -480,6 +485,102 @@ TEST(DecodeQuantized, SinksJoinEachRowOnceOverAQuantizedCache) {
         }
       }
     simd::RestrictTargetForTest(0);
+  }
+}
+
+// With integer scores (quantize_query_int8) the scores are exact int8 dot products of the cache and of the
+// queries s·q rounded per scale group: against the float64 reference over the dequantized cache with q
+// replaced by those rounded queries, only float32's error is left, on every target of the int8 kernel (its
+// integer sums are the same on each), for tails (d 40, 59, 111), 1, 97 and 1025 keys, GQA, pages of 64
+// slots and three chunks.
+TEST(DecodeQuantized, IntegerScoresAreThoseOfTheRoundedQueries) {
+  const std::vector<std::int64_t> targets = decode_kernel::Int8KernelTargets();
+  for (const std::int64_t d : {40, 59, 111, 128, 256})
+    for (const std::int64_t group_size : {0, 8})
+      for (const std::int64_t page_size : {0, 64}) {
+        if (group_size > 0 && d % group_size != 0) continue;
+        QuantShape shape{.Nq = 2, .Hq = 8, .Hkv = 2, .d = d, .Nmax = 1025, .cached = {1025, 97, 1},
+                         .group_size = group_size, .page_size = page_size};
+        QuantCase c(shape, 17 + d);
+        DecodeParams rounded = c.params();
+        const float s = SoftmaxScale(rounded);
+        const std::int64_t g = group_size > 0 ? group_size : d;
+        std::vector<float> q(static_cast<const float*>(rounded.q),
+                             static_cast<const float*>(rounded.q) + 3 * shape.Nq * shape.Hq * d);
+        for (std::int64_t row = 0; row < static_cast<std::int64_t>(q.size()) / d; ++row) {
+          std::vector<float> sq(d), scales(d / g);
+          std::vector<std::uint8_t> bytes(d);
+          for (std::int64_t e = 0; e < d; ++e) sq[e] = s * q[row * d + e];
+          QuantizeRow(sq.data(), d, CacheElement::kInt8, ScaleGranularity::kPerToken, g, scales.data(), bytes.data());
+          for (std::int64_t e = 0; e < d; ++e) {
+            q[row * d + e] = static_cast<float>(double(scales[e / g]) * static_cast<std::int8_t>(bytes[e]) / s);
+          }
+        }
+        rounded.q = q.data();
+        const Output expected = Attend(rounded, true);
+        c.params().quantize_query_int8 = true, c.params().num_splits = 3;
+        for (const std::int64_t target : targets) {
+          simd::RestrictTargetForTest(target);
+          EXPECT_LE(NormwiseError(Attend(c.params(), false), expected), 1e-5)
+              << shape.ToString() << " on " << simd::TargetName(target);
+        }
+        simd::RestrictTargetForTest(0);
+      }
+}
+
+// The C API's quantized fields reach the same call: flashattn_decode over an int8 cache (with and without
+// integer scores) and an fp8 one, paged, writes O bit for bit as decode() does.
+TEST(DecodeQuantized, TheCApiMakesTheSameCall) {
+  for (const auto& [element, granularity, group, integer] :
+       {std::tuple{CacheElement::kInt8, ScaleGranularity::kPerToken, 8, false},
+        std::tuple{CacheElement::kInt8, ScaleGranularity::kPerToken, 0, true},
+        std::tuple{CacheElement::kFp8E4M3, ScaleGranularity::kPerHead, 0, false}}) {
+    QuantShape shape{.Nq = 2, .Hq = 4, .Hkv = 2, .d = 40, .Nmax = 97, .cached = {97, 30}, .element = element,
+                     .granularity = granularity, .group_size = group, .page_size = 16};
+    QuantCase c(shape, 9);
+    DecodeParams& p = c.params();
+    p.quantize_query_int8 = integer, p.num_splits = 3, p.num_threads = 2;
+    const Output cpp = Attend(p, false);
+
+    flashattn_decode_params cp;
+    flashattn_decode_params_init(&cp);
+    cp.q = p.q, cp.k_cache = p.k_cache, cp.v_cache = p.v_cache;
+    cp.cache_seqlens = p.cache_seqlens;
+    cp.batch = p.batch, cp.seqlen_q = p.seqlen_q, cp.heads_q = p.heads_q, cp.heads_kv = p.heads_kv;
+    cp.head_dim = p.head_dim, cp.score.causal = p.causal;
+    cp.block_table = p.block_table, cp.block_table_stride = p.block_table_stride, cp.max_pages = p.max_pages;
+    cp.num_pages = p.num_pages, cp.page_size = p.page_size;
+    cp.num_splits = p.num_splits, cp.num_threads = p.num_threads;
+    cp.cache_element = element == CacheElement::kInt8 ? FLASHATTN_CACHE_INT8 : FLASHATTN_CACHE_FP8_E4M3;
+    cp.scale_granularity = granularity == ScaleGranularity::kPerToken ? FLASHATTN_SCALE_PER_TOKEN
+                                                                      : FLASHATTN_SCALE_PER_HEAD;
+    cp.k_scale = p.k_scale, cp.v_scale = p.v_scale, cp.scale_group_size = group;
+    cp.quantize_query_int8 = integer;
+    flashattn_decode_params_set_contiguous_strides(&cp);
+    std::vector<float> o(cpp.O.size(), kNaN), lse(cpp.lse.size(), kNaN);
+    cp.o = o.data(), cp.lse = lse.data();
+    ASSERT_EQ(flashattn_decode(&cp), FLASHATTN_OK) << flashattn_last_error();
+    EXPECT_EQ(std::memcmp(o.data(), cpp.O.data(), o.size() * sizeof(float)), 0) << shape.ToString();
+    EXPECT_EQ(std::memcmp(lse.data(), cpp.lse.data(), lse.size() * sizeof(float)), 0) << shape.ToString();
+  }
+}
+
+// quantize_query_int8 is for int8 caches: an fp8 or a float cache refuses it, naming the field.
+TEST(DecodeQuantized, IntegerScoresRefuseOtherCaches) {
+  for (const CacheElement element : {CacheElement::kFp8E4M3, CacheElement::kFloat}) {
+    QuantCase c(QuantShape{.element = CacheElement::kFp8E4M3}, 1);
+    DecodeParams p = element == CacheElement::kFloat ? c.OverFloats(true) : c.params();
+    p.quantize_query_int8 = true;
+    std::vector<float> o(p.batch * p.seqlen_q * p.heads_q * p.head_dim, 5.0f);
+    p.o = o.data();
+    try {
+      decode(p);
+      ADD_FAILURE() << "accepted " << to_string(element);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("quantize_query_int8 needs an int8 cache"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(to_string(element)), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(o, std::vector<float>(o.size(), 5.0f));
   }
 }
 
@@ -514,11 +615,13 @@ TEST(DecodeQuantized, RejectsValuesInsideTheKeysAndAnotherHeadDimV) {
 // Accuracy against the original (unquantized) values, Gaussian q, K, V: the NMSE of O, at 4096 keys (the
 // program DecodeQuantizedFull below runs 32768). Bounds of the decode accuracy in docs/quantized_cache.md.
 double NmseAgainstOriginal(CacheElement element, ScaleGranularity granularity, std::int64_t group_size,
-                           std::int64_t keys) {
+                           std::int64_t keys, bool quantize_query = false) {
   QuantShape shape{.Nq = 1, .Hq = 8, .Hkv = 2, .d = 128, .Nmax = keys, .cached = {static_cast<std::int32_t>(keys)},
                    .element = element, .granularity = granularity, .group_size = group_size};
   QuantCase c(shape, 1234);
-  return Nmse(Attend(c.params(), false), Attend(c.OverFloats(true), true));
+  const Output original = Attend(c.OverFloats(true), true);
+  c.params().quantize_query_int8 = quantize_query;
+  return Nmse(Attend(c.params(), false), original);
 }
 
 TEST(DecodeQuantized, NmseAgainstTheOriginalValues) {
@@ -535,6 +638,19 @@ TEST(DecodeQuantized, NmseAgainstTheOriginalValues) {
   RecordProperty("nmse_fp8_per_head", std::to_string(fp8_head));
 }
 
+// Integer scores add q's rounding to the cache's: the same bounds hold. (The scores are the same on every
+// target, IntegerScoresAreThoseOfTheRoundedQueries checks each; this runs the dispatched one.)
+TEST(DecodeQuantized, NmseAgainstTheOriginalValuesWithIntegerScores) {
+  const double token = NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 0, 4096, true);
+  const double group = NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 32, 4096, true);
+  EXPECT_LE(token, 2e-4);
+  EXPECT_LE(group, 1e-4);
+  EXPECT_GT(token, NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 0, 4096))
+      << "q's rounding adds to the error";
+  RecordProperty("nmse_int8_per_token_integer_scores", std::to_string(token));
+  RecordProperty("nmse_int8_group32_integer_scores", std::to_string(group));
+}
+
 // The shape: run with --gtest_also_run_disabled_tests to print the figures.
 TEST(DecodeQuantized, DISABLED_NmseAt32768Keys) {
   for (const auto& [name, element, granularity, group] :
@@ -543,6 +659,10 @@ TEST(DecodeQuantized, DISABLED_NmseAt32768Keys) {
         std::tuple{"fp8 e4m3 per head", CacheElement::kFp8E4M3, ScaleGranularity::kPerHead, 0},
         std::tuple{"fp8 e4m3 per tensor", CacheElement::kFp8E4M3, ScaleGranularity::kPerTensor, 0}}) {
     std::printf("NMSE %-20s %.3g\n", name, NmseAgainstOriginal(element, granularity, group, 32768));
+    if (element == CacheElement::kInt8) {
+      std::printf("NMSE %-20s %.3g with integer scores\n", name,
+                  NmseAgainstOriginal(element, granularity, group, 32768, true));
+    }
   }
 }
 

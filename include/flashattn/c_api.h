@@ -48,6 +48,20 @@ typedef enum flashattn_status {
  * uint16_t. Accumulation is float32. */
 typedef enum flashattn_dtype { FLASHATTN_DTYPE_F32 = 0, FLASHATTN_DTYPE_F16 = 1, FLASHATTN_DTYPE_BF16 = 2 } flashattn_dtype;
 
+/* flashattn::CacheElement: how the elements of a decode cache encode its values (docs/quantized_cache.md). */
+typedef enum flashattn_cache_element {
+  FLASHATTN_CACHE_FLOAT = 0,   /* elements of cache_dtype, no scales */
+  FLASHATTN_CACHE_INT8 = 1,    /* int8_t q: value = scale·q */
+  FLASHATTN_CACHE_FP8_E4M3 = 2 /* uint8_t OCP FP8 E4M3 bytes: value = scale·e4m3(q) */
+} flashattn_cache_element;
+
+/* flashattn::ScaleGranularity: which cached values share one float32 scale of a quantized cache. */
+typedef enum flashattn_scale_granularity {
+  FLASHATTN_SCALE_PER_TOKEN = 0, /* per (key position, K/V head), or per group of scale_group_size features */
+  FLASHATTN_SCALE_PER_HEAD = 1,  /* heads_kv floats, fixed */
+  FLASHATTN_SCALE_PER_TENSOR = 2 /* one float, fixed */
+} flashattn_scale_granularity;
+
 /* Which implementation computes the forward pass; FUSED is the fast one, the others are the readable
  * reference algorithms and the float64 oracle. */
 typedef enum flashattn_algorithm {
@@ -248,7 +262,33 @@ typedef struct flashattn_decode_params {
 
   int64_t num_splits; /* 0 = flashattn_choose_num_splits's heuristic, 1 = no splitting */
   int num_threads;
+
+  /* A quantized cache (cache_element INT8 or FP8_E4M3): k_scale and v_scale float32, shaped as
+   * scale_granularity says, per-token ones with scale_strides (batch or page, seq, head) and a group stride
+   * of 1; NULL for a float cache. quantize_query_int8: an int8 cache's scores from integer dot products of
+   * int8-rounded queries (DecodeParams::quantize_query_int8). */
+  flashattn_cache_element cache_element;
+  flashattn_scale_granularity scale_granularity;
+  float* k_scale;
+  float* v_scale;
+  flashattn_strides scale_strides;
+  int64_t scale_group_size; /* per token: features per scale, divides head_dim; 0 = head_dim */
+  bool quantize_query_int8;
 } flashattn_decode_params;
+
+/* flashattn::QuantizeParams: x (outer, seqlen, heads, head_dim) of dtype, all finite, quantized into values
+ * (one byte per element) and scales, as decode reads them. */
+typedef struct flashattn_quantize_params {
+  const void* x;
+  void* values;
+  float* scales;
+  flashattn_strides x_strides, value_strides, scale_strides;
+  int64_t outer, seqlen, heads, head_dim;
+  flashattn_dtype dtype;
+  flashattn_cache_element element; /* INT8 or FP8_E4M3 */
+  flashattn_scale_granularity granularity;
+  int64_t group_size; /* per token: features per scale, divides head_dim; 0 = head_dim */
+} flashattn_quantize_params;
 
 /* flashattn::BackwardParams: the forward call's parameters (o and lse are read; lse is required), dO and
  * the gradients dQ, dK, dV, each with its own strides. */
@@ -292,6 +332,7 @@ FLASHATTN_C_API void flashattn_attention_params_init(flashattn_attention_params*
 FLASHATTN_C_API void flashattn_varlen_params_init(flashattn_varlen_params* params);
 FLASHATTN_C_API void flashattn_merge_params_init(flashattn_merge_params* params);
 FLASHATTN_C_API void flashattn_decode_params_init(flashattn_decode_params* params);
+FLASHATTN_C_API void flashattn_quantize_params_init(flashattn_quantize_params* params);
 FLASHATTN_C_API void flashattn_backward_params_init(flashattn_backward_params* params);
 FLASHATTN_C_API void flashattn_varlen_backward_params_init(flashattn_varlen_backward_params* params);
 
@@ -301,6 +342,7 @@ FLASHATTN_C_API void flashattn_attention_params_set_contiguous_strides(flashattn
 FLASHATTN_C_API void flashattn_attention_params_set_head_major_strides(flashattn_attention_params* params);
 FLASHATTN_C_API void flashattn_merge_params_set_contiguous_strides(flashattn_merge_params* params);
 FLASHATTN_C_API void flashattn_decode_params_set_contiguous_strides(flashattn_decode_params* params);
+FLASHATTN_C_API void flashattn_quantize_params_set_contiguous_strides(flashattn_quantize_params* params);
 FLASHATTN_C_API void flashattn_backward_params_set_contiguous_strides(flashattn_backward_params* params);
 FLASHATTN_C_API void flashattn_backward_params_set_head_major_strides(flashattn_backward_params* params);
 
@@ -321,6 +363,8 @@ FLASHATTN_C_API flashattn_status flashattn_forward_varlen(const flashattn_varlen
 FLASHATTN_C_API flashattn_status flashattn_merge_attention_states(const flashattn_merge_params* params);
 /* Appends k_new/v_new to the cache (if any), then writes O (and LSE). On failure the cache is unchanged. */
 FLASHATTN_C_API flashattn_status flashattn_decode(const flashattn_decode_params* params);
+/* Fills a quantized cache and its scales from x (flashattn::quantize_kv); nothing is written on failure. */
+FLASHATTN_C_API flashattn_status flashattn_quantize_kv(const flashattn_quantize_params* params);
 /* The split count decode uses for num_splits = 0, in *num_splits. */
 FLASHATTN_C_API flashattn_status flashattn_choose_num_splits(int64_t batch, int64_t max_seqlen_k, int num_threads,
                                                              int64_t* num_splits);

@@ -18,7 +18,8 @@ enum class CacheElement : std::uint8_t {
   kFloat,    // elements of cache_dtype (f32, f16, bf16); no scales
   kInt8,     // int8 q in [−127, 127], symmetric: value = scale·q
   kFp8E4M3,  // OCP FP8 E4M3 byte (sign, 4 exponent bits of bias 7, 3 mantissa bits; max 448, no infinities,
-             // NaN = S.1111.111): value = scale·e4m3(q)
+             // NaN = S.1111.111): value = scale·e4m3(q). Never written by decode or quantize_kv; a NaN byte
+             // in a cache decode is given is not tested for and reads as ±480·scale (finite, no error).
 };
 
 // "float", "int8", "fp8_e4m3".
@@ -100,6 +101,15 @@ struct DecodeParams : ScoreSettings {
   float* v_scale = nullptr;
   Strides scale_strides;              // per token: (batch or page, seq, head), in floats
   std::int64_t scale_group_size = 0;  // per token: features per scale g, divides d; 0 = d (one per row)
+  // An int8 cache only: the scores Q Kᵀ from integer dot products. Each query row (times the softmax scale)
+  // is quantized to int8 per scale group of the cache (scale = max|q| / 127 per group of g features, round
+  // to nearest even), and a score is the exact int32 dot product of each group times q's and k's scales.
+  // It trades q's rounding error (docs/quantized_cache.md gives the figures: within the bounds of the int8
+  // cache's own) for integer throughput: on x86 CPUs with AVX-512 VNNI (Highway's AVX3_DL target: Ice Lake,
+  // Zen 4 and later) the dot products are vpdpbusd's; other CPUs compute the same integers portably, so the
+  // scores are identical on every target. P V stays float32. A query row holding an inf or a NaN gets NaN
+  // scores. Rejected for a float or fp8 cache.
+  bool quantize_query_int8 = false;
 
   // Contiguous cache: its capacity Nmax. Paged cache: block_table set, cache_seqlen_max ignored.
   std::int64_t cache_seqlen_max = 0;

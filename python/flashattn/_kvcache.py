@@ -56,6 +56,7 @@ def kvcache(call, bf16=False):
         k_scale=call.k_scale,
         v_scale=call.v_scale,
         cache_dtype=None if call.cache_dtype is None else str(call.cache_dtype),
+        quantize_query_int8=bool(call.quantize_query_int8),
     )
 
 

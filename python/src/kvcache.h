@@ -32,6 +32,7 @@ struct KvcacheQuantization {
   py::object k_scale = py::none();
   py::object v_scale = py::none();
   std::string cache_dtype;
+  bool quantize_query_int8 = false;  // int8 cache: scores from int8 queries (DecodeParams::quantize_query_int8)
 };
 
 // Every check of flash_attn_with_kvcache but the library's own (decode() validates before it writes).

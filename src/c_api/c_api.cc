@@ -101,6 +101,26 @@ MaskKind ToMaskKind(flashattn_mask_kind kind) {
        static_cast<int>(kind));
 }
 
+CacheElement ToCacheElement(flashattn_cache_element element, const char* argument) {
+  switch (element) {
+    case FLASHATTN_CACHE_FLOAT: return CacheElement::kFloat;
+    case FLASHATTN_CACHE_INT8: return CacheElement::kInt8;
+    case FLASHATTN_CACHE_FP8_E4M3: return CacheElement::kFp8E4M3;
+  }
+  Fail(argument, " must be FLASHATTN_CACHE_FLOAT, FLASHATTN_CACHE_INT8 or FLASHATTN_CACHE_FP8_E4M3, got ",
+       static_cast<int>(element));
+}
+
+ScaleGranularity ToScaleGranularity(flashattn_scale_granularity granularity, const char* argument) {
+  switch (granularity) {
+    case FLASHATTN_SCALE_PER_TOKEN: return ScaleGranularity::kPerToken;
+    case FLASHATTN_SCALE_PER_HEAD: return ScaleGranularity::kPerHead;
+    case FLASHATTN_SCALE_PER_TENSOR: return ScaleGranularity::kPerTensor;
+  }
+  Fail(argument, " must be FLASHATTN_SCALE_PER_TOKEN, FLASHATTN_SCALE_PER_HEAD or FLASHATTN_SCALE_PER_TENSOR, got ",
+       static_cast<int>(granularity));
+}
+
 Strides ToStrides(const flashattn_strides& s) { return {s.batch, s.seq, s.head}; }
 flashattn_strides FromStrides(const Strides& s) { return {s.batch, s.seq, s.head}; }
 
@@ -189,6 +209,24 @@ DecodeParams ToCpp(const flashattn_decode_params& c) {
   static_cast<ScoreSettings&>(p) = ToCpp(c.score);
   p.num_splits = c.num_splits;
   p.num_threads = c.num_threads;
+  p.cache_element = ToCacheElement(c.cache_element, "cache_element");
+  p.scale_granularity = ToScaleGranularity(c.scale_granularity, "scale_granularity");
+  p.k_scale = c.k_scale, p.v_scale = c.v_scale, p.scale_strides = ToStrides(c.scale_strides);
+  p.scale_group_size = c.scale_group_size;
+  p.quantize_query_int8 = c.quantize_query_int8;
+  return p;
+}
+
+QuantizeParams ToCpp(const flashattn_quantize_params& c) {
+  QuantizeParams p;
+  p.x = c.x, p.values = c.values, p.scales = c.scales;
+  p.x_strides = ToStrides(c.x_strides), p.value_strides = ToStrides(c.value_strides);
+  p.scale_strides = ToStrides(c.scale_strides);
+  p.outer = c.outer, p.seqlen = c.seqlen, p.heads = c.heads, p.head_dim = c.head_dim;
+  p.dtype = ToDType(c.dtype, "dtype");
+  p.element = ToCacheElement(c.element, "element");
+  p.granularity = ToScaleGranularity(c.granularity, "granularity");
+  p.group_size = c.group_size;
   return p;
 }
 
@@ -308,6 +346,14 @@ void flashattn_decode_params_init(flashattn_decode_params* params) {
   params->score = DefaultScore();
 }
 
+void flashattn_quantize_params_init(flashattn_quantize_params* params) {
+  if (!params) return;
+  const QuantizeParams d;
+  *params = {};
+  params->outer = d.outer, params->heads = d.heads;
+  params->element = FLASHATTN_CACHE_INT8;
+}
+
 void flashattn_backward_params_init(flashattn_backward_params* params) {
   if (!params) return;
   *params = {};
@@ -342,9 +388,21 @@ void flashattn_decode_params_set_contiguous_strides(flashattn_decode_params* par
   p.seqlen_q = params->seqlen_q, p.seqlen_new = params->seqlen_new, p.heads_q = params->heads_q;
   p.heads_kv = params->heads_kv, p.head_dim = params->head_dim, p.cache_seqlen_max = params->cache_seqlen_max;
   p.block_table = params->block_table, p.page_size = params->page_size;
+  p.scale_group_size = params->scale_group_size;
   p.set_contiguous_strides();
   params->q_strides = FromStrides(p.q_strides), params->cache_strides = FromStrides(p.cache_strides);
   params->new_strides = FromStrides(p.new_strides), params->o_strides = FromStrides(p.o_strides);
+  params->scale_strides = FromStrides(p.scale_strides);
+}
+
+void flashattn_quantize_params_set_contiguous_strides(flashattn_quantize_params* params) {
+  if (!params) return;
+  QuantizeParams p;
+  p.outer = params->outer, p.seqlen = params->seqlen, p.heads = params->heads, p.head_dim = params->head_dim;
+  p.group_size = params->group_size;
+  p.set_contiguous_strides();
+  params->x_strides = FromStrides(p.x_strides), params->value_strides = FromStrides(p.value_strides);
+  params->scale_strides = FromStrides(p.scale_strides);
 }
 
 void flashattn_backward_params_set_contiguous_strides(flashattn_backward_params* params) {
@@ -393,6 +451,10 @@ flashattn_status flashattn_merge_attention_states(const flashattn_merge_params* 
 
 flashattn_status flashattn_decode(const flashattn_decode_params* params) {
   return Guarded([&] { decode(ToCpp(Deref(params))); });
+}
+
+flashattn_status flashattn_quantize_kv(const flashattn_quantize_params* params) {
+  return Guarded([&] { quantize_kv(ToCpp(Deref(params))); });
 }
 
 flashattn_status flashattn_choose_num_splits(int64_t batch, int64_t max_seqlen_k, int num_threads,

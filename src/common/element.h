@@ -103,13 +103,25 @@ struct Fp8E4M3 {
   std::uint8_t bits;
 };
 
+// The kernels widen an E4M3 byte s.eeee.mmm through float16: the half with bits (s << 15) | (eeeemmm << 7)
+// is 2⁻⁸ times the byte's value, normal and subnormal alike (float16's exponent bias 15 = 7 + 8; its subnormal
+// 2⁻¹⁴·(mmm << 7)/2¹⁰ = 2⁻⁸·mmm·2⁻⁹), so the hardware's float16 conversion does the work and the kernels
+// fold 2⁸ into the scales (kE4M3WideningFactor). The NaN pattern S.1111.111 is not tested for: it widens to
+// ±1.875, i.e. reads as ±480.
+inline constexpr float kE4M3WideningFactor = 256.0f;
+
+inline std::uint16_t F16BitsOfE4M3(std::uint8_t bits) {
+  return static_cast<std::uint16_t>(((bits & 0x80u) << 8) | ((bits & 0x7fu) << 7));
+}
+
 // One element of the kernels' types as float32, and back. Through the 16 bits, with bit_cast: Highway's
 // float16_t is a struct of them on x86 but the native __fp16 on Arm.
 HWY_INLINE float ToF32(float x) { return x; }
 HWY_INLINE float ToF32(hwy::float16_t x) { return F32FromF16(std::bit_cast<std::uint16_t>(x)); }
 HWY_INLINE float ToF32(hwy::bfloat16_t x) { return F32FromBF16(std::bit_cast<std::uint16_t>(x)); }
 HWY_INLINE float ToF32(std::int8_t x) { return static_cast<float>(x); }
-HWY_INLINE float ToF32(Fp8E4M3 x) { return F32FromE4M3(x.bits); }
+// An FP8 E4M3 element widens to its value / kE4M3WideningFactor (see F16BitsOfE4M3), as LoadF32 widens it.
+HWY_INLINE float ToF32(Fp8E4M3 x) { return F32FromF16(F16BitsOfE4M3(x.bits)); }
 template <typename T>
 HWY_INLINE T FromF32(float x) {
   if constexpr (std::is_same_v<T, float>) return x;

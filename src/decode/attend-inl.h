@@ -29,6 +29,7 @@
 #include "common/score.h"
 #include "decode/attend.h"
 #include "decode/attend_tiles-inl.h"
+#include "decode/integer_scores-inl.h"
 #include "hwy/highway.h"
 #include "simd/convert-inl.h"
 #include "simd/online_softmax-inl.h"
@@ -42,7 +43,8 @@ using flashattn::decode_kernel::KvScales;
 using flashattn::decode_kernel::KvSource;
 
 // The float32 working set of one AttendChunk call for `heads` K/V heads of R rows: Q and the widened K block
-// in rows of d_pad floats (copied, zero-padded), the widened V block and Õ in rows of dv_pad, scores, m, l, α.
+// in rows of d_pad floats (copied, zero-padded), the widened V block and Õ in rows of dv_pad, scores, m, l, α;
+// with integer scores (query_groups > 0 groups of features per row), Q quantized.
 struct AttendScratch {
   float* Q;      // heads·R rows
   float* K;      // kBc rows
@@ -52,9 +54,10 @@ struct AttendScratch {
   float* m;      // heads·R running maxima
   float* l;      // heads·R running sums
   float* alpha;  // R rescale factors of the current block
+  QueryInt8 q_int8;
 
   static AttendScratch Carve(simd::ScratchCarver& c, std::int64_t heads, std::int64_t R, std::int64_t d_pad,
-                             std::int64_t dv_pad) {
+                             std::int64_t dv_pad, std::int64_t query_groups) {
     const std::int64_t rows = heads * R;
     AttendScratch x;
     x.Q = c.Take<float>(rows * d_pad);
@@ -65,6 +68,13 @@ struct AttendScratch {
     x.m = c.Take<float>(rows);
     x.l = c.Take<float>(rows);
     x.alpha = c.Take<float>(R);
+    if (query_groups > 0) {
+      x.q_int8.stride = QueryInt8Stride(d_pad);
+      x.q_int8.groups = query_groups;
+      x.q_int8.q = c.Take<std::int8_t>(rows * x.q_int8.stride);
+      x.q_int8.scale = c.Take<float>(rows * query_groups);
+      x.q_int8.offset = c.Take<std::int32_t>(rows * query_groups * kOffsetLanes);
+    }
     return x;
   }
 };
@@ -123,6 +133,15 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   for (std::int64_t row = 0; row < H * R; ++row) {
     WidenScaledRow(t.Q + row * d, d, d_pad, t.scale, x.Q + row * d_pad);
   }
+  // With integer scores (an int8 cache only) the rows s·q are quantized per scale group of the cache, and K
+  // is read straight from the cache whatever d and the groups are; only V may be widened.
+  constexpr bool kInt8 = std::is_same_v<T, std::int8_t>;
+  const bool integer_scores = kInt8 && t.integer_scores;
+  QueryInt8 q_int8 = x.q_int8;
+  if (integer_scores) {
+    q_int8.g = t.scales.group_size;
+    QuantizeQueryRows(x.Q, H * R, d_pad, d, q_int8);
+  }
   std::int64_t offset[kBc], next_offset[kBc];  // element offsets of the block's key rows (K/V head 0)
   // K and V rows are read straight from the cache when every feature is in a whole vector, even when R rows
   // take several register tiles: the tiles of one key group (ScoreBlock) or of one block (AccumulateBlock)
@@ -137,6 +156,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   const T* V[kBc];
   const T* V_h[kBc];
   const T* K_next[kBc];
+  const float* k_scale[kBc];  // with integer scores, head 0's scales of each key
   const float* K_wide[kBc];
   const float* V_wide[kBc];
   for (std::int64_t c = 0; c < kBc; ++c) K_wide[c] = x.K + c * d_pad, V_wide[c] = x.V + c * dv_pad;
@@ -192,7 +212,8 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
       next_k = RegionPrefetch(k_base + (j0 + kBc) * kv.seq_stride, bytes);
       next_v = RegionPrefetch(v_base + (j0 + kBc) * kv.seq_stride, bytes);
     }
-    if (!widen) {  // K/V head 0's rows; keys past `cols` repeat a real row (past the last block, K_next = K)
+    if (!widen || integer_scores) {  // K/V head 0's rows; keys past `cols` repeat a real row (past the last
+                                     // block, K_next = K)
       for (std::int64_t c = 0; c < kBc; ++c) {
         K[c] = k_base + offset[c < cols ? c : 0];
         V[c] = v_base + offset[c < cols ? c : 0];
@@ -200,11 +221,18 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
       }
       // As each line of key c's K row of head `head` is read: a line of the next block's K, or the same line
       // of key c + kBc
-      ScoreBlock(x.Q, H, R, d_pad, K, t.head_stride, d, cols, x.S,
-                 [&](std::int64_t c, std::int64_t head, std::int64_t byte) {
-                   if (whole_rows) next_k.Next();
-                   else PrefetchLineToL2(reinterpret_cast<const char*>(K_next[c] + head) + byte);
-                 });
+      const auto prefetch_line = [&](std::int64_t c, std::int64_t head, std::int64_t byte) {
+        if (whole_rows) next_k.Next();
+        else PrefetchLineToL2(reinterpret_cast<const char*>(K_next[c] + head) + byte);
+      };
+      if constexpr (kInt8) {
+        if (integer_scores) {
+          for (std::int64_t c = 0; c < kBc; ++c) k_scale[c] = scales.k + scale_offset[c < cols ? c : 0];
+          IntegerScoreBlock(q_int8, H, R, K, t.head_stride, k_scale, scales.head_stride, d, cols, x.S,
+                            prefetch_line);
+        }
+      }
+      if (!integer_scores) ScoreBlock(x.Q, H, R, d_pad, K, t.head_stride, d, cols, x.S, prefetch_line);
     }
     for (std::int64_t hk = 0; hk < H; ++hk) {
       float* S_h = x.S + hk * R * kBc;
@@ -228,25 +256,30 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
           const T* v_row = v_base + hk * t.head_stride + offset[c];
           if constexpr (kQuantized) {
             const std::int64_t at = scale_offset[c] + hk * scales.head_stride;
-            DequantizeRow(k_row, d, d_pad, scales.k + at, scales.group_size, x.K + c * d_pad);
+            if (!integer_scores) DequantizeRow(k_row, d, d_pad, scales.k + at, scales.group_size, x.K + c * d_pad);
             DequantizeRow(v_row, dv, dv_pad, scales.v + at, scales.group_size, x.V + c * dv_pad);
           } else {
             WidenRow(k_row, d, d_pad, x.K + c * d_pad);
             WidenRow(v_row, dv, dv_pad, x.V + c * dv_pad);
           }
         }
-        ScoreBlock(x.Q + hk * R * d_pad, 1, R, d_pad, K_wide, 0, d_pad, cols, S_h,
-                   [](std::int64_t, std::int64_t, std::int64_t) {});
+        if (!integer_scores) {
+          ScoreBlock(x.Q + hk * R * d_pad, 1, R, d_pad, K_wide, 0, d_pad, cols, S_h,
+                     [](std::int64_t, std::int64_t, std::int64_t) {});
+        }
       }
       // Read straight, a quantized cache's scores are scaled by their keys' scales: S_j = scale_k[j]·(q·k_j)
+      // (integer scores have them already)
       if constexpr (kQuantized) {
         if (!widen) {
           for (std::int64_t c = 0; c < cols; ++c) {
             const std::int64_t at = scale_offset[c] + hk * scales.head_stride;
-            k_scale_h[c] = scales.k[at], v_scale_h[c] = scales.v[at];
+            k_scale_h[c] = scales.k[at] * kWideningFactor<T>, v_scale_h[c] = scales.v[at] * kWideningFactor<T>;
           }
-          for (std::int64_t r = 0; r < R; ++r)
-            for (std::int64_t c = 0; c < cols; ++c) S_h[r * kBc + c] *= k_scale_h[c];
+          if (!integer_scores) {
+            for (std::int64_t r = 0; r < R; ++r)
+              for (std::int64_t c = 0; c < cols; ++c) S_h[r * kBc + c] *= k_scale_h[c];
+          }
         }
       }
       // The modifiers the block needs, then the online softmax (the fused kernel's row step; keys past `cols`

@@ -58,6 +58,7 @@ struct ChunkTask {
   KvSource kv;
   KvScales scales;
   std::int64_t j_begin = 0, j_end = 0;
+  bool integer_scores = false;  // int8 cache: scores from int8 queries (DecodeParams::quantize_query_int8)
   float* O = nullptr;
   float* lse = nullptr;
 };

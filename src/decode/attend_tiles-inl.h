@@ -164,13 +164,27 @@ HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T
   }
 }
 
+// Calls tile(kRows, r) for each tile of R rows: tiles of 8 rows (where a vector has 16 lanes), then 4, 2 and
+// 1, so that a tile's kLanes dot products (kRows rows × kLanes / kRows keys) fill one vector. kRows is a
+// std::integral_constant.
+template <class Tile>
+HWY_INLINE void ForEachRowTile(std::int64_t R, const Tile& tile) {
+  std::int64_t r = 0;
+  const auto rows_of = [&](auto kR) FLASHATTN_INLINE_LAMBDA {
+    for (; r + decltype(kR)::value <= R; r += decltype(kR)::value) tile(kR, r);
+  };
+  if constexpr (kLanes >= 16) rows_of(std::integral_constant<int, 8>());
+  if constexpr (kLanes >= 8) rows_of(std::integral_constant<int, 4>());
+  if constexpr (kLanes >= 4) rows_of(std::integral_constant<int, 2>());
+  rows_of(std::integral_constant<int, 1>());
+}
+
 // S_h = Q_h K_{j,h}ᵀ for each of H heads h: R rows per head (Q_h rows ldq apart from Q + h·R·ldq, S_h rows
 // kBc apart from S + h·R·kBc), `cols` keys whose rows are at K[c] + h·head_stride. The keys go in groups of
 // kLanes, each group for every head before the next, so that a cache holding the heads of a key side by
 // side is read in address order (head after head over a whole block reads it with a stride, which halved
-// the bandwidth one core draws from memory). Within a head, R rows go in tiles of 8 rows (where a vector
-// has 16 lanes), then 4, 2 and 1, so that a tile's kLanes dot products fill one vector; the first tile of
-// rows carries the prefetches (`prefetch_line`, see ScoreTile).
+// the bandwidth one core draws from memory). Within a head, R rows go in tiles (ForEachRowTile); the first
+// tile of rows carries the prefetches (`prefetch_line`, see ScoreTile).
 template <typename T, class PrefetchLine>
 HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::int64_t ldq, const T* const* K,
                            std::int64_t head_stride, std::int64_t width, std::int64_t cols, float* S,
@@ -178,28 +192,21 @@ HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::
   const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t) {};
   for (std::int64_t g0 = 0; g0 < cols; g0 += kLanes) {
     for (std::int64_t h = 0; h < H; ++h) {
-      std::int64_t r = 0;
       // every tile of kR rows of head h, over the group's keys
-      const auto rows_of = [&](auto kR) FLASHATTN_INLINE_LAMBDA {
+      ForEachRowTile(R, [&](auto kR, std::int64_t r) FLASHATTN_INLINE_LAMBDA {
         constexpr int kRows = decltype(kR)::value;
         constexpr int kC = kLanes / kRows;
-        for (; r + kRows <= R; r += kRows) {
-          const std::int64_t row = h * R + r;
-          for (std::int64_t c0 = g0; c0 < g0 + kLanes && c0 < cols; c0 += kC) {
-            if (r == 0) {
-              ScoreTile<kRows, kC>(Q + row * ldq, ldq, K, h * head_stride, width, c0, cols, S + row * kBc,
-                                   prefetch_line);
-            } else {
-              ScoreTile<kRows, kC>(Q + row * ldq, ldq, K, h * head_stride, width, c0, cols, S + row * kBc,
-                                   no_prefetch);
-            }
+        const std::int64_t row = h * R + r;
+        for (std::int64_t c0 = g0; c0 < g0 + kLanes && c0 < cols; c0 += kC) {
+          if (r == 0) {
+            ScoreTile<kRows, kC>(Q + row * ldq, ldq, K, h * head_stride, width, c0, cols, S + row * kBc,
+                                 prefetch_line);
+          } else {
+            ScoreTile<kRows, kC>(Q + row * ldq, ldq, K, h * head_stride, width, c0, cols, S + row * kBc,
+                                 no_prefetch);
           }
         }
-      };
-      if constexpr (kLanes >= 16) rows_of(std::integral_constant<int, 8>());
-      if constexpr (kLanes >= 8) rows_of(std::integral_constant<int, 4>());
-      if constexpr (kLanes >= 4) rows_of(std::integral_constant<int, 2>());
-      rows_of(std::integral_constant<int, 1>());
+      });
     }
   }
 }

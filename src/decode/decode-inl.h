@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "common/constants.h"
+#include "common/quantize.h"
 #include "decode/attend-inl.h"
 #include "decode/decode.h"
 #include "flashattn/decode.h"
@@ -27,8 +28,11 @@ void DecodeT(const DecodeParams& p) {
   SplitKv call(p);
   const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(hn::ScalableTag<float>()));
   const std::int64_t d_pad = RoundUp(p.head_dim, lanes), dv_pad = RoundUp(p.value_head_dim(), lanes);
+  // Scale groups per query row when the rows are quantized for integer scores
+  const std::int64_t query_groups =
+      p.quantize_query_int8 ? p.head_dim / ScaleGroupSize(p.scale_group_size, p.head_dim) : 0;
   const auto carve = [&](simd::ScratchCarver& c) {
-    return AttendScratch::Carve(c, call.Heads(), call.RowsPerHead(), d_pad, dv_pad);
+    return AttendScratch::Carve(c, call.Heads(), call.RowsPerHead(), d_pad, dv_pad, query_groups);
   };
   const simd::ScratchArena arena(call.Threads(), carve);  // all memory before the cache is touched
   if (!call.AppendAndGather()) return;

@@ -68,6 +68,10 @@ void DecodeBF16(const DecodeParams& params);
 void DecodeI8(const DecodeParams& params);
 void DecodeFp8E4M3(const DecodeParams& params);
 
+// The targets DecodeI8 is compiled for that this CPU runs (call it before restricting the dispatch): those
+// of simd::CompiledTargets() and AVX3_DL, which only the int8 kernel is compiled for (decode_i8.cc).
+std::vector<std::int64_t> Int8KernelTargets();
+
 // Appends the new keys, attends, and writes O (and LSE): one dispatch, by cache element type and SIMD target.
 inline void Decode(const DecodeParams& params) {
   simd::CallForCacheElement<DecodeF32, DecodeF16, DecodeBF16, DecodeI8, DecodeFp8E4M3>(

@@ -139,6 +139,7 @@ ChunkTask SplitKv::Task(std::int64_t item) {
   task.softcap = p.softcap;
   task.j_begin = std::min(rows.j_end, rows.j_begin + s * chunk);
   task.j_end = std::min(rows.j_end, task.j_begin + chunk);
+  task.integer_scores = p.quantize_query_int8;
   const Strides scale_strides = ScaleStridesOf(p);
   task.scales.head_stride = scale_strides.head;
   task.scales.group_size = ScaleGroupSize(p.scale_group_size, p.head_dim);

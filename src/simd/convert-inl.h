@@ -59,23 +59,23 @@ HWY_INLINE VF LoadF32(DF df, const std::int8_t* p) {
   const hn::Rebind<std::int32_t, DF> di;
   return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(hn::Rebind<std::int8_t, DF>(), p)));
 }
-// FP8 E4M3 as common/element.h's F32FromE4M3 does it, lane by lane: a normal magnitude EEEE.MMM becomes
-// float32 bits (EEEE.MMM << 20) + (127 − 7) << 23, a subnormal one m·2⁻⁹, S.1111.111 NaN; then the sign.
+// FP8 E4M3 through float16 (common/element.h, F16BitsOfE4M3): the bytes sign-extended to 16 bits and shifted
+// left by 7 put eeeemmm in place and the sign in bits 14 and 15; bit 14 cleared, the hardware's float16
+// conversion gives 2⁻⁸ times the value (kWideningFactor: the scales carry 2⁸).
 HWY_INLINE VF LoadF32(DF df, const Fp8E4M3* p) {
-  const hn::RebindToUnsigned<DF> du;
-  const hn::RebindToSigned<DF> di;
-  const auto bytes = hn::LoadU(hn::Rebind<std::uint8_t, DF>(), reinterpret_cast<const std::uint8_t*>(p));
-  const auto bits = hn::PromoteTo(du, bytes);
-  const auto magnitude = hn::And(bits, hn::Set(du, 0x7Fu));
-  const auto normal = hn::Add(hn::ShiftLeft<20>(magnitude), hn::Set(du, 120u << 23));
-  const auto finite = hn::IfThenElse(hn::Eq(magnitude, hn::Set(du, 0x7Fu)), hn::Set(du, 0x7FC00000u), normal);
-  const auto magnitude_i = hn::BitCast(di, magnitude);
-  const VF subnormal = hn::Mul(hn::ConvertTo(df, magnitude_i), hn::Set(df, 0x1p-9f));
-  const VF unsigned_value =
-      hn::IfThenElse(hn::RebindMask(df, hn::Lt(magnitude_i, hn::Set(di, 8))), subnormal, hn::BitCast(df, finite));
-  const auto sign = hn::ShiftLeft<24>(hn::And(bits, hn::Set(du, 0x80u)));
-  return hn::BitCast(df, hn::Or(hn::BitCast(du, unsigned_value), sign));
+  const hn::Rebind<std::int8_t, DF> d8;
+  const hn::Rebind<std::int16_t, DF> d16;
+  const auto bytes = hn::PromoteTo(d16, hn::LoadU(d8, reinterpret_cast<const std::int8_t*>(p)));
+  const auto half_bits = hn::And(hn::ShiftLeft<7>(bytes), hn::Set(d16, static_cast<std::int16_t>(0xBF80)));
+  return hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, DF>(), half_bits));
 }
+
+// What LoadF32 and ToF32 leave out of an element's value: 2⁸ for FP8 E4M3, else 1. A quantized row's scales
+// are multiplied by it.
+template <typename T>
+inline constexpr float kWideningFactor = 1.0f;
+template <>
+inline constexpr float kWideningFactor<Fp8E4M3> = kE4M3WideningFactor;
 
 // Whether n elements (n a multiple of Lanes) hold an inf or a NaN: the test that sends a tile with hidden
 // keys to the paths that leave them out instead of multiplying their zero weight by it (0·NaN = NaN).
@@ -112,11 +112,13 @@ HWY_INLINE void WidenRow(const T* HWY_RESTRICT src, std::int64_t width, std::int
   WidenRowTimes<false>(src, width, width_pad, 1.0f, dst);
 }
 
-// A quantized cache row dequantized, zero-padded: dst[e] = scales[e / g]·float32(src[e]) for e < width.
+// A quantized cache row dequantized, zero-padded: dst[e] = scales[e / g]·value(src[e]) for e < width.
 template <typename T>
 HWY_INLINE void DequantizeRow(const T* HWY_RESTRICT src, std::int64_t width, std::int64_t width_pad,
                               const float* HWY_RESTRICT scales, std::int64_t g, float* HWY_RESTRICT dst) {
-  for (std::int64_t e0 = 0; e0 < width; e0 += g) WidenRowTimes<true>(src + e0, g, g, scales[e0 / g], dst + e0);
+  for (std::int64_t e0 = 0; e0 < width; e0 += g) {
+    WidenRowTimes<true>(src + e0, g, g, scales[e0 / g] * kWideningFactor<T>, dst + e0);
+  }
   for (std::int64_t e = width; e < width_pad; ++e) dst[e] = 0.0f;
 }
 

@@ -500,6 +500,94 @@ static void test_varlen(float dropout_p) {
 }
 
 /* ------------------------------------------------------------------------------------------------------ */
+/* Quantized caches: flashattn_quantize_kv fills an int8 cache (per token, groups of 8) and an FP8 E4M3 one
+ * (per K/V head); decode over each agrees with the reference over the dequantized values, int8 also with
+ * integer scores (within the queries' rounding); bad arguments are refused naming the field. */
+
+enum { kQuantBatch = 2, kQuantMax = 40, kQuantHq = 4, kQuantHkv = 2, kQuantD = 40, kQuantGroup = 8 };
+
+static float e4m3_value(uint8_t bits) {
+  const int exponent = (bits >> 3) & 15, mantissa = bits & 7;
+  const float magnitude =
+      exponent ? ldexpf(1.0f + (float)mantissa / 8.0f, exponent - 7) : ldexpf((float)mantissa, -9);
+  return bits & 0x80 ? -magnitude : magnitude;
+}
+
+static void test_quantized_decode(void) {
+  const size_t cache_size = (size_t)kQuantBatch * kQuantMax * kQuantHkv * kQuantD;
+  const size_t q_size = (size_t)kQuantBatch * kQuantHq * kQuantD;
+  const int32_t seqlens[kQuantBatch] = {kQuantMax, 23};
+  float* q = random_array(q_size);
+  for (int fp8 = 0; fp8 <= 1; ++fp8) {
+    float* x[2] = {random_array(cache_size), random_array(cache_size)};
+    uint8_t* values[2] = {malloc(cache_size), malloc(cache_size)};
+    float* scales[2] = {malloc(cache_size * sizeof(float)), malloc(cache_size * sizeof(float))};
+    float* dequantized[2] = {malloc(cache_size * sizeof(float)), malloc(cache_size * sizeof(float))};
+    flashattn_quantize_params qp;
+    flashattn_quantize_params_init(&qp);
+    qp.outer = kQuantBatch, qp.seqlen = kQuantMax, qp.heads = kQuantHkv, qp.head_dim = kQuantD;
+    qp.element = fp8 ? FLASHATTN_CACHE_FP8_E4M3 : FLASHATTN_CACHE_INT8;
+    qp.granularity = fp8 ? FLASHATTN_SCALE_PER_HEAD : FLASHATTN_SCALE_PER_TOKEN;
+    qp.group_size = fp8 ? 0 : kQuantGroup;
+    flashattn_quantize_params_set_contiguous_strides(&qp);
+    for (int t = 0; t < 2; ++t) {
+      qp.x = x[t], qp.values = values[t], qp.scales = scales[t];
+      CHECK(flashattn_quantize_kv(&qp) == FLASHATTN_OK, "quantize_kv fp8=%d: %s", fp8, flashattn_last_error());
+      for (size_t n = 0; n < cache_size; ++n) {
+        const size_t row = n / kQuantD, head = row % kQuantHkv;
+        const float scale = fp8 ? scales[t][head] : scales[t][row * (kQuantD / kQuantGroup) + n % kQuantD / kQuantGroup];
+        dequantized[t][n] = scale * (fp8 ? e4m3_value(values[t][n]) : (float)(int8_t)values[t][n]);
+      }
+    }
+    flashattn_quantize_params bad_quantize = qp;
+    bad_quantize.group_size = 7;
+    check_invalid(flashattn_quantize_kv(&bad_quantize), "group_size", "quantize_kv group_size 7");
+
+    float* expected_o = malloc(q_size * sizeof(float));
+    for (int b = 0; b < kQuantBatch; ++b) {
+      flashattn_attention_params one;
+      flashattn_attention_params_init(&one);
+      one.seqlen_q = 1, one.seqlen_k = seqlens[b], one.heads_q = kQuantHq, one.heads_kv = kQuantHkv;
+      one.head_dim = kQuantD;
+      const size_t sequence = (size_t)b * kQuantMax * kQuantHkv * kQuantD;
+      reference_forward(&one, q + b * kQuantHq * kQuantD, dequantized[0] + sequence, dequantized[1] + sequence,
+                        expected_o + b * kQuantHq * kQuantD, NULL, NULL, NULL);
+    }
+    float* o = filled_array(q_size, 7.0f);
+    flashattn_decode_params p;
+    flashattn_decode_params_init(&p);
+    p.q = q, p.k_cache = values[0], p.v_cache = values[1], p.o = o, p.cache_seqlens = seqlens;
+    p.batch = kQuantBatch, p.seqlen_q = 1, p.heads_q = kQuantHq, p.heads_kv = kQuantHkv, p.head_dim = kQuantD;
+    p.cache_seqlen_max = kQuantMax, p.num_splits = 2, p.num_threads = 2;
+    p.cache_element = qp.element, p.scale_granularity = qp.granularity, p.scale_group_size = qp.group_size;
+    p.k_scale = scales[0], p.v_scale = scales[1];
+    flashattn_decode_params_set_contiguous_strides(&p);
+
+    flashattn_decode_params bad = p;
+    bad.cache_element = (flashattn_cache_element)7;
+    check_invalid(flashattn_decode(&bad), "cache_element", "decode cache_element 7");
+    bad = p, bad.quantize_query_int8 = true, bad.cache_element = FLASHATTN_CACHE_FP8_E4M3;
+    check_invalid(flashattn_decode(&bad), "quantize_query_int8", "decode quantize_query_int8 over an fp8 cache");
+    bad = p, bad.k_scale = NULL;
+    check_invalid(flashattn_decode(&bad), "k_scale", "decode without k_scale");
+    CHECK(all_equal(o, q_size, 7.0f), "a failed quantized decode wrote O");
+
+    CHECK(flashattn_decode(&p) == FLASHATTN_OK, "decode fp8=%d: %s", fp8, flashattn_last_error());
+    double error = max_difference(o, expected_o, q_size, FLASHATTN_DTYPE_F32);
+    CHECK(error < 1e-5, "quantized decode fp8=%d: O differs from the dequantized reference by %g", fp8, error);
+    if (!fp8) {
+      p.quantize_query_int8 = true;
+      CHECK(flashattn_decode(&p) == FLASHATTN_OK, "decode with integer scores: %s", flashattn_last_error());
+      error = max_difference(o, expected_o, q_size, FLASHATTN_DTYPE_F32);
+      CHECK(error > 0 && error < 2e-2, "decode with integer scores: O differs from the reference by %g", error);
+    }
+    free(o), free(expected_o);
+    for (int t = 0; t < 2; ++t) free(x[t]), free(values[t]), free(scales[t]), free(dequantized[t]);
+  }
+  free(q);
+}
+
+/* ------------------------------------------------------------------------------------------------------ */
 /* decode: append, rotary (GPT-NeoX halves) and splits over a contiguous cache, against the reference on the
  * cache's contents; the same over a paged cache whose pages are in reverse order. */
 
@@ -894,6 +982,7 @@ int main(int argc, char** argv) {
   test_varlen(0.0f);
   test_varlen(0.25f);
   test_decode();
+  test_quantized_decode();
   test_merge();
   test_backward();
   test_sinks();

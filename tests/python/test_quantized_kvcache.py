@@ -171,3 +171,27 @@ def test_errors_leave_the_cache_and_scales_unchanged(rng):
         flashattn.quantize_kv(np.ones((1, 1, 1, 12), dtype=np.float32), group_size=5)
     for old, new in zip(before, (k_values, v_values, k_scale, v_scale)):
         np.testing.assert_array_equal(old, new)
+
+
+@pytest.mark.parametrize("group_size", [None, 8])
+def test_integer_scores_round_the_queries(rng, group_size):
+    """quantize_query_int8=True: the scores are those of s·q rounded to int8 per scale group (scale max|s·q| /
+    127), so the result is the dequantized cache's attention with those rounded queries; an fp8 cache
+    refuses it."""
+    d, s = 40, 40**-0.5
+    k_values, k_scale = flashattn.quantize_kv(rng.standard_normal((2, 33, 2, d)).astype(np.float32), "int8", group_size)
+    v_values, v_scale = flashattn.quantize_kv(rng.standard_normal((2, 33, 2, d)).astype(np.float32), "int8", group_size)
+    q = rng.standard_normal((2, 1, 4, d)).astype(np.float32)
+    out = flashattn.flash_attn_with_kvcache(q, k_values, v_values, k_scale=k_scale, v_scale=v_scale,
+                                            quantize_query_int8=True)
+    sq = (np.float32(s) * q).reshape(2, 1, 4, -1, group_size or d)
+    q_scale = np.abs(sq).max(axis=-1, keepdims=True) / np.float32(127)
+    rounded = (np.round(sq / q_scale) * q_scale.astype(np.float64) / s).reshape(q.shape)
+    ref = attention(rounded, dequantize(k_values, k_scale, "int8"), dequantize(v_values, v_scale, "int8"))
+    np.testing.assert_allclose(out, ref["o"], atol=2e-5, rtol=0)
+    exact = flashattn.flash_attn_with_kvcache(q, k_values, v_values, k_scale=k_scale, v_scale=v_scale)
+    assert not np.array_equal(out, exact)
+    with pytest.raises(ValueError, match="quantize_query_int8"):
+        fp8, fp8_scale = flashattn.quantize_kv(rng.standard_normal((2, 33, 2, d)).astype(np.float32), "fp8_e4m3")
+        flashattn.flash_attn_with_kvcache(q, fp8, fp8.copy(), k_scale=fp8_scale, v_scale=fp8_scale,
+                                          cache_dtype="fp8_e4m3", quantize_query_int8=True)

@@ -1,0 +1,241 @@
+// The scores of an int8 cache from integer dot products (DecodeParams::quantize_query_int8), per Highway
+// target; include after hwy/highway.h. Each query row is quantized to int8 per group of g features (the
+// cache's scale groups) with a scale of its own, and
+//   S[r][c] = Σ_groups (dot_group(q_r, k_c) · q_scale[r][group]) · k_scale[c][group]
+// where dot_group is the exact int32 dot product of the group's int8 features. Every target computes the
+// same exact integers and then the same float operations, so the scores are identical across targets.
+// AVX3_DL (AVX-512 VNNI) forms them with vpdpbusd, which multiplies unsigned by signed bytes: k + 128 (k with
+// its top bit flipped) times q, its accumulators started at −128·Σq per lane (QueryOffsets), so that they
+// hold Σ q·k. The other targets widen to int32 and multiply-add. docs/quantized_cache.md has the accuracy.
+#if defined(FLASHATTN_DECODE_INTEGER_SCORES_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FLASHATTN_DECODE_INTEGER_SCORES_INL_H_
+#undef FLASHATTN_DECODE_INTEGER_SCORES_INL_H_
+#else
+#define FLASHATTN_DECODE_INTEGER_SCORES_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "common/quantize.h"
+#include "decode/attend_tiles-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace flashattn::HWY_NAMESPACE::decode_kernel {
+
+// Bytes of a quantized query row: whole 64-byte vectors, zero beyond d.
+inline std::int64_t QueryInt8Stride(std::int64_t d) { return RoundUp(d, std::int64_t{64}); }
+
+#if HWY_TARGET == HWY_AVX3_DL
+// int32 lanes of one vpdpbusd accumulator: its start −128·Σq per lane is kept per (row, group).
+inline constexpr std::int64_t kOffsetLanes = 16;
+#else
+inline constexpr std::int64_t kOffsetLanes = 0;
+#endif
+
+// The query rows of one chunk quantized per group: row i's int8 features at q + i·stride, its scales at
+// scale + i·groups, and on AVX3_DL its accumulator starts at offset + (i·groups + group)·kOffsetLanes.
+struct QueryInt8 {
+  std::int8_t* q = nullptr;
+  float* scale = nullptr;
+  std::int32_t* offset = nullptr;
+  std::int64_t stride = 0, groups = 1, g = 0;
+};
+
+#if HWY_TARGET == HWY_AVX3_DL
+// vpdpbusd: each int32 lane of acc += the products of its 4 unsigned bytes of `u` with the 4 signed bytes of
+// `s` (AVX-512 VNNI, no saturation). Written as assembly: Highway 1.0.3's AVX3_DL target attributes enable
+// avxvnni but not avx512vnni, which the intrinsic _mm512_dpbusd_epi32 requires.
+HWY_INLINE __m512i DotBytes(__m512i acc, __m512i u, __m512i s) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+  return acc;
+}
+
+// The lanes of features [e, e0 + g) of a group that one 64-byte step covers.
+HWY_INLINE __mmask64 StepMask(std::int64_t e, std::int64_t group_end) {
+  const std::int64_t left = group_end - e;
+  return left >= 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1;
+}
+
+// The start of row i's accumulators per group: −Σ_steps vpdpbusd(128, q) (lane l: −128 times the sum of the
+// q bytes it multiplies).
+HWY_INLINE void ComputeQueryOffsets(const QueryInt8& x, std::int64_t i) {
+  const __m512i k_offset = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (std::int64_t group = 0; group < x.groups; ++group) {
+    __m512i sum = _mm512_setzero_si512();
+    for (std::int64_t e = group * x.g; e < (group + 1) * x.g; e += 64) {
+      const __m512i q = _mm512_maskz_loadu_epi8(StepMask(e, (group + 1) * x.g), x.q + i * x.stride + e);
+      sum = DotBytes(sum, k_offset, q);
+    }
+    _mm512_storeu_si512(x.offset + (i * x.groups + group) * kOffsetLanes, _mm512_sub_epi32(_mm512_setzero_si512(), sum));
+  }
+}
+
+// dots[r·kC + c] = the group's exact dot product of query row0 + r and key c0 + c, as float.
+template <int kR, int kC>
+HWY_INLINE void IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::int8_t* const* K, std::int64_t c0,
+                               std::int64_t head, std::int64_t group, float* dots) {
+  constexpr int kN = kR * kC;
+  const std::int64_t e0 = group * x.g, group_end = e0 + x.g;
+  const __m512i k_offset = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512i acc[kN];
+  HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
+    const __m512i start = _mm512_loadu_si512(x.offset + ((row0 + r) * x.groups + group) * kOffsetLanes);
+    HWY_UNROLL(16) for (int c = 0; c < kC; ++c) acc[r * kC + c] = start;
+  }
+  for (std::int64_t e = e0; e < group_end; e += 64) {
+    const __mmask64 mask = StepMask(e, group_end);
+    __m512i k[kC];  // k + 128 as unsigned bytes; 128 where masked off, against q = 0
+    HWY_UNROLL(16) for (int c = 0; c < kC; ++c) {
+      k[c] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, K[c0 + c] + head + e), k_offset);
+    }
+    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
+      const __m512i q = _mm512_maskz_loadu_epi8(mask, x.q + (row0 + r) * x.stride + e);
+      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) acc[r * kC + c] = DotBytes(acc[r * kC + c], k[c], q);
+    }
+  }
+  // Every lane and every partial sum of the reduction is an integer of magnitude ≤ Σ|q·k| ≤ 127·128·576 < 2²⁴,
+  // so the float32 reduction is exact.
+  VF wide[kN];
+  HWY_UNROLL(16) for (int i = 0; i < kN; ++i) wide[i] = VF{_mm512_cvtepi32_ps(acc[i])};
+  hn::StoreU(ReduceTransposed<kN>(wide), DF(), dots);
+}
+#else
+// Only vpdpbusd's accumulators start at an offset.
+HWY_INLINE void ComputeQueryOffsets(const QueryInt8&, std::int64_t) {}
+#endif
+
+#if HWY_TARGET != HWY_AVX3_DL && !FLASHATTN_DECODE_SIZELESS_VECTORS
+// dots[r·kC + c] = the group's exact dot product of query row0 + r and key c0 + c, as float: lanes of int32
+// products, then the features past the last whole vector one by one.
+template <int kR, int kC>
+HWY_INLINE void IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::int8_t* const* K, std::int64_t c0,
+                               std::int64_t head, std::int64_t group, float* dots) {
+  constexpr int kN = kR * kC;
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<std::int8_t, DF> d8;
+  const std::int64_t e0 = group * x.g, group_end = e0 + x.g;
+  hn::Vec<decltype(di)> acc[kN];
+  HWY_UNROLL(16) for (int i = 0; i < kN; ++i) acc[i] = hn::Zero(di);
+  std::int64_t e = e0;
+  for (; e + kLanes <= group_end; e += kLanes) {
+    hn::Vec<decltype(di)> k[kC];
+    HWY_UNROLL(16) for (int c = 0; c < kC; ++c) k[c] = hn::PromoteTo(di, hn::LoadU(d8, K[c0 + c] + head + e));
+    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
+      const auto q = hn::PromoteTo(di, hn::LoadU(d8, x.q + (row0 + r) * x.stride + e));
+      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) acc[r * kC + c] = hn::Add(acc[r * kC + c], hn::Mul(q, k[c]));
+    }
+  }
+  // Exact as on AVX3_DL: integers of magnitude < 2²⁴ throughout.
+  VF wide[kN];
+  HWY_UNROLL(16) for (int i = 0; i < kN; ++i) wide[i] = hn::ConvertTo(df, acc[i]);
+  hn::StoreU(ReduceTransposed<kN>(wide), df, dots);
+  for (; e < group_end; ++e) {
+    for (int r = 0; r < kR; ++r)
+      for (int c = 0; c < kC; ++c) {
+        dots[r * kC + c] += static_cast<float>(x.q[(row0 + r) * x.stride + e] * K[c0 + c][head + e]);
+      }
+  }
+}
+#endif
+
+// Quantizes the H·R float rows Q (ldq apart; s·q, already pre-scaled) into x: per group of g features,
+// scale = max|q| / 127 and q / scale rounded to nearest even (QuantizeRow, as a per-token cache row). A row
+// group holding an inf or a NaN gets a NaN scale, so that its scores are NaN as they would be in float32.
+inline void QuantizeQueryRows(const float* Q, std::int64_t rows, std::int64_t ldq, std::int64_t d,
+                                  const QueryInt8& x) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* row = Q + i * ldq;
+    std::int8_t* q = x.q + i * x.stride;
+    QuantizeRow(row, d, CacheElement::kInt8, ScaleGranularity::kPerToken, x.g, x.scale + i * x.groups,
+                reinterpret_cast<std::uint8_t*>(q));
+    for (std::int64_t e = 0; e < d; ++e) {
+      if (!std::isfinite(row[e])) x.scale[i * x.groups + e / x.g] = std::numeric_limits<float>::quiet_NaN();
+    }
+    std::fill(q + d, q + x.stride, std::int8_t{0});
+    ComputeQueryOffsets(x, i);
+  }
+}
+
+// S_h = the scores of R rows × `cols` keys for each of H heads h (laid out as ScoreBlock's: rows of head h
+// from S + h·R·kBc, kBc apart), key c's row of head h at K[c] + h·head_stride and its scales at
+// k_scale[c] + h·scale_head_stride, one per group. `prefetch_line(c, head, byte)` runs once for each 64-byte
+// line of the keys' rows, head by head, as ScoreBlock's does. With one group the tiles store the dot products
+// and one pass per head scales them; with several, each group's term is added as it is formed.
+template <class PrefetchLine>
+void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const std::int8_t* const* K,
+                       std::int64_t head_stride, const float* const* k_scale, std::int64_t scale_head_stride,
+                       std::int64_t d, std::int64_t cols, float* S, const PrefetchLine& prefetch_line) {
+  // S[row][c] = dot, or += (dot · q_scale) · k_scale for one of several groups, in this order on every target
+  const auto store = [&](std::int64_t row, std::int64_t c, std::int64_t h, std::int64_t group, float dot) {
+    float& s = S[row * kBc + c];
+    if (x.groups == 1) {
+      s = dot;
+      return;
+    }
+    const float term = dot * x.scale[row * x.groups + group] * k_scale[c][h * scale_head_stride + group];
+    s = group == 0 ? term : s + term;
+  };
+  // One group: S[row][c] = (dot · q_scale[row]) · k_scale[c] over head h's rows
+  const auto scale_head = [&](std::int64_t h) {
+    if (x.groups != 1) return;
+    float k_scale_h[kBc];
+    for (std::int64_t c = 0; c < cols; ++c) k_scale_h[c] = k_scale[c][h * scale_head_stride];
+    for (std::int64_t row = h * R; row < (h + 1) * R; ++row) {
+      const float q_scale = x.scale[row];
+      float* S_row = S + row * kBc;
+      for (std::int64_t c = 0; c < cols; ++c) S_row[c] = S_row[c] * q_scale * k_scale_h[c];
+    }
+  };
+#if FLASHATTN_DECODE_SIZELESS_VECTORS
+  for (std::int64_t h = 0; h < H; ++h) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      for (std::int64_t byte = 0; byte < d; byte += 64) prefetch_line(c, h * head_stride, byte);
+    }
+    for (std::int64_t row = h * R; row < (h + 1) * R; ++row)
+      for (std::int64_t c = 0; c < cols; ++c)
+        for (std::int64_t group = 0; group < x.groups; ++group) {
+          std::int32_t dot = 0;
+          for (std::int64_t e = group * x.g; e < (group + 1) * x.g; ++e) {
+            dot += x.q[row * x.stride + e] * K[c][h * head_stride + e];
+          }
+          store(row, c, h, group, static_cast<float>(dot));
+        }
+  }
+#else
+  for (std::int64_t g0 = 0; g0 < cols; g0 += kLanes) {
+    for (std::int64_t h = 0; h < H; ++h) {
+      for (std::int64_t c = g0; c < std::min(cols, g0 + kLanes); ++c) {
+        for (std::int64_t byte = 0; byte < d; byte += 64) prefetch_line(c, h * head_stride, byte);
+      }
+      // every tile of kR rows of head h, over the key group's keys (keys past `cols` computed, not stored)
+      ForEachRowTile(R, [&](auto kR, std::int64_t r) FLASHATTN_INLINE_LAMBDA {
+        constexpr int kRows = decltype(kR)::value;
+        constexpr int kC = kLanes / kRows;
+        const std::int64_t row0 = h * R + r;
+        for (std::int64_t c0 = g0; c0 < g0 + kLanes && c0 < cols; c0 += kC) {
+          for (std::int64_t group = 0; group < x.groups; ++group) {
+            alignas(64) float dots[kLanes];
+            IntegerDotTile<kRows, kC>(x, row0, K, c0, h * head_stride, group, dots);
+            for (int i = 0; i < kRows; ++i)
+              for (std::int64_t c = c0; c < std::min(cols, c0 + kC); ++c) {
+                store(row0 + i, c, h, group, dots[i * kC + (c - c0)]);
+              }
+          }
+        }
+      });
+    }
+  }
+#endif
+  for (std::int64_t h = 0; h < H; ++h) scale_head(h);
+}
+
+
+}  // namespace flashattn::HWY_NAMESPACE::decode_kernel
+HWY_AFTER_NAMESPACE();
+
+#endif  // FLASHATTN_DECODE_INTEGER_SCORES_INL_H_
