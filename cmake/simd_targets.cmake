@@ -4,6 +4,14 @@
 # On AArch64: the scalar baseline, NEON, and SVE, SVE2, SVE_256 and SVE2_128 (Arm's sizeless vectors: the
 # register tiles hold no arrays of them, docs/arm.md), run under emulation by scripts/arm.sh.
 # The library's kernels and the measurement tools that dispatch like them (tools/) share this one setting.
+#
+# Sanitizer builds leave out the two 128-bit x86 targets (SSSE3, SSE4): they run the same 4-lane code as the
+# scalar baseline's emulated vectors, which stays in, beside AVX2 and AVX3. Compiling every kernel under
+# AddressSanitizer for five targets took most of the test command's time; the release build still compiles
+# and tests all five (docs/robustness.md).
 function(flashattn_compile_for_every_simd_target target)
   target_compile_definitions(${target} PRIVATE HWY_COMPILE_ALL_ATTAINABLE)
+  if(FLASHATTN_SANITIZE)
+    target_compile_definitions(${target} PRIVATE "HWY_DISABLED_TARGETS=(HWY_SSSE3|HWY_SSE4)")
+  endif()
 endfunction()
