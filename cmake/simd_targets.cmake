@@ -5,8 +5,8 @@
 # register tiles hold no arrays of them, docs/arm.md), run under emulation by scripts/arm.sh.
 # The library's kernels and the measurement tools that dispatch like them (tools/) share this one setting.
 #
-# Sanitizer builds leave out the two 128-bit x86 targets (SSSE3, SSE4): they run the same 4-lane code as the
-# scalar baseline's emulated vectors, which stays in, beside AVX2 and AVX3. Compiling every kernel under
+# Sanitizer builds leave out the two 128-bit x86 targets (SSSE3, SSE4): their 4-lane tiles and tails are the
+# scalar baseline's emulated vectors', which stay in, beside AVX2 and AVX3. Compiling every kernel under
 # AddressSanitizer for five targets took most of the test command's time; the release build still compiles
 # and tests all five (docs/robustness.md).
 function(flashattn_compile_for_every_simd_target target)
