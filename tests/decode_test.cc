@@ -222,15 +222,16 @@ TEST(Decode, AgreesWithTheReferenceDecode) {
 
 // The decode kernel on every SIMD target compiled in, for each of its paths: rows read straight from the
 // cache (d a multiple of every target's vector) and widened into float32 blocks (d = 37), every row-tile
-// size and combination of them (R = 1, 2, 3, 4, 6, 8, 9, 16), contiguous and paged caches, a full and a
-// partial last block of keys, against the float64 oracle.
+// size and combination of them (R = 1, 2, 3, 4, 6, 8, 9, 16), the whole-block passes of many rows (R = 32,
+// 36), contiguous and paged caches, a full and a partial last block of keys, against the float64 oracle.
 TEST(Decode, EveryTargetEveryRowTileAgainstTheOracle) {
   const std::vector<std::int64_t> targets = simd::CompiledTargets();
   ASSERT_FALSE(targets.empty());
   struct Rows {
     std::int64_t Hq, Hkv, Nq;
   };
-  const Rows row_counts[] = {{2, 2, 1}, {4, 2, 1}, {3, 1, 1}, {8, 2, 1}, {3, 1, 2}, {8, 1, 1}, {9, 3, 3}, {8, 2, 4}};
+  const Rows row_counts[] = {{2, 2, 1}, {4, 2, 1}, {3, 1, 1}, {8, 2, 1}, {3, 1, 2}, {8, 1, 1}, {9, 3, 3}, {8, 2, 4},
+                              {32, 1, 1}, {12, 1, 3}};
   for (const DType dtype : {DType::kF32, DType::kF16}) {
     for (const std::int64_t d : {64, 37, 128}) {
       for (const Rows& rows : row_counts) {

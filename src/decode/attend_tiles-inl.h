@@ -242,9 +242,15 @@ inline constexpr std::int64_t kMaxAccumulateRows = kLanes >= 16 ? 8 : 4;
 // 2 KiB apart and all fall into 2 of the 64 sets of a 32 KiB 8-way L1, which hold 16 lines: a pass over the
 // block's 32 keys evicted each line before its second half was read.
 inline constexpr std::int64_t kAccumulateKeys = 8;
+// From this many rows per K/V head on, a pass takes the whole block instead: each row tile loads and stores
+// its Õ once per pass, and with many rows (multi-head latent attention: 128 query heads on one K/V head,
+// dv = 512, an Õ of 256 KiB in L2) those round trips cost more than the V lines re-read from L2
+// (docs/performance.md).
+inline constexpr std::int64_t kWholeBlockPassRows = 32;
 
-// Õ = diag(α) Õ + P̃ V_j for all R rows: Õ scaled first, then the keys in passes of kAccumulateKeys, each
-// pass over the rows in tiles of kMaxAccumulateRows rows, then 4 and 1. `prefetch_pass(c0, keys)` runs as
+// Õ = diag(α) Õ + P̃ V_j for all R rows: Õ scaled first, then the keys in passes of kAccumulateKeys (all
+// `cols` from kWholeBlockPassRows rows on), each pass over the rows in tiles of kMaxAccumulateRows rows, then
+// 4 and 1. `prefetch_pass(c0, keys)` runs as
 // the pass over keys [c0, c0 + keys) begins.
 template <typename T, class PrefetchPass>
 HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* const* V, std::int64_t R,
@@ -258,8 +264,9 @@ HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* con
     float* O_r = O + r * ldo;
     for (std::int64_t e = 0; e < width; e += N) hn::Store(hn::Mul(a, hn::Load(df, O_r + e)), df, O_r + e);
   }
-  for (std::int64_t c0 = 0; c0 < cols; c0 += kAccumulateKeys) {
-    const std::int64_t keys = std::min(kAccumulateKeys, cols - c0);
+  const std::int64_t pass_keys = R >= kWholeBlockPassRows ? cols : kAccumulateKeys;
+  for (std::int64_t c0 = 0; c0 < cols; c0 += pass_keys) {
+    const std::int64_t keys = std::min(pass_keys, cols - c0);
     prefetch_pass(c0, keys);
     std::int64_t r = 0;
     if constexpr (kMaxAccumulateRows == 8) {
