@@ -5,6 +5,7 @@
 #define FLASHATTN_FUZZ_CALL_CHECK_H_
 
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,12 @@ inline bool AllPattern(const void* data, std::size_t bytes) {
   for (std::size_t n = 0; n < bytes; ++n)
     if (b[n] != kPattern) return false;
   return true;
+}
+
+// Whether two float arrays hold the same bits (NaN included), empty ones too (memcmp must not see their
+// null data()).
+inline bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // Runs validate(params), then `entry` (the call itself, named `entry_name`), and fails the run unless

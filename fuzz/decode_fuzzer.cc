@@ -491,8 +491,7 @@ void Run(const std::uint8_t* data, std::size_t size) {
   }
   if (threw) {
     if (call.k_cache.bytes != before.k_cache.bytes || call.v_cache.bytes != before.v_cache.bytes ||
-        std::memcmp(call.k_scale.data(), before.k_scale.data(), call.k_scale.size() * sizeof(float)) != 0 ||
-        std::memcmp(call.v_scale.data(), before.v_scale.data(), call.v_scale.size() * sizeof(float)) != 0 ||
+        !SameBits(call.k_scale, before.k_scale) || !SameBits(call.v_scale, before.v_scale) ||
         !AllPattern(call.o.bytes.data(), call.o.bytes.size()) ||
         !AllPattern(call.lse.data(), call.lse.size() * sizeof(float))) {
       Fail(what + ": a rejected call wrote to the caches, O or LSE");
