@@ -45,18 +45,10 @@ std::vector<BenchCase> DefaultSweep(int threads, std::optional<Algorithm> algori
   };
   std::vector<BenchCase> cases;
   for (const Shape& s : shapes) {
-    BenchCase c;
-    c.mode = s.mode;
-    c.heads = s.heads;
-    c.heads_kv = s.heads_kv;
-    c.seqlen_q = s.seqlen_q;
-    c.seqlen_k = s.seqlen_k;
-    c.headdim = s.headdim;
-    c.causal = s.causal;
-    c.dtype = s.dtype;
-    c.threads = threads;
-    c.algorithm = s.mode == Mode::kForward ? algorithm : std::nullopt;
-    cases.push_back(c);
+    cases.push_back({.mode = s.mode, .heads = s.heads, .heads_kv = s.heads_kv, .seqlen_q = s.seqlen_q,
+                     .seqlen_k = s.seqlen_k, .headdim = s.headdim, .headdim_v = std::nullopt, .causal = s.causal,
+                     .dtype = s.dtype, .threads = threads,
+                     .algorithm = s.mode == Mode::kForward ? algorithm : std::nullopt});
   }
   return cases;
 }

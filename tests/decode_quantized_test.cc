@@ -651,7 +651,7 @@ TEST(DecodeQuantized, NmseAgainstTheOriginalValuesWithIntegerScores) {
   RecordProperty("nmse_int8_group32_integer_scores", std::to_string(group));
 }
 
-// The shape: run with --gtest_also_run_disabled_tests to print the figures.
+// The benchmark shape of docs/quantized_cache.md: run with --gtest_also_run_disabled_tests to print the figures.
 TEST(DecodeQuantized, DISABLED_NmseAt32768Keys) {
   for (const auto& [name, element, granularity, group] :
        {std::tuple{"int8 per token", CacheElement::kInt8, ScaleGranularity::kPerToken, 0},
