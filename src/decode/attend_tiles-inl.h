@@ -44,46 +44,49 @@ inline constexpr int kLanes = static_cast<int>(hn::MaxLanes(DF()));
 #if FLASHATTN_DECODE_SIZELESS_VECTORS
 // No ReduceTransposed: sizeless vectors are summed one dot product at a time (ScoreBlock).
 #elif HWY_TARGET == HWY_SCALAR
-template <int kN>
-HWY_INLINE VF ReduceTransposed(const VF* acc) {
+template <int kN, class V>
+HWY_INLINE V ReduceTransposed(const V* acc) {
   static_assert(kN == 1);
   return acc[0];
 }
 #else
-// For kLanes = 4·2^k: one vector whose lane i is the sum of the lanes of acc[i], for i < kLanes. First
-// within each 128-bit block (four vectors at a time, by 32- then 64-bit interleaves), then across blocks
-// (halves, then adjacent blocks); 3 operations per sum instead of a horizontal sum each.
-HWY_INLINE VF SumsWithinBlocks(VF a, VF b, VF c, VF d) {
-  const DF df;
-  const hn::Repartition<std::uint64_t, DF> du64;
-  const VF ab = hn::Add(hn::InterleaveLower(df, a, b), hn::InterleaveUpper(df, a, b));  // a0+a2 b0+b2 a1+a3 b1+b3
-  const VF cd = hn::Add(hn::InterleaveLower(df, c, d), hn::InterleaveUpper(df, c, d));
+// For kLanes = 4·2^k: one vector whose lane i is the sum of the lanes of acc[i], for i < kLanes, of 32-bit
+// lanes (float, or int32 for exact integer sums). First within each 128-bit block (four vectors at a time, by
+// 32- then 64-bit interleaves), then across blocks (halves, then adjacent blocks); 3 operations per sum
+// instead of a horizontal sum each.
+template <class V>
+HWY_INLINE V SumsWithinBlocks(V a, V b, V c, V d) {
+  const hn::DFromV<V> dv;
+  const hn::Repartition<std::uint64_t, decltype(dv)> du64;
+  const V ab = hn::Add(hn::InterleaveLower(dv, a, b), hn::InterleaveUpper(dv, a, b));  // a0+a2 b0+b2 a1+a3 b1+b3
+  const V cd = hn::Add(hn::InterleaveLower(dv, c, d), hn::InterleaveUpper(dv, c, d));
   const auto ab64 = hn::BitCast(du64, ab), cd64 = hn::BitCast(du64, cd);
-  return hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, ab64, cd64)),
-                 hn::BitCast(df, hn::InterleaveUpper(du64, ab64, cd64)));  // Σa Σb Σc Σd per block
+  return hn::Add(hn::BitCast(dv, hn::InterleaveLower(du64, ab64, cd64)),
+                 hn::BitCast(dv, hn::InterleaveUpper(du64, ab64, cd64)));  // Σa Σb Σc Σd per block
 }
 
-template <int kN>
-HWY_INLINE VF ReduceTransposed(const VF* acc) {
-  const DF df;
+template <int kN, class V>
+HWY_INLINE V ReduceTransposed(const V* acc) {
+  const hn::DFromV<V> df;
+  static_assert(sizeof(hn::TFromV<V>) == 4, "32-bit lanes, kLanes per vector");
   if constexpr (kN == 4) {
     return SumsWithinBlocks(acc[0], acc[1], acc[2], acc[3]);
   } else if constexpr (kN == 8) {  // blocks [W0 | W1] → lanes 0-3 from acc 0-3, 4-7 from acc 4-7
-    const VF w0 = SumsWithinBlocks(acc[0], acc[1], acc[2], acc[3]);
-    const VF w1 = SumsWithinBlocks(acc[4], acc[5], acc[6], acc[7]);
+    const V w0 = SumsWithinBlocks(acc[0], acc[1], acc[2], acc[3]);
+    const V w1 = SumsWithinBlocks(acc[4], acc[5], acc[6], acc[7]);
     return hn::Add(hn::ConcatLowerLower(df, w1, w0), hn::ConcatUpperUpper(df, w1, w0));
   } else {
     static_assert(kN == 16, "fixed-width float vectors have 4, 8 or 16 lanes beyond the scalar target");
     // s01 = [x0 x1 y0 y1] holds ΣW_a = x0 + x1, ΣW_b = y0 + y1 by blocks; s23 = [z0 z1 w0 w1] likewise. W_b
     // is built from acc 8-11 and W_c from 4-7 so that the blocks of the result come out in order.
-    const VF wa = SumsWithinBlocks(acc[0], acc[1], acc[2], acc[3]);
-    const VF wb = SumsWithinBlocks(acc[8], acc[9], acc[10], acc[11]);
-    const VF wc = SumsWithinBlocks(acc[4], acc[5], acc[6], acc[7]);
-    const VF wd = SumsWithinBlocks(acc[12], acc[13], acc[14], acc[15]);
-    const VF s01 = hn::Add(hn::ConcatLowerLower(df, wb, wa), hn::ConcatUpperUpper(df, wb, wa));
-    const VF s23 = hn::Add(hn::ConcatLowerLower(df, wd, wc), hn::ConcatUpperUpper(df, wd, wc));
-    const VF firsts = hn::OddEvenBlocks(hn::SwapAdjacentBlocks(s23), s01);   // x0 z0 y0 w0
-    const VF seconds = hn::OddEvenBlocks(s23, hn::SwapAdjacentBlocks(s01));  // x1 z1 y1 w1
+    const V wa = SumsWithinBlocks(acc[0], acc[1], acc[2], acc[3]);
+    const V wb = SumsWithinBlocks(acc[8], acc[9], acc[10], acc[11]);
+    const V wc = SumsWithinBlocks(acc[4], acc[5], acc[6], acc[7]);
+    const V wd = SumsWithinBlocks(acc[12], acc[13], acc[14], acc[15]);
+    const V s01 = hn::Add(hn::ConcatLowerLower(df, wb, wa), hn::ConcatUpperUpper(df, wb, wa));
+    const V s23 = hn::Add(hn::ConcatLowerLower(df, wd, wc), hn::ConcatUpperUpper(df, wd, wc));
+    const V firsts = hn::OddEvenBlocks(hn::SwapAdjacentBlocks(s23), s01);   // x0 z0 y0 w0
+    const V seconds = hn::OddEvenBlocks(s23, hn::SwapAdjacentBlocks(s01));  // x1 z1 y1 w1
     return hn::Add(firsts, seconds);
   }
 }
@@ -95,6 +98,24 @@ HWY_INLINE void PrefetchKey(const T* k_row, const T* v_row, std::int64_t row_byt
   PrefetchRow(k_row, row_bytes);
   PrefetchRow(v_row, row_bytes);
 }
+
+#if !FLASHATTN_DECODE_SIZELESS_VECTORS
+// S[r][c0 + c] = lane r·kC + c of `dots` for a tile of kR rows × kC keys (rows kBc apart), keys past `cols`
+// left out.
+template <int kR, int kC>
+HWY_INLINE void StoreDotTile(VF dots, std::int64_t c0, std::int64_t cols, float* HWY_RESTRICT S) {
+  alignas(64) float lanes[kR * kC];
+  hn::Store(dots, DF(), lanes);
+  if (c0 + kC <= cols) {  // a whole tile: fixed-size copies
+    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
+      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) S[r * kBc + c0 + c] = lanes[r * kC + c];
+    }
+  } else {
+    for (int r = 0; r < kR; ++r)
+      for (std::int64_t c = 0; c < cols - c0; ++c) S[r * kBc + c0 + c] = lanes[r * kC + c];
+  }
+}
+#endif
 
 #if FLASHATTN_DECODE_SIZELESS_VECTORS
 // S_h = Q_h K_{j,h}ᵀ for each of H heads h (R rows per head, laid out as the fixed-size ScoreBlock below
@@ -152,16 +173,7 @@ HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T
       HWY_UNROLL(16) for (int c = 0; c < kC; ++c) acc[r * kC + c] = hn::MulAdd(q, k[c], acc[r * kC + c]);
     }
   }
-  alignas(64) float dots[kN];
-  hn::Store(ReduceTransposed<kN>(acc), df, dots);
-  if (c0 + kC <= cols) {  // a whole tile: fixed-size copies
-    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
-      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) S[r * kBc + c0 + c] = dots[r * kC + c];
-    }
-  } else {
-    for (int r = 0; r < kR; ++r)
-      for (std::int64_t c = 0; c < cols - c0; ++c) S[r * kBc + c0 + c] = dots[r * kC + c];
-  }
+  StoreDotTile<kR, kC>(ReduceTransposed<kN>(acc), c0, cols, S);
 }
 
 // Calls tile(kRows, r) for each tile of R rows: tiles of 8 rows (where a vector has 16 lanes), then 4, 2 and

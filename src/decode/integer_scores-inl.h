@@ -74,10 +74,10 @@ HWY_INLINE void ComputeQueryOffsets(const QueryInt8& x, std::int64_t i) {
   }
 }
 
-// dots[r·kC + c] = the group's exact dot product of query row0 + r and key c0 + c, as float.
+// Lane r·kC + c: the group's exact dot product of query row0 + r and key c0 + c, as float.
 template <int kR, int kC>
-HWY_INLINE void IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::int8_t* const* K, std::int64_t c0,
-                               std::int64_t head, std::int64_t group, float* dots) {
+HWY_INLINE VF IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::int8_t* const* K, std::int64_t c0,
+                             std::int64_t head, std::int64_t group) {
   constexpr int kN = kR * kC;
   const std::int64_t e0 = group * x.g, group_end = e0 + x.g;
   const __m512i k_offset = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -97,11 +97,12 @@ HWY_INLINE void IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std:
       HWY_UNROLL(16) for (int c = 0; c < kC; ++c) acc[r * kC + c] = DotBytes(acc[r * kC + c], k[c], q);
     }
   }
-  // Every lane and every partial sum of the reduction is an integer of magnitude ≤ Σ|q·k| ≤ 127·128·576 < 2²⁴,
-  // so the float32 reduction is exact.
-  VF wide[kN];
-  HWY_UNROLL(16) for (int i = 0; i < kN; ++i) wide[i] = VF{_mm512_cvtepi32_ps(acc[i])};
-  hn::StoreU(ReduceTransposed<kN>(wide), DF(), dots);
+  // Reduced in int32, then converted once: the sums are integers of magnitude ≤ Σ|q·k| ≤ 127·128·576 < 2²⁴,
+  // exact in float32.
+  using VI = hn::Vec<hn::RebindToSigned<DF>>;
+  VI sums[kN];
+  HWY_UNROLL(16) for (int i = 0; i < kN; ++i) sums[i] = VI{acc[i]};
+  return hn::ConvertTo(DF(), ReduceTransposed<kN>(sums));
 }
 #else
 // Only vpdpbusd's accumulators start at an offset.
@@ -109,11 +110,11 @@ HWY_INLINE void ComputeQueryOffsets(const QueryInt8&, std::int64_t) {}
 #endif
 
 #if HWY_TARGET != HWY_AVX3_DL && !FLASHATTN_DECODE_SIZELESS_VECTORS
-// dots[r·kC + c] = the group's exact dot product of query row0 + r and key c0 + c, as float: lanes of int32
+// Lane r·kC + c: the group's exact dot product of query row0 + r and key c0 + c, as float: lanes of int32
 // products, then the features past the last whole vector one by one.
 template <int kR, int kC>
-HWY_INLINE void IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::int8_t* const* K, std::int64_t c0,
-                               std::int64_t head, std::int64_t group, float* dots) {
+HWY_INLINE VF IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::int8_t* const* K, std::int64_t c0,
+                             std::int64_t head, std::int64_t group) {
   constexpr int kN = kR * kC;
   const DF df;
   const hn::RebindToSigned<DF> di;
@@ -130,16 +131,14 @@ HWY_INLINE void IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std:
       HWY_UNROLL(16) for (int c = 0; c < kC; ++c) acc[r * kC + c] = hn::Add(acc[r * kC + c], hn::Mul(q, k[c]));
     }
   }
-  // Exact as on AVX3_DL: integers of magnitude < 2²⁴ throughout.
-  VF wide[kN];
-  HWY_UNROLL(16) for (int i = 0; i < kN; ++i) wide[i] = hn::ConvertTo(df, acc[i]);
-  hn::StoreU(ReduceTransposed<kN>(wide), df, dots);
+  if (e == group_end) return hn::ConvertTo(df, ReduceTransposed<kN>(acc));
+  alignas(64) std::int32_t dots[kN];
+  hn::Store(ReduceTransposed<kN>(acc), di, dots);
   for (; e < group_end; ++e) {
     for (int r = 0; r < kR; ++r)
-      for (int c = 0; c < kC; ++c) {
-        dots[r * kC + c] += static_cast<float>(x.q[(row0 + r) * x.stride + e] * K[c0 + c][head + e]);
-      }
+      for (int c = 0; c < kC; ++c) dots[r * kC + c] += x.q[(row0 + r) * x.stride + e] * K[c0 + c][head + e];
   }
+  return hn::ConvertTo(df, hn::Load(di, dots));  // exact as on AVX3_DL: integers of magnitude < 2²⁴
 }
 #endif
 
@@ -173,10 +172,6 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
   // S[row][c] = dot, or += (dot · q_scale) · k_scale for one of several groups, in this order on every target
   const auto store = [&](std::int64_t row, std::int64_t c, std::int64_t h, std::int64_t group, float dot) {
     float& s = S[row * kBc + c];
-    if (x.groups == 1) {
-      s = dot;
-      return;
-    }
     const float term = dot * x.scale[row * x.groups + group] * k_scale[c][h * scale_head_stride + group];
     s = group == 0 ? term : s + term;
   };
@@ -203,7 +198,8 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
           for (std::int64_t e = group * x.g; e < (group + 1) * x.g; ++e) {
             dot += x.q[row * x.stride + e] * K[c][h * head_stride + e];
           }
-          store(row, c, h, group, static_cast<float>(dot));
+          if (x.groups == 1) S[row * kBc + c] = static_cast<float>(dot);
+          else store(row, c, h, group, static_cast<float>(dot));
         }
   }
 #else
@@ -218,9 +214,14 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
         constexpr int kC = kLanes / kRows;
         const std::int64_t row0 = h * R + r;
         for (std::int64_t c0 = g0; c0 < g0 + kLanes && c0 < cols; c0 += kC) {
+          if (x.groups == 1) {
+            StoreDotTile<kRows, kC>(IntegerDotTile<kRows, kC>(x, row0, K, c0, h * head_stride, 0), c0, cols,
+                                    S + row0 * kBc);
+            continue;
+          }
           for (std::int64_t group = 0; group < x.groups; ++group) {
             alignas(64) float dots[kLanes];
-            IntegerDotTile<kRows, kC>(x, row0, K, c0, h * head_stride, group, dots);
+            hn::Store(IntegerDotTile<kRows, kC>(x, row0, K, c0, h * head_stride, group), DF(), dots);
             for (int i = 0; i < kRows; ++i)
               for (std::int64_t c = c0; c < std::min(cols, c0 + kC); ++c) {
                 store(row0 + i, c, h, group, dots[i * kC + (c - c0)]);
