@@ -224,15 +224,48 @@ HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::
 }
 #endif  // FLASHATTN_DECODE_SIZELESS_VECTORS
 
+#if !FLASHATTN_DECODE_SIZELESS_VECTORS
+// Õ_r[e, e + 4·kLanes) += Σ_{c < cols} P̃[r][c] V_c[e, e + 4·kLanes) for kR ≤ 4 rows: 4·kR accumulators
+// where there are 32 vector registers, so that each key's broadcast of P̃[r][c] serves four FMAs and its four
+// V vectors (widened once) serve every row.
+template <int kR, typename T>
+HWY_INLINE void AccumulateWideSlice(const float* HWY_RESTRICT P, const T* const* V, std::int64_t cols,
+                                    std::int64_t e, float* HWY_RESTRICT O, std::int64_t ldo) {
+  static_assert(kR <= 4 && kLanes >= 16, "16 accumulators need 32 vector registers");
+  const DF df;
+  VF acc[kR][4];
+  HWY_UNROLL(4) for (int r = 0; r < kR; ++r) {
+    HWY_UNROLL(4) for (int i = 0; i < 4; ++i) acc[r][i] = hn::LoadU(df, O + r * ldo + e + i * kLanes);
+  }
+  for (std::int64_t c = 0; c < cols; ++c) {
+    VF v[4];
+    HWY_UNROLL(4) for (int i = 0; i < 4; ++i) v[i] = LoadF32(df, V[c] + e + i * kLanes);
+    HWY_UNROLL(4) for (int r = 0; r < kR; ++r) {
+      const VF a = hn::Set(df, P[r * kBc + c]);
+      HWY_UNROLL(4) for (int i = 0; i < 4; ++i) acc[r][i] = hn::MulAdd(a, v[i], acc[r][i]);
+    }
+  }
+  HWY_UNROLL(4) for (int r = 0; r < kR; ++r) {
+    HWY_UNROLL(4) for (int i = 0; i < 4; ++i) hn::StoreU(acc[r][i], df, O + r * ldo + e + i * kLanes);
+  }
+}
+#endif
+
 // Õ_r += Σ_{c < cols} P̃[r][c] V_c for kR rows (P rows kBc apart, Õ rows ldo apart, V rows where V[c]
 // points), over `width` features (a multiple of Lanes), two vectors at a time so that each V load serves kR
-// rows and 2·kR FMA chains run side by side.
+// rows and 2·kR FMA chains run side by side; four vectors at a time for up to 4 rows where there are 32 vector
+// registers. Every element of Õ takes its FMAs in key order whatever the slices.
 template <int kR, typename T>
 HWY_INLINE void AccumulatePV(const float* HWY_RESTRICT P, const T* const* V, std::int64_t cols,
                              std::int64_t width, float* HWY_RESTRICT O, std::int64_t ldo) {
   const DF df;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
   std::int64_t e = 0;
+#if !FLASHATTN_DECODE_SIZELESS_VECTORS
+  if constexpr (kLanes >= 16 && kR <= 4) {
+    for (; e + 4 * N <= width; e += 4 * N) AccumulateWideSlice<kR>(P, V, cols, e, O, ldo);
+  }
+#endif
   // Õ_r[e, e + kVecs·N) as one register tile: P[r][c] broadcast, V_c's vectors loaded once for all rows
   const auto start = [&](int r, int v) FLASHATTN_INLINE_LAMBDA { return hn::Load(df, O + r * ldo + e + v * N); };
   const auto a_of = [&](int r, std::int64_t c) FLASHATTN_INLINE_LAMBDA { return P[r * kBc + c]; };
@@ -252,8 +285,11 @@ inline constexpr std::int64_t kMaxAccumulateRows = kLanes >= 16 ? 8 : 4;
 // Keys per pass of AccumulatePV. A pass reads its keys' V rows a slice of features at a time, so the rows
 // must stay in L1 from one slice to the next; in a (seq, head, dim) cache with 8 heads at d = 128 they are
 // 2 KiB apart and all fall into 2 of the 64 sets of a 32 KiB 8-way L1, which hold 16 lines: a pass over the
-// block's 32 keys evicted each line before its second half was read.
-inline constexpr std::int64_t kAccumulateKeys = 8;
+// block's 32 keys evicted each line before its second half was read. A cache of 1-byte elements (int8, FP8)
+// takes twice as many: its rows are half as long and half as far apart, 16 keys on the lines of 8 float16
+// keys, and each slice of Õ is loaded and stored half as often.
+template <typename T>
+inline constexpr std::int64_t kAccumulateKeys = sizeof(T) == 1 ? 16 : 8;
 // From this many rows per K/V head on, a pass takes the whole block instead: each row tile loads and stores
 // its Õ once per pass, and with many rows (multi-head latent attention: 128 query heads on one K/V head,
 // dv = 512, an Õ of 256 KiB in L2) those round trips cost more than the V lines re-read from L2
@@ -276,7 +312,7 @@ HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* con
     float* O_r = O + r * ldo;
     for (std::int64_t e = 0; e < width; e += N) hn::Store(hn::Mul(a, hn::Load(df, O_r + e)), df, O_r + e);
   }
-  const std::int64_t pass_keys = R >= kWholeBlockPassRows ? cols : kAccumulateKeys;
+  const std::int64_t pass_keys = R >= kWholeBlockPassRows ? cols : kAccumulateKeys<T>;
   for (std::int64_t c0 = 0; c0 < cols; c0 += pass_keys) {
     const std::int64_t keys = std::min(pass_keys, cols - c0);
     prefetch_pass(c0, keys);
