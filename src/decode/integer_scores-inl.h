@@ -74,10 +74,11 @@ HWY_INLINE void ComputeQueryOffsets(const QueryInt8& x, std::int64_t i) {
   }
 }
 
-// Lane r·kC + c: the group's exact dot product of query row0 + r and key c0 + c, as float.
-template <int kR, int kC>
+// Lane r·kC + c: the group's exact dot product of query row0 + r and key c0 + c, as float. As each 64-byte
+// line of the K rows is reached, `prefetch_line(c0 + c, head, byte)` runs for each key (as in ScoreTile).
+template <int kR, int kC, class PrefetchLine>
 HWY_INLINE VF IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::int8_t* const* K, std::int64_t c0,
-                             std::int64_t head, std::int64_t group) {
+                             std::int64_t head, std::int64_t group, const PrefetchLine& prefetch_line) {
   constexpr int kN = kR * kC;
   const std::int64_t e0 = group * x.g, group_end = e0 + x.g;
   const __m512i k_offset = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -88,6 +89,9 @@ HWY_INLINE VF IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::i
   }
   for (std::int64_t e = e0; e < group_end; e += 64) {
     const __mmask64 mask = StepMask(e, group_end);
+    if (e % 64 == 0) {
+      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) prefetch_line(c0 + c, head, e);
+    }
     __m512i k[kC];  // k + 128 as unsigned bytes; 128 where masked off, against q = 0
     HWY_UNROLL(16) for (int c = 0; c < kC; ++c) {
       k[c] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, K[c0 + c] + head + e), k_offset);
@@ -111,10 +115,10 @@ HWY_INLINE void ComputeQueryOffsets(const QueryInt8&, std::int64_t) {}
 
 #if HWY_TARGET != HWY_AVX3_DL && !FLASHATTN_DECODE_SIZELESS_VECTORS
 // Lane r·kC + c: the group's exact dot product of query row0 + r and key c0 + c, as float: lanes of int32
-// products, then the features past the last whole vector one by one.
-template <int kR, int kC>
+// products, then the features past the last whole vector one by one; prefetches as on AVX3_DL.
+template <int kR, int kC, class PrefetchLine>
 HWY_INLINE VF IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::int8_t* const* K, std::int64_t c0,
-                             std::int64_t head, std::int64_t group) {
+                             std::int64_t head, std::int64_t group, const PrefetchLine& prefetch_line) {
   constexpr int kN = kR * kC;
   const DF df;
   const hn::RebindToSigned<DF> di;
@@ -124,6 +128,9 @@ HWY_INLINE VF IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::i
   HWY_UNROLL(16) for (int i = 0; i < kN; ++i) acc[i] = hn::Zero(di);
   std::int64_t e = e0;
   for (; e + kLanes <= group_end; e += kLanes) {
+    if (e % 64 == 0) {
+      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) prefetch_line(c0 + c, head, e);
+    }
     hn::Vec<decltype(di)> k[kC];
     HWY_UNROLL(16) for (int c = 0; c < kC; ++c) k[c] = hn::PromoteTo(di, hn::LoadU(d8, K[c0 + c] + head + e));
     HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
@@ -163,12 +170,12 @@ inline void QuantizeQueryRows(const float* Q, std::int64_t rows, std::int64_t ld
 // S_h = the scores of R rows × `cols` keys for each of H heads h (laid out as ScoreBlock's: rows of head h
 // from S + h·R·kBc, kBc apart), key c's row of head h at K[c] + h·head_stride and its scales at
 // k_scale[c] + h·scale_head_stride, one per group. `prefetch_line(c, head, byte)` runs once for each 64-byte
-// line of the keys' rows, head by head, as ScoreBlock's does. With one group the tiles store the dot products
+// line of the keys' rows, as each is reached, as in ScoreBlock. With one group the tiles store the dot products
 // and one pass per head scales them; with several, each group's term is added as it is formed.
 template <class PrefetchLine>
 void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const std::int8_t* const* K,
                        std::int64_t head_stride, const float* const* k_scale, std::int64_t scale_head_stride,
-                       std::int64_t d, std::int64_t cols, float* S, const PrefetchLine& prefetch_line) {
+                       [[maybe_unused]] std::int64_t d, std::int64_t cols, float* S, const PrefetchLine& prefetch_line) {
   // S[row][c] = dot, or += (dot · q_scale) · k_scale for one of several groups, in this order on every target
   const auto store = [&](std::int64_t row, std::int64_t c, std::int64_t h, std::int64_t group, float dot) {
     float& s = S[row * kBc + c];
@@ -203,25 +210,27 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
         }
   }
 #else
+  const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t) {};
   for (std::int64_t g0 = 0; g0 < cols; g0 += kLanes) {
     for (std::int64_t h = 0; h < H; ++h) {
-      for (std::int64_t c = g0; c < std::min(cols, g0 + kLanes); ++c) {
-        for (std::int64_t byte = 0; byte < d; byte += 64) prefetch_line(c, h * head_stride, byte);
-      }
-      // every tile of kR rows of head h, over the key group's keys (keys past `cols` computed, not stored)
+      // every tile of kR rows of head h, over the key group's keys (keys past `cols` computed, not stored); the
+      // first tile of rows carries the prefetches
       ForEachRowTile(R, [&](auto kR, std::int64_t r) FLASHATTN_INLINE_LAMBDA {
         constexpr int kRows = decltype(kR)::value;
         constexpr int kC = kLanes / kRows;
         const std::int64_t row0 = h * R + r;
+        const auto dot_tile = [&](std::int64_t c0, std::int64_t group) FLASHATTN_INLINE_LAMBDA {
+          if (r == 0) return IntegerDotTile<kRows, kC>(x, row0, K, c0, h * head_stride, group, prefetch_line);
+          return IntegerDotTile<kRows, kC>(x, row0, K, c0, h * head_stride, group, no_prefetch);
+        };
         for (std::int64_t c0 = g0; c0 < g0 + kLanes && c0 < cols; c0 += kC) {
           if (x.groups == 1) {
-            StoreDotTile<kRows, kC>(IntegerDotTile<kRows, kC>(x, row0, K, c0, h * head_stride, 0), c0, cols,
-                                    S + row0 * kBc);
+            StoreDotTile<kRows, kC>(dot_tile(c0, 0), c0, cols, S + row0 * kBc);
             continue;
           }
           for (std::int64_t group = 0; group < x.groups; ++group) {
             alignas(64) float dots[kLanes];
-            hn::Store(IntegerDotTile<kRows, kC>(x, row0, K, c0, h * head_stride, group), DF(), dots);
+            hn::Store(dot_tile(c0, group), DF(), dots);
             for (int i = 0; i < kRows; ++i)
               for (std::int64_t c = c0; c < std::min(cols, c0 + kC); ++c) {
                 store(row0 + i, c, h, group, dots[i * kC + (c - c0)]);
