@@ -175,7 +175,8 @@ inline void QuantizeQueryRows(const float* Q, std::int64_t rows, std::int64_t ld
 template <class PrefetchLine>
 void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const std::int8_t* const* K,
                        std::int64_t head_stride, const float* const* k_scale, std::int64_t scale_head_stride,
-                       [[maybe_unused]] std::int64_t d, std::int64_t cols, float* S, const PrefetchLine& prefetch_line) {
+                       [[maybe_unused]] std::int64_t d, std::int64_t cols, float* S,
+                       const PrefetchLine& prefetch_line) {
   // S[row][c] = dot, or += (dot · q_scale) · k_scale for one of several groups, in this order on every target
   const auto store = [&](std::int64_t row, std::int64_t c, std::int64_t h, std::int64_t group, float dot) {
     float& s = S[row * kBc + c];
