@@ -110,6 +110,14 @@ struct DecodeParams : ScoreSettings {
   // scores are identical on every target. P V stays float32. A query row holding an inf or a NaN gets NaN
   // scores. Rejected for a float or fp8 cache.
   bool quantize_query_int8 = false;
+  // An int8 cache with one scale per row (no scale groups) only: P̃ V from integer dot products. For each
+  // query row and each block of keys the kernel takes at a time, the weights w_c = P̃_c · v_scale_c are
+  // rounded to unsigned 8 bits relative to the block's largest, u_c = round(255 · w_c / max w) (to nearest
+  // even), and the row's Õ gains (max w / 255) · Σ_c u_c · v_c, the sum an exact int32; l still sums the
+  // unrounded P̃. It trades that rounding (docs/quantized_cache.md gives the figures) for integer throughput,
+  // vpdpbusd on AVX-512 VNNI, the same integers portably elsewhere, so the result is identical on every
+  // target. Rejected for a float or fp8 cache and for scale groups.
+  bool quantize_probs_u8 = false;
 
   // Contiguous cache: its capacity Nmax. Paged cache: block_table set, cache_seqlen_max ignored.
   std::int64_t cache_seqlen_max = 0;
