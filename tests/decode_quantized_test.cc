@@ -271,6 +271,15 @@ class QuantCase {
     return bytes;
   }
 
+  // The per-token scale of cache row (b, j, hk) of K or V (one per row: no scale groups).
+  float RowScale(bool key, std::int64_t b, std::int64_t j, std::int64_t hk) const {
+    const DecodeParams& p = params_;
+    const std::int64_t outer = p.paged() ? table_[b * p.max_pages + j / p.page_size] : b;
+    const std::int64_t slot = p.paged() ? j % p.page_size : j;
+    const Strides s = ScaleStridesOf(p);
+    return (key ? k_scales_ : v_scales_)[outer * s.batch + slot * s.seq + hk * s.head];
+  }
+
   // Cache row (b, j, hk) of K or V, dequantized, and the scales it was stored with.
   std::vector<float> Row(bool key, std::int64_t b, std::int64_t j, std::int64_t hk) const {
     const DecodeParams& p = params_;
@@ -615,12 +624,12 @@ TEST(DecodeQuantized, RejectsValuesInsideTheKeysAndAnotherHeadDimV) {
 // Accuracy against the original (unquantized) values, Gaussian q, K, V: the NMSE of O, at 4096 keys (the
 // program DecodeQuantizedFull below runs 32768). Bounds of the decode accuracy in docs/quantized_cache.md.
 double NmseAgainstOriginal(CacheElement element, ScaleGranularity granularity, std::int64_t group_size,
-                           std::int64_t keys, bool quantize_query = false) {
+                           std::int64_t keys, bool quantize_query = false, bool quantize_probs = false) {
   QuantShape shape{.Nq = 1, .Hq = 8, .Hkv = 2, .d = 128, .Nmax = keys, .cached = {static_cast<std::int32_t>(keys)},
                    .element = element, .granularity = granularity, .group_size = group_size};
   QuantCase c(shape, 1234);
   const Output original = Attend(c.OverFloats(true), true);
-  c.params().quantize_query_int8 = quantize_query;
+  c.params().quantize_query_int8 = quantize_query, c.params().quantize_probs_u8 = quantize_probs;
   return Nmse(Attend(c.params(), false), original);
 }
 
@@ -651,6 +660,136 @@ TEST(DecodeQuantized, NmseAgainstTheOriginalValuesWithIntegerScores) {
   RecordProperty("nmse_int8_group32_integer_scores", std::to_string(group));
 }
 
+// Integer P̃ V on every target: each computes the same exact sums of the rounded weights, but the weights come
+// from its own float32 softmax, so a weight's rounding may tip over by one ulp of P̃. Against the first target:
+// within float32's error and such a rare tip; against the float64 reference without rounding: within the
+// rounding's. Tails (d 40, 59, 111), 1, 97 and 1025 keys, rows per K/V head 4, 5 and 8 (row tiles of 4 and 1),
+// a causal pair of query rows, pages of 64 slots, three chunks, with and without integer scores.
+TEST(DecodeQuantized, IntegerPvAgreesOnEveryTarget) {
+  const std::vector<std::int64_t> targets = decode_kernel::Int8KernelTargets();
+  ASSERT_GE(targets.size(), 2u);
+  double worst = 0.0, worst_rounding = 0.0;
+  for (const std::int64_t d : {40, 59, 111, 128, 256})
+    for (const std::int64_t Hq : {8, 10, 16})
+      for (const std::int64_t page_size : {0, 64})
+        for (const bool integer_scores : {false, true}) {
+          QuantShape shape{.Nq = 2, .Hq = Hq, .Hkv = 2, .d = d, .Nmax = 1025, .cached = {1025, 97, 1},
+                           .page_size = page_size};
+          QuantCase c(shape, 31 + d + Hq);
+          const Output unrounded = Attend(c.OverFloats(false), true);
+          c.params().quantize_probs_u8 = true, c.params().quantize_query_int8 = integer_scores;
+          c.params().num_splits = 3;
+          simd::RestrictTargetForTest(targets.front());
+          const Output first = Attend(c.params(), false);
+          for (const std::int64_t target : targets) {
+            simd::RestrictTargetForTest(target);
+            const Output out = Attend(c.params(), false);
+            const std::string where = shape.ToString() + (integer_scores ? " integer scores" : "") + " on " +
+                                      simd::TargetName(target) + " against " + simd::TargetName(targets.front());
+            const double error = NormwiseError(out, first), rounding = NormwiseError(out, unrounded);
+            EXPECT_LE(error, 5e-4) << where;  // a tipped weight moves O by max w / 255 · |v| / l: 2e-4 here
+            EXPECT_LE(rounding, 2e-2) << where;
+            worst = std::max(worst, error), worst_rounding = std::max(worst_rounding, rounding);
+          }
+          simd::RestrictTargetForTest(0);
+        }
+  RecordProperty("worst_between_targets", std::to_string(worst));
+  RecordProperty("worst_against_unrounded", std::to_string(worst_rounding));
+}
+
+// The rounding integer P̃ V performs, in float64: for each query row (one per sequence and head, seeing every
+// cached key), in blocks of 32 keys from the first (one chunk), u_c = round(255·w_c / max w) of the weights
+// w_c = e^{s_c − max s}·v_scale_c, then O = Σ_blocks (max w / 255)·Σ_c u_c·v_c / Σ_c e^{s_c − max s} with the
+// cache's int8 values v_c.
+Output RoundedWeightsModel(QuantCase& c) {
+  const DecodeParams& p = c.params();
+  const std::int64_t d = p.head_dim, group = p.heads_q / p.heads_kv;
+  const double s = SoftmaxScale(p);
+  Output out{std::vector<float>(p.batch * p.heads_q * d), std::vector<float>(p.batch * p.heads_q)};
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    const std::int64_t n = p.cache_seqlens[b];
+    for (std::int64_t h = 0; h < p.heads_q; ++h) {
+      const std::int64_t hk = h / group;
+      std::vector<double> score(n), weight(n);
+      std::vector<std::vector<double>> v(n);
+      for (std::int64_t j = 0; j < n; ++j) {
+        const std::vector<float> k = c.Row(true, b, j, hk), v_row = c.Row(false, b, j, hk);
+        double dot = 0.0;
+        for (std::int64_t e = 0; e < d; ++e) {
+          dot += LoadAsFloat(p.q, p.dtype, (b * p.heads_q + h) * d + e) * double(k[e]);
+        }
+        score[j] = s * dot;
+        const float v_scale = c.RowScale(false, b, j, hk);
+        v[j].resize(d);
+        for (std::int64_t e = 0; e < d; ++e) v[j][e] = v_scale == 0.0f ? 0.0 : std::nearbyint(v_row[e] / v_scale);
+        weight[j] = v_scale;
+      }
+      const double max_score = *std::max_element(score.begin(), score.end());
+      double l = 0.0;
+      std::vector<double> o(d, 0.0);
+      for (std::int64_t j = 0; j < n; ++j) {
+        l += std::exp(score[j] - max_score);
+        weight[j] *= std::exp(score[j] - max_score);
+      }
+      for (std::int64_t j0 = 0; j0 < n; j0 += 32) {
+        const std::int64_t j1 = std::min(n, j0 + 32);
+        const double max_w = *std::max_element(weight.begin() + j0, weight.begin() + j1);
+        if (max_w == 0.0) continue;
+        for (std::int64_t j = j0; j < j1; ++j) {
+          const double u = std::nearbyint(255.0 * weight[j] / max_w);
+          for (std::int64_t e = 0; e < d; ++e) o[e] += max_w / 255.0 * u * v[j][e];
+        }
+      }
+      for (std::int64_t e = 0; e < d; ++e) out.O[(b * p.heads_q + h) * d + e] = static_cast<float>(o[e] / l);
+      out.lse[b * p.heads_q + h] = static_cast<float>(max_score + std::log(l));
+    }
+  }
+  return out;
+}
+
+// Integer P̃ V computes what its rounding says, on every target: against the float64 model of that rounding its
+// error is float32's (and a rare weight whose rounding a float32 ulp tips over), several times below the model's
+// distance from the float64 reference without the rounding; the LSE is the reference's. Tails, GQA and MQA,
+// pages, one chunk.
+TEST(DecodeQuantized, IntegerPvIsTheRoundingItDescribes) {
+  for (const std::int64_t d : {40, 59, 111, 128})
+    for (const std::int64_t page_size : {0, 64}) {
+      QuantShape shape{.Nq = 1, .Hq = 8, .Hkv = d == 128 ? 1 : 2, .d = d, .Nmax = 1025, .cached = {1025, 97, 1},
+                       .page_size = page_size};
+      QuantCase c(shape, 7 + d);
+      c.params().num_splits = 1;
+      const Output unrounded = Attend(c.OverFloats(false), true);
+      c.params().quantize_probs_u8 = true;
+      const Output model = RoundedWeightsModel(c);
+      const double rounding = NormwiseError(model, unrounded);
+      for (const std::int64_t target : decode_kernel::Int8KernelTargets()) {
+        simd::RestrictTargetForTest(target);
+        const Output out = Attend(c.params(), false);
+        const std::string where = shape.ToString() + " on " + simd::TargetName(target);
+        const double error = NormwiseError(out, model);
+        EXPECT_LE(error, 1e-4) << where;
+        EXPECT_GE(rounding, 5 * error) << where;
+        for (std::size_t n = 0; n < out.lse.size(); ++n) EXPECT_NEAR(out.lse[n], unrounded.lse[n], 1e-5) << where;
+        std::printf("%s: %.3g from the model, which is %.3g from the unrounded reference\n", where.c_str(), error,
+                    rounding);
+      }
+      simd::RestrictTargetForTest(0);
+    }
+}
+
+// Integer P̃ V (per-token scales only) adds the weights' rounding: the per-token bound still holds, with integer
+// scores too.
+TEST(DecodeQuantized, NmseAgainstTheOriginalValuesWithIntegerPv) {
+  const double pv = NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 0, 4096, false, true);
+  const double both = NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 0, 4096, true, true);
+  EXPECT_LE(pv, 2e-4);
+  EXPECT_LE(both, 2e-4);
+  EXPECT_GT(pv, NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 0, 4096))
+      << "the weights' rounding adds to the error";
+  RecordProperty("nmse_int8_per_token_integer_pv", std::to_string(pv));
+  RecordProperty("nmse_int8_per_token_integer_scores_and_pv", std::to_string(both));
+}
+
 // The benchmark shape of docs/quantized_cache.md: run with --gtest_also_run_disabled_tests to print the figures.
 TEST(DecodeQuantized, DISABLED_NmseAt32768Keys) {
   for (const auto& [name, element, granularity, group] :
@@ -662,6 +801,11 @@ TEST(DecodeQuantized, DISABLED_NmseAt32768Keys) {
     if (element == CacheElement::kInt8) {
       std::printf("NMSE %-20s %.3g with integer scores\n", name,
                   NmseAgainstOriginal(element, granularity, group, 32768, true));
+    }
+    if (element == CacheElement::kInt8 && group == 0) {
+      std::printf("NMSE %-20s %.3g with integer P̃V, %.3g with integer scores and P̃V\n", name,
+                  NmseAgainstOriginal(element, granularity, group, 32768, false, true),
+                  NmseAgainstOriginal(element, granularity, group, 32768, true, true));
     }
   }
 }

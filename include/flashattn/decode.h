@@ -114,9 +114,9 @@ struct DecodeParams : ScoreSettings {
   // query row and each block of keys the kernel takes at a time, the weights w_c = P̃_c · v_scale_c are
   // rounded to unsigned 8 bits relative to the block's largest, u_c = round(255 · w_c / max w) (to nearest
   // even), and the row's Õ gains (max w / 255) · Σ_c u_c · v_c, the sum an exact int32; l still sums the
-  // unrounded P̃. It trades that rounding (docs/quantized_cache.md gives the figures) for integer throughput,
-  // vpdpbusd on AVX-512 VNNI, the same integers portably elsewhere, so the result is identical on every
-  // target. Rejected for a float or fp8 cache and for scale groups.
+  // unrounded P̃. It trades that rounding (docs/quantized_cache.md gives the figures) for integer throughput:
+  // vpdpbusd on AVX-512 VNNI, the same exact sums portably elsewhere. Rejected for a float or fp8 cache and for
+  // scale groups.
   bool quantize_probs_u8 = false;
 
   // Contiguous cache: its capacity Nmax. Paged cache: block_table set, cache_seqlen_max ignored.

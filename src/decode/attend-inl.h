@@ -29,6 +29,7 @@
 #include "common/score.h"
 #include "decode/attend.h"
 #include "decode/attend_tiles-inl.h"
+#include "decode/integer_pv-inl.h"
 #include "decode/integer_scores-inl.h"
 #include "hwy/highway.h"
 #include "simd/convert-inl.h"
@@ -44,7 +45,8 @@ using flashattn::decode_kernel::KvSource;
 
 // The float32 working set of one AttendChunk call for `heads` K/V heads of R rows: Q and the widened K block
 // in rows of d_pad floats (copied, zero-padded), the widened V block and Õ in rows of dv_pad, scores, m, l, α;
-// with integer scores (query_groups > 0 groups of features per row), Q quantized.
+// with integer scores (query_groups > 0 groups of features per row), Q quantized; with integer P̃ V, its
+// rounded weights and sums.
 struct AttendScratch {
   float* Q;      // heads·R rows
   float* K;      // kBc rows
@@ -55,9 +57,10 @@ struct AttendScratch {
   float* l;      // heads·R running sums
   float* alpha;  // R rescale factors of the current block
   QueryInt8 q_int8;
+  IntegerPv pv;
 
   static AttendScratch Carve(simd::ScratchCarver& c, std::int64_t heads, std::int64_t R, std::int64_t d_pad,
-                             std::int64_t dv_pad, std::int64_t query_groups) {
+                             std::int64_t dv_pad, std::int64_t query_groups, bool integer_pv) {
     const std::int64_t rows = heads * R;
     AttendScratch x;
     x.Q = c.Take<float>(rows * d_pad);
@@ -74,6 +77,12 @@ struct AttendScratch {
       x.q_int8.q = c.Take<std::int8_t>(rows * x.q_int8.stride);
       x.q_int8.scale = c.Take<float>(rows * query_groups);
       x.q_int8.offset = c.Take<std::int32_t>(rows * query_groups * kOffsetLanes);
+    }
+    if (integer_pv) {
+      x.pv.u = c.Take<std::uint8_t>(R * kBc);
+      x.pv.factor = c.Take<float>(R);
+      x.pv.sum = c.Take<float>(R * dv_pad);
+      x.pv.ones = c.Take<float>(R);
     }
     return x;
   }
@@ -137,6 +146,8 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   // is read straight from the cache whatever d and the groups are; only V may be widened.
   constexpr bool kInt8 = std::is_same_v<T, std::int8_t>;
   const bool integer_scores = kInt8 && t.integer_scores;
+  const bool integer_pv = kInt8 && t.integer_pv;  // P̃ V from u8-rounded weights (integer_pv-inl.h)
+  if (integer_pv) std::fill(x.pv.ones, x.pv.ones + R, 1.0f);
   QueryInt8 q_int8 = x.q_int8;
   if (integer_scores) {
     q_int8.g = t.scales.group_size;
@@ -151,7 +162,8 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   const KvScales& scales = t.scales;
   const bool widen = d % N != 0 || dv % N != 0 || (kQuantized && scales.group_size != d);
   std::int64_t scale_offset[kBc];            // offsets of the block's key scales (K/V head 0), quantized
-  float k_scale_h[kBc], v_scale_h[kBc];      // one head's per-key scales when read straight, quantized
+  alignas(64) float k_scale_h[kBc];           // one head's per-key scales, quantized (0 past `cols`)
+  alignas(64) float v_scale_h[kBc];
   const T* K[kBc];
   const T* V[kBc];
   const T* V_h[kBc];
@@ -257,7 +269,8 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
           if constexpr (kQuantized) {
             const std::int64_t at = scale_offset[c] + hk * scales.head_stride;
             if (!integer_scores) DequantizeRow(k_row, d, d_pad, scales.k + at, scales.group_size, x.K + c * d_pad);
-            DequantizeRow(v_row, dv, dv_pad, scales.v + at, scales.group_size, x.V + c * dv_pad);
+            if (!integer_pv) DequantizeRow(v_row, dv, dv_pad, scales.v + at, scales.group_size, x.V + c * dv_pad);
+            else if (!kIntegerPvReadsRawRows) WidenRow(v_row, dv, dv_pad, x.V + c * dv_pad);  // unscaled
           } else {
             WidenRow(k_row, d, d_pad, x.K + c * d_pad);
             WidenRow(v_row, dv, dv_pad, x.V + c * dv_pad);
@@ -269,17 +282,17 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         }
       }
       // Read straight, a quantized cache's scores are scaled by their keys' scales: S_j = scale_k[j]·(q·k_j)
-      // (integer scores have them already)
+      // (integer scores have them already); P̃ is scaled by V's below, widened or not with integer P̃ V.
+      const bool scale_probs = kQuantized && (!widen || integer_pv);
       if constexpr (kQuantized) {
-        if (!widen) {
+        if (scale_probs) {
           for (std::int64_t c = 0; c < cols; ++c) {
             const std::int64_t at = scale_offset[c] + hk * scales.head_stride;
             k_scale_h[c] = scales.k[at] * kWideningFactor<T>, v_scale_h[c] = scales.v[at] * kWideningFactor<T>;
           }
-          if (!integer_scores) {
-            for (std::int64_t r = 0; r < R; ++r)
-              for (std::int64_t c = 0; c < cols; ++c) S_h[r * kBc + c] *= k_scale_h[c];
-          }
+          std::fill(k_scale_h + cols, k_scale_h + kBc, 0.0f);
+          std::fill(v_scale_h + cols, v_scale_h + kBc, 0.0f);
+          if (!widen && !integer_scores) ScaleScores(S_h, R, nullptr, k_scale_h);
         }
       }
       // The modifiers the block needs, then the online softmax (the fused kernel's row step; keys past `cols`
@@ -297,12 +310,8 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         }
         std::fill(S_r + cols, S_r + kBc, kNegInf);
         x.alpha[r] = OnlineSoftmaxRow<SumUpdate::kFusedMultiplyAdd>(S_r, kBc, m_h[r], l_h[r]);
-        if constexpr (kQuantized) {  // P̃_j·scale_v[j], after l took the unscaled P̃_j
-          if (!widen) {
-            for (std::int64_t c = 0; c < cols; ++c) S_r[c] *= v_scale_h[c];
-          }
-        }
       }
+      if (scale_probs) ScaleScores(S_h, R, nullptr, v_scale_h);  // P̃_j·scale_v[j], after l took the unscaled P̃_j
       // Õ += P̃ V_j over rows of `width` features, leaving out the keys a row does not see when V_j is not
       // all finite
       const auto accumulate = [&](const auto* const* V_rows, std::int64_t width, const auto& prefetch_pass) {
@@ -314,21 +323,34 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
           AccumulateBlock(S_h, x.alpha, V_rows, R, cols, width, O_h, dv_pad, prefetch_pass);
         }
       };
+      // Read straight, as many lines of the next block's V as the keys [c0, c0 + keys) take, or the V rows of
+      // the same keys and head one block later
+      const auto prefetch_next_v = [&](std::int64_t c0, std::int64_t keys) {
+        if (whole_rows) {
+          for (std::int64_t line = 0; line < (keys * row_bytes + 63) / 64; ++line) next_v.Next();
+          return;
+        }
+        for (std::int64_t c = c0; c < std::min(c0 + keys, next_cols); ++c) {
+          PrefetchRowToL2(v_base + next_offset[c] + hk * t.head_stride, row_bytes);
+        }
+      };
+      if constexpr (kInt8) {
+        if (integer_pv) {
+          for (std::int64_t c = 0; c < kBc; ++c) V_h[c] = v_base + offset[c < cols ? c : 0] + hk * t.head_stride;
+          if (widen) {
+            IntegerAccumulateBlock(S_h, x.alpha, V_h, kIntegerPvReadsRawRows ? nullptr : V_wide, R, cols, dv, dv_pad,
+                                   O_h, x.pv, [](std::int64_t, std::int64_t) {});
+          } else {
+            IntegerAccumulateBlock(S_h, x.alpha, V_h, nullptr, R, cols, dv, dv_pad, O_h, x.pv, prefetch_next_v);
+          }
+          continue;
+        }
+      }
       if (widen) {
         accumulate(V_wide, dv_pad, [](std::int64_t, std::int64_t) {});
       } else {
         for (std::int64_t c = 0; c < kBc; ++c) V_h[c] = V[c] + hk * t.head_stride;
-        // Pass by pass, as many lines of the next block's V as the pass reads, or the V rows of the same keys
-        // and head one block later
-        accumulate(V_h, dv, [&](std::int64_t c0, std::int64_t keys) {
-          if (whole_rows) {
-            for (std::int64_t line = 0; line < (keys * row_bytes + 63) / 64; ++line) next_v.Next();
-            return;
-          }
-          for (std::int64_t c = c0; c < std::min(c0 + keys, next_cols); ++c) {
-            PrefetchRowToL2(v_base + next_offset[c] + hk * t.head_stride, row_bytes);
-          }
-        });
+        accumulate(V_h, dv, prefetch_next_v);  // pass by pass
       }
     }
   }

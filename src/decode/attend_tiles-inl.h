@@ -225,6 +225,22 @@ HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::
 #endif  // FLASHATTN_DECODE_SIZELESS_VECTORS
 
 #if !FLASHATTN_DECODE_SIZELESS_VECTORS
+// S[r][c] ← (S[r][c] · row_scale[r]) · key_scale[c] for R rows of kBc scores (kBc apart, aligned) and every
+// c < kBc (key_scale holds kBc floats, aligned); without row scales, S[r][c] · key_scale[c].
+HWY_INLINE void ScaleScores(float* HWY_RESTRICT S, std::int64_t R, const float* row_scale,
+                            const float* HWY_RESTRICT key_scale) {
+  const DF df;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
+  for (std::int64_t r = 0; r < R; ++r) {
+    float* S_r = S + r * kBc;
+    for (std::int64_t c = 0; c < kBc; c += N) {
+      VF v = hn::Load(df, S_r + c);
+      if (row_scale != nullptr) v = hn::Mul(v, hn::Set(df, row_scale[r]));
+      hn::Store(hn::Mul(v, hn::Load(df, key_scale + c)), df, S_r + c);
+    }
+  }
+}
+
 // Õ_r[e, e + 4·kLanes) += Σ_{c < cols} P̃[r][c] V_c[e, e + 4·kLanes) for kR ≤ 4 rows: 4·kR accumulators
 // where there are 32 vector registers, so that each key's broadcast of P̃[r][c] serves four FMAs and its four
 // V vectors (widened once) serve every row.

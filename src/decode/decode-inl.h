@@ -32,7 +32,8 @@ void DecodeT(const DecodeParams& p) {
   const std::int64_t query_groups =
       p.quantize_query_int8 ? p.head_dim / ScaleGroupSize(p.scale_group_size, p.head_dim) : 0;
   const auto carve = [&](simd::ScratchCarver& c) {
-    return AttendScratch::Carve(c, call.Heads(), call.RowsPerHead(), d_pad, dv_pad, query_groups);
+    return AttendScratch::Carve(c, call.Heads(), call.RowsPerHead(), d_pad, dv_pad, query_groups,
+                                p.quantize_probs_u8);
   };
   const simd::ScratchArena arena(call.Threads(), carve);  // all memory before the cache is touched
   if (!call.AppendAndGather()) return;

@@ -186,13 +186,9 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
   // One group: S[row][c] = (dot · q_scale[row]) · k_scale[c] over head h's rows
   const auto scale_head = [&](std::int64_t h) {
     if (x.groups != 1) return;
-    float k_scale_h[kBc];
-    for (std::int64_t c = 0; c < cols; ++c) k_scale_h[c] = k_scale[c][h * scale_head_stride];
-    for (std::int64_t row = h * R; row < (h + 1) * R; ++row) {
-      const float q_scale = x.scale[row];
-      float* S_row = S + row * kBc;
-      for (std::int64_t c = 0; c < cols; ++c) S_row[c] = S_row[c] * q_scale * k_scale_h[c];
-    }
+    alignas(64) float k_scale_h[kBc];
+    for (std::int64_t c = 0; c < kBc; ++c) k_scale_h[c] = c < cols ? k_scale[c][h * scale_head_stride] : 0.0f;
+    ScaleScores(S + h * R * kBc, R, x.scale + h * R, k_scale_h);
   };
 #if FLASHATTN_DECODE_SIZELESS_VECTORS
   for (std::int64_t h = 0; h < H; ++h) {

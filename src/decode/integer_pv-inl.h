@@ -1,0 +1,182 @@
+// P̃ V of an int8 cache from integer dot products (DecodeParams::quantize_probs_u8), per Highway target;
+// include after hwy/highway.h. For each row r of one K/V head and each block of keys, the weights
+// w_c = P̃_c · v_scale_c (one scale per V row) are rounded to unsigned bytes relative to the block's largest,
+//   u_c = round(w_c · 255 / max_c w),   f = max_c w / 255,
+// and then
+//   Õ_r = α_r Õ_r + f · (Σ_c u_c · v_c)
+// where v_c are the cache's int8 values and the sum is exact: |u·v| ≤ 255·127 and a block holds 32 keys, so
+// every partial sum is an integer below 2²⁴, exact in int32 and in float32 alike. AVX3_DL forms it with
+// vpdpbusd over four keys at a time, V's bytes interleaved key by key; the other targets run the float32 P·V
+// tiles over the same integers (exact by the same bound) into a zeroed sum. Given the weights, every target
+// forms the same sums and the same float operations after them (the weights come from each target's own
+// float32 softmax). docs/quantized_cache.md has the accuracy.
+#if defined(FLASHATTN_DECODE_INTEGER_PV_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FLASHATTN_DECODE_INTEGER_PV_INL_H_
+#undef FLASHATTN_DECODE_INTEGER_PV_INL_H_
+#else
+#define FLASHATTN_DECODE_INTEGER_PV_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "decode/attend_tiles-inl.h"
+#include "decode/integer_scores-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace flashattn::HWY_NAMESPACE::decode_kernel {
+
+static_assert(kBc * 255 * 127 < (1 << 24), "a block's integer sums must be exact in float32");
+
+// The working set of the integer P̃ V of one head: u as bytes (R rows × kBc) and as floats (in place of the
+// weights), the factors f, the exact sums (R rows of dv_pad floats), and R ones (no rescaling of the sums).
+struct IntegerPv {
+  std::uint8_t* u = nullptr;
+  float* factor = nullptr;
+  float* sum = nullptr;
+  float* ones = nullptr;
+};
+
+// Whether IntegerAccumulateBlock reads V's int8 rows itself at every d; elsewhere it needs them widened (not
+// scaled) into float32 rows when d leaves a partial vector.
+inline constexpr bool kIntegerPvReadsRawRows = HWY_TARGET == HWY_AVX3_DL;
+
+// Rounds the weights W (R rows × kBc, w_c = P̃_c·v_scale_c for c < cols) in place to u_c as floats, also
+// stored as bytes in x.u (0 past `cols`), and sets x.factor[r] = max w / 255. A row whose weights are all 0
+// gets u = 0 and f = 0; a row holding a NaN or an inf (from a V scale) gets f = NaN, so that its output is NaN.
+HWY_INLINE void RoundWeights(float* W, std::int64_t R, std::int64_t cols, const IntegerPv& x) {
+  const DF df;
+  const hn::Rebind<std::uint8_t, DF> du8;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
+  for (std::int64_t r = 0; r < R; ++r) {
+    float* W_r = W + r * kBc;
+    std::fill(W_r + cols, W_r + kBc, 0.0f);
+    VF max = hn::Zero(df);
+    bool nan = false;
+    for (std::int64_t c = 0; c < kBc; c += N) {
+      const VF w = hn::Load(df, W_r + c);
+      nan = nan || !hn::AllFalse(df, hn::Ne(w, w));
+      max = hn::Max(max, w);
+    }
+    const float max_w = hn::GetLane(hn::MaxOfLanes(df, max));
+    nan = nan || max_w == std::numeric_limits<float>::infinity();  // an infinite V scale
+    const float to_bytes = max_w > 0.0f ? 255.0f / max_w : 0.0f;
+    x.factor[r] = nan ? std::numeric_limits<float>::quiet_NaN() : max_w / 255.0f;
+    const VF scale = hn::Set(df, nan ? 0.0f : to_bytes);
+    for (std::int64_t c = 0; c < kBc; c += N) {
+      const auto u = hn::NearestInt(hn::Mul(hn::Load(df, W_r + c), scale));  // 0 … 255, to nearest even
+      hn::StoreU(hn::DemoteTo(du8, u), du8, x.u + r * kBc + c);
+      hn::Store(hn::ConvertTo(df, u), df, W_r + c);
+    }
+  }
+}
+
+// Õ_r = α_r Õ_r + f_r · sum_r over `width` features (Õ and the sums dv_pad apart): the same float operations
+// on every target.
+HWY_INLINE void AddScaledSums(const float* sum, const float* factor, const float* alpha, std::int64_t R,
+                              std::int64_t width, float* O, std::int64_t ldo) {
+  const DF df;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
+  for (std::int64_t r = 0; r < R; ++r) {
+    const VF a = hn::Set(df, alpha[r]), f = hn::Set(df, factor[r]);
+    for (std::int64_t e = 0; e < width; e += N) {
+      const VF o = hn::Mul(a, hn::Load(df, O + r * ldo + e));
+      hn::Store(hn::Add(o, hn::Mul(f, hn::Load(df, sum + r * ldo + e))), df, O + r * ldo + e);
+    }
+  }
+}
+
+#if HWY_TARGET == HWY_AVX3_DL
+// sum_r[e0, e0 + 64) = Σ_{c < cols} u_r[c] · v_c[e0, e0 + 64) for kR rows (features past dv read as 0), stored as
+// floats where e0 + 16b < dv_pad. V's bytes of four keys are interleaved so that each int32 lane holds one
+// feature of the four keys, the operand vpdpbusd multiplies by four u bytes broadcast: lane j of block b of
+// interleaved vector i is feature 16b + 4i + j, put back in order (a 4 × 4 transpose of 128-bit blocks) once,
+// after the block's keys.
+// `each_four(c)` runs as keys c … c + 3 are reached.
+template <int kR, class EachFour>
+HWY_INLINE void IntegerPvSlice(const std::uint8_t* u, const std::int8_t* const* V, std::int64_t cols,
+                               std::int64_t e0, std::int64_t dv, std::int64_t dv_pad, float* sum,
+                               const EachFour& each_four) {
+  const __mmask64 mask = StepMask(e0, dv);
+  __m512i acc[kR][4];
+  HWY_UNROLL(4) for (int r = 0; r < kR; ++r) {
+    HWY_UNROLL(4) for (int i = 0; i < 4; ++i) acc[r][i] = _mm512_setzero_si512();
+  }
+  for (std::int64_t c = 0; c < cols; c += 4) {
+    each_four(c);
+    const __m512i k0 = _mm512_maskz_loadu_epi8(mask, V[c] + e0);
+    const __m512i k1 = _mm512_maskz_loadu_epi8(mask, V[c + 1] + e0);
+    const __m512i k2 = _mm512_maskz_loadu_epi8(mask, V[c + 2] + e0);
+    const __m512i k3 = _mm512_maskz_loadu_epi8(mask, V[c + 3] + e0);
+    const __m512i t0 = _mm512_unpacklo_epi8(k0, k1), t1 = _mm512_unpackhi_epi8(k0, k1);
+    const __m512i t2 = _mm512_unpacklo_epi8(k2, k3), t3 = _mm512_unpackhi_epi8(k2, k3);
+    const __m512i v[4] = {_mm512_unpacklo_epi16(t0, t2), _mm512_unpackhi_epi16(t0, t2),
+                          _mm512_unpacklo_epi16(t1, t3), _mm512_unpackhi_epi16(t1, t3)};
+    HWY_UNROLL(4) for (int r = 0; r < kR; ++r) {
+      std::int32_t four;  // u_r[c … c + 3]
+      __builtin_memcpy(&four, u + r * kBc + c, 4);
+      const __m512i p = _mm512_set1_epi32(four);
+      HWY_UNROLL(4) for (int i = 0; i < 4; ++i) acc[r][i] = DotBytes(acc[r][i], p, v[i]);
+    }
+  }
+  HWY_UNROLL(4) for (int r = 0; r < kR; ++r) {
+    const __m512i y0 = _mm512_shuffle_i32x4(acc[r][0], acc[r][1], 0x44);  // blocks 0, 1 of acc 0 and 1
+    const __m512i y1 = _mm512_shuffle_i32x4(acc[r][2], acc[r][3], 0x44);
+    const __m512i y2 = _mm512_shuffle_i32x4(acc[r][0], acc[r][1], 0xEE);  // blocks 2, 3
+    const __m512i y3 = _mm512_shuffle_i32x4(acc[r][2], acc[r][3], 0xEE);
+    const __m512i in_order[4] = {_mm512_shuffle_i32x4(y0, y1, 0x88), _mm512_shuffle_i32x4(y0, y1, 0xDD),
+                                 _mm512_shuffle_i32x4(y2, y3, 0x88), _mm512_shuffle_i32x4(y2, y3, 0xDD)};
+    HWY_UNROLL(4) for (int b = 0; b < 4; ++b) {
+      if (e0 + 16 * b < dv_pad) {
+        _mm512_storeu_ps(sum + r * dv_pad + e0 + 16 * b, _mm512_cvtepi32_ps(in_order[b]));
+      }
+    }
+  }
+}
+#endif
+
+// Õ = diag(α) Õ + diag(f) (U V_j) for the R rows of one head: `W` holds the weights (rounded in place), V[c]
+// key c's int8 row (raw, readable for dv features; keys past `cols` repeat a real row), V_wide[c] the same row
+// widened to float32 and zero-padded to dv_pad where the caller widened it (when d leaves a partial vector and
+// !kIntegerPvReadsRawRows), else null. `prefetch_pass(c0, keys)` runs as the keys [c0, c0 + keys) are first
+// read, as in AccumulateBlock.
+template <class PrefetchPass>
+HWY_INLINE void IntegerAccumulateBlock(float* W, const float* alpha, const std::int8_t* const* V,
+                                       const float* const* V_wide, std::int64_t R, std::int64_t cols,
+                                       std::int64_t dv, std::int64_t dv_pad, float* O, const IntegerPv& x,
+                                       const PrefetchPass& prefetch_pass) {
+  RoundWeights(W, R, cols, x);
+#if HWY_TARGET == HWY_AVX3_DL
+  (void)V_wide;
+  const std::int64_t keys = RoundUp(cols, std::int64_t{4});  // u is 0 past cols
+  const auto first_reads = [&](std::int64_t c) { prefetch_pass(c, std::min<std::int64_t>(4, cols - c)); };
+  const auto later_reads = [](std::int64_t) {};
+  for (std::int64_t e0 = 0; e0 < dv; e0 += 64) {
+    std::int64_t r = 0;
+    for (; r + 4 <= R; r += 4) {
+      float* sum = x.sum + r * dv_pad;
+      if (e0 == 0 && r == 0) IntegerPvSlice<4>(x.u + r * kBc, V, keys, e0, dv, dv_pad, sum, first_reads);
+      else IntegerPvSlice<4>(x.u + r * kBc, V, keys, e0, dv, dv_pad, sum, later_reads);
+    }
+    for (; r < R; ++r) {
+      float* sum = x.sum + r * dv_pad;
+      if (e0 == 0 && r == 0) IntegerPvSlice<1>(x.u + r * kBc, V, keys, e0, dv, dv_pad, sum, first_reads);
+      else IntegerPvSlice<1>(x.u + r * kBc, V, keys, e0, dv, dv_pad, sum, later_reads);
+    }
+  }
+#else
+  (void)dv;  // the rows hold dv_pad features, zero past dv
+  // the float tiles over the integers u_c and v_c: exact, as the int32 sum
+  std::fill(x.sum, x.sum + R * dv_pad, 0.0f);
+  if (V_wide != nullptr) AccumulateBlock(W, x.ones, V_wide, R, cols, dv_pad, x.sum, dv_pad, prefetch_pass);
+  else AccumulateBlock(W, x.ones, V, R, cols, dv_pad, x.sum, dv_pad, prefetch_pass);
+#endif
+  AddScaledSums(x.sum, x.factor, alpha, R, dv_pad, O, dv_pad);
+}
+
+}  // namespace flashattn::HWY_NAMESPACE::decode_kernel
+HWY_AFTER_NAMESPACE();
+
+#endif  // FLASHATTN_DECODE_INTEGER_PV_INL_H_
