@@ -59,6 +59,7 @@ struct ChunkTask {
   KvScales scales;
   std::int64_t j_begin = 0, j_end = 0;
   bool integer_scores = false;  // int8 cache: scores from int8 queries (DecodeParams::quantize_query_int8)
+  bool integer_pv = false;  // int8 cache: P̃V from u8-rounded weights (DecodeParams::quantize_probs_u8)
   float* O = nullptr;
   float* lse = nullptr;
 };

@@ -140,6 +140,7 @@ ChunkTask SplitKv::Task(std::int64_t item) {
   task.j_begin = std::min(rows.j_end, rows.j_begin + s * chunk);
   task.j_end = std::min(rows.j_end, task.j_begin + chunk);
   task.integer_scores = p.quantize_query_int8;
+  task.integer_pv = p.quantize_probs_u8;
   const Strides scale_strides = ScaleStridesOf(p);
   task.scales.head_stride = scale_strides.head;
   task.scales.group_size = ScaleGroupSize(p.scale_group_size, p.head_dim);
