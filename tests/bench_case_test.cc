@@ -148,6 +148,21 @@ TEST(PlanCases, DecodeTakesOneQueryRowAndTheCacheOptions) {
   EXPECT_TRUE(c.quantize_query);
   EXPECT_EQ(c.cache_element, CacheElement::kInt8);
   EXPECT_NE(c.Name().find("_cache_int8_quantize_query"), std::string::npos) << c.Name();
+  EXPECT_FALSE(c.quantize_probs);
+  // --quantize-probs: u8-rounded weights of P̃V over an int8 cache, named apart; refused for another cache
+  options.quantize_query = false;
+  options.quantize_probs = true;
+  options.cache_dtype.clear();
+  EXPECT_THROW(PlanCases(options), Error);
+  options.cache_dtype = "fp8_e4m3";
+  EXPECT_THROW(PlanCases(options), Error);
+  options.cache_dtype = "int8";
+  c = PlanCases(options)[0];
+  EXPECT_TRUE(c.quantize_probs);
+  EXPECT_FALSE(c.quantize_query);
+  EXPECT_NE(c.Name().find("_cache_int8_quantize_probs"), std::string::npos) << c.Name();
+  options.quantize_query = true;  // both: each named
+  EXPECT_NE(PlanCases(options)[0].Name().find("_cache_int8_quantize_query_quantize_probs"), std::string::npos);
 }
 
 TEST(PlanCases, BackwardTakesTheForwardShapeOptions) {
