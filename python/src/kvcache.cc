@@ -176,8 +176,9 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
     p.quantize_probs_u8 = quantization.quantize_probs_u8;
     p.v_scale = static_cast<float*>(v_scale->array.mutable_data());
   } else if (quantization.quantize_query_int8 || quantization.quantize_probs_u8) {
-    throw py::value_error(std::string(quantization.quantize_query_int8 ? "quantize_query_int8" : "quantize_probs_u8") +
-                          " applies to an int8 cache; k_cache has dtype " + std::string(py::str(k_cache.array.dtype())));
+    const char* flag = quantization.quantize_query_int8 ? "quantize_query_int8" : "quantize_probs_u8";
+    throw py::value_error(std::string(flag) + " applies to an int8 cache; k_cache has dtype " +
+                          std::string(py::str(k_cache.array.dtype())));
   } else if (!quantization.k_scale.is_none() || !quantization.v_scale.is_none()) {
     throw py::value_error("k_scale and v_scale apply to a quantized cache (int8, or cache_dtype='fp8_e4m3'); "
                           "k_cache has dtype " + std::string(py::str(k_cache.array.dtype())));
