@@ -52,6 +52,7 @@ std::string BenchCase::Name() const {
   if (sinks) s << "_sinks";
   if (cache_element != CacheElement::kFloat) s << "_cache_" << to_string(cache_element);
   if (quantize_query) s << "_quantize_query";
+  if (quantize_probs) s << "_quantize_probs";
   return s.str();
 }
 

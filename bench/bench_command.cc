@@ -91,6 +91,11 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
                   o.cache_dtype.empty() ? std::string("(none)") : o.cache_dtype);
   }
   c.quantize_query = o.quantize_query;
+  if (o.quantize_probs && c.cache_element != CacheElement::kInt8) {
+    support::Fail("--quantize-probs applies to --mode decode --cache-dtype int8, got --cache-dtype ",
+                  o.cache_dtype.empty() ? std::string("(none)") : o.cache_dtype);
+  }
+  c.quantize_probs = o.quantize_probs;
   if (c.mode == Mode::kDecode) {
     if (o.seqlen_k) support::Fail("--seqlen-k does not apply to --mode decode (use --cache-len), got ", *o.seqlen_k);
     c.seqlen_q = o.seqlen.value_or(1);
@@ -194,6 +199,9 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_flag("--quantize-query", o.quantize_query,
                 "Decode over --cache-dtype int8: scores from int8 queries and integer dot products "
                 "(quantize_query_int8; AVX-512 VNNI where the CPU has it)");
+  cmd->add_flag("--quantize-probs", o.quantize_probs,
+                "Decode over --cache-dtype int8 with one scale per row: P̃V from u8-rounded weights and integer "
+                "dot products (quantize_probs_u8; AVX-512 VNNI where the CPU has it)");
   cmd->add_option("--headdim", o.headdim, "Head dimension d")->capture_default_str();
   cmd->add_option("--headdim-v", o.headdim_v,
                   "Head dimension dv of V and O (default: d); decode reads V as the first dv features of the K "
@@ -218,8 +226,8 @@ void AddBenchCommand(CLI::App& app) {
   cmd->callback([cmd, options] {
     for (const char* shape_option :
          {"--mode", "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--cache-len",
-          "--num-splits", "--paged", "--cache-dtype", "--quantize-query", "--headdim", "--headdim-v", "--sinks", "--causal",
-          "--dtype"})
+          "--num-splits", "--paged", "--cache-dtype", "--quantize-query", "--quantize-probs", "--headdim",
+          "--headdim-v", "--sinks", "--causal", "--dtype"})
       if (cmd->count(shape_option) > 0) options->single = true;
     if (options->run.baseline) bench::RunOnBestBlasCore();  // may re-execute the program (blas_core.h)
     bench::RunBench(*options, std::cout);

@@ -97,6 +97,7 @@ void FillCache(const BenchCase& c, std::int64_t elements, DecodeParams* p, Cache
   p->cache_element = q.element;
   p->scale_granularity = q.granularity;
   p->quantize_query_int8 = c.quantize_query;
+  p->quantize_probs_u8 = c.quantize_probs;
   p->k_cache = cache->k_values.data();
   p->v_cache = cache->v_values.data();
   p->k_scale = cache->k_scale.data();
@@ -172,6 +173,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
     f16.cache_dtype = DType::kF16;
     f16.k_scale = f16.v_scale = nullptr;
     f16.quantize_query_int8 = false;
+    f16.quantize_probs_u8 = false;
     std::vector<std::uint16_t> k16 = RandomElements(cache_elems, DType::kF16, 0x5eed + 1);
     std::vector<std::uint16_t> v16 = RandomElements(cache_elems, DType::kF16, 0x5eed + 2);
     f16.k_cache = k16.data();
@@ -184,6 +186,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
     DecodeParams originals = p;
     originals.cache_element = CacheElement::kFloat;
     originals.quantize_query_int8 = false;
+    originals.quantize_probs_u8 = false;
     originals.cache_dtype = c.cache_element == CacheElement::kFloat ? p.cache_dtype : DType::kF32;
     originals.k_cache = cache.k.data();
     originals.v_cache = cache.v.data();

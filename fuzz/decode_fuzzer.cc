@@ -3,8 +3,9 @@
 // past each sequence's keys), appended keys, rotary in both styles, splits, threads, causal, windows,
 // softcap, ALiBi, layouts, every compiled SIMD target (simd_target.h); and now and then one invalid value.
 // A third of the valid calls read a quantized cache instead (QuantizeCaches: int8 per token, per group, per
-// head or per tensor, FP8 E4M3 likewise; int8 sometimes with integer scores), filled by quantize_kv from the
-// drawn values; the checks then read the dequantized cache, with the rounding of appended rows and queries.
+// head or per tensor, FP8 E4M3 likewise; int8 sometimes with integer scores, and without scale groups
+// sometimes with u8-rounded weights of P̃V), filled by quantize_kv from the drawn values; the checks then read
+// the dequantized cache, with the rounding of appended rows, queries and weights.
 // A valid call must (1) write exactly the appended slots of the caches, with the rotated k_new and v_new,
 // (2) give, per sequence, O and LSE within the bound of oracle_check.h of the float64 oracle over the cache
 // contents after the call and the rotated queries, (3) write nothing between O's elements and leave its
@@ -149,8 +150,9 @@ void DrawCache(FuzzInput& in, Rng& rng, DecodeCall& call, std::int64_t needed) {
 }
 
 // Replaces the drawn float caches by quantized ones holding their values (quantize_kv), with scales of a
-// drawn granularity; int8 sometimes with integer scores. Caches that broadcast an element or hold none stay
-// float (quantize_kv writes each element once).
+// drawn granularity; int8 sometimes with integer scores, and with one scale per row sometimes with u8-rounded
+// weights of P̃V. Caches that broadcast an element or hold none stay float (quantize_kv writes each element
+// once).
 void QuantizeCaches(FuzzInput& in, Rng& rng, DecodeCall& call) {
   DecodeParams& p = call.params;
   const Strides& cs = call.k_cache.strides;
@@ -189,6 +191,7 @@ void QuantizeCaches(FuzzInput& in, Rng& rng, DecodeCall& call) {
   p.k_cache = call.k_cache.data(), p.v_cache = call.v_cache.data();
   p.k_scale = call.k_scale.data(), p.v_scale = call.v_scale.data();
   p.quantize_query_int8 = element == CacheElement::kInt8 && in.Bool();
+  p.quantize_probs_u8 = element == CacheElement::kInt8 && group_size == 0 && in.Bool();
 }
 
 void DrawRotary(FuzzInput& in, Rng& rng, DecodeCall& call) {
@@ -459,8 +462,14 @@ void CheckOutputs(const DecodeCall& call, const std::string& what) {
         }
       q_error += 1.01 / 254;
     }
-    const std::string error =
-        CheckAgainstOracle(f, {.output = p.dtype, .q_error = q_error, .q_bound = q_bound.data()});
+    // u8-rounded weights of P̃V: in each block the kernel gains Σ_j (max w / 255)·u_j·v8_jc for
+    // Σ_j w_j·v8_jc, w_j = P̃_j·v_scale_j, with |w_j − u_j·max w / 255| ≤ max w / 510. As P̃ ≤ 1,
+    // max w·|v8_jc| ≤ max_j' v_scale_j'·127 = max_j'c' |v_j'c'| over the visible keys (a per-token scale is
+    // max|row| / 127; a per-head or per-tensor one is shared, so max w·|v8_jc| ≤ |v_jc|), and l ≥ 1, so
+    // |ΔO_ic| ≤ (keys row i sees)·max_jc |v_jc| / 510; 1.01 covers the float rounding of 255·w_j / max w.
+    const double weight_error = p.quantize_probs_u8 ? 1.01 / 510 : 0.0;
+    const std::string error = CheckAgainstOracle(
+        f, {.output = p.dtype, .q_error = q_error, .q_bound = q_bound.data(), .weight_error = weight_error});
     if (!error.empty()) Fail(what + ": sequence " + std::to_string(b) + " (" + std::to_string(Nk) + " keys): " + error);
   }
 }
@@ -477,7 +486,8 @@ void Run(const std::uint8_t* data, std::size_t size) {
   const std::string what = std::string(to_string(p.dtype)) + (p.paged() ? " paged" : " contiguous") +
                            (Quantized(p.cache_element) ? std::string(" ") + std::string(to_string(p.cache_element)) +
                                                              "/" + std::string(to_string(p.scale_granularity)) +
-                                                             (p.quantize_query_int8 ? " integer scores" : "")
+                                                             (p.quantize_query_int8 ? " integer scores" : "") +
+                                                             (p.quantize_probs_u8 ? " u8 probabilities" : "")
                                                        : std::string()) +
                            " on " + simd_target.Name() +
                            (call.invalid.empty() ? "" : " with " + call.invalid);

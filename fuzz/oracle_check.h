@@ -16,6 +16,9 @@
 //   |LSE_i − LSE*_i| ≤ 2·(δS_i + (Nk + 16)·u) + 4·u·|LSE*_i|
 // (first order in δS; the factor 2 covers the second-order terms while δS_i ≤ 1/4, beyond which the row is
 // only required to be finite). u_out is the unit roundoff of the output type (2⁻¹¹ float16, 2⁻⁸ bfloat16).
+// A kernel that multiplies V by rounded weights (DecodeParams::quantize_probs_u8) adds n_i·e_w·V_i to the O
+// bound, n_i the keys row i sees and e_w the weights' error relative to the largest weight of their block
+// (P̃ ≤ 1 and l ≥ 1, so each key moves O by at most e_w·V_i).
 // A row that sees no key must be exactly 0 with LSE = −inf. Any wrong key, mask, scale or missing rescale
 // gives errors of order V_i, far above the bound.
 #ifndef FLASHATTN_FUZZ_ORACLE_CHECK_H_
@@ -34,6 +37,7 @@ struct Rounding {
   std::int64_t output_roundings = 1;  // times O is rounded to its type (flash1: once per K/V block)
   double q_error = 0.0;               // queries computed by the kernel (rotary): see q_bound
   const float* q_bound = nullptr;     // float32 laid out like params.q (params.dtype must then be float32)
+  double weight_error = 0.0;          // e_w: P̃V from weights rounded within e_w of their block's largest
 };
 
 // Compares params.o (and params.lse, if set) with the oracle over params' own inputs. Returns an empty

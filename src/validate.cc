@@ -650,6 +650,14 @@ void validate(const DecodeParams& p) {
   }
   const std::int64_t scale_groups =
       quantized ? CheckGroupSize("scale_group_size", p.scale_group_size, p.scale_granularity, p.head_dim) : 1;
+  if (p.quantize_probs_u8 && p.cache_element != CacheElement::kInt8) {
+    Fail("quantize_probs_u8 needs an int8 cache (cache_element=int8), got cache_element=",
+         to_string(p.cache_element));
+  }
+  if (p.quantize_probs_u8 && ScaleGroupSize(p.scale_group_size, p.head_dim) != p.head_dim) {
+    Fail("quantize_probs_u8 needs one V scale per row (scale_group_size 0), got scale_group_size=",
+         p.scale_group_size);
+  }
   CheckModifiers(p, p.heads_q);
   CheckSize("num_splits", p.num_splits, 0);
   CheckThreads(p.num_threads);

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
+#include <tuple>
 
 #include "bench/bench_case.h"
 #include "bench/bench_command.h"
@@ -138,16 +140,28 @@ TEST(PlanCases, DecodeTakesOneQueryRowAndTheCacheOptions) {
   EXPECT_EQ(c.page_size, 16);
   EXPECT_EQ(c.seqlen_q, 4);
   EXPECT_FALSE(c.quantize_query);
-  // --quantize-query: integer scores over an int8 cache, named apart; refused for another cache
-  options.quantize_query = true;
-  EXPECT_THROW(PlanCases(options), Error);
-  options.cache_dtype = "fp8_e4m3";
-  EXPECT_THROW(PlanCases(options), Error);
+  EXPECT_FALSE(c.quantize_probs);
+  // --quantize-query (integer scores) and --quantize-probs (u8-rounded weights of P̃V): over an int8 cache
+  // only, each named apart; refused for another cache
+  const std::tuple<bool BenchOptions::*, bool BenchCase::*, const char*> flags[] = {
+      {&BenchOptions::quantize_query, &BenchCase::quantize_query, "_cache_int8_quantize_query"},
+      {&BenchOptions::quantize_probs, &BenchCase::quantize_probs, "_cache_int8_quantize_probs"}};
+  for (const auto& [option, flag, suffix] : flags) {
+    BenchOptions flagged = options;
+    flagged.*option = true;
+    EXPECT_THROW(PlanCases(flagged), Error) << suffix;
+    flagged.cache_dtype = "fp8_e4m3";
+    EXPECT_THROW(PlanCases(flagged), Error) << suffix;
+    flagged.cache_dtype = "int8";
+    c = PlanCases(flagged)[0];
+    EXPECT_TRUE(c.*flag) << suffix;
+    EXPECT_EQ(c.quantize_query + c.quantize_probs, 1) << suffix;
+    EXPECT_EQ(c.cache_element, CacheElement::kInt8);
+    EXPECT_NE(c.Name().find(suffix), std::string::npos) << c.Name();
+  }
+  options.quantize_query = options.quantize_probs = true;
   options.cache_dtype = "int8";
-  c = PlanCases(options)[0];
-  EXPECT_TRUE(c.quantize_query);
-  EXPECT_EQ(c.cache_element, CacheElement::kInt8);
-  EXPECT_NE(c.Name().find("_cache_int8_quantize_query"), std::string::npos) << c.Name();
+  EXPECT_NE(PlanCases(options)[0].Name().find("_cache_int8_quantize_query_quantize_probs"), std::string::npos);
 }
 
 TEST(PlanCases, BackwardTakesTheForwardShapeOptions) {

@@ -13,7 +13,9 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -308,18 +310,19 @@ TEST(DecodeMode, RowReportsTheBytesReadAndItsFractionsOfTheMeasuredBandwidth) {
 }
 
 // A quantized cache's row: the bytes read are its values (one byte each) and scales, and the same call over
-// a float16 cache is timed in the same run for the speedup; likewise int8 with integer scores.
+// a float16 cache is timed in the same run for the speedup; likewise int8 with integer scores or u8-rounded
+// weights of P̃V.
 TEST(DecodeMode, QuantizedCacheRowsCountValuesAndScalesAndCompareWithAFloat16Cache) {
   Limits limits = MadeUpLimits();
   limits.bandwidth = measure::Bandwidth{.read_gbs = 20.0, .triad_gbs = 25.0, .threads = 2, .array_bytes = 1};
-  for (const auto& [element, quantize_query] : {std::pair{CacheElement::kInt8, false},
-                                                std::pair{CacheElement::kFp8E4M3, false},
-                                                std::pair{CacheElement::kInt8, true}}) {
+  for (const auto& [element, quantize_query, quantize_probs] :
+       {std::tuple{CacheElement::kInt8, false, false}, std::tuple{CacheElement::kFp8E4M3, false, false},
+        std::tuple{CacheElement::kInt8, true, false}, std::tuple{CacheElement::kInt8, false, true}}) {
     BenchCase c;
     c.mode = Mode::kDecode;
     c.batch = 2, c.heads = 4, c.heads_kv = 2, c.seqlen_q = 1, c.seqlen_k = 300, c.headdim = 24;
     c.dtype = DType::kF32, c.threads = 2, c.page_size = element == CacheElement::kInt8 ? 0 : 16;
-    c.cache_element = element, c.quantize_query = quantize_query;
+    c.cache_element = element, c.quantize_query = quantize_query, c.quantize_probs = quantize_probs;
     const Row row = RunDecode(c, ThreeCalls(), limits);
     const std::string json = ToJson(row);
     SCOPED_TRACE(json);
@@ -331,6 +334,11 @@ TEST(DecodeMode, QuantizedCacheRowsCountValuesAndScalesAndCompareWithAFloat16Cac
     EXPECT_NE(json.find(std::string("\"cache_dtype\": \"") + std::string(to_string(element)) + "\""),
               std::string::npos);
     EXPECT_EQ(json.find("\"quantize_query_int8\": true") != std::string::npos, quantize_query);
+    EXPECT_EQ(json.find("\"quantize_probs_u8\": true") != std::string::npos, quantize_probs);
+    std::ostringstream table;
+    PrintTableRow(table, row);
+    EXPECT_EQ(table.str().find(", int8 queries") != std::string::npos, quantize_query) << table.str();
+    EXPECT_EQ(table.str().find(", u8 probabilities") != std::string::npos, quantize_probs) << table.str();
     ASSERT_TRUE(row.traffic && row.traffic->f16_cache_median_ms);
     ExpectJsonNear(json, "speedup_vs_f16_cache", *row.traffic->f16_cache_median_ms / row.timing.median_ms);
     // The baseline reads the values before quantization: O differs by the quantization error alone.

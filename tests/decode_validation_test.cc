@@ -2,7 +2,9 @@
 // left byte-for-byte unchanged.
 #include <cmath>
 #include <functional>
+#include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -79,6 +81,8 @@ const BadInput kBadInputs[] = {
     {"page_size", 4, [](DecodeCase& c) { c.params().page_size = 0; }, "page_size must be >= 1"},
     {"table_stride", 4, [](DecodeCase& c) { c.params().block_table_stride = 2; }, "block_table_stride must be >= 5"},
     {"softcap", 0, [](DecodeCase& c) { c.params().softcap = -1.0f; }, "softcap"},
+    {"probs_u8_over_a_float_cache", 0, [](DecodeCase& c) { c.params().quantize_probs_u8 = true; },
+     "quantize_probs_u8 needs an int8 cache (cache_element=int8), got cache_element=float"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Table, DecodeRejects, ::testing::ValuesIn(kBadInputs),
@@ -89,6 +93,66 @@ TEST(DecodeValidation, UnusedTableEntriesAreNotRead) {
   DecodeCase c(ValidationShape(4), DecodeMods{}, 2);
   *Table(c, 2, 3) = -99;
   EXPECT_NO_THROW(decode(c.params()));
+}
+
+// One sequence of 4 cached keys, d 64, in a quantized cache of the given element type with per-token scales
+// in groups of group_size features (0: one scale per row); all values zero, all scales one.
+struct QuantizedCache {
+  static constexpr std::int64_t kHq = 2, kHkv = 1, kD = 64, kKeys = 4;
+
+  QuantizedCache(CacheElement element, std::int64_t group_size)
+      : groups(group_size > 0 ? kD / group_size : 1),
+        q(kHq * kD),
+        o(kHq * kD),
+        lse(kHq),
+        k_cache(kKeys * kHkv * kD),
+        v_cache(kKeys * kHkv * kD),
+        k_scale(kKeys * kHkv * groups, 1.0f),
+        v_scale(kKeys * kHkv * groups, 1.0f) {
+    params.batch = 1, params.seqlen_q = 1, params.heads_q = kHq, params.heads_kv = kHkv, params.head_dim = kD;
+    params.cache_element = element, params.scale_group_size = group_size;
+    params.cache_seqlens = &seqlen, params.cache_seqlen_max = kKeys;
+    params.q = q.data(), params.o = o.data(), params.lse = lse.data();
+    params.k_cache = k_cache.data(), params.v_cache = v_cache.data();
+    params.k_scale = k_scale.data(), params.v_scale = v_scale.data();
+    params.set_contiguous_strides();
+  }
+  QuantizedCache(const QuantizedCache&) = delete;  // params points into the buffers
+  QuantizedCache& operator=(const QuantizedCache&) = delete;
+
+  std::int64_t groups;
+  std::int32_t seqlen = kKeys;
+  std::vector<float> q, o, lse;
+  std::vector<std::uint8_t> k_cache, v_cache;
+  std::vector<float> k_scale, v_scale;
+  DecodeParams params;
+};
+
+// quantize_probs_u8 rounds P̃ · v_scale per key: an int8 cache with one V scale per row only. Each refused
+// cache is valid without the flag.
+TEST(DecodeValidation, ProbsU8NeedsAnInt8CacheWithOneScalePerRow) {
+  const std::tuple<CacheElement, std::int64_t, const char*> refused[] = {
+      {CacheElement::kFp8E4M3, 0,
+       "quantize_probs_u8 needs an int8 cache (cache_element=int8), got cache_element=fp8_e4m3"},
+      {CacheElement::kInt8, 32,
+       "quantize_probs_u8 needs one V scale per row (scale_group_size 0), got scale_group_size=32"},
+  };
+  for (const auto& [element, group_size, message] : refused) {
+    QuantizedCache cache(element, group_size);
+    EXPECT_NO_THROW(validate(cache.params)) << message;
+    cache.params.quantize_probs_u8 = true;
+    try {
+      validate(cache.params);
+      ADD_FAILURE() << "accepted: " << message;
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+    }
+  }
+  for (const std::int64_t group_size : {std::int64_t{0}, QuantizedCache::kD}) {
+    QuantizedCache cache(CacheElement::kInt8, group_size);
+    cache.params.quantize_probs_u8 = true;
+    EXPECT_NO_THROW(validate(cache.params)) << group_size;
+  }
 }
 
 }  // namespace

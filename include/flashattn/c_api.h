@@ -266,7 +266,8 @@ typedef struct flashattn_decode_params {
   /* A quantized cache (cache_element INT8 or FP8_E4M3): k_scale and v_scale float32, shaped as
    * scale_granularity says, per-token ones with scale_strides (batch or page, seq, head) and a group stride
    * of 1; NULL for a float cache. quantize_query_int8: an int8 cache's scores from integer dot products of
-   * int8-rounded queries (DecodeParams::quantize_query_int8). */
+   * int8-rounded queries (DecodeParams::quantize_query_int8). quantize_probs_u8: an int8 cache with one
+   * scale per row, P̃V from integer dot products of u8-rounded weights (DecodeParams::quantize_probs_u8). */
   flashattn_cache_element cache_element;
   flashattn_scale_granularity scale_granularity;
   float* k_scale;
@@ -274,6 +275,7 @@ typedef struct flashattn_decode_params {
   flashattn_strides scale_strides;
   int64_t scale_group_size; /* per token: features per scale, divides head_dim; 0 = head_dim */
   bool quantize_query_int8;
+  bool quantize_probs_u8;
 } flashattn_decode_params;
 
 /* flashattn::QuantizeParams: x (outer, seqlen, heads, head_dim) of dtype, all finite, quantized into values

@@ -133,7 +133,8 @@ def flash_attn_varlen_backward(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
         cache_seqlens=None, block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
         rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False, k_scale=None,
-        v_scale=None, cache_dtype=None, *, sinks=None, head_dim_v=None, quantize_query_int8=False):
+        v_scale=None, cache_dtype=None, *, sinks=None, head_dim_v=None, quantize_query_int8=False,
+        quantize_probs_u8=False):
     """Attention of a few new queries over a key/value cache, appending k and v to the cache in place.
 
     q (batch, seqlen_q, heads_q, d). Contiguous cache: k_cache, v_cache (batch, seqlen_cache, heads_kv, d).
@@ -162,6 +163,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     its own (v_cache=None, V inside the keys, applies to float caches only). quantize_query_int8=True (int8
     caches only) computes the scores as exact int8 dot products of the cache with each query row rounded to
     int8 per scale group (AVX-512 VNNI where the CPU has it): faster, adding q's rounding error.
+    quantize_probs_u8=True (int8 caches with one scale per row, no group_size) computes P̃V as integer dot
+    products of the cache with the weights P̃ · v_scale rounded to 8 bits per key block: faster, adding
+    their rounding error.
 
     Returns out (batch, seqlen_q, heads_q, dv), or (out, softmax_lse (batch, heads_q, seqlen_q)) with
     return_softmax_lse=True. Everything is checked before the caches are written: a call that raises leaves

@@ -57,6 +57,7 @@ def kvcache(call, bf16=False):
         v_scale=call.v_scale,
         cache_dtype=None if call.cache_dtype is None else str(call.cache_dtype),
         quantize_query_int8=bool(call.quantize_query_int8),
+        quantize_probs_u8=bool(call.quantize_probs_u8),
     )
 
 

@@ -173,9 +173,11 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
     p.scale_strides = k_scale->strides;
     p.k_scale = static_cast<float*>(k_scale->array.mutable_data());
     p.quantize_query_int8 = quantization.quantize_query_int8;
+    p.quantize_probs_u8 = quantization.quantize_probs_u8;
     p.v_scale = static_cast<float*>(v_scale->array.mutable_data());
-  } else if (quantization.quantize_query_int8) {
-    throw py::value_error("quantize_query_int8 applies to an int8 cache; k_cache has dtype " +
+  } else if (quantization.quantize_query_int8 || quantization.quantize_probs_u8) {
+    const char* flag = quantization.quantize_query_int8 ? "quantize_query_int8" : "quantize_probs_u8";
+    throw py::value_error(std::string(flag) + " applies to an int8 cache; k_cache has dtype " +
                           std::string(py::str(k_cache.array.dtype())));
   } else if (!quantization.k_scale.is_none() || !quantization.v_scale.is_none()) {
     throw py::value_error("k_scale and v_scale apply to a quantized cache (int8, or cache_dtype='fp8_e4m3'); "
@@ -307,11 +309,12 @@ py::tuple Kvcache(const py::handle& q, const py::handle& k_cache, const py::hand
                   std::int64_t window_right, float softcap, bool rotary_interleaved, std::int64_t num_splits,
                   bool return_lse, bool bf16, const py::handle& sinks, std::optional<std::int64_t> head_dim_v,
                   const py::object& k_scale, const py::object& v_scale, const std::optional<std::string>& cache_dtype,
-                  bool quantize_query_int8) {
+                  bool quantize_query_int8, bool quantize_probs_u8) {
   KvcacheCall call = PrepareKvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
                                     block_table, alibi_slopes, softmax_scale, causal, window_left, window_right,
                                     softcap, rotary_interleaved, num_splits, return_lse, bf16, sinks, head_dim_v,
-                                    KvcacheQuantization{k_scale, v_scale, cache_dtype.value_or(""), quantize_query_int8});
+                                    KvcacheQuantization{k_scale, v_scale, cache_dtype.value_or(""), quantize_query_int8,
+                                                        quantize_probs_u8});
   {
     py::gil_scoped_release release;
     decode(call.params);
@@ -366,6 +369,7 @@ void RegisterKvcache(py::module_& m) {
         py::arg("num_splits"), py::arg("return_lse"), py::arg("bf16") = false, py::arg("sinks") = py::none(),
         py::arg("head_dim_v") = py::none(), py::arg("k_scale") = py::none(), py::arg("v_scale") = py::none(),
         py::arg("cache_dtype") = py::none(), py::arg("quantize_query_int8") = false,
+        py::arg("quantize_probs_u8") = false,
         "flash_attn_with_kvcache's computation: returns (out, softmax_lse or None); appends k, v in place. "
         "v_cache None: V is the first head_dim_v features of k_cache.");
   m.def("quantize_kv", &QuantizeKv, py::arg("x"), py::kw_only(), py::arg("dtype"), py::arg("granularity"),

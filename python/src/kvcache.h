@@ -33,6 +33,7 @@ struct KvcacheQuantization {
   py::object v_scale = py::none();
   std::string cache_dtype;
   bool quantize_query_int8 = false;  // int8 cache: scores from int8 queries (DecodeParams::quantize_query_int8)
+  bool quantize_probs_u8 = false;    // int8 cache: P̃V from u8-rounded weights (DecodeParams::quantize_probs_u8)
 };
 
 // Every check of flash_attn_with_kvcache but the library's own (decode() validates before it writes).

@@ -214,6 +214,7 @@ DecodeParams ToCpp(const flashattn_decode_params& c) {
   p.k_scale = c.k_scale, p.v_scale = c.v_scale, p.scale_strides = ToStrides(c.scale_strides);
   p.scale_group_size = c.scale_group_size;
   p.quantize_query_int8 = c.quantize_query_int8;
+  p.quantize_probs_u8 = c.quantize_probs_u8;
   return p;
 }
 

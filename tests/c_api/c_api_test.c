@@ -568,6 +568,13 @@ static void test_quantized_decode(void) {
     check_invalid(flashattn_decode(&bad), "cache_element", "decode cache_element 7");
     bad = p, bad.quantize_query_int8 = true, bad.cache_element = FLASHATTN_CACHE_FP8_E4M3;
     check_invalid(flashattn_decode(&bad), "quantize_query_int8", "decode quantize_query_int8 over an fp8 cache");
+    bad = p, bad.quantize_probs_u8 = true, bad.cache_element = FLASHATTN_CACHE_FP8_E4M3;
+    check_invalid(flashattn_decode(&bad), "quantize_probs_u8", "decode quantize_probs_u8 over an fp8 cache");
+    if (!fp8) { /* int8 scales in groups of kQuantGroup */
+      bad = p, bad.quantize_probs_u8 = true;
+      check_invalid(flashattn_validate_decode(&bad), "quantize_probs_u8 needs one V scale per row",
+                    "validate_decode quantize_probs_u8 over scale groups");
+    }
     bad = p, bad.k_scale = NULL;
     check_invalid(flashattn_decode(&bad), "k_scale", "decode without k_scale");
     CHECK(all_equal(o, q_size, 7.0f), "a failed quantized decode wrote O");
@@ -946,9 +953,10 @@ static void test_misc(const char* expected_version) {
   flashattn_backward_params_set_head_major_strides(&bp);
   CHECK(bp.dk_strides.seq == 8 && bp.dk_strides.head == 40 && bp.attention.k_strides.head == 40, "backward strides");
   flashattn_decode_params dp;
+  memset(&dp, 0xff, sizeof dp);
   flashattn_decode_params_init(&dp);
   CHECK(dp.batch == 1 && dp.score.window_left == -1 && dp.score.window_right == -1 && !dp.score.causal &&
-            dp.num_splits == 0 && dp.block_table == NULL,
+            dp.num_splits == 0 && dp.block_table == NULL && !dp.quantize_query_int8 && !dp.quantize_probs_u8,
         "decode_params_init");
   flashattn_varlen_params vp;
   flashattn_varlen_params_init(&vp);

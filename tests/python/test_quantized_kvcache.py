@@ -195,3 +195,36 @@ def test_integer_scores_round_the_queries(rng, group_size):
         fp8, fp8_scale = flashattn.quantize_kv(rng.standard_normal((2, 33, 2, d)).astype(np.float32), "fp8_e4m3")
         flashattn.flash_attn_with_kvcache(q, fp8, fp8.copy(), k_scale=fp8_scale, v_scale=fp8_scale,
                                           cache_dtype="fp8_e4m3", quantize_query_int8=True)
+
+
+def test_u8_probabilities_over_an_int8_cache(rng):
+    """quantize_probs_u8=True over an int8 cache with one scale per row: P̃ · v_scale rounded to 8 bits per
+    key block moves O by at most (keys seen) · max|v| / 510 per element, well inside 2e-2 here; an fp8 cache,
+    a float cache and scale groups refuse it, naming the keyword."""
+    d, keys = 64, 200
+    k_values, k_scale = flashattn.quantize_kv(rng.standard_normal((2, keys, 2, d)).astype(np.float32), "int8")
+    v_values, v_scale = flashattn.quantize_kv(rng.standard_normal((2, keys, 2, d)).astype(np.float32), "int8")
+    q = rng.standard_normal((2, 1, 4, d)).astype(np.float32)
+    out = flashattn.flash_attn_with_kvcache(q, k_values, v_values, k_scale=k_scale, v_scale=v_scale,
+                                            quantize_probs_u8=True)
+    k_float = dequantize(k_values, k_scale, "int8").astype(np.float32)
+    v_float = dequantize(v_values, v_scale, "int8").astype(np.float32)
+    floats = flashattn.flash_attn_with_kvcache(q, k_float, v_float)
+    assert out.shape == floats.shape == q.shape
+    assert np.allclose(out, floats, atol=2e-2, rtol=0), np.abs(out - floats).max()
+
+    with pytest.raises(ValueError, match="quantize_probs_u8 needs an int8 cache"):
+        fp8, fp8_scale = flashattn.quantize_kv(rng.standard_normal((2, keys, 2, d)).astype(np.float32), "fp8_e4m3")
+        flashattn.flash_attn_with_kvcache(q, fp8, fp8.copy(), k_scale=fp8_scale, v_scale=fp8_scale,
+                                          cache_dtype="fp8_e4m3", quantize_probs_u8=True)
+    with pytest.raises(ValueError, match="quantize_probs_u8 applies to an int8 cache"):
+        flashattn.flash_attn_with_kvcache(q, k_float, v_float, quantize_probs_u8=True)
+    k_grouped, k_group_scale = flashattn.quantize_kv(k_float, "int8", group_size=16)
+    v_grouped, v_group_scale = flashattn.quantize_kv(v_float, "int8", group_size=16)
+    before = [a.copy() for a in (k_grouped, v_grouped, k_group_scale, v_group_scale)]
+    with pytest.raises(ValueError, match="quantize_probs_u8 needs one V scale per row"):
+        flashattn.flash_attn_with_kvcache(q, k_grouped, v_grouped, k_scale=k_group_scale, v_scale=v_group_scale,
+                                          cache_seqlens=keys - 1, k=q[:, :, :2], v=q[:, :, :2],
+                                          quantize_probs_u8=True)
+    for old, new in zip(before, (k_grouped, v_grouped, k_group_scale, v_group_scale)):
+        np.testing.assert_array_equal(old, new)
