@@ -8,8 +8,8 @@
 // every partial sum is an integer below 2²⁴, exact in int32 and in float32 alike. AVX3_DL forms it with
 // vpdpbusd over four keys at a time, V's bytes interleaved key by key; the other targets run the float32 P·V
 // tiles over the same integers (exact by the same bound) into a zeroed sum. Given the weights, every target
-// forms the same sums and the same float operations after them (the weights come from each target's own
-// float32 softmax). docs/quantized_cache.md has the accuracy.
+// forms the same sums (the weights come from each target's own float32 softmax). docs/quantized_cache.md has
+// the accuracy.
 #if defined(FLASHATTN_DECODE_INTEGER_PV_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_DECODE_INTEGER_PV_INL_H_
 #undef FLASHATTN_DECODE_INTEGER_PV_INL_H_
@@ -73,8 +73,7 @@ HWY_INLINE void RoundWeights(float* W, std::int64_t R, std::int64_t cols, const 
   }
 }
 
-// Õ_r = α_r Õ_r + f_r · sum_r over `width` features (Õ and the sums dv_pad apart): the same float operations
-// on every target.
+// Õ_r = α_r Õ_r + f_r · sum_r over `width` features (Õ and the sums dv_pad apart).
 HWY_INLINE void AddScaledSums(const float* sum, const float* factor, const float* alpha, std::int64_t R,
                               std::int64_t width, float* O, std::int64_t ldo) {
   const DF df;
