@@ -647,17 +647,24 @@ TEST(DecodeQuantized, NmseAgainstTheOriginalValues) {
   RecordProperty("nmse_fp8_per_head", std::to_string(fp8_head));
 }
 
-// Integer scores add q's rounding to the cache's: the same bounds hold. (The scores are the same on every
-// target, IntegerScoresAreThoseOfTheRoundedQueries checks each; this runs the dispatched one.)
-TEST(DecodeQuantized, NmseAgainstTheOriginalValuesWithIntegerScores) {
-  const double token = NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 0, 4096, true);
-  const double group = NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 32, 4096, true);
-  EXPECT_LE(token, 2e-4);
-  EXPECT_LE(group, 1e-4);
-  EXPECT_GT(token, NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 0, 4096))
-      << "q's rounding adds to the error";
-  RecordProperty("nmse_int8_per_token_integer_scores", std::to_string(token));
-  RecordProperty("nmse_int8_group32_integer_scores", std::to_string(group));
+// Integer scores add q's rounding to the cache's, integer P̃V (per-token scales only) the weights': each option
+// and both together stay within the cache's bounds, and each adds to the error. (The scores are the same on
+// every target, IntegerScoresAreThoseOfTheRoundedQueries checks each, as the IntegerPv tests do for P̃V; this
+// runs the dispatched one.)
+TEST(DecodeQuantized, NmseAgainstTheOriginalValuesWithIntegerOptions) {
+  const double per_token = NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 0, 4096);
+  const double group32 = NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 32, 4096);
+  for (const auto& [name, group, integer_scores, integer_pv, bound] :
+       {std::tuple{"per_token_integer_scores", 0, true, false, 2e-4},
+        std::tuple{"group32_integer_scores", 32, true, false, 1e-4},
+        std::tuple{"per_token_integer_pv", 0, false, true, 2e-4},
+        std::tuple{"per_token_integer_scores_and_pv", 0, true, true, 2e-4}}) {
+    const double nmse = NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, group, 4096,
+                                            integer_scores, integer_pv);
+    EXPECT_LE(nmse, bound) << name;
+    EXPECT_GT(nmse, group == 0 ? per_token : group32) << name << ": the rounding adds to the error";
+    RecordProperty(std::string("nmse_int8_") + name, std::to_string(nmse));
+  }
 }
 
 // Integer P̃ V on every target: each computes the same exact sums of the rounded weights, but the weights come
@@ -775,19 +782,6 @@ TEST(DecodeQuantized, IntegerPvIsTheRoundingItDescribes) {
       }
       simd::RestrictTargetForTest(0);
     }
-}
-
-// Integer P̃ V (per-token scales only) adds the weights' rounding: the per-token bound still holds, with integer
-// scores too.
-TEST(DecodeQuantized, NmseAgainstTheOriginalValuesWithIntegerPv) {
-  const double pv = NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 0, 4096, false, true);
-  const double both = NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 0, 4096, true, true);
-  EXPECT_LE(pv, 2e-4);
-  EXPECT_LE(both, 2e-4);
-  EXPECT_GT(pv, NmseAgainstOriginal(CacheElement::kInt8, ScaleGranularity::kPerToken, 0, 4096))
-      << "the weights' rounding adds to the error";
-  RecordProperty("nmse_int8_per_token_integer_pv", std::to_string(pv));
-  RecordProperty("nmse_int8_per_token_integer_scores_and_pv", std::to_string(both));
 }
 
 // The benchmark shape of docs/quantized_cache.md: run with --gtest_also_run_disabled_tests to print the figures.
