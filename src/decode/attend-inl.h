@@ -10,6 +10,8 @@
 // A quantized cache (int8, FP8 E4M3) with one scale per row is read straight too, its scales applied per
 // key: S_j = scale_k[j]·(q·k_j) after the dot product, and P̃_j·scale_v[j] before the accumulation of V
 // (l sums the unscaled P̃_j). With scales per group of features its rows are dequantized as they are widened.
+// An int8 cache may take integer dot products instead, for the scores (integer_scores-inl.h) and for P̃_j V_j
+// (integer_pv-inl.h), each an option that rounds one more operand to 8 bits.
 #if defined(FLASHATTN_DECODE_ATTEND_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_DECODE_ATTEND_INL_H_
 #undef FLASHATTN_DECODE_ATTEND_INL_H_
