@@ -667,6 +667,31 @@ TEST(DecodeQuantized, NmseAgainstTheOriginalValuesWithIntegerOptions) {
   }
 }
 
+// A V scale that is NaN, infinite or negative cannot be rounded into u8 weights: with integer P̃V the rows that
+// see its key get NaN (never a silently wrong output), the other rows are as without it, on every target.
+TEST(DecodeQuantized, IntegerPvGivesNaNForAVScaleItCannotRound) {
+  for (const float bad : {kNaN, kInf, -1.0f})
+    for (const std::int64_t target : decode_kernel::Int8KernelTargets()) {
+      QuantShape shape{.Nq = 1, .Hq = 4, .Hkv = 2, .d = 64, .Nmax = 100, .cached = {100, 45}};
+      QuantCase c(shape, 5);
+      c.params().quantize_probs_u8 = true;
+      simd::RestrictTargetForTest(target);
+      const Output before = Attend(c.params(), false);
+      c.params().v_scale[(0 * shape.Nmax + 30) * shape.Hkv + 1] = bad;  // batch 0, key 30, K/V head 1
+      const Output out = Attend(c.params(), false);
+      simd::RestrictTargetForTest(0);
+      for (std::int64_t b = 0; b < 2; ++b)
+        for (std::int64_t h = 0; h < shape.Hq; ++h)
+          for (std::int64_t e = 0; e < shape.d; ++e) {
+            const std::size_t n = static_cast<std::size_t>((b * shape.Hq + h) * shape.d + e);
+            const std::string where = "scale " + std::to_string(bad) + " on " + simd::TargetName(target) +
+                                      ", batch " + std::to_string(b) + " head " + std::to_string(h);
+            if (b == 0 && h / 2 == 1) EXPECT_TRUE(std::isnan(out.O[n])) << where;
+            else EXPECT_EQ(out.O[n], before.O[n]) << where;
+          }
+    }
+}
+
 // Integer P̃ V on every target: each computes the same exact sums of the rounded weights, but the weights come
 // from its own float32 softmax, so a weight's rounding may tip over by one ulp of P̃. Against the first target:
 // within float32's error and such a rare tip; against the float64 reference without rounding: within the

@@ -45,7 +45,8 @@ inline constexpr bool kIntegerPvReadsRawRows = HWY_TARGET == HWY_AVX3_DL;
 
 // Rounds the weights W (R rows × kBc, w_c = P̃_c·v_scale_c for c < cols) in place to u_c as floats, also
 // stored as bytes in x.u (0 past `cols`), and sets x.factor[r] = max w / 255. A row whose weights are all 0
-// gets u = 0 and f = 0; a row holding a NaN or an inf (from a V scale) gets f = NaN, so that its output is NaN.
+// gets u = 0 and f = 0. A row holding a weight that is NaN, infinite or negative (from a V scale that is not a
+// finite non-negative number) gets u = 0 and f = NaN, so that its output is NaN rather than silently wrong.
 HWY_INLINE void RoundWeights(float* W, std::int64_t R, std::int64_t cols, const IntegerPv& x) {
   const DF df;
   const hn::Rebind<std::uint8_t, DF> du8;
@@ -54,17 +55,21 @@ HWY_INLINE void RoundWeights(float* W, std::int64_t R, std::int64_t cols, const 
     float* W_r = W + r * kBc;
     std::fill(W_r + cols, W_r + kBc, 0.0f);
     VF max = hn::Zero(df);
-    bool nan = false;
+    bool invalid = false;
     for (std::int64_t c = 0; c < kBc; c += N) {
       const VF w = hn::Load(df, W_r + c);
-      nan = nan || !hn::AllFalse(df, hn::Ne(w, w));
+      invalid = invalid || !hn::AllTrue(df, hn::Ge(w, hn::Zero(df)));  // NaN or negative
       max = hn::Max(max, w);
     }
     const float max_w = hn::GetLane(hn::MaxOfLanes(df, max));
-    nan = nan || max_w == std::numeric_limits<float>::infinity();  // an infinite V scale
-    const float to_bytes = max_w > 0.0f ? 255.0f / max_w : 0.0f;
-    x.factor[r] = nan ? std::numeric_limits<float>::quiet_NaN() : max_w / 255.0f;
-    const VF scale = hn::Set(df, nan ? 0.0f : to_bytes);
+    if (invalid || max_w == std::numeric_limits<float>::infinity()) {
+      x.factor[r] = std::numeric_limits<float>::quiet_NaN();
+      std::fill(W_r, W_r + kBc, 0.0f);
+      std::fill(x.u + r * kBc, x.u + (r + 1) * kBc, std::uint8_t{0});
+      continue;
+    }
+    x.factor[r] = max_w / 255.0f;
+    const VF scale = hn::Set(df, max_w > 0.0f ? 255.0f / max_w : 0.0f);
     for (std::int64_t c = 0; c < kBc; c += N) {
       const auto u = hn::NearestInt(hn::Mul(hn::Load(df, W_r + c), scale));  // 0 … 255, to nearest even
       hn::StoreU(hn::DemoteTo(du8, u), du8, x.u + r * kBc + c);
