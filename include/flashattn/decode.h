@@ -115,8 +115,9 @@ struct DecodeParams : ScoreSettings {
   // rounded to unsigned 8 bits relative to the block's largest, u_c = round(255 · w_c / max w) (to nearest
   // even), and the row's Õ gains (max w / 255) · Σ_c u_c · v_c, the sum an exact int32; l still sums the
   // unrounded P̃. It trades that rounding (docs/quantized_cache.md gives the figures) for integer throughput:
-  // vpdpbusd on AVX-512 VNNI, the same exact sums portably elsewhere. Rejected for a float or fp8 cache and for
-  // scale groups.
+  // vpdpbusd on AVX-512 VNNI, the same exact sums portably elsewhere. A V scale that is not a finite
+  // non-negative number makes the rows that see its key NaN. Rejected for a float or fp8 cache and for scale
+  // groups.
   bool quantize_probs_u8 = false;
 
   // Contiguous cache: its capacity Nmax. Paged cache: block_table set, cache_seqlen_max ignored.
