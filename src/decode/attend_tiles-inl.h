@@ -191,36 +191,45 @@ HWY_INLINE void ForEachRowTile(std::int64_t R, const Tile& tile) {
   rows_of(std::integral_constant<int, 1>());
 }
 
+// The walk of ScoreBlock's tiles over H heads of R rows and `cols` keys: the keys go in groups of kLanes, each
+// group for every head before the next, so that a cache holding the heads of a key side by side is read in
+// address order (head after head over a whole block reads it with a stride, which halved the bandwidth one
+// core draws from memory). Within a head, R rows go in tiles (ForEachRowTile) over the group's keys, kC at a
+// time: tile(kRows, kC, h, row, c0, first) for the tile of rows [row, row + kRows) (row = h·R + r) and keys
+// [c0, c0 + kC), kRows and kC std::integral_constants, `first` for the head's first tile of rows, which
+// carries the prefetches.
+template <class Tile>
+HWY_INLINE void ForEachScoreTile(std::int64_t H, std::int64_t R, std::int64_t cols, const Tile& tile) {
+  for (std::int64_t g0 = 0; g0 < cols; g0 += kLanes) {
+    for (std::int64_t h = 0; h < H; ++h) {
+      ForEachRowTile(R, [&](auto kR, std::int64_t r) FLASHATTN_INLINE_LAMBDA {
+        constexpr int kC = kLanes / decltype(kR)::value;
+        for (std::int64_t c0 = g0; c0 < g0 + kLanes && c0 < cols; c0 += kC) {
+          tile(kR, std::integral_constant<int, kC>(), h, h * R + r, c0, r == 0);
+        }
+      });
+    }
+  }
+}
+
 // S_h = Q_h K_{j,h}ᵀ for each of H heads h: R rows per head (Q_h rows ldq apart from Q + h·R·ldq, S_h rows
-// kBc apart from S + h·R·kBc), `cols` keys whose rows are at K[c] + h·head_stride. The keys go in groups of
-// kLanes, each group for every head before the next, so that a cache holding the heads of a key side by
-// side is read in address order (head after head over a whole block reads it with a stride, which halved
-// the bandwidth one core draws from memory). Within a head, R rows go in tiles (ForEachRowTile); the first
-// tile of rows carries the prefetches (`prefetch_line`, see ScoreTile).
+// kBc apart from S + h·R·kBc), `cols` keys whose rows are at K[c] + h·head_stride, in ForEachScoreTile's
+// order; the first tile of rows carries the prefetches (`prefetch_line`, see ScoreTile).
 template <typename T, class PrefetchLine>
 HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::int64_t ldq, const T* const* K,
                            std::int64_t head_stride, std::int64_t width, std::int64_t cols, float* S,
                            const PrefetchLine& prefetch_line) {
   const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t) {};
-  for (std::int64_t g0 = 0; g0 < cols; g0 += kLanes) {
-    for (std::int64_t h = 0; h < H; ++h) {
-      // every tile of kR rows of head h, over the group's keys
-      ForEachRowTile(R, [&](auto kR, std::int64_t r) FLASHATTN_INLINE_LAMBDA {
-        constexpr int kRows = decltype(kR)::value;
-        constexpr int kC = kLanes / kRows;
-        const std::int64_t row = h * R + r;
-        for (std::int64_t c0 = g0; c0 < g0 + kLanes && c0 < cols; c0 += kC) {
-          if (r == 0) {
-            ScoreTile<kRows, kC>(Q + row * ldq, ldq, K, h * head_stride, width, c0, cols, S + row * kBc,
-                                 prefetch_line);
-          } else {
-            ScoreTile<kRows, kC>(Q + row * ldq, ldq, K, h * head_stride, width, c0, cols, S + row * kBc,
-                                 no_prefetch);
-          }
-        }
-      });
+  ForEachScoreTile(H, R, cols, [&](auto kR, auto kC, std::int64_t h, std::int64_t row, std::int64_t c0,
+                                   bool first) FLASHATTN_INLINE_LAMBDA {
+    constexpr int kRows = decltype(kR)::value, kCols = decltype(kC)::value;
+    const float* Q_row = Q + row * ldq;
+    if (first) {
+      ScoreTile<kRows, kCols>(Q_row, ldq, K, h * head_stride, width, c0, cols, S + row * kBc, prefetch_line);
+    } else {
+      ScoreTile<kRows, kCols>(Q_row, ldq, K, h * head_stride, width, c0, cols, S + row * kBc, no_prefetch);
     }
-  }
+  });
 }
 #endif  // FLASHATTN_DECODE_SIZELESS_VECTORS
 

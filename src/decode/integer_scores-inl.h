@@ -208,35 +208,27 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
   }
 #else
   const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t) {};
-  for (std::int64_t g0 = 0; g0 < cols; g0 += kLanes) {
-    for (std::int64_t h = 0; h < H; ++h) {
-      // every tile of kR rows of head h, over the key group's keys (keys past `cols` computed, not stored); the
-      // first tile of rows carries the prefetches
-      ForEachRowTile(R, [&](auto kR, std::int64_t r) FLASHATTN_INLINE_LAMBDA {
-        constexpr int kRows = decltype(kR)::value;
-        constexpr int kC = kLanes / kRows;
-        const std::int64_t row0 = h * R + r;
-        const auto dot_tile = [&](std::int64_t c0, std::int64_t group) FLASHATTN_INLINE_LAMBDA {
-          if (r == 0) return IntegerDotTile<kRows, kC>(x, row0, K, c0, h * head_stride, group, prefetch_line);
-          return IntegerDotTile<kRows, kC>(x, row0, K, c0, h * head_stride, group, no_prefetch);
-        };
-        for (std::int64_t c0 = g0; c0 < g0 + kLanes && c0 < cols; c0 += kC) {
-          if (x.groups == 1) {
-            StoreDotTile<kRows, kC>(dot_tile(c0, 0), c0, cols, S + row0 * kBc);
-            continue;
-          }
-          for (std::int64_t group = 0; group < x.groups; ++group) {
-            alignas(64) float dots[kLanes];
-            hn::Store(dot_tile(c0, group), DF(), dots);
-            for (int i = 0; i < kRows; ++i)
-              for (std::int64_t c = c0; c < std::min(cols, c0 + kC); ++c) {
-                store(row0 + i, c, h, group, dots[i * kC + (c - c0)]);
-              }
-          }
-        }
-      });
+  // keys past `cols` computed, not stored; the first tile of rows carries the prefetches
+  ForEachScoreTile(H, R, cols, [&](auto kR, auto kC, std::int64_t h, std::int64_t row0, std::int64_t c0,
+                                   bool first) FLASHATTN_INLINE_LAMBDA {
+    constexpr int kRows = decltype(kR)::value, kCols = decltype(kC)::value;
+    const auto dot_tile = [&](std::int64_t group) FLASHATTN_INLINE_LAMBDA {
+      if (first) return IntegerDotTile<kRows, kCols>(x, row0, K, c0, h * head_stride, group, prefetch_line);
+      return IntegerDotTile<kRows, kCols>(x, row0, K, c0, h * head_stride, group, no_prefetch);
+    };
+    if (x.groups == 1) {
+      StoreDotTile<kRows, kCols>(dot_tile(0), c0, cols, S + row0 * kBc);
+      return;
     }
-  }
+    for (std::int64_t group = 0; group < x.groups; ++group) {
+      alignas(64) float dots[kLanes];
+      hn::Store(dot_tile(group), DF(), dots);
+      for (int i = 0; i < kRows; ++i)
+        for (std::int64_t c = c0; c < std::min(cols, c0 + kCols); ++c) {
+          store(row0 + i, c, h, group, dots[i * kCols + (c - c0)]);
+        }
+    }
+  });
 #endif
   for (std::int64_t h = 0; h < H; ++h) scale_head(h);
 }
