@@ -80,7 +80,7 @@ if(flashattn_sanitize_label STREQUAL "asan")
   flashattn_sanitized_test(kernel_threads_test "*")
   flashattn_sanitized_test(merge_test "*")
   flashattn_sanitized_test(decode_test "*")
-  flashattn_sanitized_test(decode_quantized_test "*")
+  flashattn_sanitized_test(decode_quantized_test "*-DecodeQuantized.IntegerPvAgreesOnEveryTarget")
   flashattn_sanitized_test(varlen_forward_test "*")
   flashattn_sanitized_test(backward_kernel_test
     "FusedBackwardTest.*" "*FusedBackwardHalfTest*/0" "*FusedBackwardMatrixTest*/0"

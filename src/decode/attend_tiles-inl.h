@@ -233,7 +233,6 @@ HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::
 }
 #endif  // FLASHATTN_DECODE_SIZELESS_VECTORS
 
-#if !FLASHATTN_DECODE_SIZELESS_VECTORS
 // S[r][c] ← (S[r][c] · row_scale[r]) · key_scale[c] for R rows of kBc scores (kBc apart, aligned) and every
 // c < kBc (key_scale holds kBc floats, aligned); without row scales, S[r][c] · key_scale[c].
 HWY_INLINE void ScaleScores(float* HWY_RESTRICT S, std::int64_t R, const float* row_scale,
@@ -250,6 +249,7 @@ HWY_INLINE void ScaleScores(float* HWY_RESTRICT S, std::int64_t R, const float* 
   }
 }
 
+#if !FLASHATTN_DECODE_SIZELESS_VECTORS
 // Õ_r[e, e + 4·kLanes) += Σ_{c < cols} P̃[r][c] V_c[e, e + 4·kLanes) for kR ≤ 4 rows: 4·kR accumulators
 // where there are 32 vector registers, so that each key's broadcast of P̃[r][c] serves four FMAs and its four
 // V vectors (widened once) serve every row.
