@@ -199,8 +199,9 @@ def test_integer_scores_round_the_queries(rng, group_size):
 
 def test_u8_probabilities_over_an_int8_cache(rng):
     """quantize_probs_u8=True over an int8 cache with one scale per row: P̃ · v_scale rounded to 8 bits per
-    key block moves O by at most (keys seen) · max|v| / 510 per element, well inside 2e-2 here; an fp8 cache,
-    a float cache and scale groups refuse it, naming the keyword."""
+    key block moves O (max|O| about 0.4 here) by 2e-3 to 3e-3, checked within 1e-2 and not zero (the rounding
+    happens; decode_quantized_test checks it against a model of the rounding); an fp8 cache, a float cache and
+    scale groups refuse it, naming the keyword."""
     d, keys = 64, 200
     k_values, k_scale = flashattn.quantize_kv(rng.standard_normal((2, keys, 2, d)).astype(np.float32), "int8")
     v_values, v_scale = flashattn.quantize_kv(rng.standard_normal((2, keys, 2, d)).astype(np.float32), "int8")
@@ -211,7 +212,8 @@ def test_u8_probabilities_over_an_int8_cache(rng):
     v_float = dequantize(v_values, v_scale, "int8").astype(np.float32)
     floats = flashattn.flash_attn_with_kvcache(q, k_float, v_float)
     assert out.shape == floats.shape == q.shape
-    assert np.allclose(out, floats, atol=2e-2, rtol=0), np.abs(out - floats).max()
+    assert np.allclose(out, floats, atol=1e-2, rtol=0), np.abs(out - floats).max()
+    assert np.abs(out - floats).max() > 1e-4
 
     with pytest.raises(ValueError, match="quantize_probs_u8 needs an int8 cache"):
         fp8, fp8_scale = flashattn.quantize_kv(rng.standard_normal((2, keys, 2, d)).astype(np.float32), "fp8_e4m3")
