@@ -84,7 +84,6 @@ struct AttendScratch {
       x.pv.u = c.Take<std::uint8_t>(R * kBc);
       x.pv.factor = c.Take<float>(R);
       x.pv.sum = c.Take<float>(R * dv_pad);
-      x.pv.ones = c.Take<float>(R);
     }
     return x;
   }
@@ -149,7 +148,6 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   constexpr bool kInt8 = std::is_same_v<T, std::int8_t>;
   const bool integer_scores = kInt8 && t.integer_scores;
   const bool integer_pv = kInt8 && t.integer_pv;  // P̃ V from u8-rounded weights (integer_pv-inl.h)
-  if (integer_pv) std::fill(x.pv.ones, x.pv.ones + R, 1.0f);
   QueryInt8 q_int8 = x.q_int8;
   if (integer_scores) {
     q_int8.g = t.scales.group_size;
@@ -288,13 +286,17 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
       const bool scale_probs = kQuantized && (!widen || integer_pv);
       if constexpr (kQuantized) {
         if (scale_probs) {
+          const bool scale_scores = !widen && !integer_scores;
           for (std::int64_t c = 0; c < cols; ++c) {
             const std::int64_t at = scale_offset[c] + hk * scales.head_stride;
-            k_scale_h[c] = scales.k[at] * kWideningFactor<T>, v_scale_h[c] = scales.v[at] * kWideningFactor<T>;
+            if (scale_scores) k_scale_h[c] = scales.k[at] * kWideningFactor<T>;
+            v_scale_h[c] = scales.v[at] * kWideningFactor<T>;
           }
-          std::fill(k_scale_h + cols, k_scale_h + kBc, 0.0f);
           std::fill(v_scale_h + cols, v_scale_h + kBc, 0.0f);
-          if (!widen && !integer_scores) ScaleScores(S_h, R, nullptr, k_scale_h);
+          if (scale_scores) {
+            std::fill(k_scale_h + cols, k_scale_h + kBc, 0.0f);
+            ScaleScores(S_h, R, nullptr, k_scale_h);
+          }
         }
       }
       // The modifiers the block needs, then the online softmax (the fused kernel's row step; keys past `cols`

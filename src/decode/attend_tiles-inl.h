@@ -321,7 +321,8 @@ inline constexpr std::int64_t kAccumulateKeys = sizeof(T) == 1 ? 16 : 8;
 // (docs/performance.md).
 inline constexpr std::int64_t kWholeBlockPassRows = 32;
 
-// Õ = diag(α) Õ + P̃ V_j for all R rows: Õ scaled first, then the keys in passes of kAccumulateKeys (all
+// Õ = diag(α) Õ + P̃ V_j for all R rows (α null: Õ + P̃ V_j): Õ scaled first, then the keys in passes of
+// kAccumulateKeys (all
 // `cols` from kWholeBlockPassRows rows on), each pass over the rows in tiles of kMaxAccumulateRows rows, then
 // 4 and 1. `prefetch_pass(c0, keys)` runs as
 // the pass over keys [c0, c0 + keys) begins.
@@ -331,7 +332,7 @@ HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* con
                                 const PrefetchPass& prefetch_pass) {
   const DF df;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
-  for (std::int64_t r = 0; r < R; ++r) {
+  for (std::int64_t r = 0; r < R && alpha != nullptr; ++r) {
     if (alpha[r] == 1.0f) continue;
     const VF a = hn::Set(df, alpha[r]);
     float* O_r = O + r * ldo;

@@ -7,9 +7,9 @@
 // where v_c are the cache's int8 values and the sum is exact: |u·v| ≤ 255·127 and a block holds 32 keys, so
 // every partial sum is an integer below 2²⁴, exact in int32 and in float32 alike. AVX3_DL forms it with
 // vpdpbusd over four keys at a time, V's bytes interleaved key by key; the other targets run the float32 P·V
-// tiles over the same integers (exact by the same bound) into a zeroed sum. Given the weights, every target
-// forms the same sums (the weights come from each target's own float32 softmax). docs/quantized_cache.md has
-// the accuracy.
+// tiles over the same integers (exact by the same bound) into zeroed sums. Given the weights, every target
+// forms the same sums (the weights come from each target's own float32 softmax), and adds them to Õ by the
+// same operations. docs/quantized_cache.md has the accuracy.
 #if defined(FLASHATTN_DECODE_INTEGER_PV_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_DECODE_INTEGER_PV_INL_H_
 #undef FLASHATTN_DECODE_INTEGER_PV_INL_H_
@@ -31,29 +31,27 @@ namespace flashattn::HWY_NAMESPACE::decode_kernel {
 static_assert(kBc * 255 * 127 < (1 << 24), "a block's integer sums must be exact in float32");
 
 // The working set of the integer P̃ V of one head: u as bytes (R rows × kBc) and as floats (in place of the
-// weights), the factors f, the exact sums (R rows of dv_pad floats), and R ones (no rescaling of the sums).
+// weights), the factors f, and the exact sums (R rows of dv_pad floats) where the float tiles form them.
 struct IntegerPv {
   std::uint8_t* u = nullptr;
   float* factor = nullptr;
   float* sum = nullptr;
-  float* ones = nullptr;
 };
 
 // Whether IntegerAccumulateBlock reads V's int8 rows itself at every d; elsewhere it needs them widened (not
 // scaled) into float32 rows when d leaves a partial vector.
 inline constexpr bool kIntegerPvReadsRawRows = HWY_TARGET == HWY_AVX3_DL;
 
-// Rounds the weights W (R rows × kBc, w_c = P̃_c·v_scale_c for c < cols) in place to u_c as floats, also
-// stored as bytes in x.u (0 past `cols`), and sets x.factor[r] = max w / 255. A row whose weights are all 0
+// Rounds the weights W (R rows × kBc, w_c = P̃_c·v_scale_c, 0 past `cols` where P̃ is 0 and so is the scale)
+// in place to u_c as floats, also stored as bytes in x.u, and sets x.factor[r] = max w / 255. A row whose weights are all 0
 // gets u = 0 and f = 0. A row holding a weight that is NaN, infinite or negative (from a V scale that is not a
 // finite non-negative number) gets u = 0 and f = NaN, so that its output is NaN rather than silently wrong.
-HWY_INLINE void RoundWeights(float* W, std::int64_t R, std::int64_t cols, const IntegerPv& x) {
+HWY_INLINE void RoundWeights(float* W, std::int64_t R, const IntegerPv& x) {
   const DF df;
   const hn::Rebind<std::uint8_t, DF> du8;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
   for (std::int64_t r = 0; r < R; ++r) {
     float* W_r = W + r * kBc;
-    std::fill(W_r + cols, W_r + kBc, 0.0f);
     VF max = hn::Zero(df);
     bool invalid = false;
     for (std::int64_t c = 0; c < kBc; c += N) {
@@ -78,6 +76,9 @@ HWY_INLINE void RoundWeights(float* W, std::int64_t R, std::int64_t cols, const 
   }
 }
 
+// α·Õ + f·sum for one vector of Õ, in the same operations on every target.
+HWY_INLINE VF AddScaledSum(VF o, VF sum, VF a, VF f) { return hn::MulAdd(f, sum, hn::Mul(a, o)); }
+
 // Õ_r = α_r Õ_r + f_r · sum_r over `width` features (Õ and the sums dv_pad apart).
 HWY_INLINE void AddScaledSums(const float* sum, const float* factor, const float* alpha, std::int64_t R,
                               std::int64_t width, float* O, std::int64_t ldo) {
@@ -86,23 +87,24 @@ HWY_INLINE void AddScaledSums(const float* sum, const float* factor, const float
   for (std::int64_t r = 0; r < R; ++r) {
     const VF a = hn::Set(df, alpha[r]), f = hn::Set(df, factor[r]);
     for (std::int64_t e = 0; e < width; e += N) {
-      const VF o = hn::Mul(a, hn::Load(df, O + r * ldo + e));
-      hn::Store(hn::Add(o, hn::Mul(f, hn::Load(df, sum + r * ldo + e))), df, O + r * ldo + e);
+      const VF sum_e = hn::Load(df, sum + r * ldo + e);
+      hn::Store(AddScaledSum(hn::Load(df, O + r * ldo + e), sum_e, a, f), df, O + r * ldo + e);
     }
   }
 }
 
 #if HWY_TARGET == HWY_AVX3_DL
-// sum_r[e0, e0 + 64) = Σ_{c < cols} u_r[c] · v_c[e0, e0 + 64) for kR rows (features past dv read as 0), stored as
-// floats where e0 + 16b < dv_pad. V's bytes of four keys are interleaved so that each int32 lane holds one
+// Õ_r[e0, e0 + 64) = α_r Õ_r + f_r · sum_r for kR rows (Õ rows dv_pad apart), where
+// sum_r = Σ_{c < cols} u_r[c] · v_c[e0, e0 + 64) (features past dv read as 0), for the vectors of 16 features
+// that start below dv_pad. V's bytes of four keys are interleaved so that each int32 lane holds one
 // feature of the four keys, the operand vpdpbusd multiplies by four u bytes broadcast: lane j of block b of
 // interleaved vector i is feature 16b + 4i + j, put back in order (a 4 × 4 transpose of 128-bit blocks) once,
 // after the block's keys.
 // `each_four(c)` runs as keys c … c + 3 are reached.
 template <int kR, class EachFour>
 HWY_INLINE void IntegerPvSlice(const std::uint8_t* u, const std::int8_t* const* V, std::int64_t cols,
-                               std::int64_t e0, std::int64_t dv, std::int64_t dv_pad, float* sum,
-                               const EachFour& each_four) {
+                               std::int64_t e0, std::int64_t dv, std::int64_t dv_pad, const float* alpha,
+                               const float* factor, float* O, const EachFour& each_four) {
   const __mmask64 mask = StepMask(e0, dv);
   __m512i acc[kR][4];
   HWY_UNROLL(4) for (int r = 0; r < kR; ++r) {
@@ -126,6 +128,7 @@ HWY_INLINE void IntegerPvSlice(const std::uint8_t* u, const std::int8_t* const* 
     }
   }
   HWY_UNROLL(4) for (int r = 0; r < kR; ++r) {
+    const VF a = hn::Set(DF(), alpha[r]), f = hn::Set(DF(), factor[r]);
     const __m512i y0 = _mm512_shuffle_i32x4(acc[r][0], acc[r][1], 0x44);  // blocks 0, 1 of acc 0 and 1
     const __m512i y1 = _mm512_shuffle_i32x4(acc[r][2], acc[r][3], 0x44);
     const __m512i y2 = _mm512_shuffle_i32x4(acc[r][0], acc[r][1], 0xEE);  // blocks 2, 3
@@ -133,8 +136,9 @@ HWY_INLINE void IntegerPvSlice(const std::uint8_t* u, const std::int8_t* const* 
     const __m512i in_order[4] = {_mm512_shuffle_i32x4(y0, y1, 0x88), _mm512_shuffle_i32x4(y0, y1, 0xDD),
                                  _mm512_shuffle_i32x4(y2, y3, 0x88), _mm512_shuffle_i32x4(y2, y3, 0xDD)};
     HWY_UNROLL(4) for (int b = 0; b < 4; ++b) {
+      float* O_b = O + r * dv_pad + e0 + 16 * b;
       if (e0 + 16 * b < dv_pad) {
-        _mm512_storeu_ps(sum + r * dv_pad + e0 + 16 * b, _mm512_cvtepi32_ps(in_order[b]));
+        hn::StoreU(AddScaledSum(hn::LoadU(DF(), O_b), VF{_mm512_cvtepi32_ps(in_order[b])}, a, f), DF(), O_b);
       }
     }
   }
@@ -151,7 +155,7 @@ HWY_INLINE void IntegerAccumulateBlock(float* W, const float* alpha, const std::
                                        const float* const* V_wide, std::int64_t R, std::int64_t cols,
                                        std::int64_t dv, std::int64_t dv_pad, float* O, const IntegerPv& x,
                                        const PrefetchPass& prefetch_pass) {
-  RoundWeights(W, R, cols, x);
+  RoundWeights(W, R, x);
 #if HWY_TARGET == HWY_AVX3_DL
   (void)V_wide;
   const std::int64_t keys = RoundUp(cols, std::int64_t{4});  // u is 0 past cols
@@ -159,25 +163,24 @@ HWY_INLINE void IntegerAccumulateBlock(float* W, const float* alpha, const std::
   const auto later_reads = [](std::int64_t) {};
   for (std::int64_t e0 = 0; e0 < dv; e0 += 64) {
     std::int64_t r = 0;
-    for (; r + 4 <= R; r += 4) {
-      float* sum = x.sum + r * dv_pad;
-      if (e0 == 0 && r == 0) IntegerPvSlice<4>(x.u + r * kBc, V, keys, e0, dv, dv_pad, sum, first_reads);
-      else IntegerPvSlice<4>(x.u + r * kBc, V, keys, e0, dv, dv_pad, sum, later_reads);
-    }
-    for (; r < R; ++r) {
-      float* sum = x.sum + r * dv_pad;
-      if (e0 == 0 && r == 0) IntegerPvSlice<1>(x.u + r * kBc, V, keys, e0, dv, dv_pad, sum, first_reads);
-      else IntegerPvSlice<1>(x.u + r * kBc, V, keys, e0, dv, dv_pad, sum, later_reads);
-    }
+    const auto slice = [&](auto kR) FLASHATTN_INLINE_LAMBDA {
+      constexpr int kRows = decltype(kR)::value;
+      const std::uint8_t* u = x.u + r * kBc;
+      float* O_r = O + r * dv_pad;
+      if (e0 == 0 && r == 0) IntegerPvSlice<kRows>(u, V, keys, e0, dv, dv_pad, alpha + r, x.factor + r, O_r, first_reads);
+      else IntegerPvSlice<kRows>(u, V, keys, e0, dv, dv_pad, alpha + r, x.factor + r, O_r, later_reads);
+    };
+    for (; r + 4 <= R; r += 4) slice(std::integral_constant<int, 4>());
+    for (; r < R; ++r) slice(std::integral_constant<int, 1>());
   }
 #else
   (void)dv;  // the rows hold dv_pad features, zero past dv
   // the float tiles over the integers u_c and v_c: exact, as the int32 sum
   std::fill(x.sum, x.sum + R * dv_pad, 0.0f);
-  if (V_wide != nullptr) AccumulateBlock(W, x.ones, V_wide, R, cols, dv_pad, x.sum, dv_pad, prefetch_pass);
-  else AccumulateBlock(W, x.ones, V, R, cols, dv_pad, x.sum, dv_pad, prefetch_pass);
-#endif
+  if (V_wide != nullptr) AccumulateBlock(W, nullptr, V_wide, R, cols, dv_pad, x.sum, dv_pad, prefetch_pass);
+  else AccumulateBlock(W, nullptr, V, R, cols, dv_pad, x.sum, dv_pad, prefetch_pass);
   AddScaledSums(x.sum, x.factor, alpha, R, dv_pad, O, dv_pad);
+#endif
 }
 
 }  // namespace flashattn::HWY_NAMESPACE::decode_kernel
