@@ -315,7 +315,8 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         std::fill(S_r + cols, S_r + kBc, kNegInf);
         x.alpha[r] = OnlineSoftmaxRow<SumUpdate::kFusedMultiplyAdd>(S_r, kBc, m_h[r], l_h[r]);
       }
-      if (scale_probs) ScaleScores(S_h, R, nullptr, v_scale_h);  // P̃_j·scale_v[j], after l took the unscaled P̃_j
+      // P̃_j·scale_v[j], after l took the unscaled P̃_j (integer P̃ V scales them as it rounds them)
+      if (scale_probs && !integer_pv) ScaleScores(S_h, R, nullptr, v_scale_h);
       // Õ += P̃ V_j over rows of `width` features, leaving out the keys a row does not see when V_j is not
       // all finite
       const auto accumulate = [&](const auto* const* V_rows, std::int64_t width, const auto& prefetch_pass) {
@@ -342,10 +343,11 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         if (integer_pv) {
           for (std::int64_t c = 0; c < kBc; ++c) V_h[c] = v_base + offset[c < cols ? c : 0] + hk * t.head_stride;
           if (widen) {
-            IntegerAccumulateBlock(S_h, x.alpha, V_h, kIntegerPvReadsRawRows ? nullptr : V_wide, R, cols, dv, dv_pad,
-                                   O_h, x.pv, [](std::int64_t, std::int64_t) {});
+            IntegerAccumulateBlock(S_h, v_scale_h, x.alpha, V_h, kIntegerPvReadsRawRows ? nullptr : V_wide, R, cols,
+                                   dv, dv_pad, O_h, x.pv, [](std::int64_t, std::int64_t) {});
           } else {
-            IntegerAccumulateBlock(S_h, x.alpha, V_h, nullptr, R, cols, dv, dv_pad, O_h, x.pv, prefetch_next_v);
+            IntegerAccumulateBlock(S_h, v_scale_h, x.alpha, V_h, nullptr, R, cols, dv, dv_pad, O_h, x.pv,
+                                   prefetch_next_v);
           }
           continue;
         }

@@ -30,8 +30,8 @@ namespace flashattn::HWY_NAMESPACE::decode_kernel {
 
 static_assert(kBc * 255 * 127 < (1 << 24), "a block's integer sums must be exact in float32");
 
-// The working set of the integer P̃ V of one head: u as bytes (R rows × kBc) and as floats (in place of the
-// weights), the factors f, and the exact sums (R rows of dv_pad floats) where the float tiles form them.
+// The working set of the integer P̃ V of one head: u as bytes (R rows × kBc), the factors f, and the exact sums
+// (R rows of dv_pad floats) where the float tiles form them.
 struct IntegerPv {
   std::uint8_t* u = nullptr;
   float* factor = nullptr;
@@ -42,36 +42,38 @@ struct IntegerPv {
 // scaled) into float32 rows when d leaves a partial vector.
 inline constexpr bool kIntegerPvReadsRawRows = HWY_TARGET == HWY_AVX3_DL;
 
-// Rounds the weights W (R rows × kBc, w_c = P̃_c·v_scale_c, 0 past `cols` where P̃ is 0 and so is the scale)
-// in place to u_c as floats, also stored as bytes in x.u, and sets x.factor[r] = max w / 255. A row whose weights are all 0
-// gets u = 0 and f = 0. A row holding a weight that is NaN, infinite or negative (from a V scale that is not a
-// finite non-negative number) gets u = 0 and f = NaN, so that its output is NaN rather than silently wrong.
-HWY_INLINE void RoundWeights(float* W, std::int64_t R, const IntegerPv& x) {
+// Rounds the weights w_c = P̃_c·v_scale_c of R rows (P̃ rows kBc apart; w is 0 past `cols`, where P̃ is 0 and so
+// is the scale) to u_c, stored as bytes in x.u and, for the float tiles of the targets that use them, as floats
+// in place of P̃; sets x.factor[r] = max w / 255. A row whose weights are all 0 gets u = 0 and f = 0. A row
+// holding a weight that is NaN, infinite or negative (from a V scale that is not a finite non-negative number)
+// gets u = 0 and f = NaN, so that its output is NaN rather than silently wrong.
+HWY_INLINE void RoundWeights(float* P, const float* HWY_RESTRICT v_scale, std::int64_t R, const IntegerPv& x) {
   const DF df;
   const hn::Rebind<std::uint8_t, DF> du8;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
   for (std::int64_t r = 0; r < R; ++r) {
-    float* W_r = W + r * kBc;
+    float* P_r = P + r * kBc;
+    const auto weight = [&](std::int64_t c) { return hn::Mul(hn::Load(df, P_r + c), hn::Load(df, v_scale + c)); };
     VF max = hn::Zero(df);
     bool invalid = false;
     for (std::int64_t c = 0; c < kBc; c += N) {
-      const VF w = hn::Load(df, W_r + c);
+      const VF w = weight(c);
       invalid = invalid || !hn::AllTrue(df, hn::Ge(w, hn::Zero(df)));  // NaN or negative
       max = hn::Max(max, w);
     }
     const float max_w = hn::GetLane(hn::MaxOfLanes(df, max));
     if (invalid || max_w == std::numeric_limits<float>::infinity()) {
       x.factor[r] = std::numeric_limits<float>::quiet_NaN();
-      std::fill(W_r, W_r + kBc, 0.0f);
+      std::fill(P_r, P_r + kBc, 0.0f);
       std::fill(x.u + r * kBc, x.u + (r + 1) * kBc, std::uint8_t{0});
       continue;
     }
     x.factor[r] = max_w / 255.0f;
     const VF scale = hn::Set(df, max_w > 0.0f ? 255.0f / max_w : 0.0f);
     for (std::int64_t c = 0; c < kBc; c += N) {
-      const auto u = hn::NearestInt(hn::Mul(hn::Load(df, W_r + c), scale));  // 0 … 255, to nearest even
+      const auto u = hn::NearestInt(hn::Mul(weight(c), scale));  // 0 … 255, to nearest even
       hn::StoreU(hn::DemoteTo(du8, u), du8, x.u + r * kBc + c);
-      hn::Store(hn::ConvertTo(df, u), df, W_r + c);
+      if constexpr (!kIntegerPvReadsRawRows) hn::Store(hn::ConvertTo(df, u), df, P_r + c);
     }
   }
 }
@@ -145,17 +147,17 @@ HWY_INLINE void IntegerPvSlice(const std::uint8_t* u, const std::int8_t* const* 
 }
 #endif
 
-// Õ = diag(α) Õ + diag(f) (U V_j) for the R rows of one head: `W` holds the weights (rounded in place), V[c]
-// key c's int8 row (raw, readable for dv features; keys past `cols` repeat a real row), V_wide[c] the same row
-// widened to float32 and zero-padded to dv_pad where the caller widened it (when d leaves a partial vector and
-// !kIntegerPvReadsRawRows), else null. `prefetch_pass(c0, keys)` runs as the keys [c0, c0 + keys) are first
+// Õ = diag(α) Õ + diag(f) (U V_j) for the R rows of one head: U rounds the weights P̃_c·v_scale_c (P holds P̃,
+// overwritten), V[c] key c's int8 row (raw, readable for dv features; keys past `cols` repeat a real row),
+// V_wide[c] the same row widened to float32 and zero-padded to dv_pad where the caller widened it (when d leaves
+// a partial vector and !kIntegerPvReadsRawRows), else null. `prefetch_pass(c0, keys)` runs as the keys [c0, c0 + keys) are first
 // read, as in AccumulateBlock.
 template <class PrefetchPass>
-HWY_INLINE void IntegerAccumulateBlock(float* W, const float* alpha, const std::int8_t* const* V,
-                                       const float* const* V_wide, std::int64_t R, std::int64_t cols,
-                                       std::int64_t dv, std::int64_t dv_pad, float* O, const IntegerPv& x,
-                                       const PrefetchPass& prefetch_pass) {
-  RoundWeights(W, R, x);
+HWY_INLINE void IntegerAccumulateBlock(float* P, const float* v_scale, const float* alpha,
+                                       const std::int8_t* const* V, const float* const* V_wide, std::int64_t R,
+                                       std::int64_t cols, std::int64_t dv, std::int64_t dv_pad, float* O,
+                                       const IntegerPv& x, const PrefetchPass& prefetch_pass) {
+  RoundWeights(P, v_scale, R, x);
 #if HWY_TARGET == HWY_AVX3_DL
   (void)V_wide;
   const std::int64_t keys = RoundUp(cols, std::int64_t{4});  // u is 0 past cols
@@ -166,9 +168,10 @@ HWY_INLINE void IntegerAccumulateBlock(float* W, const float* alpha, const std::
     const auto slice = [&](auto kR) FLASHATTN_INLINE_LAMBDA {
       constexpr int kRows = decltype(kR)::value;
       const std::uint8_t* u = x.u + r * kBc;
+      const float *alpha_r = alpha + r, *factor_r = x.factor + r;
       float* O_r = O + r * dv_pad;
-      if (e0 == 0 && r == 0) IntegerPvSlice<kRows>(u, V, keys, e0, dv, dv_pad, alpha + r, x.factor + r, O_r, first_reads);
-      else IntegerPvSlice<kRows>(u, V, keys, e0, dv, dv_pad, alpha + r, x.factor + r, O_r, later_reads);
+      if (e0 == 0 && r == 0) IntegerPvSlice<kRows>(u, V, keys, e0, dv, dv_pad, alpha_r, factor_r, O_r, first_reads);
+      else IntegerPvSlice<kRows>(u, V, keys, e0, dv, dv_pad, alpha_r, factor_r, O_r, later_reads);
     };
     for (; r + 4 <= R; r += 4) slice(std::integral_constant<int, 4>());
     for (; r < R; ++r) slice(std::integral_constant<int, 1>());
@@ -177,8 +180,8 @@ HWY_INLINE void IntegerAccumulateBlock(float* W, const float* alpha, const std::
   (void)dv;  // the rows hold dv_pad features, zero past dv
   // the float tiles over the integers u_c and v_c: exact, as the int32 sum
   std::fill(x.sum, x.sum + R * dv_pad, 0.0f);
-  if (V_wide != nullptr) AccumulateBlock(W, nullptr, V_wide, R, cols, dv_pad, x.sum, dv_pad, prefetch_pass);
-  else AccumulateBlock(W, nullptr, V, R, cols, dv_pad, x.sum, dv_pad, prefetch_pass);
+  if (V_wide != nullptr) AccumulateBlock(P, nullptr, V_wide, R, cols, dv_pad, x.sum, dv_pad, prefetch_pass);
+  else AccumulateBlock(P, nullptr, V, R, cols, dv_pad, x.sum, dv_pad, prefetch_pass);
   AddScaledSums(x.sum, x.factor, alpha, R, dv_pad, O, dv_pad);
 #endif
 }
