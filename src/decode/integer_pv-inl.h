@@ -150,8 +150,8 @@ HWY_INLINE void IntegerPvSlice(const std::uint8_t* u, const std::int8_t* const* 
 // Õ = diag(α) Õ + diag(f) (U V_j) for the R rows of one head: U rounds the weights P̃_c·v_scale_c (P holds P̃,
 // overwritten), V[c] key c's int8 row (raw, readable for dv features; keys past `cols` repeat a real row),
 // V_wide[c] the same row widened to float32 and zero-padded to dv_pad where the caller widened it (when d leaves
-// a partial vector and !kIntegerPvReadsRawRows), else null. `prefetch_pass(c0, keys)` runs as the keys [c0, c0 + keys) are first
-// read, as in AccumulateBlock.
+// a partial vector and !kIntegerPvReadsRawRows), else null. `prefetch_pass(c0, keys)` runs as the keys
+// [c0, c0 + keys) are first read, as in AccumulateBlock.
 template <class PrefetchPass>
 HWY_INLINE void IntegerAccumulateBlock(float* P, const float* v_scale, const float* alpha,
                                        const std::int8_t* const* V, const float* const* V_wide, std::int64_t R,
