@@ -5,8 +5,9 @@
 // where dot_group is the exact int32 dot product of the group's int8 features. Every target computes the
 // same exact integers and then the same float operations, so the scores are identical across targets.
 // AVX3_DL (AVX-512 VNNI) forms them with vpdpbusd, which multiplies unsigned by signed bytes: k + 128 (k with
-// its top bit flipped) times q, its accumulators started at −128·Σq per lane (QueryOffsets), so that they
-// hold Σ q·k. The other targets widen to int32 and multiply-add. docs/quantized_cache.md has the accuracy.
+// its top bit flipped) times q, its accumulators started at −128·Σq per lane (ComputeQueryOffsets), so that
+// they hold Σ q·k. Arm's SVE targets use SDOT (signed by signed bytes), one dot product at a time; the other
+// targets widen to int32 and multiply-add. docs/quantized_cache.md has the accuracy.
 #if defined(FLASHATTN_DECODE_INTEGER_SCORES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_DECODE_INTEGER_SCORES_INL_H_
 #undef FLASHATTN_DECODE_INTEGER_SCORES_INL_H_
@@ -149,6 +150,25 @@ HWY_INLINE VF IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::i
 }
 #endif
 
+#if FLASHATTN_DECODE_SIZELESS_VECTORS
+// Σ_{e < n} q[e]·k[e], exact in int32 (|Σ| ≤ 127·128·576 < 2³¹).
+HWY_INLINE std::int32_t GroupDot(const std::int8_t* q, const std::int8_t* k, std::int64_t n) {
+#if HWY_TARGET & (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
+  // SDOT: each int32 lane adds the products of its 4 signed bytes of q and k
+  svint32_t acc = svdup_n_s32(0);
+  for (std::int64_t e = 0; e < n; e += static_cast<std::int64_t>(svcntb())) {
+    const svbool_t active = svwhilelt_b8_s64(e, n);
+    acc = svdot_s32(acc, svld1_s8(active, q + e), svld1_s8(active, k + e));
+  }
+  return static_cast<std::int32_t>(svaddv_s32(svptrue_b32(), acc));
+#else
+  std::int32_t dot = 0;
+  for (std::int64_t e = 0; e < n; ++e) dot += q[e] * k[e];
+  return dot;
+#endif
+}
+#endif
+
 // Quantizes the H·R float rows Q (ldq apart; s·q, already pre-scaled) into x: per group of g features,
 // scale = max|q| / 127 and q / scale rounded to nearest even (QuantizeRow, as a per-token cache row). A row
 // group holding an inf or a NaN gets a NaN scale, so that its scores are NaN as they would be in float32.
@@ -198,10 +218,8 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
     for (std::int64_t row = h * R; row < (h + 1) * R; ++row)
       for (std::int64_t c = 0; c < cols; ++c)
         for (std::int64_t group = 0; group < x.groups; ++group) {
-          std::int32_t dot = 0;
-          for (std::int64_t e = group * x.g; e < (group + 1) * x.g; ++e) {
-            dot += x.q[row * x.stride + e] * K[c][h * head_stride + e];
-          }
+          const std::int64_t e0 = group * x.g;
+          const std::int32_t dot = GroupDot(x.q + row * x.stride + e0, K[c] + h * head_stride + e0, x.g);
           if (x.groups == 1) S[row * kBc + c] = static_cast<float>(dot);
           else store(row, c, h, group, static_cast<float>(dot));
         }
