@@ -332,7 +332,8 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
       // the same keys and head one block later
       const auto prefetch_next_v = [&](std::int64_t c0, std::int64_t keys) {
         if (whole_rows) {
-          for (std::int64_t line = 0; line < (keys * row_bytes + 63) / 64; ++line) next_v.Next();
+          const std::int64_t lines = ((c0 + keys) * row_bytes + 63) / 64 - (c0 * row_bytes + 63) / 64;
+          for (std::int64_t line = 0; line < lines; ++line) next_v.Next();
           return;
         }
         for (std::int64_t c = c0; c < std::min(c0 + keys, next_cols); ++c) {

@@ -252,10 +252,11 @@ HWY_INLINE void ScaleScores(float* HWY_RESTRICT S, std::int64_t R, const float* 
 #if !FLASHATTN_DECODE_SIZELESS_VECTORS
 // Õ_r[e, e + 4·kLanes) += Σ_{c < cols} P̃[r][c] V_c[e, e + 4·kLanes) for kR ≤ 4 rows: 4·kR accumulators
 // where there are 32 vector registers, so that each key's broadcast of P̃[r][c] serves four FMAs and its four
-// V vectors (widened once) serve every row.
-template <int kR, typename T>
+// V vectors (widened once) serve every row. `each_key(c)` runs as key c is reached.
+template <int kR, typename T, class EachKey>
 HWY_INLINE void AccumulateWideSlice(const float* HWY_RESTRICT P, const T* const* V, std::int64_t cols,
-                                    std::int64_t e, float* HWY_RESTRICT O, std::int64_t ldo) {
+                                    std::int64_t e, float* HWY_RESTRICT O, std::int64_t ldo,
+                                    const EachKey& each_key) {
   static_assert(kR <= 4 && kLanes >= 16, "16 accumulators need 32 vector registers");
   const DF df;
   VF acc[kR][4];
@@ -263,6 +264,7 @@ HWY_INLINE void AccumulateWideSlice(const float* HWY_RESTRICT P, const T* const*
     HWY_UNROLL(4) for (int i = 0; i < 4; ++i) acc[r][i] = hn::LoadU(df, O + r * ldo + e + i * kLanes);
   }
   for (std::int64_t c = 0; c < cols; ++c) {
+    each_key(c);
     VF v[4];
     HWY_UNROLL(4) for (int i = 0; i < 4; ++i) v[i] = LoadF32(df, V[c] + e + i * kLanes);
     HWY_UNROLL(4) for (int r = 0; r < kR; ++r) {
@@ -279,18 +281,27 @@ HWY_INLINE void AccumulateWideSlice(const float* HWY_RESTRICT P, const T* const*
 // Õ_r += Σ_{c < cols} P̃[r][c] V_c for kR rows (P rows kBc apart, Õ rows ldo apart, V rows where V[c]
 // points), over `width` features (a multiple of Lanes), two vectors at a time so that each V load serves kR
 // rows and 2·kR FMA chains run side by side; four vectors at a time for up to 4 rows where there are 32 vector
-// registers. Every element of Õ takes its FMAs in key order whatever the slices.
-template <int kR, typename T>
+// registers. Every element of Õ takes its FMAs in key order whatever the slices. `prefetch_key(c)` runs once
+// for each key: as the first four-vector slice reaches it, or before the tile where there is none.
+template <int kR, typename T, class PrefetchKey>
 HWY_INLINE void AccumulatePV(const float* HWY_RESTRICT P, const T* const* V, std::int64_t cols,
-                             std::int64_t width, float* HWY_RESTRICT O, std::int64_t ldo) {
+                             std::int64_t width, float* HWY_RESTRICT O, std::int64_t ldo,
+                             const PrefetchKey& prefetch_key) {
   const DF df;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
   std::int64_t e = 0;
 #if !FLASHATTN_DECODE_SIZELESS_VECTORS
   if constexpr (kLanes >= 16 && kR <= 4) {
-    for (; e + 4 * N <= width; e += 4 * N) AccumulateWideSlice<kR>(P, V, cols, e, O, ldo);
+    const auto later = [](std::int64_t) {};
+    for (; e + 4 * N <= width; e += 4 * N) {
+      if (e == 0) AccumulateWideSlice<kR>(P, V, cols, e, O, ldo, prefetch_key);
+      else AccumulateWideSlice<kR>(P, V, cols, e, O, ldo, later);
+    }
   }
 #endif
+  if (e == 0) {
+    for (std::int64_t c = 0; c < cols; ++c) prefetch_key(c);
+  }
   // Õ_r[e, e + kVecs·N) as one register tile: P[r][c] broadcast, V_c's vectors loaded once for all rows
   const auto start = [&](int r, int v) FLASHATTN_INLINE_LAMBDA { return hn::Load(df, O + r * ldo + e + v * N); };
   const auto a_of = [&](int r, std::int64_t c) FLASHATTN_INLINE_LAMBDA { return P[r * kBc + c]; };
@@ -341,13 +352,20 @@ HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* con
   const std::int64_t pass_keys = R >= kWholeBlockPassRows ? cols : kAccumulateKeys<T>;
   for (std::int64_t c0 = 0; c0 < cols; c0 += pass_keys) {
     const std::int64_t keys = std::min(pass_keys, cols - c0);
-    prefetch_pass(c0, keys);
+    // the pass's prefetches go out key by key with its first tile of rows
+    const auto first = [&](std::int64_t c) FLASHATTN_INLINE_LAMBDA { prefetch_pass(c0 + c, 1); };
+    const auto later = [](std::int64_t) {};
+    const auto tile = [&](auto kR, std::int64_t r) FLASHATTN_INLINE_LAMBDA {
+      constexpr int kRows = decltype(kR)::value;
+      if (r == 0) AccumulatePV<kRows>(P + r * kBc + c0, V + c0, keys, width, O + r * ldo, ldo, first);
+      else AccumulatePV<kRows>(P + r * kBc + c0, V + c0, keys, width, O + r * ldo, ldo, later);
+    };
     std::int64_t r = 0;
     if constexpr (kMaxAccumulateRows == 8) {
-      for (; r + 8 <= R; r += 8) AccumulatePV<8>(P + r * kBc + c0, V + c0, keys, width, O + r * ldo, ldo);
+      for (; r + 8 <= R; r += 8) tile(std::integral_constant<int, 8>(), r);
     }
-    for (; r + 4 <= R; r += 4) AccumulatePV<4>(P + r * kBc + c0, V + c0, keys, width, O + r * ldo, ldo);
-    for (; r < R; ++r) AccumulatePV<1>(P + r * kBc + c0, V + c0, keys, width, O + r * ldo, ldo);
+    for (; r + 4 <= R; r += 4) tile(std::integral_constant<int, 4>(), r);
+    for (; r < R; ++r) tile(std::integral_constant<int, 1>(), r);
   }
 }
 
