@@ -109,7 +109,7 @@ HWY_INLINE std::int64_t ScaleOffset(const KvSource& kv, const KvScales& scales, 
   return kv.pages[j / kv.page_size] * scales.page_stride + (j % kv.page_size) * scales.seq_stride;
 }
 
-// Requests the 64-byte lines of one contiguous region into L2 in address order, one line per Next().
+// Requests the 64-byte lines of one contiguous region into L2 in address order, `lines` lines per Next().
 class RegionPrefetch {
  public:
   RegionPrefetch() = default;
@@ -118,8 +118,9 @@ class RegionPrefetch {
     first_ = reinterpret_cast<const char*>(address / 64 * 64);
     lines_ = (static_cast<std::int64_t>(address % 64) + bytes + 63) / 64;
   }
-  void Next() {
-    if (line_ < lines_) PrefetchLineToL2(first_ + 64 * line_++);
+  void Next(std::int64_t lines) {
+    const std::int64_t end = std::min(line_ + lines, lines_);
+    for (; line_ < end; ++line_) PrefetchLineToL2(first_ + 64 * line_);
   }
 
  private:
@@ -231,20 +232,22 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         V[c] = v_base + offset[c < cols ? c : 0];
         if (!whole_rows) K_next[c] = next_cols > 0 ? k_base + next_offset[c < next_cols ? c : 0] : K[c];
       }
-      // As each line of key c's K row of head `head` is read: a line of the next block's K, or the same line
-      // of key c + kBc
-      const auto prefetch_line = [&](std::int64_t c, std::int64_t head, std::int64_t byte) {
-        if (whole_rows) next_k.Next();
-        else PrefetchLineToL2(reinterpret_cast<const char*>(K_next[c] + head) + byte);
+      // As line `byte` of the K rows of keys [c0, c0 + keys) and head `head` is read: as many lines of the
+      // next block's K, or the same lines of keys c0 + kBc …
+      const auto prefetch_lines = [&](std::int64_t c0, std::int64_t keys, std::int64_t head, std::int64_t byte) {
+        if (whole_rows) return next_k.Next(keys);
+        for (std::int64_t c = c0; c < c0 + keys; ++c) {
+          PrefetchLineToL2(reinterpret_cast<const char*>(K_next[c] + head) + byte);
+        }
       };
       if constexpr (kInt8) {
         if (integer_scores) {
           for (std::int64_t c = 0; c < kBc; ++c) k_scale[c] = scales.k + scale_offset[c < cols ? c : 0];
           IntegerScoreBlock(q_int8, H, R, K, t.head_stride, k_scale, scales.head_stride, d, cols, x.S,
-                            prefetch_line);
+                            prefetch_lines);
         }
       }
-      if (!integer_scores) ScoreBlock(x.Q, H, R, d_pad, K, t.head_stride, d, cols, x.S, prefetch_line);
+      if (!integer_scores) ScoreBlock(x.Q, H, R, d_pad, K, t.head_stride, d, cols, x.S, prefetch_lines);
     }
     for (std::int64_t hk = 0; hk < H; ++hk) {
       float* S_h = x.S + hk * R * kBc;
@@ -278,7 +281,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         }
         if (!integer_scores) {
           ScoreBlock(x.Q + hk * R * d_pad, 1, R, d_pad, K_wide, 0, d_pad, cols, S_h,
-                     [](std::int64_t, std::int64_t, std::int64_t) {});
+                     [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) {});
         }
       }
       // Read straight, a quantized cache's scores are scaled by their keys' scales: S_j = scale_k[j]·(q·k_j)
@@ -331,11 +334,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
       // Read straight, as many lines of the next block's V as the keys [c0, c0 + keys) take, or the V rows of
       // the same keys and head one block later
       const auto prefetch_next_v = [&](std::int64_t c0, std::int64_t keys) {
-        if (whole_rows) {
-          const std::int64_t lines = ((c0 + keys) * row_bytes + 63) / 64 - (c0 * row_bytes + 63) / 64;
-          for (std::int64_t line = 0; line < lines; ++line) next_v.Next();
-          return;
-        }
+        if (whole_rows) return next_v.Next(((c0 + keys) * row_bytes + 63) / 64 - (c0 * row_bytes + 63) / 64);
         for (std::int64_t c = c0; c < std::min(c0 + keys, next_cols); ++c) {
           PrefetchRowToL2(v_base + next_offset[c] + hk * t.head_stride, row_bytes);
         }

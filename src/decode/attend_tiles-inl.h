@@ -121,17 +121,17 @@ HWY_INLINE void StoreDotTile(VF dots, std::int64_t c0, std::int64_t cols, float*
 // S_h = Q_h K_{j,h}ᵀ for each of H heads h (R rows per head, laid out as the fixed-size ScoreBlock below
 // says), one dot product at a time, each summed across its lanes once; the first row of each head carries
 // the prefetches of its keys' rows.
-template <typename T, class PrefetchLine>
+template <typename T, class PrefetchLines>
 HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::int64_t ldq, const T* const* K,
                            std::int64_t head_stride, std::int64_t width, std::int64_t cols, float* S,
-                           const PrefetchLine& prefetch_line) {
+                           const PrefetchLines& prefetch_lines) {
   const DF df;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
   for (std::int64_t r = 0; r < H * R; ++r)
     for (std::int64_t c = 0; c < cols; ++c) {
       const std::int64_t head = r / R * head_stride;
       if (r % R == 0) {
-        for (std::int64_t e = 0; e < width; e += 64 / sizeof(T)) prefetch_line(c, head, e * sizeof(T));
+        for (std::int64_t e = 0; e < width; e += 64 / sizeof(T)) prefetch_lines(c, 1, head, e * sizeof(T));
       }
       VF acc = hn::Zero(df);
       for (std::int64_t e = 0; e < width; e += N) {
@@ -144,14 +144,14 @@ HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::
 // S[r][c0 + c] = Q_r · K_{c0 + c} for a tile of kR rows × kC keys (kR·kC = kLanes) over `width` features
 // (a multiple of kLanes): Q rows ldq apart (float32), K rows at K[c] + head (float32 or the cache's type,
 // widened as loaded). Keys past `cols` (their pointers repeat a real row) are computed, not stored.
-// As each 64-byte line of the K rows is reached, `prefetch_line(c0 + c, head, byte)` runs for each key, so
-// that prefetches go out at the pace the rows are read (a burst of them stalls on the miss buffers). It
+// As each 64-byte line of the K rows is reached, `prefetch_lines(c0, kC, head, byte)` runs for the tile's keys,
+// so that prefetches go out at the pace the rows are read (a burst of them stalls on the miss buffers). It
 // exists only where vectors have a fixed size and can form arrays (kLanes > 0), so its accumulators may be
 // an array.
-template <int kR, int kC, typename T, class PrefetchLine>
+template <int kR, int kC, typename T, class PrefetchLines>
 HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T* const* K, std::int64_t head,
                           std::int64_t width, std::int64_t c0, std::int64_t cols, float* HWY_RESTRICT S,
-                          const PrefetchLine& prefetch_line) {
+                          const PrefetchLines& prefetch_lines) {
   constexpr int kN = kR * kC;
   constexpr std::int64_t kLineElements = 64 / sizeof(T);
   const DF df;
@@ -159,7 +159,7 @@ HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T
   HWY_UNROLL(16) for (int i = 0; i < kN; ++i) acc[i] = hn::Zero(df);
   for (std::int64_t e = 0; e < width; e += kLanes) {
     if (e % kLineElements == 0) {
-      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) prefetch_line(c0 + c, head, e * sizeof(T));
+      prefetch_lines(c0, kC, head, e * sizeof(T));
     }
     VF k[kC];
     HWY_UNROLL(16) for (int c = 0; c < kC; ++c) k[c] = LoadF32(df, K[c0 + c] + head + e);
@@ -214,18 +214,18 @@ HWY_INLINE void ForEachScoreTile(std::int64_t H, std::int64_t R, std::int64_t co
 
 // S_h = Q_h K_{j,h}ᵀ for each of H heads h: R rows per head (Q_h rows ldq apart from Q + h·R·ldq, S_h rows
 // kBc apart from S + h·R·kBc), `cols` keys whose rows are at K[c] + h·head_stride, in ForEachScoreTile's
-// order; the first tile of rows carries the prefetches (`prefetch_line`, see ScoreTile).
-template <typename T, class PrefetchLine>
+// order; the first tile of rows carries the prefetches (`prefetch_lines`, see ScoreTile).
+template <typename T, class PrefetchLines>
 HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::int64_t ldq, const T* const* K,
                            std::int64_t head_stride, std::int64_t width, std::int64_t cols, float* S,
-                           const PrefetchLine& prefetch_line) {
-  const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t) {};
+                           const PrefetchLines& prefetch_lines) {
+  const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) {};
   ForEachScoreTile(H, R, cols, [&](auto kR, auto kC, std::int64_t h, std::int64_t row, std::int64_t c0,
                                    bool first) FLASHATTN_INLINE_LAMBDA {
     constexpr int kRows = decltype(kR)::value, kCols = decltype(kC)::value;
     const float* Q_row = Q + row * ldq;
     if (first) {
-      ScoreTile<kRows, kCols>(Q_row, ldq, K, h * head_stride, width, c0, cols, S + row * kBc, prefetch_line);
+      ScoreTile<kRows, kCols>(Q_row, ldq, K, h * head_stride, width, c0, cols, S + row * kBc, prefetch_lines);
     } else {
       ScoreTile<kRows, kCols>(Q_row, ldq, K, h * head_stride, width, c0, cols, S + row * kBc, no_prefetch);
     }

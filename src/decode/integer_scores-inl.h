@@ -76,10 +76,10 @@ HWY_INLINE void ComputeQueryOffsets(const QueryInt8& x, std::int64_t i) {
 }
 
 // Lane r·kC + c: the group's exact dot product of query row0 + r and key c0 + c, as float. As each 64-byte
-// line of the K rows is reached, `prefetch_line(c0 + c, head, byte)` runs for each key (as in ScoreTile).
-template <int kR, int kC, class PrefetchLine>
+// line of the K rows is reached, `prefetch_lines(c0, kC, head, byte)` runs (as in ScoreTile).
+template <int kR, int kC, class PrefetchLines>
 HWY_INLINE VF IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::int8_t* const* K, std::int64_t c0,
-                             std::int64_t head, std::int64_t group, const PrefetchLine& prefetch_line) {
+                             std::int64_t head, std::int64_t group, const PrefetchLines& prefetch_lines) {
   constexpr int kN = kR * kC;
   const std::int64_t e0 = group * x.g, group_end = e0 + x.g;
   const __m512i k_offset = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -91,7 +91,7 @@ HWY_INLINE VF IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::i
   for (std::int64_t e = e0; e < group_end; e += 64) {
     const __mmask64 mask = StepMask(e, group_end);
     if (e % 64 == 0) {
-      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) prefetch_line(c0 + c, head, e);
+      prefetch_lines(c0, kC, head, e);
     }
     __m512i k[kC];  // k + 128 as unsigned bytes; 128 where masked off, against q = 0
     HWY_UNROLL(16) for (int c = 0; c < kC; ++c) {
@@ -117,9 +117,9 @@ HWY_INLINE void ComputeQueryOffsets(const QueryInt8&, std::int64_t) {}
 #if HWY_TARGET != HWY_AVX3_DL && !FLASHATTN_DECODE_SIZELESS_VECTORS
 // Lane r·kC + c: the group's exact dot product of query row0 + r and key c0 + c, as float: lanes of int32
 // products, then the features past the last whole vector one by one; prefetches as on AVX3_DL.
-template <int kR, int kC, class PrefetchLine>
+template <int kR, int kC, class PrefetchLines>
 HWY_INLINE VF IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::int8_t* const* K, std::int64_t c0,
-                             std::int64_t head, std::int64_t group, const PrefetchLine& prefetch_line) {
+                             std::int64_t head, std::int64_t group, const PrefetchLines& prefetch_lines) {
   constexpr int kN = kR * kC;
   const DF df;
   const hn::RebindToSigned<DF> di;
@@ -130,7 +130,7 @@ HWY_INLINE VF IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::i
   std::int64_t e = e0;
   for (; e + kLanes <= group_end; e += kLanes) {
     if (e % 64 == 0) {
-      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) prefetch_line(c0 + c, head, e);
+      prefetch_lines(c0, kC, head, e);
     }
     hn::Vec<decltype(di)> k[kC];
     HWY_UNROLL(16) for (int c = 0; c < kC; ++c) k[c] = hn::PromoteTo(di, hn::LoadU(d8, K[c0 + c] + head + e));
@@ -189,14 +189,14 @@ inline void QuantizeQueryRows(const float* Q, std::int64_t rows, std::int64_t ld
 
 // S_h = the scores of R rows × `cols` keys for each of H heads h (laid out as ScoreBlock's: rows of head h
 // from S + h·R·kBc, kBc apart), key c's row of head h at K[c] + h·head_stride and its scales at
-// k_scale[c] + h·scale_head_stride, one per group. `prefetch_line(c, head, byte)` runs once for each 64-byte
-// line of the keys' rows, as each is reached, as in ScoreBlock. With one group the tiles store the dot products
-// and one pass per head scales them; with several, each group's term is added as it is formed.
-template <class PrefetchLine>
+// k_scale[c] + h·scale_head_stride, one per group. `prefetch_lines(c0, keys, head, byte)` runs once for each
+// 64-byte line of the keys' rows, as the lines are reached, as in ScoreBlock. With one group the tiles store the
+// dot products and one pass per head scales them; with several, each group's term is added as it is formed.
+template <class PrefetchLines>
 void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const std::int8_t* const* K,
                        std::int64_t head_stride, const float* const* k_scale, std::int64_t scale_head_stride,
                        [[maybe_unused]] std::int64_t d, std::int64_t cols, float* S,
-                       const PrefetchLine& prefetch_line) {
+                       const PrefetchLines& prefetch_lines) {
   // S[row][c] = dot, or += (dot · q_scale) · k_scale for one of several groups, in this order on every target
   const auto store = [&](std::int64_t row, std::int64_t c, std::int64_t h, std::int64_t group, float dot) {
     float& s = S[row * kBc + c];
@@ -213,7 +213,7 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
 #if FLASHATTN_DECODE_SIZELESS_VECTORS
   for (std::int64_t h = 0; h < H; ++h) {
     for (std::int64_t c = 0; c < cols; ++c) {
-      for (std::int64_t byte = 0; byte < d; byte += 64) prefetch_line(c, h * head_stride, byte);
+      for (std::int64_t byte = 0; byte < d; byte += 64) prefetch_lines(c, 1, h * head_stride, byte);
     }
     for (std::int64_t row = h * R; row < (h + 1) * R; ++row)
       for (std::int64_t c = 0; c < cols; ++c)
@@ -225,13 +225,13 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
         }
   }
 #else
-  const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t) {};
+  const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) {};
   // keys past `cols` computed, not stored; the first tile of rows carries the prefetches
   ForEachScoreTile(H, R, cols, [&](auto kR, auto kC, std::int64_t h, std::int64_t row0, std::int64_t c0,
                                    bool first) FLASHATTN_INLINE_LAMBDA {
     constexpr int kRows = decltype(kR)::value, kCols = decltype(kC)::value;
     const auto dot_tile = [&](std::int64_t group) FLASHATTN_INLINE_LAMBDA {
-      if (first) return IntegerDotTile<kRows, kCols>(x, row0, K, c0, h * head_stride, group, prefetch_line);
+      if (first) return IntegerDotTile<kRows, kCols>(x, row0, K, c0, h * head_stride, group, prefetch_lines);
       return IntegerDotTile<kRows, kCols>(x, row0, K, c0, h * head_stride, group, no_prefetch);
     };
     if (x.groups == 1) {
