@@ -333,10 +333,9 @@ inline constexpr std::int64_t kAccumulateKeys = sizeof(T) == 1 ? 16 : 8;
 inline constexpr std::int64_t kWholeBlockPassRows = 32;
 
 // Õ = diag(α) Õ + P̃ V_j for all R rows (α null: Õ + P̃ V_j): Õ scaled first, then the keys in passes of
-// kAccumulateKeys (all
-// `cols` from kWholeBlockPassRows rows on), each pass over the rows in tiles of kMaxAccumulateRows rows, then
-// 4 and 1. `prefetch_pass(c0, keys)` runs as
-// the pass over keys [c0, c0 + keys) begins.
+// kAccumulateKeys (all `cols` from kWholeBlockPassRows rows on), each pass over the rows in tiles of
+// kMaxAccumulateRows rows, then 4 and 1. `prefetch_pass(c, 1)` runs for each key c of a pass as the pass's first
+// tile of rows reads it (AccumulatePV), so that the requests keep pace with the reads.
 template <typename T, class PrefetchPass>
 HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* const* V, std::int64_t R,
                                 std::int64_t cols, std::int64_t width, float* O, std::int64_t ldo,
