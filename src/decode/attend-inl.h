@@ -83,7 +83,7 @@ struct AttendScratch {
     if (integer_pv) {
       x.pv.u = c.Take<std::uint8_t>(R * kBc);
       x.pv.factor = c.Take<float>(R);
-      x.pv.sum = c.Take<float>(R * dv_pad);
+      if (!kIntegerPvReadsRawRows) x.pv.sum = c.Take<float>(R * dv_pad);
     }
     return x;
   }

@@ -30,8 +30,8 @@ namespace flashattn::HWY_NAMESPACE::decode_kernel {
 
 static_assert(kBc * 255 * 127 < (1 << 24), "a block's integer sums must be exact in float32");
 
-// The working set of the integer P̃ V of one head: u as bytes (R rows × kBc), the factors f, and the exact sums
-// (R rows of dv_pad floats) where the float tiles form them.
+// The working set of the integer P̃ V of one head: u as bytes (R rows × kBc), the factors f, and, where the float
+// tiles form them (!kIntegerPvReadsRawRows), the exact sums (R rows of dv_pad floats).
 struct IntegerPv {
   std::uint8_t* u = nullptr;
   float* factor = nullptr;
@@ -81,6 +81,7 @@ HWY_INLINE void RoundWeights(float* P, const float* HWY_RESTRICT v_scale, std::i
 // α·Õ + f·sum for one vector of Õ, in the same operations on every target.
 HWY_INLINE VF AddScaledSum(VF o, VF sum, VF a, VF f) { return hn::MulAdd(f, sum, hn::Mul(a, o)); }
 
+#if HWY_TARGET != HWY_AVX3_DL
 // Õ_r = α_r Õ_r + f_r · sum_r over `width` features (Õ and the sums dv_pad apart).
 HWY_INLINE void AddScaledSums(const float* sum, const float* factor, const float* alpha, std::int64_t R,
                               std::int64_t width, float* O, std::int64_t ldo) {
@@ -95,7 +96,7 @@ HWY_INLINE void AddScaledSums(const float* sum, const float* factor, const float
   }
 }
 
-#if HWY_TARGET == HWY_AVX3_DL
+#else
 // Õ_r[e0, e0 + 64) = α_r Õ_r + f_r · sum_r for kR rows (Õ rows dv_pad apart), where
 // sum_r = Σ_{c < cols} u_r[c] · v_c[e0, e0 + 64) (features past dv read as 0), for the vectors of 16 features
 // that start below dv_pad. V's bytes of four keys are interleaved so that each int32 lane holds one
