@@ -288,18 +288,17 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
       // (integer scores have them already); P̃ is scaled by V's below, widened or not with integer P̃ V.
       const bool scale_probs = kQuantized && (!widen || integer_pv);
       if constexpr (kQuantized) {
-        if (scale_probs) {
-          const bool scale_scores = !widen && !integer_scores;
+        // head hk's scale of each key of the block, 0 past `cols`
+        const auto gather_scales = [&](const float* head0_scales, float* scale_h) {
           for (std::int64_t c = 0; c < cols; ++c) {
-            const std::int64_t at = scale_offset[c] + hk * scales.head_stride;
-            if (scale_scores) k_scale_h[c] = scales.k[at] * kWideningFactor<T>;
-            v_scale_h[c] = scales.v[at] * kWideningFactor<T>;
+            scale_h[c] = head0_scales[scale_offset[c] + hk * scales.head_stride] * kWideningFactor<T>;
           }
-          std::fill(v_scale_h + cols, v_scale_h + kBc, 0.0f);
-          if (scale_scores) {
-            std::fill(k_scale_h + cols, k_scale_h + kBc, 0.0f);
-            ScaleScores(S_h, R, nullptr, k_scale_h);
-          }
+          std::fill(scale_h + cols, scale_h + kBc, 0.0f);
+        };
+        if (scale_probs) gather_scales(scales.v, v_scale_h);
+        if (!widen && !integer_scores) {  // read straight, float scores
+          gather_scales(scales.k, k_scale_h);
+          ScaleScores(S_h, R, nullptr, k_scale_h);
         }
       }
       // The modifiers the block needs, then the online softmax (the fused kernel's row step; keys past `cols`
