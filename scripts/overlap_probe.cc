@@ -1,0 +1,177 @@
+// How well reads from main memory hide under arithmetic, by the order the reads take and by whether the next
+// block is requested in software (docs/quantized_cache.md, "What limits the bandwidth").
+//
+//   g++ -O2 -mavx2 -mfma -fopenmp scripts/overlap_probe.cc -o /tmp/overlap_probe
+//   /tmp/overlap_probe [THREADS=2] [ROW_BYTES=128] [WORK=8]
+//
+// Each thread walks a K and a V buffer of its own, laid out as a (seq, head, dim) cache of 8 K/V heads with rows
+// of ROW_BYTES, in blocks of 32 keys: every row is read once, and each row read is followed by WORK rounds of 8
+// independent float multiply-adds. WORK = 8 is about as fast as the int8 kernel with integer scores and
+// integer P̃V on a Zen 4 (28 GB/s on two threads). It prints GB/s of rows read, best of 15 trials of 128 MiB
+// each, for two footprints: 2 MiB in all (in the caches: the rate of the arithmetic) and 128 MiB (from main
+// memory), and their ratio. Two orders:
+//   address  the block's K rows and then its V rows, each in address order
+//   kernel   decode's order: K in the score tiles' (groups of 4 keys, each group head by head, the 4 rows of a
+//            head 1 KiB apart), V head by head (the accumulation's: a head's 32 rows, then the next head's)
+// each with no software requests (the hardware prefetchers alone) and with each line of the next block
+// requested into L2 as a line of the current block is read, in address order (decode's RegionPrefetch).
+// The sums only keep the loads and the arithmetic from being optimized away; nothing here uses flashattn.
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+namespace {
+
+constexpr int kHeads = 8, kKeysPerBlock = 32, kTrials = 15;
+
+struct Shape {
+  int row_bytes, work;
+  long keys;  // per thread
+  long KeyBytes() const { return long{kHeads} * row_bytes; }
+  long BlockBytes() const { return kKeysPerBlock * KeyBytes(); }
+};
+
+// Reads one row and does `work` rounds of arithmetic on it; both go into `acc`.
+inline void ReadRow(const char* row, const Shape& s, __m256i& acc) {
+  __m256i bits = _mm256_setzero_si256();  // the row's own, so that rows do not wait on one another
+  for (int b = 0; b < s.row_bytes; b += 32) {
+    bits = _mm256_add_epi64(bits, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b)));
+  }
+  const __m256 c = _mm256_set1_ps(0.001f), x = _mm256_castsi256_ps(bits);
+  // 8 independent chains, each with a multiplier of its own
+  const __m256 m0 = _mm256_set1_ps(0.999f), m1 = _mm256_set1_ps(0.998f), m2 = _mm256_set1_ps(0.997f),
+               m3 = _mm256_set1_ps(0.996f), m4 = _mm256_set1_ps(0.995f), m5 = _mm256_set1_ps(0.994f),
+               m6 = _mm256_set1_ps(0.993f), m7 = _mm256_set1_ps(0.992f);
+  __m256 a0 = x, a1 = x, a2 = x, a3 = x, a4 = x, a5 = x, a6 = x, a7 = x;
+  for (int i = 0; i < s.work; ++i) {
+    a0 = _mm256_fmadd_ps(a0, m0, c), a1 = _mm256_fmadd_ps(a1, m1, c), a2 = _mm256_fmadd_ps(a2, m2, c);
+    a3 = _mm256_fmadd_ps(a3, m3, c), a4 = _mm256_fmadd_ps(a4, m4, c), a5 = _mm256_fmadd_ps(a5, m5, c);
+    a6 = _mm256_fmadd_ps(a6, m6, c), a7 = _mm256_fmadd_ps(a7, m7, c);
+  }
+  const __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                                   _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+  acc = _mm256_xor_si256(acc, _mm256_castps_si256(sum));
+}
+
+// Requests the lines of one region into L2 in address order, `lines` at a time.
+struct Requests {
+  const char* next = nullptr;
+  const char* end = nullptr;
+  void Next(int lines) {
+    for (; lines > 0 && next < end; --lines, next += 64) {
+      __builtin_prefetch(next, 0, 2);
+      asm volatile("" : : "r"(next));
+    }
+  }
+};
+
+// One thread's pass over its K and V buffers.
+std::uint64_t Pass(const char* K, const char* V, const Shape& s, bool kernel_order, bool request) {
+  const long key_bytes = s.KeyBytes(), block = s.BlockBytes();
+  const int lines_per_row = s.row_bytes / 64;
+  const auto row = [&](const char* base, long key, int head) {
+    return base + key * key_bytes + long{head} * s.row_bytes;
+  };
+  __m256i acc = _mm256_setzero_si256();
+  for (long j0 = 0; j0 + kKeysPerBlock <= s.keys; j0 += kKeysPerBlock) {
+    const bool has_next = j0 + 2 * kKeysPerBlock <= s.keys;
+    Requests next_k, next_v;
+    if (request && has_next) {
+      next_k = {row(K, j0 + kKeysPerBlock, 0), row(K, j0 + kKeysPerBlock, 0) + block};
+      next_v = {row(V, j0 + kKeysPerBlock, 0), row(V, j0 + kKeysPerBlock, 0) + block};
+    }
+    const auto read = [&](Requests& requests, const char* r) {
+      requests.Next(lines_per_row);
+      ReadRow(r, s, acc);
+    };
+    if (kernel_order) {
+      for (long c0 = 0; c0 < kKeysPerBlock; c0 += 4)
+        for (int h = 0; h < kHeads; ++h)
+          for (long c = c0; c < c0 + 4; ++c) read(next_k, row(K, j0 + c, h));
+      for (int h = 0; h < kHeads; ++h)
+        for (long c = 0; c < kKeysPerBlock; ++c) read(next_v, row(V, j0 + c, h));
+    } else {
+      for (long c = 0; c < kKeysPerBlock; ++c)
+        for (int h = 0; h < kHeads; ++h) read(next_k, row(K, j0 + c, h));
+      for (long c = 0; c < kKeysPerBlock; ++c)
+        for (int h = 0; h < kHeads; ++h) read(next_v, row(V, j0 + c, h));
+    }
+  }
+  alignas(32) std::uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+// Best GB/s of rows read over kTrials trials of `passes` passes of every thread at once.
+double BestGbs(const std::vector<char*>& K, const std::vector<char*>& V, const Shape& s, bool kernel_order,
+               bool request, int passes) {
+  const int threads = static_cast<int>(K.size());
+  double best = 1e30;
+  volatile std::uint64_t sink = 0;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    const auto start = std::chrono::steady_clock::now();
+    std::uint64_t total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      const int t = omp_get_thread_num();
+      for (int pass = 0; pass < passes; ++pass) total += Pass(K[t], V[t], s, kernel_order, request);
+    }
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    sink = sink + total;
+  }
+  const double bytes = 2.0 * threads * passes * (s.keys / kKeysPerBlock) * s.BlockBytes();
+  return bytes / best * 1e-9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  const int row_bytes = argc > 2 ? std::atoi(argv[2]) : 128;
+  const int work = argc > 3 ? std::atoi(argv[3]) : 8;
+  if (threads < 1 || row_bytes < 64 || row_bytes % 64 != 0 || work < 0) {
+    std::fprintf(stderr, "usage: %s [THREADS >= 1] [ROW_BYTES, a multiple of 64] [WORK >= 0]\n", argv[0]);
+    return 2;
+  }
+  std::printf("%d threads, 8 K/V heads, rows of %d bytes, %d rounds of 8 FMAs per row; GB/s, best of %d\n",
+              threads, row_bytes, work, kTrials);
+  std::printf("%-8s %-12s %10s %12s %8s\n", "order", "requests", "2 MiB", "128 MiB", "ratio");
+  const std::pair<bool, bool> cases[] = {{false, false}, {false, true}, {true, false}, {true, true}};
+  double in_cache[4], from_memory[4];
+  for (const long total_mib : {2L, 128L}) {
+    Shape s{row_bytes, work, 0};
+    const long buffer_bytes = ((total_mib << 20) / (2 * threads) + 4095) / 4096 * 4096;  // K and V of each thread
+    s.keys = buffer_bytes / s.BlockBytes() * kKeysPerBlock;
+    if (s.keys < 2 * kKeysPerBlock) {
+      std::fprintf(stderr, "%ld MiB over %d threads leaves fewer than two blocks of %ld-byte rows per thread\n",
+                   total_mib, threads, long{row_bytes});
+      return 2;
+    }
+    std::vector<char*> K(threads), V(threads);
+    for (int t = 0; t < threads; ++t) {
+      K[t] = static_cast<char*>(std::aligned_alloc(4096, buffer_bytes));
+      V[t] = static_cast<char*>(std::aligned_alloc(4096, buffer_bytes));
+      std::memset(K[t], 1, buffer_bytes);
+      std::memset(V[t], 1, buffer_bytes);
+    }
+    for (int i = 0; i < 4; ++i) {
+      // each trial reads 128 MiB, the small footprint over and over
+      const double gbs = BestGbs(K, V, s, cases[i].first, cases[i].second, static_cast<int>(128 / total_mib));
+      (total_mib == 2 ? in_cache : from_memory)[i] = gbs;
+    }
+    for (int t = 0; t < threads; ++t) std::free(K[t]), std::free(V[t]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    std::printf("%-8s %-12s %10.1f %12.1f %8.2f\n", cases[i].first ? "kernel" : "address",
+                cases[i].second ? "next block" : "none", in_cache[i], from_memory[i],
+                from_memory[i] / in_cache[i]);
+  }
+}
