@@ -11,10 +11,11 @@
 // each, for two footprints: 2 MiB in all (in the caches: the rate of the arithmetic) and 128 MiB (from main
 // memory), and their ratio. Two orders:
 //   address  the block's K rows and then its V rows, each in address order
-//   kernel   decode's order: K in the score tiles' (groups of 4 keys, each group head by head, the 4 rows of a
-//            head 1 KiB apart), V head by head (the accumulation's: a head's 32 rows, then the next head's)
+//   decode's K in the score tiles' order (groups of 4 keys, each group head by head, the 4 rows of a head
+//            1 KiB apart), V head by head (the accumulation's: a head's 32 rows, then the next head's)
 // each with no software requests (the hardware prefetchers alone) and with each line of the next block
-// requested into L2 as a line of the current block is read, in address order (decode's RegionPrefetch).
+// requested into L2 as a line of the current block is read, in address order (decode's RegionPrefetch); and
+// K in address order without requests with V as decode reads it, requests and all.
 // The sums only keep the loads and the arithmetic from being optimized away; nothing here uses flashattn.
 #include <immintrin.h>
 #include <omp.h>
@@ -25,7 +26,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <utility>
 #include <vector>
 
 namespace {
@@ -73,8 +73,19 @@ struct Requests {
   }
 };
 
+// How one tensor is read: in decode's order or in address order, with or without software requests.
+struct Reads {
+  bool decode_order, request;
+};
+
+// One case: how K is read, then how V is.
+struct Case {
+  const char* name;
+  Reads k, v;
+};
+
 // One thread's pass over its K and V buffers.
-std::uint64_t Pass(const char* K, const char* V, const Shape& s, bool kernel_order, bool request) {
+std::uint64_t Pass(const char* K, const char* V, const Shape& s, const Case& how) {
   const long key_bytes = s.KeyBytes(), block = s.BlockBytes();
   const int lines_per_row = s.row_bytes / 64;
   const auto row = [&](const char* base, long key, int head) {
@@ -83,24 +94,27 @@ std::uint64_t Pass(const char* K, const char* V, const Shape& s, bool kernel_ord
   __m256i acc = _mm256_setzero_si256();
   for (long j0 = 0; j0 + kKeysPerBlock <= s.keys; j0 += kKeysPerBlock) {
     const bool has_next = j0 + 2 * kKeysPerBlock <= s.keys;
-    Requests next_k, next_v;
-    if (request && has_next) {
-      next_k = {row(K, j0 + kKeysPerBlock, 0), row(K, j0 + kKeysPerBlock, 0) + block};
-      next_v = {row(V, j0 + kKeysPerBlock, 0), row(V, j0 + kKeysPerBlock, 0) + block};
-    }
+    const auto next_block = [&](const char* base, bool request) {
+      const char* first = row(base, j0 + kKeysPerBlock, 0);
+      return request && has_next ? Requests{first, first + block} : Requests{};
+    };
+    Requests next_k = next_block(K, how.k.request), next_v = next_block(V, how.v.request);
     const auto read = [&](Requests& requests, const char* r) {
       requests.Next(lines_per_row);
       ReadRow(r, s, acc);
     };
-    if (kernel_order) {
+    if (how.k.decode_order) {  // the score tiles': groups of 4 keys, each group head by head
       for (long c0 = 0; c0 < kKeysPerBlock; c0 += 4)
         for (int h = 0; h < kHeads; ++h)
           for (long c = c0; c < c0 + 4; ++c) read(next_k, row(K, j0 + c, h));
-      for (int h = 0; h < kHeads; ++h)
-        for (long c = 0; c < kKeysPerBlock; ++c) read(next_v, row(V, j0 + c, h));
     } else {
       for (long c = 0; c < kKeysPerBlock; ++c)
         for (int h = 0; h < kHeads; ++h) read(next_k, row(K, j0 + c, h));
+    }
+    if (how.v.decode_order) {  // the accumulation's: head by head
+      for (int h = 0; h < kHeads; ++h)
+        for (long c = 0; c < kKeysPerBlock; ++c) read(next_v, row(V, j0 + c, h));
+    } else {
       for (long c = 0; c < kKeysPerBlock; ++c)
         for (int h = 0; h < kHeads; ++h) read(next_v, row(V, j0 + c, h));
     }
@@ -111,8 +125,8 @@ std::uint64_t Pass(const char* K, const char* V, const Shape& s, bool kernel_ord
 }
 
 // Best GB/s of rows read over kTrials trials of `passes` passes of every thread at once.
-double BestGbs(const std::vector<char*>& K, const std::vector<char*>& V, const Shape& s, bool kernel_order,
-               bool request, int passes) {
+double BestGbs(const std::vector<char*>& K, const std::vector<char*>& V, const Shape& s, const Case& how,
+               int passes) {
   const int threads = static_cast<int>(K.size());
   double best = 1e30;
   volatile std::uint64_t sink = 0;
@@ -122,7 +136,7 @@ double BestGbs(const std::vector<char*>& K, const std::vector<char*>& V, const S
 #pragma omp parallel num_threads(threads) reduction(+ : total)
     {
       const int t = omp_get_thread_num();
-      for (int pass = 0; pass < passes; ++pass) total += Pass(K[t], V[t], s, kernel_order, request);
+      for (int pass = 0; pass < passes; ++pass) total += Pass(K[t], V[t], s, how);
     }
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     sink = sink + total;
@@ -143,9 +157,16 @@ int main(int argc, char** argv) {
   }
   std::printf("%d threads, 8 K/V heads, rows of %d bytes, %d rounds of 8 FMAs per row; GB/s, best of %d\n",
               threads, row_bytes, work, kTrials);
-  std::printf("%-8s %-12s %10s %12s %8s\n", "order", "requests", "2 MiB", "128 MiB", "ratio");
-  const std::pair<bool, bool> cases[] = {{false, false}, {false, true}, {true, false}, {true, true}};
-  double in_cache[4], from_memory[4];
+  constexpr Reads kAddress{false, false}, kAddressRequested{false, true}, kDecode{true, false},
+      kDecodeRequested{true, true};
+  const Case cases[] = {{"address order, no requests", kAddress, kAddress},
+                        {"address order, requests", kAddressRequested, kAddressRequested},
+                        {"decode's order, no requests", kDecode, kDecode},
+                        {"decode's order, requests (decode)", kDecodeRequested, kDecodeRequested},
+                        {"K address, V decode's + requests", kAddress, kDecodeRequested}};
+  constexpr int kCases = sizeof(cases) / sizeof(cases[0]);
+  std::printf("%-34s %8s %10s %7s\n", "K and V read in", "2 MiB", "128 MiB", "ratio");
+  double in_cache[kCases], from_memory[kCases];
   for (const long total_mib : {2L, 128L}) {
     Shape s{row_bytes, work, 0};
     const long buffer_bytes = ((total_mib << 20) / (2 * threads) + 4095) / 4096 * 4096;  // K and V of each thread
@@ -162,16 +183,15 @@ int main(int argc, char** argv) {
       std::memset(K[t], 1, buffer_bytes);
       std::memset(V[t], 1, buffer_bytes);
     }
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kCases; ++i) {
       // each trial reads 128 MiB, the small footprint over and over
-      const double gbs = BestGbs(K, V, s, cases[i].first, cases[i].second, static_cast<int>(128 / total_mib));
+      const double gbs = BestGbs(K, V, s, cases[i], static_cast<int>(128 / total_mib));
       (total_mib == 2 ? in_cache : from_memory)[i] = gbs;
     }
     for (int t = 0; t < threads; ++t) std::free(K[t]), std::free(V[t]);
   }
-  for (int i = 0; i < 4; ++i) {
-    std::printf("%-8s %-12s %10.1f %12.1f %8.2f\n", cases[i].first ? "kernel" : "address",
-                cases[i].second ? "next block" : "none", in_cache[i], from_memory[i],
+  for (int i = 0; i < kCases; ++i) {
+    std::printf("%-34s %8.1f %10.1f %7.2f\n", cases[i].name, in_cache[i], from_memory[i],
                 from_memory[i] / in_cache[i]);
   }
 }
