@@ -6,3 +6,8 @@ target_sources(flashattn PRIVATE
   ${PROJECT_SOURCE_DIR}/src/backward/backward_bf16.cc
   ${PROJECT_SOURCE_DIR}/src/reference/backward.cc
 )
+flashattn_sanitize_kernel_sources(
+  ${PROJECT_SOURCE_DIR}/src/backward/backward_f32.cc
+  ${PROJECT_SOURCE_DIR}/src/backward/backward_f16.cc
+  ${PROJECT_SOURCE_DIR}/src/backward/backward_bf16.cc
+)

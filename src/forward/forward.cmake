@@ -6,3 +6,8 @@ target_sources(flashattn PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/forward_f16.cc
   ${CMAKE_CURRENT_LIST_DIR}/forward_bf16.cc
 )
+flashattn_sanitize_kernel_sources(
+  ${CMAKE_CURRENT_LIST_DIR}/forward_f32.cc
+  ${CMAKE_CURRENT_LIST_DIR}/forward_f16.cc
+  ${CMAKE_CURRENT_LIST_DIR}/forward_bf16.cc
+)
