@@ -13,10 +13,3 @@ target_sources(flashattn PRIVATE
   ${PROJECT_SOURCE_DIR}/src/reference/decode.cc
   ${PROJECT_SOURCE_DIR}/src/reference/merge.cc
 )
-flashattn_sanitize_kernel_sources(
-  ${PROJECT_SOURCE_DIR}/src/decode/decode_f32.cc
-  ${PROJECT_SOURCE_DIR}/src/decode/decode_f16.cc
-  ${PROJECT_SOURCE_DIR}/src/decode/decode_bf16.cc
-  ${PROJECT_SOURCE_DIR}/src/decode/decode_i8.cc
-  ${PROJECT_SOURCE_DIR}/src/decode/decode_fp8.cc
-)
