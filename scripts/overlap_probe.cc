@@ -2,7 +2,7 @@
 // block is requested in software (docs/quantized_cache.md, "What limits the bandwidth").
 //
 //   g++ -O2 -mavx2 -mfma -fopenmp scripts/overlap_probe.cc -o /tmp/overlap_probe
-//   /tmp/overlap_probe [THREADS=2] [ROW_BYTES=128] [WORK=8]
+//   /tmp/overlap_probe [THREADS=2] [ROW_BYTES=128] [WORK=8] [HINT=t1]
 //
 // Each thread walks a K and a V buffer of its own, laid out as a (seq, head, dim) cache of 8 K/V heads with rows
 // of ROW_BYTES, in blocks of 32 keys: every row is read once, and each row read is followed by WORK rounds of 8
@@ -15,7 +15,9 @@
 //            1 KiB apart), V head by head (the accumulation's: a head's 32 rows, then the next head's)
 // each with no software requests (the hardware prefetchers alone) and with each line of the next block
 // requested into L2 as a line of the current block is read, in address order (decode's RegionPrefetch); and
-// K in address order without requests with V as decode reads it, requests and all.
+// K in address order without requests with V as decode reads it, requests and all. HINT is the instruction
+// that requests a line: t1 (prefetcht1, into L2, what decode uses), t2, t0 (into L1 as well), nta or w
+// (prefetchw).
 // The sums only keep the loads and the arithmetic from being optimized away; nothing here uses flashattn.
 #include <immintrin.h>
 #include <omp.h>
@@ -26,6 +28,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace {
@@ -61,15 +65,26 @@ inline void ReadRow(const char* row, const Shape& s, __m256i& acc) {
   acc = _mm256_xor_si256(acc, _mm256_castps_si256(sum));
 }
 
-// Requests the lines of one region into L2 in address order, `lines` at a time.
+// The instructions that can request a line; __builtin_prefetch's (rw, locality) for each.
+enum class Hint { kT1, kT2, kT0, kNta, kW };
+
+template <Hint kHint>
+inline void RequestLine(const char* line) {
+  if constexpr (kHint == Hint::kT1) __builtin_prefetch(line, 0, 2);
+  if constexpr (kHint == Hint::kT2) __builtin_prefetch(line, 0, 1);
+  if constexpr (kHint == Hint::kT0) __builtin_prefetch(line, 0, 3);
+  if constexpr (kHint == Hint::kNta) __builtin_prefetch(line, 0, 0);
+  if constexpr (kHint == Hint::kW) __builtin_prefetch(line, 1, 3);
+  asm volatile("" : : "r"(line));
+}
+
+// Requests the lines of one region in address order, `lines` at a time.
+template <Hint kHint>
 struct Requests {
   const char* next = nullptr;
   const char* end = nullptr;
   void Next(int lines) {
-    for (; lines > 0 && next < end; --lines, next += 64) {
-      __builtin_prefetch(next, 0, 2);
-      asm volatile("" : : "r"(next));
-    }
+    for (; lines > 0 && next < end; --lines, next += 64) RequestLine<kHint>(next);
   }
 };
 
@@ -85,6 +100,7 @@ struct Case {
 };
 
 // One thread's pass over its K and V buffers.
+template <Hint kHint>
 std::uint64_t Pass(const char* K, const char* V, const Shape& s, const Case& how) {
   const long key_bytes = s.KeyBytes(), block = s.BlockBytes();
   const int lines_per_row = s.row_bytes / 64;
@@ -96,10 +112,10 @@ std::uint64_t Pass(const char* K, const char* V, const Shape& s, const Case& how
     const bool has_next = j0 + 2 * kKeysPerBlock <= s.keys;
     const auto next_block = [&](const char* base, bool request) {
       const char* first = row(base, j0 + kKeysPerBlock, 0);
-      return request && has_next ? Requests{first, first + block} : Requests{};
+      return request && has_next ? Requests<kHint>{first, first + block} : Requests<kHint>{};
     };
-    Requests next_k = next_block(K, how.k.request), next_v = next_block(V, how.v.request);
-    const auto read = [&](Requests& requests, const char* r) {
+    Requests<kHint> next_k = next_block(K, how.k.request), next_v = next_block(V, how.v.request);
+    const auto read = [&](Requests<kHint>& requests, const char* r) {
       requests.Next(lines_per_row);
       ReadRow(r, s, acc);
     };
@@ -125,6 +141,7 @@ std::uint64_t Pass(const char* K, const char* V, const Shape& s, const Case& how
 }
 
 // Best GB/s of rows read over kTrials trials of `passes` passes of every thread at once.
+template <Hint kHint>
 double BestGbs(const std::vector<char*>& K, const std::vector<char*>& V, const Shape& s, const Case& how,
                int passes) {
   const int threads = static_cast<int>(K.size());
@@ -136,7 +153,7 @@ double BestGbs(const std::vector<char*>& K, const std::vector<char*>& V, const S
 #pragma omp parallel num_threads(threads) reduction(+ : total)
     {
       const int t = omp_get_thread_num();
-      for (int pass = 0; pass < passes; ++pass) total += Pass(K[t], V[t], s, how);
+      for (int pass = 0; pass < passes; ++pass) total += Pass<kHint>(K[t], V[t], s, how);
     }
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     sink = sink + total;
@@ -151,12 +168,17 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const int row_bytes = argc > 2 ? std::atoi(argv[2]) : 128;
   const int work = argc > 3 ? std::atoi(argv[3]) : 8;
-  if (threads < 1 || row_bytes < 64 || row_bytes % 64 != 0 || work < 0) {
-    std::fprintf(stderr, "usage: %s [THREADS >= 1] [ROW_BYTES, a multiple of 64] [WORK >= 0]\n", argv[0]);
+  const std::string hint_name = argc > 4 ? argv[4] : "t1";
+  const std::map<std::string, Hint> hints = {
+      {"t1", Hint::kT1}, {"t2", Hint::kT2}, {"t0", Hint::kT0}, {"nta", Hint::kNta}, {"w", Hint::kW}};
+  if (threads < 1 || row_bytes < 64 || row_bytes % 64 != 0 || work < 0 || !hints.count(hint_name)) {
+    std::fprintf(stderr, "usage: %s [THREADS >= 1] [ROW_BYTES, a multiple of 64] [WORK >= 0] [HINT: t1 t2 t0 nta w]\n",
+                 argv[0]);
     return 2;
   }
-  std::printf("%d threads, 8 K/V heads, rows of %d bytes, %d rounds of 8 FMAs per row; GB/s, best of %d\n",
-              threads, row_bytes, work, kTrials);
+  const Hint hint = hints.at(hint_name);
+  std::printf("%d threads, 8 K/V heads, rows of %d bytes, %d rounds of 8 FMAs per row, requests by %s; GB/s, "
+              "best of %d\n", threads, row_bytes, work, hint_name.c_str(), kTrials);
   constexpr Reads kAddress{false, false}, kAddressRequested{false, true}, kDecode{true, false},
       kDecodeRequested{true, true};
   const Case cases[] = {{"address order, no requests", kAddress, kAddress},
@@ -185,7 +207,15 @@ int main(int argc, char** argv) {
     }
     for (int i = 0; i < kCases; ++i) {
       // each trial reads 128 MiB, the small footprint over and over
-      const double gbs = BestGbs(K, V, s, cases[i], static_cast<int>(128 / total_mib));
+      const int passes = static_cast<int>(128 / total_mib);
+      double gbs = 0;
+      switch (hint) {
+        case Hint::kT1: gbs = BestGbs<Hint::kT1>(K, V, s, cases[i], passes); break;
+        case Hint::kT2: gbs = BestGbs<Hint::kT2>(K, V, s, cases[i], passes); break;
+        case Hint::kT0: gbs = BestGbs<Hint::kT0>(K, V, s, cases[i], passes); break;
+        case Hint::kNta: gbs = BestGbs<Hint::kNta>(K, V, s, cases[i], passes); break;
+        case Hint::kW: gbs = BestGbs<Hint::kW>(K, V, s, cases[i], passes); break;
+      }
       (total_mib == 2 ? in_cache : from_memory)[i] = gbs;
     }
     for (int t = 0; t < threads; ++t) std::free(K[t]), std::free(V[t]);
