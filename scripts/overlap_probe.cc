@@ -14,10 +14,10 @@
 //   decode's K in the score tiles' order (groups of 4 keys, each group head by head, the 4 rows of a head
 //            1 KiB apart), V head by head (the accumulation's: a head's 32 rows, then the next head's)
 // each with no software requests (the hardware prefetchers alone) and with each line of the next block
-// requested into L2 as a line of the current block is read, in address order (decode's RegionPrefetch); and
-// K in address order without requests with V as decode reads it, requests and all. HINT is the instruction
-// that requests a line: t1 (prefetcht1, into L2, what decode uses), t2, t0 (into L1 as well), nta or w
-// (prefetchw).
+// requested (into L2 by default) as a line of the current block is read, in address order (decode's
+// RegionPrefetch); and K in address order without requests with V as decode reads it, requests and all.
+// HINT is the instruction that requests a line: t1 (prefetcht1, into L2, what decode uses), t2, t0 (into L1
+// as well), nta or w (prefetchw).
 // The sums only keep the loads and the arithmetic from being optimized away; nothing here uses flashattn.
 #include <immintrin.h>
 #include <omp.h>
