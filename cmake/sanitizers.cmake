@@ -44,11 +44,11 @@ endif()
 # flashattn_sanitize_kernel_sources(<source>...): SIMD kernel translation units (each compiled for every
 # Highway target) that leave UndefinedBehaviorSanitizer's pointer-overflow check out. In their unrolled
 # register tiles nearly every line sums a pointer, and the check made clang take 12 times as long over them
-# (forward_f16.cc: 173 s instead of 14 on one core), most of the sanitizer build's time. The forward and
-# backward kernels take it: their addresses come from the validated sizes and strides in regular loops, their
-# memory accesses stay under AddressSanitizer and their arithmetic under the rest of UBSan. Decode's kernels
-# keep the check (decode_i8.cc alone takes 195 s): it found the prefetch addresses decode once built from
-# offsets it had not set, which AddressSanitizer cannot see (docs/robustness.md).
+# (forward_f16.cc: 173 s instead of 14 on one core; the test command's asan part, 734 s instead of 552). The
+# forward and backward kernels take it: their addresses come from the validated sizes and strides in regular
+# loops, their memory accesses stay under AddressSanitizer and their arithmetic under the rest of UBSan.
+# Decode's kernels keep the check (decode_i8.cc alone takes 195 s): it found the prefetch addresses decode
+# once built from offsets it had not set, which AddressSanitizer cannot see (docs/robustness.md).
 function(flashattn_sanitize_kernel_sources)
   if("undefined" IN_LIST FLASHATTN_SANITIZE)
     set_source_files_properties(${ARGN} PROPERTIES COMPILE_OPTIONS -fno-sanitize=pointer-overflow)

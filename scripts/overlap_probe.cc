@@ -169,14 +169,18 @@ int main(int argc, char** argv) {
   const int row_bytes = argc > 2 ? std::atoi(argv[2]) : 128;
   const int work = argc > 3 ? std::atoi(argv[3]) : 8;
   const std::string hint_name = argc > 4 ? argv[4] : "t1";
-  const std::map<std::string, Hint> hints = {
-      {"t1", Hint::kT1}, {"t2", Hint::kT2}, {"t0", Hint::kT0}, {"nta", Hint::kNta}, {"w", Hint::kW}};
+  using Measure = double (*)(const std::vector<char*>&, const std::vector<char*>&, const Shape&, const Case&, int);
+  const std::map<std::string, Measure> hints = {{"t1", BestGbs<Hint::kT1>},
+                                                {"t2", BestGbs<Hint::kT2>},
+                                                {"t0", BestGbs<Hint::kT0>},
+                                                {"nta", BestGbs<Hint::kNta>},
+                                                {"w", BestGbs<Hint::kW>}};
   if (threads < 1 || row_bytes < 64 || row_bytes % 64 != 0 || work < 0 || !hints.count(hint_name)) {
     std::fprintf(stderr, "usage: %s [THREADS >= 1] [ROW_BYTES, a multiple of 64] [WORK >= 0] [HINT: t1 t2 t0 nta w]\n",
                  argv[0]);
     return 2;
   }
-  const Hint hint = hints.at(hint_name);
+  const Measure best_gbs = hints.at(hint_name);
   std::printf("%d threads, 8 K/V heads, rows of %d bytes, %d rounds of 8 FMAs per row, requests by %s; GB/s, "
               "best of %d\n", threads, row_bytes, work, hint_name.c_str(), kTrials);
   constexpr Reads kAddress{false, false}, kAddressRequested{false, true}, kDecode{true, false},
@@ -207,15 +211,7 @@ int main(int argc, char** argv) {
     }
     for (int i = 0; i < kCases; ++i) {
       // each trial reads 128 MiB, the small footprint over and over
-      const int passes = static_cast<int>(128 / total_mib);
-      double gbs = 0;
-      switch (hint) {
-        case Hint::kT1: gbs = BestGbs<Hint::kT1>(K, V, s, cases[i], passes); break;
-        case Hint::kT2: gbs = BestGbs<Hint::kT2>(K, V, s, cases[i], passes); break;
-        case Hint::kT0: gbs = BestGbs<Hint::kT0>(K, V, s, cases[i], passes); break;
-        case Hint::kNta: gbs = BestGbs<Hint::kNta>(K, V, s, cases[i], passes); break;
-        case Hint::kW: gbs = BestGbs<Hint::kW>(K, V, s, cases[i], passes); break;
-      }
+      const double gbs = best_gbs(K, V, s, cases[i], static_cast<int>(128 / total_mib));
       (total_mib == 2 ? in_cache : from_memory)[i] = gbs;
     }
     for (int t = 0; t < threads; ++t) std::free(K[t]), std::free(V[t]);
