@@ -505,7 +505,7 @@ TEST(DecodeQuantized, SinksJoinEachRowOnceOverAQuantizedCache) {
 TEST(DecodeQuantized, IntegerScoresAreThoseOfTheRoundedQueries) {
   const std::vector<std::int64_t> targets = decode_kernel::Int8KernelTargets();
   for (const std::int64_t d : {40, 59, 111, 128, 256})
-    for (const std::int64_t group_size : {0, 8})
+    for (const std::int64_t group_size : {0, 8, 32})
       for (const std::int64_t page_size : {0, 64}) {
         if (group_size > 0 && d % group_size != 0) continue;
         QuantShape shape{.Nq = 2, .Hq = 8, .Hkv = 2, .d = d, .Nmax = 1025, .cached = {1025, 97, 1},

@@ -7,7 +7,7 @@
 // AVX3_DL (AVX-512 VNNI) forms them with vpdpbusd, which multiplies unsigned by signed bytes: k + 128 (k with
 // its top bit flipped) times q, its accumulators started at −128·Σq per lane (ComputeQueryOffsets), so that
 // they hold Σ q·k. Arm's SVE targets use SDOT (signed by signed bytes), one dot product at a time; the other
-// targets widen to int32 and multiply-add. docs/quantized_cache.md has the accuracy.
+// targets widen to int16 and multiply pairs of features into int32 lanes (vpmaddwd, vmlal). docs/quantized_cache.md has the accuracy.
 #if defined(FLASHATTN_DECODE_INTEGER_SCORES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_DECODE_INTEGER_SCORES_INL_H_
 #undef FLASHATTN_DECODE_INTEGER_SCORES_INL_H_
@@ -115,30 +115,42 @@ HWY_INLINE void ComputeQueryOffsets(const QueryInt8&, std::int64_t) {}
 #endif
 
 #if HWY_TARGET != HWY_AVX3_DL && !FLASHATTN_DECODE_SIZELESS_VECTORS
-// Lane r·kC + c: the group's exact dot product of query row0 + r and key c0 + c, as float: lanes of int32
-// products, then the features past the last whole vector one by one; prefetches as on AVX3_DL.
+// Lane r·kC + c: the group's exact dot product of query row0 + r and key c0 + c, as float: bytes widened to
+// int16, multiplied in pairs of features and added into int32 lanes (vpmaddwd on x86, vmlal on NEON), then the
+// features past the last whole vector one by one; prefetches as on AVX3_DL.
 template <int kR, int kC, class PrefetchLines>
 HWY_INLINE VF IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::int8_t* const* K, std::int64_t c0,
                              std::int64_t head, std::int64_t group, const PrefetchLines& prefetch_lines) {
   constexpr int kN = kR * kC;
   const DF df;
   const hn::RebindToSigned<DF> di;
-  const hn::Rebind<std::int8_t, DF> d8;
+#if HWY_TARGET == HWY_SCALAR
+  const hn::Rebind<std::int16_t, decltype(di)> d16;  // one lane: a single product per step
+#else
+  const hn::Repartition<std::int16_t, decltype(di)> d16;  // two features per int32 lane
+#endif
+  const hn::Rebind<std::int8_t, decltype(d16)> d8;
+  const std::int64_t step = static_cast<std::int64_t>(hn::Lanes(d16));
   const std::int64_t e0 = group * x.g, group_end = e0 + x.g;
-  hn::Vec<decltype(di)> acc[kN];
-  HWY_UNROLL(16) for (int i = 0; i < kN; ++i) acc[i] = hn::Zero(di);
+  // Where a target splits the pairs' sums over two accumulators (NEON), `odd` holds the second; elsewhere it
+  // stays 0 and the final addition folds away.
+  hn::Vec<decltype(di)> acc[kN], odd[kN];
+  HWY_UNROLL(16) for (int i = 0; i < kN; ++i) acc[i] = odd[i] = hn::Zero(di);
   std::int64_t e = e0;
-  for (; e + kLanes <= group_end; e += kLanes) {
+  for (; e + step <= group_end; e += step) {
     if (e % 64 == 0) {
       prefetch_lines(c0, kC, head, e);
     }
-    hn::Vec<decltype(di)> k[kC];
-    HWY_UNROLL(16) for (int c = 0; c < kC; ++c) k[c] = hn::PromoteTo(di, hn::LoadU(d8, K[c0 + c] + head + e));
+    hn::Vec<decltype(d16)> k[kC];
+    HWY_UNROLL(16) for (int c = 0; c < kC; ++c) k[c] = hn::PromoteTo(d16, hn::LoadU(d8, K[c0 + c] + head + e));
     HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
-      const auto q = hn::PromoteTo(di, hn::LoadU(d8, x.q + (row0 + r) * x.stride + e));
-      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) acc[r * kC + c] = hn::Add(acc[r * kC + c], hn::Mul(q, k[c]));
+      const auto q = hn::PromoteTo(d16, hn::LoadU(d8, x.q + (row0 + r) * x.stride + e));
+      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) {
+        acc[r * kC + c] = hn::ReorderWidenMulAccumulate(di, q, k[c], acc[r * kC + c], odd[r * kC + c]);
+      }
     }
   }
+  HWY_UNROLL(16) for (int i = 0; i < kN; ++i) acc[i] = hn::Add(acc[i], odd[i]);
   if (e == group_end) return hn::ConvertTo(df, ReduceTransposed<kN>(acc));
   alignas(64) std::int32_t dots[kN];
   hn::Store(ReduceTransposed<kN>(acc), di, dots);
