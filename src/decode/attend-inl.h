@@ -81,7 +81,7 @@ struct AttendScratch {
       x.q_int8.offset = c.Take<std::int32_t>(rows * query_groups * kOffsetLanes);
     }
     if (integer_pv) {
-      x.pv.u = c.Take<std::uint8_t>(R * kBc);
+      x.pv.u = c.Take<WeightCode>(R * kBc);
       x.pv.factor = c.Take<float>(R);
       if (!kIntegerPvReadsRawRows) x.pv.sum = c.Take<float>(R * dv_pad);
     }
