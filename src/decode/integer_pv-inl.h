@@ -7,10 +7,10 @@
 // where v_c are the cache's int8 values and the sum is exact: |u·v| ≤ 255·127 and a block holds 32 keys, so
 // every partial sum is an integer below 2²⁴, exact in int32 and in float32 alike. AVX3_DL forms it with
 // vpdpbusd over four keys at a time, V's bytes interleaved key by key; the other x86 and NEON targets multiply
-// pairs of keys, widened to int16 side by side, by pairs of u (vpmaddwd, vmlal); the scalar and SVE targets run
-// the float32 P·V tiles over the same integers (exact by the same bound) into zeroed sums. Given the weights, every target
-// forms the same sums (the weights come from each target's own float32 softmax), and adds them to Õ by the
-// same operations. docs/quantized_cache.md has the accuracy.
+// pairs of keys, widened to int16 side by side, by pairs of u (vpmaddwd, vmlal); the scalar and SVE targets
+// run the float32 P·V tiles over the same integers (exact by the same bound) into zeroed sums. Given the
+// weights, every target forms the same sums (the weights come from each target's own float32 softmax), and
+// adds them to Õ by the same operations. docs/quantized_cache.md has the accuracy.
 #if defined(FLASHATTN_DECODE_INTEGER_PV_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_DECODE_INTEGER_PV_INL_H_
 #undef FLASHATTN_DECODE_INTEGER_PV_INL_H_
@@ -42,8 +42,8 @@ namespace flashattn::HWY_NAMESPACE::decode_kernel {
 
 static_assert(kBc * 255 * 127 < (1 << 24), "a block's integer sums must be exact in float32");
 
-// The working set of the integer P̃ V of one head: u (R rows × kBc, as WeightCode), the factors f, and, where the float
-// tiles form them (!kIntegerPvReadsRawRows), the exact sums (R rows of dv_pad floats).
+// The working set of the integer P̃ V of one head: u (R rows × kBc, as WeightCode), the factors f, and, where
+// the float tiles form them (!kIntegerPvReadsRawRows), the exact sums (R rows of dv_pad floats).
 // The element u is stored as: bytes for vpdpbusd, int16 lanes where pairs of keys are multiplied (two adjacent
 // weights load as one broadcast pair), bytes (unused) elsewhere.
 using WeightCode = std::conditional_t<FLASHATTN_DECODE_PAIRED_INTEGER_PV, std::uint16_t, std::uint8_t>;
@@ -59,8 +59,8 @@ struct IntegerPv {
 inline constexpr bool kIntegerPvReadsRawRows = HWY_TARGET == HWY_AVX3_DL || FLASHATTN_DECODE_PAIRED_INTEGER_PV;
 
 // Rounds the weights w_c = P̃_c·v_scale_c of R rows (P̃ rows kBc apart; w is 0 past `cols`, where P̃ is 0 and so
-// is the scale) to u_c, stored as bytes in x.u and, for the float tiles of the targets that use them, as floats
-// in place of P̃; sets x.factor[r] = max w / 255. A row whose weights are all 0 gets u = 0 and f = 0. A row
+// is the scale) to u_c, stored as WeightCode in x.u and, for the float tiles of the targets that use them, as
+// floats in place of P̃; sets x.factor[r] = max w / 255. A row whose weights are all 0 gets u = 0 and f = 0. A row
 // holding a weight that is NaN, infinite or negative (from a V scale that is not a finite non-negative number)
 // gets u = 0 and f = NaN, so that its output is NaN rather than silently wrong.
 HWY_INLINE void RoundWeights(float* P, const float* HWY_RESTRICT v_scale, std::int64_t R, const IntegerPv& x) {
@@ -148,8 +148,8 @@ HWY_INLINE void PairRows(D dp, const std::int8_t* a, const std::int8_t* b, hn::V
 // an even count. Each pair of keys is multiplied by (u_r[c], u_r[c + 1]) broadcast and added pair by pair into
 // the int32 lane of its feature. `each_pair(c)` runs as keys c and c + 1 are reached.
 template <int kR, class EachPair>
-HWY_INLINE void PairedPvSlice(const std::uint16_t* u, const std::int8_t* const* V, std::int64_t keys, std::int64_t e0,
-                              const float* alpha, const float* factor, float* O, std::int64_t ldo,
+HWY_INLINE void PairedPvSlice(const std::uint16_t* u, const std::int8_t* const* V, std::int64_t keys,
+                              std::int64_t e0, const float* alpha, const float* factor, float* O, std::int64_t ldo,
                               const EachPair& each_pair) {
   const DPair dp;
   const DPairSum di;

@@ -6,8 +6,9 @@
 // same exact integers and then the same float operations, so the scores are identical across targets.
 // AVX3_DL (AVX-512 VNNI) forms them with vpdpbusd, which multiplies unsigned by signed bytes: k + 128 (k with
 // its top bit flipped) times q, its accumulators started at −128·Σq per lane (ComputeQueryOffsets), so that
-// they hold Σ q·k. Arm's SVE targets use SDOT (signed by signed bytes), one dot product at a time; the other
-// targets widen to int16 and multiply pairs of features into int32 lanes (vpmaddwd, vmlal). docs/quantized_cache.md has the accuracy.
+// they hold Σ q·k. Arm's SVE targets use SDOT (signed by signed bytes), one dot product at a time; the
+// other targets widen to int16 and multiply pairs of features into int32 lanes (vpmaddwd, vmlal).
+// docs/quantized_cache.md has the accuracy.
 #if defined(FLASHATTN_DECODE_INTEGER_SCORES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_DECODE_INTEGER_SCORES_INL_H_
 #undef FLASHATTN_DECODE_INTEGER_SCORES_INL_H_
