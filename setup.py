@@ -7,6 +7,7 @@ python/flashattn/ as they are."""
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -110,6 +111,9 @@ class CMakeBuild(build_ext):
             "-DFLASHATTN_ENABLE_CLI=OFF",
             f"-DFLASHATTN_PYTHON_BUNDLED_LIBS_DIR={BUNDLED_LIBS_DIR}",
         ] + pybind11_cmake_args()
+        # More cache settings from CMAKE_ARGS, split as a shell would (scikit-build's and conda-build's
+        # convention), e.g. CMAKE_ARGS="-DFLASHATTN_SIMD_TARGETS=reduced" for a quicker build
+        configure += shlex.split(os.environ.get("CMAKE_ARGS", ""))
         subprocess.run(configure, check=True)
         # Parallelism: CMAKE_BUILD_PARALLEL_LEVEL from the environment, as for any CMake build.
         subprocess.run(["cmake", "--build", str(build_dir), "--target", "flashattn_python"], check=True)

@@ -5,13 +5,27 @@
 # register tiles hold no arrays of them, docs/arm.md), run under emulation by scripts/arm.sh.
 # The library's kernels and the measurement tools that dispatch like them (tools/) share this one setting.
 #
-# Sanitizer builds compile two x86 targets: AVX2 (the hardware target every CPU this project has met runs,
-# Zen 3 included) and the scalar baseline's emulated 128-bit vectors. Compiling every kernel under
-# AddressSanitizer for all five took most of the test command's time; the release build still compiles and
-# tests all of them (docs/robustness.md).
+# FLASHATTN_SIMD_TARGETS=reduced compiles two x86 targets only: AVX2 (the hardware target every CPU this
+# project has met runs, Zen 3 included) and the scalar baseline. The sanitizer builds take it by default
+# (compiling every kernel under AddressSanitizer for all five took most of the test command's time), and so
+# do the test command's two builds that check packaging rather than kernels (the pip install and the shared
+# library's consumer). The release build still compiles and tests all of them (docs/robustness.md). On Arm
+# the setting changes nothing.
+if(FLASHATTN_SANITIZE)
+  set(flashattn_default_simd_targets reduced)
+else()
+  set(flashattn_default_simd_targets all)
+endif()
+set(FLASHATTN_SIMD_TARGETS ${flashattn_default_simd_targets} CACHE STRING
+    "Highway targets to compile: 'all' (every one), or 'reduced' (x86: AVX2 and the scalar baseline)")
+set_property(CACHE FLASHATTN_SIMD_TARGETS PROPERTY STRINGS all reduced)
+if(NOT FLASHATTN_SIMD_TARGETS MATCHES "^(all|reduced)$")
+  message(FATAL_ERROR "FLASHATTN_SIMD_TARGETS: '${FLASHATTN_SIMD_TARGETS}' is neither 'all' nor 'reduced'")
+endif()
+
 function(flashattn_compile_for_every_simd_target target)
   target_compile_definitions(${target} PRIVATE HWY_COMPILE_ALL_ATTAINABLE)
-  if(FLASHATTN_SANITIZE)
+  if(FLASHATTN_SIMD_TARGETS STREQUAL "reduced")
     target_compile_definitions(${target} PRIVATE "HWY_DISABLED_TARGETS=(HWY_SSSE3|HWY_SSE4|HWY_AVX3|HWY_AVX3_DL)")
   endif()
 endfunction()
