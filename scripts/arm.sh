@@ -5,10 +5,13 @@
 #   sve128   SVE, SVE2 and SVE2_128 at 128 bits (Neoverse N2/V2, Graviton 4, Grace)
 #   sve256   SVE, SVE2 and SVE_256 at 256 bits (Neoverse V1, Graviton 3)
 #   sve512   SVE and SVE2 at 512 bits (A64FX's length)
-# The tests run every target the CPU supports (simd::RestrictTargetForTest); simd_targets first checks that
-# each CPU runs the targets it is meant to, and fails otherwise. One thread: a program that starts a thread
-# hangs under Debian 12's qemu-user 7.2, so OMP_THREAD_LIMIT=1 keeps OpenMP from starting any, and the
-# subset leaves out the tests that start std::threads (thread safety is ThreadSanitizer's, on x86).
+# The tests run every target the CPU supports (simd::RestrictTargetForTest) but those another CPU runs
+# (FLASHATTN_TEST_SKIP_TARGETS, tests/test_targets.h): the SVE CPUs leave NEON and the scalar baseline, whose
+# code does not depend on the vector length, to the NEON CPU, and the 256- and 512-bit ones leave SVE2 to
+# sve128, as the CPUs of those lengths named above have SVE without SVE2. simd_targets first checks that each
+# CPU runs the targets it is meant to, and fails otherwise. One thread: a program that starts a thread hangs
+# under Debian 12's qemu-user 7.2, so OMP_THREAD_LIMIT=1 keeps OpenMP from starting any, and the subset leaves
+# out the tests that start std::threads (thread safety is ThreadSanitizer's, on x86).
 #   bash scripts/arm.sh              # build, then every CPU
 #   bash scripts/arm.sh sve256       # build, then the named CPUs only
 # Fails, saying what is missing, where the cross toolchain, qemu-user or the arm64 packages are not
@@ -35,9 +38,9 @@ fi
 # three element types with masks and modifiers, forced odd block sizes, rows that see no key; decode over
 # every row tile, contiguous and paged, with d = 37, 64, 128; an int8 cache's integer P̃V (its portable path)
 # against a float64 model of its rounding, and its integer scores (SVE's SDOT, NEON's widening path) against
-# the oracle on the rounded queries; backward — then non-finite inputs through all
-# three, the element conversions and the vector exp's special values, and the validation tables (no kernel,
-# but every entry point's checks as compiled for AArch64). docs/arm.md gives their times under qemu.
+# the oracle on the rounded queries; backward — then non-finite inputs through all three, the element
+# conversions and the vector exp's special values, the tests' skipping of targets, and the validation tables
+# (no kernel, but every entry point's checks as compiled for AArch64). docs/arm.md gives their times under qemu.
 tests=(
   "kernel_fused_test */b2_nq97_nk113_hq4_hkv2_d40_dv40_f32_bshd_causal_cap3_alibi_addmask:*/b2_nq97_nk113_hq4_hkv2_d40_dv40_f16_bshd_causal_cap3_alibi_addmask:*/b1_nq97_nk97_hq2_hkv1_d111_dv40_f32_bshd_full:*/b1_nq1_nk1025_hq1_hkv1_d256_dv256_bf16_bshd_full:FusedKernelTest.EveryForcedBlockSize*:FusedKernelTest.MaskTensor*:FusedKernelTest.RowsWithout*"
   "decode_test Decode.EveryTargetEveryRowTileAgainstTheOracle:Decode.RowsThatSeeNoKey*:Decode.AgreesWithTheReferenceDecode:Shapes/DecodeMatchesForward.OverTheSameCacheContents/2?"
@@ -46,6 +49,7 @@ tests=(
   "nonfinite_test NonFiniteFused.Float16KAndVInjectionsOnEveryTarget:NonFiniteDecode.*:NonFiniteBackward.Float32*"
   "support_test SupportElements.*"
   "kernel_exp_test FusedExpTest.SpecialValues*"
+  "test_targets_test *"
   "validation_test *"
   "validation_matrix_decode_test *"
   "validation_matrix_backward_test *"
@@ -67,6 +71,8 @@ declare -A cpu_option=([neon]="max,sve=off" [sve128]="max,sve128=on" [sve256]="m
                        [sve512]="max,sve512=on")
 declare -A cpu_targets=([neon]="NEON" [sve128]="NEON SVE SVE2 SVE2_128" [sve256]="NEON SVE SVE2 SVE_256"
                         [sve512]="NEON SVE SVE2")
+# The targets each CPU's tests leave to another CPU.
+declare -A cpu_skips=([neon]="" [sve128]="NEON SCALAR" [sve256]="NEON SCALAR SVE2" [sve512]="NEON SCALAR SVE2")
 cpus=("$@")
 ((${#cpus[@]})) || cpus=(neon sve128 sve256 sve512)
 for cpu in "${cpus[@]}"; do
@@ -78,12 +84,14 @@ export OMP_NUM_THREADS=1 OMP_THREAD_LIMIT=1 QEMU_LD_PREFIX=$sysroot
 # Runs the whole subset on one emulated CPU; its output goes to build-arm/arm-<cpu>.log.
 run_cpu() {
   local cpu=$1 start=$SECONDS target entry name filter output status
-  local emulate=(timeout 300 qemu-aarch64 -cpu "${cpu_option[$cpu]}")
+  local emulate=(env "FLASHATTN_TEST_SKIP_TARGETS=${cpu_skips[$cpu]}"
+                 timeout 300 qemu-aarch64 -cpu "${cpu_option[$cpu]}")
   local requires=()
   for target in ${cpu_targets[$cpu]}; do requires+=(--require "$target"); done
   local listing
   listing=$("${emulate[@]}" "$build/tests/simd_targets" "${requires[@]}") || return 1
   echo "$listing"
+  [[ -z ${cpu_skips[$cpu]} ]] || echo "the tests skip ${cpu_skips[$cpu]}, which another CPU runs"
   if [[ $cpu == neon && $listing == *SVE* ]]; then
     echo "arm.sh: the NEON-only CPU runs an SVE target" >&2
     return 1

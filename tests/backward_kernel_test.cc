@@ -15,6 +15,7 @@
 
 #include "backward_test_problem.h"
 #include "simd/targets.h"
+#include "test_targets.h"
 
 namespace flashattn::testing {
 namespace {
@@ -129,7 +130,7 @@ TEST(FusedBackwardTest, AnyThreadCountWithinTwiceStandard) {
 
 // Highway's test-all-targets idea: the same checks on every target compiled in that this CPU runs.
 TEST(FusedBackwardTest, EveryCompiledTargetWithinTolerance) {
-  const std::vector<std::int64_t> targets = simd::CompiledTargets();
+  const std::vector<std::int64_t> targets = TargetsUnderTest();
   ASSERT_FALSE(targets.empty());
   for (std::int64_t target : targets) {
     simd::RestrictTargetForTest(target);
@@ -184,7 +185,7 @@ void ExpectRowsWithoutKeysGiveZeroGradients(BackwardProblem& x, const std::vecto
 }
 
 TEST(FusedBackwardTest, RowsWithoutVisibleKeysGiveZeroGradientsOnEveryTarget) {
-  const std::vector<std::int64_t> targets = simd::CompiledTargets();
+  const std::vector<std::int64_t> targets = TargetsUnderTest();
   ASSERT_FALSE(targets.empty());
   for (std::int64_t target : targets) {
     simd::RestrictTargetForTest(target);

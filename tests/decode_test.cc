@@ -14,6 +14,7 @@
 #include "flashattn/decode.h"
 #include "reference/reference.h"
 #include "simd/targets.h"
+#include "test_targets.h"
 
 namespace flashattn::testing {
 namespace {
@@ -225,7 +226,7 @@ TEST(Decode, AgreesWithTheReferenceDecode) {
 // size and combination of them (R = 1, 2, 3, 4, 6, 8, 9, 16), the whole-block passes of many rows (R = 32,
 // 36), contiguous and paged caches, a full and a partial last block of keys, against the float64 oracle.
 TEST(Decode, EveryTargetEveryRowTileAgainstTheOracle) {
-  const std::vector<std::int64_t> targets = simd::CompiledTargets();
+  const std::vector<std::int64_t> targets = TargetsUnderTest();
   ASSERT_FALSE(targets.empty());
   struct Rows {
     std::int64_t Hq, Hkv, Nq;

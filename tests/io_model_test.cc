@@ -18,6 +18,7 @@
 #include "reference/reference.h"
 #include "simd/targets.h"
 #include "test_problem.h"
+#include "test_targets.h"
 
 namespace flashattn::testing {
 namespace {
@@ -232,7 +233,7 @@ TEST(IoModelTest, PackedElementBytesFollowTheKernelsRule) {
 // The padding of K to whole panels and of V rows to whole vectors depends on the SIMD target: the count and
 // the model agree on every target compiled in that this CPU runs, and the lanes are the target's.
 TEST(IoModelTest, FusedCountedTrafficEqualsClosedFormOnEveryTarget) {
-  const std::vector<std::int64_t> targets = simd::CompiledTargets();
+  const std::vector<std::int64_t> targets = TargetsUnderTest();
   ASSERT_FALSE(targets.empty());
   for (std::int64_t target : targets) {
     simd::RestrictTargetForTest(target);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "simd/targets.h"
+#include "test_targets.h"
 
 namespace flashattn::testing {
 namespace {
@@ -36,7 +37,7 @@ std::vector<float> DenseSweep(float lo, float hi) {
 TEST(FusedExpTest, WithinTwoUlpOverNormalRangeOnEveryTarget) {
   const std::vector<float> x = DenseSweep(-87.3365f, 88.376f);
   std::vector<float> y(x.size());
-  for (std::int64_t target : simd::CompiledTargets()) {
+  for (std::int64_t target : TargetsUnderTest()) {
     simd::RestrictTargetForTest(target);
     simd::VectorExp(x.data(), y.data(), x.size());
     std::int64_t worst = 0;
@@ -56,7 +57,7 @@ TEST(FusedExpTest, SpecialValuesOnEveryTarget) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   // Odd length: the last element goes through the single-lane tail.
   const std::vector<float> x = {-inf, 0.0f, -0.0f, -87.34f, -100.0f, -1e30f, 88.38f, 1e30f, inf, nan, -nan};
-  for (std::int64_t target : simd::CompiledTargets()) {
+  for (std::int64_t target : TargetsUnderTest()) {
     simd::RestrictTargetForTest(target);
     std::vector<float> y(x.size(), -1.0f);
     simd::VectorExp(x.data(), y.data(), x.size());
@@ -84,7 +85,7 @@ TEST(FusedExpTest, NonPositiveVariantEqualsExpOnItsDomainOnEveryTarget) {
   std::vector<float> x = DenseSweep(-88.0f, 88.376f);
   for (float special : {-inf, -1e30f, -100.0f, -87.34f, -0.0f, nan}) x.push_back(special);
   std::vector<float> expected(x.size()), y(x.size());
-  for (std::int64_t target : simd::CompiledTargets()) {
+  for (std::int64_t target : TargetsUnderTest()) {
     simd::RestrictTargetForTest(target);
     simd::VectorExp(x.data(), expected.data(), x.size());
     simd::VectorExpOfNonPositive(x.data(), y.data(), x.size());

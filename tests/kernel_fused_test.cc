@@ -15,6 +15,7 @@
 #include "forward/forward.h"
 #include "simd/targets.h"
 #include "test_problem.h"
+#include "test_targets.h"
 
 namespace flashattn::testing {
 namespace {
@@ -37,7 +38,7 @@ void ExpectFusedWithinTwiceStandard(Problem& problem, const std::string& label) 
   forward(problem.params(), Algorithm::kStandard);
   const Errors standard = CompareWithOracle(problem);
   const double slack = problem.shape().dtype == DType::kF32 ? 1e-6 : 0.0;
-  const std::vector<std::int64_t> targets = simd::CompiledTargets();
+  const std::vector<std::int64_t> targets = TargetsUnderTest();
   ASSERT_FALSE(targets.empty());
   for (std::int64_t target : targets) {
     simd::RestrictTargetForTest(target);
@@ -132,7 +133,7 @@ TEST(FusedKernelTest, MaskTensorWithTransposedAndBroadcastStridesMatchesOracle) 
 
 // Causal with Nq > Nk: the first Nq − Nk rows see no key; a boolean mask drops every key of row 3.
 TEST(FusedKernelTest, RowsWithoutVisibleKeyGiveZerosAndNegativeInfinityLse) {
-  for (std::int64_t target : simd::CompiledTargets()) {
+  for (std::int64_t target : TargetsUnderTest()) {
     simd::RestrictTargetForTest(target);
     Problem causal({.Nq = 40, .Nk = 9, .d = 8, .dv = 8}, {.causal = true}, 3);
     forward(causal.params(), Algorithm::kFused);

@@ -18,13 +18,14 @@
 #include "reference/reference.h"
 #include "simd/targets.h"
 #include "test_problem.h"
+#include "test_targets.h"
 
 namespace flashattn::testing {
 namespace {
 
 template <class Body>
 void OnEveryTarget(Body&& body) {
-  for (std::int64_t target : simd::CompiledTargets()) {
+  for (std::int64_t target : TargetsUnderTest()) {
     simd::RestrictTargetForTest(target);
     SCOPED_TRACE(simd::TargetName(target));
     body();

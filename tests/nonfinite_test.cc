@@ -36,6 +36,7 @@
 #include "reference/reference.h"
 #include "simd/targets.h"
 #include "test_problem.h"
+#include "test_targets.h"
 
 namespace flashattn::testing {
 namespace {
@@ -228,7 +229,7 @@ void RunCase(const Shape& shape, const Modifiers& mods, std::int64_t block_rows,
       check(algorithm, std::string(to_string(algorithm)));
       continue;
     }
-    for (std::int64_t target : simd::CompiledTargets()) {
+    for (std::int64_t target : TargetsUnderTest()) {
       simd::RestrictTargetForTest(target);
       check(algorithm, "fused on " + simd::TargetName(target));
     }
@@ -429,7 +430,7 @@ std::string CacheNaNLabel(std::int64_t page_size, DType dtype, bool in_v) {
 // On every compiled target, float32 and float16 caches (emulated float16 widening must keep the NaN): R = 6
 // rows take the kernel's direct path where one register tile holds them (AVX-512), the widened one elsewhere.
 TEST(NonFiniteDecode, NaNInTheCacheReachesOnlyTheQueriesThatSeeIt) {
-  for (const std::int64_t target : simd::CompiledTargets()) {
+  for (const std::int64_t target : TargetsUnderTest()) {
     for (const auto [page_size, dtype] : {std::pair<std::int64_t, DType>{0, DType::kF32}, {4, DType::kF32},
                                           {0, DType::kF16}, {4, DType::kF16}}) {
       for (bool in_v : {false, true}) {
@@ -628,7 +629,7 @@ void RunBackwardNaN(BackwardProblem& clean, BackwardProblem& x, const BackwardNa
     backward(x.params(), algorithm);
     ExpectReach(x, clean, reach);
   };
-  for (std::int64_t target : simd::CompiledTargets()) {
+  for (std::int64_t target : TargetsUnderTest()) {
     simd::RestrictTargetForTest(target);
     for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{0, 0}, {8, 16}}) {
       for (BackwardProblem* p : {&clean, &x}) {

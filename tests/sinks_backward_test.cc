@@ -16,6 +16,7 @@
 #include "flashattn/flashattn.h"
 #include "reference/backward.h"
 #include "simd/targets.h"
+#include "test_targets.h"
 
 namespace flashattn::testing {
 namespace {
@@ -115,7 +116,7 @@ TEST(SinksGradient, StandardAndFusedMatchTheOracleOnEveryTarget) {
     if (f32) EXPECT_LE(standard_error, 1e-4) << label;
     for (std::int64_t h = 2; h < c.shape.Hq; h += 3) EXPECT_EQ(oracle[h], 0.0f) << label << " (−∞ sink)";
     const auto bound = [&](double e) { return f32 ? 2 * e + 1e-6 : 3 * e; };
-    for (std::int64_t target : simd::CompiledTargets()) {
+    for (std::int64_t target : TargetsUnderTest()) {
       simd::RestrictTargetForTest(target);
       const std::vector<float> fused = p.Run(BackwardAlgorithm::kFused);
       const GradientErrors e = CompareGradientsWithOracle(p.x);
@@ -132,7 +133,7 @@ TEST(SinksGradient, StandardAndFusedMatchTheOracleOnEveryTarget) {
 // Every head's sink −∞: the gradients are the bits of a call without sinks, and dsinks is 0.
 TEST(SinksGradient, NegativeInfinitySinkChangesNoBit) {
   const Shape shape{.batch = 2, .Nq = 61, .Nk = 75, .Hq = 4, .Hkv = 2, .d = 24, .dv = 17};
-  for (std::int64_t target : simd::CompiledTargets()) {
+  for (std::int64_t target : TargetsUnderTest()) {
     simd::RestrictTargetForTest(target);
     for (BackwardAlgorithm algorithm : {BackwardAlgorithm::kStandard, BackwardAlgorithm::kFused}) {
       BackwardProblem plain(shape, {.causal = true}, 5, {}, Algorithm::kFused);

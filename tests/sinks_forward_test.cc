@@ -17,6 +17,7 @@
 #include "reference/reference.h"
 #include "simd/targets.h"
 #include "test_problem.h"
+#include "test_targets.h"
 
 namespace flashattn::testing {
 namespace {
@@ -33,7 +34,7 @@ std::vector<float> MixedSinks(std::int64_t heads, float center) {
 // Runs `body()` once restricted to each compiled SIMD target this CPU runs.
 template <class Body>
 void OnEveryTarget(Body&& body) {
-  const std::vector<std::int64_t> targets = simd::CompiledTargets();
+  const std::vector<std::int64_t> targets = TargetsUnderTest();
   ASSERT_FALSE(targets.empty());
   for (std::int64_t target : targets) {
     simd::RestrictTargetForTest(target);

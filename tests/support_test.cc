@@ -15,6 +15,7 @@
 #include "support/elements.h"
 #include "support/oracle.h"
 #include "test_problem.h"
+#include "test_targets.h"
 
 namespace flashattn {
 namespace {
@@ -22,7 +23,7 @@ namespace {
 // Runs fn() once per SIMD target compiled in that this CPU runs, with every dispatch restricted to it.
 template <typename Fn>
 void OnEveryTarget(const Fn& fn) {
-  const std::vector<std::int64_t> targets = simd::CompiledTargets();
+  const std::vector<std::int64_t> targets = testing::TargetsUnderTest();
   for (std::int64_t target : targets) {
     simd::RestrictTargetForTest(target);
     SCOPED_TRACE(simd::TargetName(target));
