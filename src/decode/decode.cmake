@@ -13,9 +13,10 @@ target_sources(flashattn PRIVATE
   ${PROJECT_SOURCE_DIR}/src/reference/decode.cc
   ${PROJECT_SOURCE_DIR}/src/reference/merge.cc
 )
-# Under UBSan the float16, bfloat16 and FP8 units leave the pointer-overflow check out: their code is the
-# float32 unit's for another element type, and the float32 and int8 units (the integer paths) keep it
+# Under UBSan only the float32 unit keeps the pointer-overflow check: the others compile its code for another
+# element type, and the int8 unit's integer paths read the same tables of row addresses as its float tiles
 # (cmake/sanitizers.cmake).
 flashattn_sanitize_kernel_sources(${PROJECT_SOURCE_DIR}/src/decode/decode_f16.cc
                                   ${PROJECT_SOURCE_DIR}/src/decode/decode_bf16.cc
+                                  ${PROJECT_SOURCE_DIR}/src/decode/decode_i8.cc
                                   ${PROJECT_SOURCE_DIR}/src/decode/decode_fp8.cc)
