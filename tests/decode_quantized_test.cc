@@ -357,12 +357,15 @@ double Nmse(const Output& actual, const Output& expected) {
   return error / energy;
 }
 
+// The targets the int8 kernel is compiled for (AVX3_DL among them) that the tests run.
+std::vector<std::int64_t> Int8TargetsUnderTest() { return TargetsUnderTest(decode_kernel::Int8KernelTargets()); }
+
 // The kernel over the quantized cache against the float64 reference over the same (dequantized) cache: at
 // most twice the error of the float32 kernel (on the same target) over those dequantized values in float32
 // caches, on every target, for direct rows (d a multiple of the vectors), widened ones (odd d) and grouped scales.
 TEST(DecodeQuantized, EveryTargetWithinTwiceTheFloat32PathsErrorOfTheOracle) {
   const std::vector<std::int64_t> targets = TargetsUnderTest();
-  const std::vector<std::int64_t> int8_targets = TargetsUnderTest(decode_kernel::Int8KernelTargets());
+  const std::vector<std::int64_t> int8_targets = Int8TargetsUnderTest();
   ASSERT_FALSE(targets.empty());
   struct Format {
     CacheElement element;
@@ -476,9 +479,8 @@ TEST(DecodeQuantized, SinksJoinEachRowOnceOverAQuantizedCache) {
     QuantShape shape{.Nq = 2, .Nnew = 1, .Hq = 4, .Hkv = 2, .d = 59, .Nmax = 97, .cached = {96, 13},
                      .element = element, .page_size = 5};
     const std::vector<float> sinks = {0.5f, -kInf, 2.0f, -1.25f};
-    const std::vector<std::int64_t> targets = element == CacheElement::kInt8
-                                                  ? TargetsUnderTest(decode_kernel::Int8KernelTargets())
-                                                  : TargetsUnderTest();
+    const std::vector<std::int64_t> targets =
+        element == CacheElement::kInt8 ? Int8TargetsUnderTest() : TargetsUnderTest();
     for (const std::int64_t splits : {1, 3})
       for (const std::int64_t target : targets) {
         simd::RestrictTargetForTest(target);
@@ -506,7 +508,7 @@ TEST(DecodeQuantized, SinksJoinEachRowOnceOverAQuantizedCache) {
 // integer sums are the same on each), for tails (d 40, 59, 111), 1, 97 and 1025 keys, GQA, pages of 64
 // slots and three chunks.
 TEST(DecodeQuantized, IntegerScoresAreThoseOfTheRoundedQueries) {
-  const std::vector<std::int64_t> targets = TargetsUnderTest(decode_kernel::Int8KernelTargets());
+  const std::vector<std::int64_t> targets = Int8TargetsUnderTest();
   for (const std::int64_t d : {40, 59, 111, 128, 256})
     for (const std::int64_t group_size : {0, 8, 32})
       for (const std::int64_t page_size : {0, 64}) {
@@ -674,7 +676,7 @@ TEST(DecodeQuantized, NmseAgainstTheOriginalValuesWithIntegerOptions) {
 // see its key get NaN (never a silently wrong output), the other rows are as without it, on every target.
 TEST(DecodeQuantized, IntegerPvGivesNaNForAVScaleItCannotRound) {
   for (const float bad : {kNaN, kInf, -1.0f})
-    for (const std::int64_t target : TargetsUnderTest(decode_kernel::Int8KernelTargets())) {
+    for (const std::int64_t target : Int8TargetsUnderTest()) {
       QuantShape shape{.Nq = 1, .Hq = 4, .Hkv = 2, .d = 64, .Nmax = 100, .cached = {100, 45}};
       QuantCase c(shape, 5);
       c.params().quantize_probs_u8 = true;
@@ -701,7 +703,7 @@ TEST(DecodeQuantized, IntegerPvGivesNaNForAVScaleItCannotRound) {
 // rounding's. Tails (d 40, 59, 111), 1, 97 and 1025 keys, rows per K/V head 4, 5 and 8 (row tiles of 4 and 1),
 // a causal pair of query rows, pages of 64 slots, three chunks, with and without integer scores.
 TEST(DecodeQuantized, IntegerPvAgreesOnEveryTarget) {
-  const std::vector<std::int64_t> targets = TargetsUnderTest(decode_kernel::Int8KernelTargets());
+  const std::vector<std::int64_t> targets = Int8TargetsUnderTest();
   ASSERT_GE(targets.size(), 2u);
   double worst = 0.0, worst_rounding = 0.0;
   for (const std::int64_t d : {40, 59, 111, 128, 256})
@@ -797,7 +799,7 @@ TEST(DecodeQuantized, IntegerPvIsTheRoundingItDescribes) {
       c.params().quantize_probs_u8 = true;
       const Output model = RoundedWeightsModel(c);
       const double rounding = NormwiseError(model, unrounded);
-      for (const std::int64_t target : TargetsUnderTest(decode_kernel::Int8KernelTargets())) {
+      for (const std::int64_t target : Int8TargetsUnderTest()) {
         simd::RestrictTargetForTest(target);
         const Output out = Attend(c.params(), false);
         const std::string where = shape.ToString() + " on " + simd::TargetName(target);

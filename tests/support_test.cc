@@ -20,7 +20,7 @@
 namespace flashattn {
 namespace {
 
-// Runs fn() once per SIMD target compiled in that this CPU runs, with every dispatch restricted to it.
+// Runs fn() once per SIMD target under test (test_targets.h), with every dispatch restricted to it.
 template <typename Fn>
 void OnEveryTarget(const Fn& fn) {
   const std::vector<std::int64_t> targets = testing::TargetsUnderTest();

@@ -30,7 +30,7 @@ std::vector<std::int64_t> TargetsUnderTest(const std::vector<std::int64_t>& comp
     kept.erase(std::remove(kept.begin(), kept.end(), *named), kept.end());
   }
   if (kept.empty()) {
-    throw std::invalid_argument("FLASHATTN_TEST_SKIP_TARGETS='" + std::string(skip) +
+    throw std::invalid_argument("FLASHATTN_TEST_SKIP_TARGETS='" + std::string(skip != nullptr ? skip : "") +
                                 "' skips every target this CPU runs:" + available);
   }
   return kept;
