@@ -1,10 +1,12 @@
 """setuptools' half of the Python package's build (pyproject.toml names the backend): the version is the
 CMake project version of CMakeLists.txt, and build_ext configures and builds the CMake project (the static
-flashattn library and the _core module, nothing else) for the interpreter that runs the build, then puts
-the module into the package with the shared libraries it needs beyond the C and C++ runtimes (Highway,
-OpenMP) and their licenses, in flashattn/_libs/ (docs/packaging.md). The pure-Python modules come from
-python/flashattn/ as they are."""
+flashattn library, the _core module and, where MPI and mpi4py are installed, flashattn::mpi and the
+_distributed module; nothing else) for the interpreter that runs the build, then puts the modules into the
+package with the shared libraries they need beyond the C and C++ runtimes (Highway, OpenMP) and their
+licenses, in flashattn/_libs/ (docs/packaging.md). The pure-Python modules come from python/flashattn/ as
+they are."""
 
+import functools
 import os
 import re
 import shlex
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import BaseError
 
 ROOT = Path(__file__).resolve().parent
 
@@ -39,10 +42,11 @@ def pybind11_cmake_args():
     return [f"-Dpybind11_DIR={cmake_dir}"] if os.path.isdir(cmake_dir) else []
 
 
-# The package's directory of bundled shared libraries, which the module's RUNPATH ($ORIGIN/_libs) names.
+# The package's directory of bundled shared libraries, which the modules' RUNPATH ($ORIGIN/_libs) names.
 BUNDLED_LIBS_DIR = "_libs"
 # What the package may take from the system, as a manylinux wheel may: the C library and its loader, the math
-# library, the C++ runtime and GCC's unwinder. Every other shared library the module loads is bundled.
+# library, the C++ runtime and GCC's unwinder; and _distributed's MPI (mpi_libraries). Every other shared
+# library a module loads is bundled.
 SYSTEM_LIBRARIES = ("linux-vdso.so", "ld-linux", "libc.so", "libm.so", "libmvec.so", "libpthread.so", "libdl.so",
                     "librt.so", "libstdc++.so", "libgcc_s.so")
 # The license texts a Debian copyright file cites (/usr/share/common-licenses/GPL-3, .../LGPL-2.1, ...).
@@ -74,14 +78,25 @@ def debian_copyright(library):
     return copyright_file if copyright_file.is_file() else None
 
 
-def bundle_libraries(module, libs_dir):
-    """Copies the shared libraries `module` loads beyond SYSTEM_LIBRARIES into libs_dir under their sonames,
-    each with its Debian copyright file and the license texts that file cites, in libs_dir/licenses/."""
-    shutil.rmtree(libs_dir, ignore_errors=True)  # else ldd would resolve to the copies of a previous build
-    licenses = libs_dir / "licenses"
-    (licenses / "common-licenses").mkdir(parents=True)
+def mpi_libraries(module):
+    """The sonames of the MPI libraries `module` links (libmpi*) and of every library they load: the package
+    takes these from the system, as mpi4py does, since both must load the same MPI."""
+    names = set()
     for name, path in loaded_libraries(module):
-        if name.startswith(SYSTEM_LIBRARIES):
+        if name.startswith("libmpi"):
+            names |= {name} | {loaded for loaded, _ in loaded_libraries(path)}
+    return names
+
+
+def bundle_libraries(module, libs_dir):
+    """Copies the shared libraries `module` loads beyond SYSTEM_LIBRARIES and MPI into libs_dir under their
+    sonames, each with its Debian copyright file and the license texts that file cites, in
+    libs_dir/licenses/. A library already there (another module's) is kept."""
+    licenses = libs_dir / "licenses"
+    (licenses / "common-licenses").mkdir(parents=True, exist_ok=True)
+    from_system = mpi_libraries(module)
+    for name, path in loaded_libraries(module):
+        if name.startswith(SYSTEM_LIBRARIES) or name in from_system or (libs_dir / name).exists():
             continue
         shutil.copy2(os.path.realpath(path), libs_dir / name)
         copyright_file = debian_copyright(path)
@@ -96,9 +111,18 @@ def bundle_libraries(module, libs_dir):
 
 
 class CMakeBuild(build_ext):
-    """Builds flashattn._core with CMake instead of compiling sources itself."""
+    """Builds the compiled modules with CMake instead of compiling sources itself: one CMake build, from
+    which each module is copied into the package."""
 
-    def build_extension(self, ext):
+    def run(self):
+        # Copies of a previous build would be what ldd resolves the modules' libraries to.
+        libs_dir = Path(self.get_ext_fullpath("flashattn._core")).parent / BUNDLED_LIBS_DIR
+        shutil.rmtree(libs_dir, ignore_errors=True)
+        super().run()
+
+    @functools.cached_property
+    def cmake_build_dir(self):
+        """Configures and builds the CMake project once; the build directory."""
         build_dir = Path(self.build_temp).resolve() / "cmake"
         configure = [
             "cmake", "-S", str(ROOT), "-B", str(build_dir),
@@ -115,11 +139,21 @@ class CMakeBuild(build_ext):
         # convention), e.g. CMAKE_ARGS="-DFLASHATTN_SIMD_TARGETS=reduced" for a quicker build
         configure += shlex.split(os.environ.get("CMAKE_ARGS", ""))
         subprocess.run(configure, check=True)
-        # Parallelism: CMAKE_BUILD_PARALLEL_LEVEL from the environment, as for any CMake build.
+        # Parallelism: CMAKE_BUILD_PARALLEL_LEVEL from the environment, as for any CMake build. The target
+        # flashattn_python builds _distributed too where CMake found MPI and mpi4py.
         subprocess.run(["cmake", "--build", str(build_dir), "--target", "flashattn_python"], check=True)
-        built = list((build_dir / "python" / "flashattn").glob("_core*.so"))
+        return build_dir
+
+    def build_extension(self, ext):
+        module = ext.name.rsplit(".", 1)[1]
+        built = list((self.cmake_build_dir / "python" / "flashattn").glob(f"{module}*.so"))
+        if not built and ext.optional:
+            # BaseError (distutils' DistutilsError) is what setuptools reports and skips for an optional module.
+            raise BaseError(f"{ext.name} was not built: CMake found no MPI or no mpi4py (the configure output "
+                            "says which; scripts/install-deps.sh installs both)")
         if len(built) != 1:
-            raise RuntimeError(f"expected one _core module in {build_dir}/python/flashattn, found {built}")
+            raise RuntimeError(f"expected one {module} module in {self.cmake_build_dir}/python/flashattn, "
+                               f"found {built}")
         target = Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         self.copy_file(str(built[0]), str(target))
@@ -128,9 +162,12 @@ class CMakeBuild(build_ext):
 
 setup(
     version=project_version(),
-    packages=["flashattn"],
+    packages=["flashattn", "flashattn.distributed"],
     package_dir={"": "python"},
-    ext_modules=[Extension("flashattn._core", sources=[])],
+    # _distributed (flashattn.distributed's NumPy + mpi4py functions) only where MPI and mpi4py are installed;
+    # without it flashattn.distributed.torch still works, and the MPI functions say what is missing.
+    ext_modules=[Extension("flashattn._core", sources=[]),
+                 Extension("flashattn._distributed", sources=[], optional=True)],
     cmdclass={"build_ext": CMakeBuild},
     # Out of build/, which is the CMake build directory of scripts/demo.sh and scripts/test.sh.
     options={"build": {"build_base": "build-pip"}},

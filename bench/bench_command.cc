@@ -1,5 +1,6 @@
 #include "bench/bench_command.h"
 
+#include <CLI/CLI.hpp>
 #include <omp.h>
 
 #include <algorithm>

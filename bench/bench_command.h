@@ -3,8 +3,6 @@
 #ifndef FLASHATTN_BENCH_BENCH_COMMAND_H_
 #define FLASHATTN_BENCH_BENCH_COMMAND_H_
 
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <optional>
 #include <ostream>
@@ -13,6 +11,10 @@
 
 #include "bench/bench_case.h"
 #include "bench/mode_common.h"
+
+namespace CLI {
+class App;  // CLI11's, included by bench_command.cc only: its header-only library is costly to compile
+}  // namespace CLI
 
 namespace flashattn::bench {
 

@@ -7,4 +7,7 @@ if(TARGET flashattn_python)
                    ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/python_pip_install ${PROJECT_VERSION})
   # A high cost makes `ctest -j` start it early, so that its build overlaps the other tests.
   set_tests_properties(python_pip_install_test PROPERTIES LABELS python TIMEOUT 1200 COST 9000)
+  if(TARGET flashattn_distributed_python)  # built from the copy too: MPI and mpi4py are there
+    set_tests_properties(python_pip_install_test PROPERTIES ENVIRONMENT FLASHATTN_EXPECT_DISTRIBUTED=1)
+  endif()
 endif()

@@ -7,9 +7,11 @@
    project's;
 3. `python3 -m build --wheel --no-isolation` in the same copy, the wheel installed into a second fresh venv:
    the import, its location, the version and one call against NumPy, with Highway and OpenMP loaded from
-   the package;
-4. in both installs, the bundled libraries (docs/packaging.md): the module's RUNPATH is $ORIGIN/_libs, ldd
-   resolves libhwy and libgomp inside the package, and each comes with its license;
+   the package; with FLASHATTN_EXPECT_DISTRIBUTED=1 (set where the build has MPI and mpi4py), also
+   flashattn.distributed and one ring call over MPI.COMM_SELF against flash_attn_func;
+4. in both installs, the bundled libraries (docs/packaging.md): each module's RUNPATH is $ORIGIN/_libs, ldd
+   resolves libhwy and libgomp inside the package, and each comes with its license; _distributed's MPI
+   comes from the system;
 5. `pip uninstall -y flashattn` in both: each venv's site-packages holds exactly what it held before.
 
 Usage: python3 pip_install_test.py SOURCE_DIR WORK_DIR VERSION [pytest marker expression]"""
@@ -24,6 +26,7 @@ from pathlib import Path
 
 source_dir, work_dir, version = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 markers = sys.argv[4] if len(sys.argv) > 4 else None
+expect_distributed = os.environ.get("FLASHATTN_EXPECT_DISTRIBUTED") == "1"
 
 # No index, no cache in the home directory, no version check; the build's parallelism (CI has 2 cores).
 env = dict(os.environ, PIP_NO_INDEX="1", PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
@@ -64,27 +67,36 @@ BUNDLED_LIBRARIES = {"libhwy.so.1", "libgomp.so.1"}
 
 
 def check_bundled_libraries(site):
-    """The installed module finds Highway and OpenMP in the package, and the package has their licenses."""
+    """Each installed module finds Highway and OpenMP in the package, the package has their licenses, and
+    _distributed loads the system's MPI (the one mpi4py loads)."""
     package = site / "flashattn"
     libs = package / "_libs"
-    (core,) = package.glob("_core*.so")
-    dynamic = output("readelf", "-d", core)
-    assert "(RUNPATH)" in dynamic and "[$ORIGIN/_libs]" in dynamic, f"{core} has no RUNPATH $ORIGIN/_libs:\n{dynamic}"
-    resolved = {}  # soname → path, from ldd's lines "libhwy.so.1 => /path/libhwy.so.1 (0x...)"
-    for line in output("ldd", core).splitlines():
-        fields = line.split()
-        if len(fields) >= 3 and fields[1] == "=>":
-            resolved[fields[0]] = fields[2]
-    for name in BUNDLED_LIBRARIES:
-        where = resolved.get(name, "nothing")
-        assert os.path.realpath(where) == os.path.realpath(libs / name), f"ldd resolves {name} to {where}, not {libs}"
+    modules = sorted(package.glob("_core*.so")) + sorted(package.glob("_distributed*.so"))
+    expected = 2 if expect_distributed else 1
+    assert len(modules) == expected, f"{package} holds the modules {[m.name for m in modules]}, expected {expected}"
+    for module in modules:
+        dynamic = output("readelf", "-d", module)
+        assert "(RUNPATH)" in dynamic and "[$ORIGIN/_libs]" in dynamic, f"{module} has no RUNPATH $ORIGIN/_libs:\n{dynamic}"
+        resolved = {}  # soname → path, from ldd's lines "libhwy.so.1 => /path/libhwy.so.1 (0x...)"
+        for line in output("ldd", module).splitlines():
+            fields = line.split()
+            if len(fields) >= 3 and fields[1] == "=>":
+                resolved[fields[0]] = fields[2]
+        for name in BUNDLED_LIBRARIES:
+            where = resolved.get(name, "nothing")
+            assert os.path.realpath(where) == os.path.realpath(libs / name), f"ldd resolves {name} to {where}, not {libs}"
+        if module.name.startswith("_distributed"):
+            mpi = {name: where for name, where in resolved.items() if name.startswith("libmpi")}
+            assert mpi and not any(where.startswith(str(package)) for where in mpi.values()), \
+                f"{module.name} loads MPI from {mpi}, not from the system"
     bundled = {path.name for path in libs.glob("*.so*")}
     assert bundled == BUNDLED_LIBRARIES, f"{libs} holds {sorted(bundled)}, expected {sorted(BUNDLED_LIBRARIES)}"
     for name in bundled:
         license_text = (libs / "licenses" / f"{name}.copyright").read_text()
         for cited in set(re.findall(r"/usr/share/common-licenses/([A-Za-z0-9+-]+(?:\.[0-9]+)?)", license_text)):
             assert (libs / "licenses" / "common-licenses" / cited).is_file(), f"{name}'s license cites {cited}"
-    print(f"{core.name}: RUNPATH $ORIGIN/_libs; {', '.join(sorted(bundled))} from {libs}", flush=True)
+    print(f"{', '.join(m.name for m in modules)}: RUNPATH $ORIGIN/_libs; {', '.join(sorted(bundled))} from {libs}",
+          flush=True)
 
 
 def check_uninstall(python, site, before):
@@ -158,7 +170,16 @@ libs = {os.path.realpath(site_b / "flashattn" / "_libs")!r}
 bundled = {{libs + "/" + name for name in {sorted(BUNDLED_LIBRARIES)!r}}}
 assert loaded == bundled, f"Highway and OpenMP loaded from {{sorted(loaded)}}, not from {{libs}}"
 print("wheel: flashattn", flashattn.__version__, "from", flashattn.__file__, "matches NumPy")
-""", cwd=work_dir)
+""" + ("" if not expect_distributed else f"""
+from mpi4py import MPI
+import flashattn.distributed as fd
+import flashattn._distributed
+for module in (fd, flashattn._distributed):
+    assert module.__file__.startswith({str(site_b)!r} + "/flashattn/"), module.__file__
+ring = fd.ring_flash_attn_func(q, k, v, comm=MPI.COMM_SELF, causal=True)
+assert np.abs(ring - expected).max() < 1e-5, np.abs(ring - expected).max()
+print("wheel: flashattn.distributed from", fd.__file__, "matches NumPy on one rank")
+"""), cwd=work_dir)
 
 # 5. Uninstall leaves each venv as it was.
 check_uninstall(python_a, site_a, before_a)

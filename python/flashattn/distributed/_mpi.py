@@ -1,6 +1,7 @@
 """The NumPy + mpi4py functions' helpers: the compiled module, the communicator, the keywords and the
 collective check around a prepared call of flashattn._distributed."""
 
+import importlib.util
 import operator
 
 import numpy as np
@@ -11,6 +12,10 @@ from . import _agreement, _arguments, _layout
 
 def compiled():
     """flashattn._distributed, imported on first use: it imports mpi4py.MPI, which initializes MPI."""
+    if importlib.util.find_spec("flashattn._distributed") is None:
+        raise ImportError("flashattn was built without flashattn._distributed, which the NumPy + mpi4py functions "
+                          "need: the build found no MPI or no mpi4py (scripts/install-deps.sh installs both). "
+                          "flashattn.distributed.torch works without it.")
     from .. import _distributed
 
     return _distributed
