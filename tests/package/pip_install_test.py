@@ -8,7 +8,7 @@
 3. `python3 -m build --wheel --no-isolation` in the same copy, the wheel installed into a second fresh venv:
    the import, its location, the version and one call against NumPy, with Highway and OpenMP loaded from
    the package; with FLASHATTN_EXPECT_DISTRIBUTED=1 (set where the build has MPI and mpi4py), also
-   flashattn.distributed and one ring call over MPI.COMM_SELF against flash_attn_func;
+   flashattn.distributed and one ring call over MPI.COMM_SELF against the same float64 reference;
 4. in both installs, the bundled libraries (docs/packaging.md): each module's RUNPATH is $ORIGIN/_libs, ldd
    resolves libhwy and libgomp inside the package, and each comes with its license; _distributed's MPI
    comes from the system;
