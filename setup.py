@@ -115,9 +115,12 @@ class CMakeBuild(build_ext):
     which each module is copied into the package."""
 
     def run(self):
-        # Copies of a previous build would be what ldd resolves the modules' libraries to.
+        # Copies of a previous build would be what ldd resolves the modules' libraries to, and a module this
+        # build leaves out (an optional one) would go into the package as it was.
         libs_dir = Path(self.get_ext_fullpath("flashattn._core")).parent / BUNDLED_LIBS_DIR
         shutil.rmtree(libs_dir, ignore_errors=True)
+        for ext in self.extensions:
+            Path(self.get_ext_fullpath(ext.name)).unlink(missing_ok=True)
         super().run()
 
     @functools.cached_property
@@ -139,6 +142,10 @@ class CMakeBuild(build_ext):
         # convention), e.g. CMAKE_ARGS="-DFLASHATTN_SIMD_TARGETS=reduced" for a quicker build
         configure += shlex.split(os.environ.get("CMAKE_ARGS", ""))
         subprocess.run(configure, check=True)
+        # The modules of an earlier build in this directory go first, so that a module this configuration no
+        # longer builds (_distributed once MPI is gone) is not copied; the build then links them again.
+        for module in (build_dir / "python" / "flashattn").glob("*.so"):
+            module.unlink()
         # Parallelism: CMAKE_BUILD_PARALLEL_LEVEL from the environment, as for any CMake build. The target
         # flashattn_python builds _distributed too where CMake found MPI and mpi4py.
         subprocess.run(["cmake", "--build", str(build_dir), "--target", "flashattn_python"], check=True)
