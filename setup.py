@@ -78,11 +78,11 @@ def debian_copyright(library):
     return copyright_file if copyright_file.is_file() else None
 
 
-def mpi_libraries(module):
-    """The sonames of the MPI libraries `module` links (libmpi*) and of every library they load: the package
-    takes these from the system, as mpi4py does, since both must load the same MPI."""
+def mpi_libraries(loaded):
+    """The sonames of the MPI libraries among a module's `loaded` libraries (libmpi*) and of every library
+    they load: the package takes these from the system, as mpi4py does, since both must load the same MPI."""
     names = set()
-    for name, path in loaded_libraries(module):
+    for name, path in loaded:
         if name.startswith("libmpi"):
             names |= {name} | {loaded for loaded, _ in loaded_libraries(path)}
     return names
@@ -94,8 +94,9 @@ def bundle_libraries(module, libs_dir):
     libs_dir/licenses/. A library already there (another module's) is kept."""
     licenses = libs_dir / "licenses"
     (licenses / "common-licenses").mkdir(parents=True, exist_ok=True)
-    from_system = mpi_libraries(module)
-    for name, path in loaded_libraries(module):
+    loaded = loaded_libraries(module)
+    from_system = mpi_libraries(loaded)
+    for name, path in loaded:
         if name.startswith(SYSTEM_LIBRARIES) or name in from_system or (libs_dir / name).exists():
             continue
         shutil.copy2(os.path.realpath(path), libs_dir / name)
@@ -142,24 +143,27 @@ class CMakeBuild(build_ext):
         # convention), e.g. CMAKE_ARGS="-DFLASHATTN_SIMD_TARGETS=reduced" for a quicker build
         configure += shlex.split(os.environ.get("CMAKE_ARGS", ""))
         subprocess.run(configure, check=True)
-        # The modules of an earlier build in this directory go first, so that a module this configuration no
-        # longer builds (_distributed once MPI is gone) is not copied; the build then links them again.
-        for module in (build_dir / "python" / "flashattn").glob("*.so"):
-            module.unlink()
         # Parallelism: CMAKE_BUILD_PARALLEL_LEVEL from the environment, as for any CMake build. The target
         # flashattn_python builds _distributed too where CMake found MPI and mpi4py.
         subprocess.run(["cmake", "--build", str(build_dir), "--target", "flashattn_python"], check=True)
         return build_dir
 
+    @functools.cached_property
+    def built_modules(self):
+        """The modules the CMake configuration builds (python/modules.txt, which CMake writes), not every
+        module file in its directory: an earlier configuration's may still be there."""
+        listing = self.cmake_build_dir / "python" / "modules.txt"
+        return [Path(line) for line in listing.read_text().splitlines() if line]
+
     def build_extension(self, ext):
         module = ext.name.rsplit(".", 1)[1]
-        built = list((self.cmake_build_dir / "python" / "flashattn").glob(f"{module}*.so"))
+        built = [path for path in self.built_modules if path.name.startswith(f"{module}.")]
         if not built and ext.optional:
             # BaseError (distutils' DistutilsError) is what setuptools reports and skips for an optional module.
             raise BaseError(f"{ext.name} was not built: CMake found no MPI or no mpi4py (the configure output "
                             "says which; scripts/install-deps.sh installs both)")
         if len(built) != 1:
-            raise RuntimeError(f"expected one {module} module in {self.cmake_build_dir}/python/flashattn, "
+            raise RuntimeError(f"expected one {module} module in {self.cmake_build_dir}/python/modules.txt, "
                                f"found {built}")
         target = Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
