@@ -84,7 +84,7 @@ def mpi_libraries(loaded):
     names = set()
     for name, path in loaded:
         if name.startswith("libmpi"):
-            names |= {name} | {loaded for loaded, _ in loaded_libraries(path)}
+            names |= {name} | {soname for soname, _ in loaded_libraries(path)}
     return names
 
 

@@ -11,19 +11,28 @@
 # do the test command's two builds that check packaging rather than kernels (the pip install and the shared
 # library's consumer). The release build still compiles and tests all of them (docs/robustness.md). On Arm
 # the setting changes nothing.
+#
+# FLASHATTN_SIMD_TARGETS=baseline compiles one target, the one the compiler's flags select (x86-64 without
+# -m flags: the scalar baseline; AArch64: NEON): for the shared library's consumer test, which checks the
+# install, the exported symbols and a small call, not the kernels.
 if(FLASHATTN_SANITIZE)
   set(flashattn_default_simd_targets reduced)
 else()
   set(flashattn_default_simd_targets all)
 endif()
 set(FLASHATTN_SIMD_TARGETS ${flashattn_default_simd_targets} CACHE STRING
-    "Highway targets to compile: 'all' (every one), or 'reduced' (x86: AVX2 and the scalar baseline)")
-set_property(CACHE FLASHATTN_SIMD_TARGETS PROPERTY STRINGS all reduced)
-if(NOT FLASHATTN_SIMD_TARGETS MATCHES "^(all|reduced)$")
-  message(FATAL_ERROR "FLASHATTN_SIMD_TARGETS: '${FLASHATTN_SIMD_TARGETS}' is neither 'all' nor 'reduced'")
+    "Highway targets to compile: 'all', 'reduced' (x86: AVX2 and the scalar baseline) or 'baseline' (one)")
+set_property(CACHE FLASHATTN_SIMD_TARGETS PROPERTY STRINGS all reduced baseline)
+if(NOT FLASHATTN_SIMD_TARGETS MATCHES "^(all|reduced|baseline)$")
+  message(FATAL_ERROR "FLASHATTN_SIMD_TARGETS: '${FLASHATTN_SIMD_TARGETS}' is none of 'all', 'reduced', "
+                      "'baseline'")
 endif()
 
 function(flashattn_compile_for_every_simd_target target)
+  if(FLASHATTN_SIMD_TARGETS STREQUAL "baseline")
+    target_compile_definitions(${target} PRIVATE HWY_COMPILE_ONLY_STATIC)
+    return()
+  endif()
   target_compile_definitions(${target} PRIVATE HWY_COMPILE_ALL_ATTAINABLE)
   if(FLASHATTN_SIMD_TARGETS STREQUAL "reduced")
     target_compile_definitions(${target} PRIVATE "HWY_DISABLED_TARGETS=(HWY_SSSE3|HWY_SSE4|HWY_AVX3|HWY_AVX3_DL)")
