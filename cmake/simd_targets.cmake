@@ -8,9 +8,8 @@
 # FLASHATTN_SIMD_TARGETS=reduced compiles two x86 targets only: AVX2 (the hardware target every CPU this
 # project has met runs, Zen 3 included) and the scalar baseline. The sanitizer builds take it by default
 # (compiling every kernel under AddressSanitizer for all five took most of the test command's time), and so
-# do the test command's two builds that check packaging rather than kernels (the pip install and the shared
-# library's consumer). The release build still compiles and tests all of them (docs/robustness.md). On Arm
-# the setting changes nothing.
+# does the pip install test, which checks packaging rather than kernels. The release build still compiles
+# and tests all of them (docs/robustness.md). On Arm the setting changes nothing.
 #
 # FLASHATTN_SIMD_TARGETS=baseline compiles one target, the one the compiler's flags select (x86-64 without
 # -m flags: the scalar baseline; AArch64: NEON): for the shared library's consumer test, which checks the
