@@ -150,10 +150,11 @@ class CMakeBuild(build_ext):
 
     @functools.cached_property
     def built_modules(self):
-        """The modules the CMake configuration builds (python/modules.txt, which CMake writes), not every
-        module file in its directory: an earlier configuration's may still be there."""
-        listing = self.cmake_build_dir / "python" / "modules.txt"
-        return [Path(line) for line in listing.read_text().splitlines() if line]
+        """The modules the CMake configuration builds (the file names in python/modules.txt, which CMake
+        writes), not every module file in their directory: an earlier configuration's may still be there."""
+        python_dir = self.cmake_build_dir / "python"
+        names = (python_dir / "modules.txt").read_text().splitlines()
+        return [python_dir / "flashattn" / name for name in names if name]
 
     def build_extension(self, ext):
         module = ext.name.rsplit(".", 1)[1]
