@@ -85,7 +85,7 @@ export OMP_NUM_THREADS=1 OMP_THREAD_LIMIT=1 QEMU_LD_PREFIX=$sysroot
 run_cpu() {
   local cpu=$1 start=$SECONDS target entry name filter output status
   local emulate=(env "FLASHATTN_TEST_SKIP_TARGETS=${cpu_skips[$cpu]}"
-                 timeout 300 qemu-aarch64 -cpu "${cpu_option[$cpu]}")
+                 timeout 600 qemu-aarch64 -cpu "${cpu_option[$cpu]}")
   local requires=()
   for target in ${cpu_targets[$cpu]}; do requires+=(--require "$target"); done
   local listing
