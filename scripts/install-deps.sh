@@ -3,9 +3,10 @@
 # Works as root, or through sudo otherwise. Nothing comes from anywhere but the Debian archive.
 set -euo pipefail
 
-# Build, tests, command line, benchmarks (OpenMP comes with g++).
+# Build, tests, command line, benchmarks (OpenMP comes with g++); ninja for the test that configures the project
+# with a multi-configuration generator (tests/install/configure_multi_config.cmake).
 build_packages=(
-  build-essential cmake g++ pkg-config
+  build-essential cmake g++ pkg-config ninja-build
   libhwy-dev libgtest-dev libbenchmark-dev libcli11-dev libopenblas-dev
 )
 # Python bindings (docs/python.md): the module's build, NumPy, pytest, and PyTorch for flashattn.torch and its tests.

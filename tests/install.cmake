@@ -32,3 +32,14 @@ add_test(NAME shared_library_exports
 if(NOT BUILD_SHARED_LIBS)
   set_tests_properties(shared_library_exports PROPERTIES FIXTURES_REQUIRED shared_library)
 endif()
+
+# The project configured and generated with a multi-configuration generator (Ninja Multi-Config), nothing built;
+# its python/modules.txt must list what this build's lists.
+if(TARGET flashattn_python)
+  set(flashattn_modules_file ${PROJECT_BINARY_DIR}/python/modules.txt)
+endif()
+add_test(NAME configure_multi_config
+         COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
+                 -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/configure_multi_config "-DMODULES=${flashattn_modules_file}"
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/install/configure_multi_config.cmake)
+set_tests_properties(configure_multi_config PROPERTIES TIMEOUT 300)
