@@ -69,13 +69,13 @@ std::uint64_t StreamsOf(const std::uint64_t* words, std::size_t begin, std::size
   return Total(sums, S);
 }
 
-std::uint64_t Streams(const std::uint64_t* words, std::size_t begin, std::size_t end, std::size_t streams) {
-  switch (streams) {
-    case 1: return StreamsOf<1>(words, begin, end);
-    case 2: return StreamsOf<2>(words, begin, end);
-    case 4: return StreamsOf<4>(words, begin, end);
-    default: return StreamsOf<8>(words, begin, end);
-  }
+// Prints the GB/s of S streams per thread.
+template <std::size_t S>
+void PrintStreams(const std::uint64_t* words, int threads) {
+  const double gbs = BestGbs(words, threads, [](const std::uint64_t* w, std::size_t b, std::size_t e) {
+    return StreamsOf<S>(w, b, e);
+  });
+  std::printf("streams %zu%s: %.1f\n", S, S == 4 ? " (the bench's read bandwidth)" : "", gbs);
 }
 
 // Blocks of `block_words` read in address order, each line of the next block requested into L2 as a line of
@@ -100,12 +100,10 @@ int main(int argc, char** argv) {
   std::memset(buffer.data(), 1, kBytes);  // every page touched before the timed passes
   const std::uint64_t* words = buffer.data();
   std::printf("%d threads, 128 MiB, best of %d, GB/s\n", threads, kTrials);
-  for (const std::size_t streams : {1, 2, 4, 8}) {
-    const double gbs = BestGbs(words, threads, [&](const std::uint64_t* w, std::size_t b, std::size_t e) {
-      return Streams(w, b, e, streams);
-    });
-    std::printf("streams %zu%s: %.1f\n", streams, streams == 4 ? " (the bench's read bandwidth)" : "", gbs);
-  }
+  PrintStreams<1>(words, threads);
+  PrintStreams<2>(words, threads);
+  PrintStreams<4>(words, threads);
+  PrintStreams<8>(words, threads);
   for (const std::size_t block_bytes : {std::size_t{32768}, std::size_t{65536}}) {
     for (const bool request : {false, true}) {
       const double gbs = BestGbs(words, threads, [&](const std::uint64_t* w, std::size_t b, std::size_t e) {
