@@ -79,6 +79,11 @@ struct AttendScratch {
       x.q_int8.q = c.Take<std::int8_t>(rows * x.q_int8.stride);
       x.q_int8.scale = c.Take<float>(rows * query_groups);
       x.q_int8.offset = c.Take<std::int32_t>(rows * query_groups * kOffsetLanes);
+#if HWY_TARGET == HWY_AVX3_DL
+      // at most ⌈d_pad / groups / 16⌉ steps per group, of 64 bytes per block of rows
+      const std::int64_t steps = StepsPerGroup((d_pad + query_groups - 1) / query_groups);
+      x.q_int8.blocks = c.Take<std::int8_t>(heads * RowGroups(R) * query_groups * steps * 64);
+#endif
     }
     if (integer_pv) {
       x.pv.u = c.Take<WeightCode>(R * kBc);
@@ -152,7 +157,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   QueryInt8 q_int8 = x.q_int8;
   if (integer_scores) {
     q_int8.g = t.scales.group_size;
-    QuantizeQueryRows(x.Q, H * R, d_pad, d, q_int8);
+    QuantizeQueryRows(x.Q, H, R, d_pad, d, q_int8);
   }
   std::int64_t offset[kBc], next_offset[kBc];  // element offsets of the block's key rows (K/V head 0)
   // K and V rows are read straight from the cache when every feature is in a whole vector, even when R rows

@@ -5,9 +5,10 @@
 // where dot_group is the exact int32 dot product of the group's int8 features. Every target computes the
 // same exact integers and then the same float operations, so the scores are identical across targets.
 // AVX3_DL (AVX-512 VNNI) forms them with vpdpbusd, which multiplies unsigned by signed bytes: k + 128 (k with
-// its top bit flipped) times q, its accumulators started at −128·Σq per lane (ComputeQueryOffsets), so that
-// they hold Σ q·k. Arm's SVE targets use SDOT (signed by signed bytes), one dot product at a time; the
-// other targets widen to int16 and multiply pairs of features into int32 lanes (vpmaddwd, vmlal).
+// its top bit flipped) times q, its accumulators started at −128·Σq per lane (InterleaveQueryRows), so that
+// they hold Σ q·k; one instruction serves four query rows against one key (BroadcastDots). Arm's SVE targets
+// use SDOT (signed by signed bytes), one dot product at a time; the other targets widen to int16 and multiply
+// pairs of features into int32 lanes (vpmaddwd, vmlal).
 // docs/quantized_cache.md has the accuracy.
 #if defined(FLASHATTN_DECODE_INTEGER_SCORES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_DECODE_INTEGER_SCORES_INL_H_
@@ -32,19 +33,23 @@ namespace flashattn::HWY_NAMESPACE::decode_kernel {
 inline std::int64_t QueryInt8Stride(std::int64_t d) { return RoundUp(d, std::int64_t{64}); }
 
 #if HWY_TARGET == HWY_AVX3_DL
-// int32 lanes of one vpdpbusd accumulator: its start −128·Σq per lane is kept per (row, group).
+// int32 lanes of one vpdpbusd accumulator: its start −128·Σq per lane is kept per (block of rows, group), as
+// many as there are (row, group) pairs at most.
 inline constexpr std::int64_t kOffsetLanes = 16;
 #else
 inline constexpr std::int64_t kOffsetLanes = 0;
 #endif
 
 // The query rows of one chunk quantized per group: row i's int8 features at q + i·stride, its scales at
-// scale + i·groups, and on AVX3_DL its accumulator starts at offset + (i·groups + group)·kOffsetLanes.
+// scale + i·groups. On AVX3_DL the rows are also laid out in blocks of four rows (`blocks`, see
+// InterleaveQueryRows), with the accumulator starts of each block of rows and group at `offset`.
 struct QueryInt8 {
   std::int8_t* q = nullptr;
   float* scale = nullptr;
+  std::int8_t* blocks = nullptr;
   std::int32_t* offset = nullptr;
   std::int64_t stride = 0, groups = 1, g = 0;
+  std::int64_t row_groups = 0, steps = 0;  // blocks of four rows per head, 16-feature steps per scale group
 };
 
 #if HWY_TARGET == HWY_AVX3_DL
@@ -62,63 +67,112 @@ HWY_INLINE __mmask64 StepMask(std::int64_t e, std::int64_t group_end) {
   return left >= 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1;
 }
 
-// The start of row i's accumulators per group: −Σ_steps vpdpbusd(128, q) (lane l: −128 times the sum of the
-// q bytes it multiplies).
-HWY_INLINE void ComputeQueryOffsets(const QueryInt8& x, std::int64_t i) {
-  const __m512i k_offset = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (std::int64_t group = 0; group < x.groups; ++group) {
-    __m512i sum = _mm512_setzero_si512();
-    for (std::int64_t e = group * x.g; e < (group + 1) * x.g; e += 64) {
-      const __m512i q = _mm512_maskz_loadu_epi8(StepMask(e, (group + 1) * x.g), x.q + i * x.stride + e);
-      sum = DotBytes(sum, k_offset, q);
-    }
-    _mm512_storeu_si512(x.offset + (i * x.groups + group) * kOffsetLanes, _mm512_sub_epi32(_mm512_setzero_si512(), sum));
-  }
+// The rows of a head go in blocks of four, each scale group in steps of 16 features: the 64-byte vector of
+// block i, group and step s holds in its 128-bit block b the features [16s, 16s + 16) of the group for row
+// 4i + b, zero past the group's end and for rows past R.
+inline constexpr std::int64_t kBlockRows = 4;
+inline constexpr std::int64_t kStepFeatures = 16;
+
+inline std::int64_t RowGroups(std::int64_t R) { return (R + kBlockRows - 1) / kBlockRows; }
+inline std::int64_t StepsPerGroup(std::int64_t g) { return (g + kStepFeatures - 1) / kStepFeatures; }
+
+HWY_INLINE std::int64_t BlockIndex(const QueryInt8& x, std::int64_t h, std::int64_t i, std::int64_t group) {
+  return (h * x.row_groups + i) * x.groups + group;
+}
+HWY_INLINE std::int8_t* QueryBlock(const QueryInt8& x, std::int64_t h, std::int64_t i, std::int64_t group,
+                                   std::int64_t s) {
+  return x.blocks + (BlockIndex(x, h, i, group) * x.steps + s) * 64;
 }
 
-// Lane r·kC + c: the group's exact dot product of query row0 + r and key c0 + c, as float. As each 64-byte
-// line of the K rows is reached, `prefetch_lines(c0, kC, head, byte)` runs (as in ScoreTile).
-template <int kR, int kC, class PrefetchLines>
-HWY_INLINE VF IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::int8_t* const* K, std::int64_t c0,
-                             std::int64_t head, std::int64_t group, const PrefetchLines& prefetch_lines) {
-  constexpr int kN = kR * kC;
-  const std::int64_t e0 = group * x.g, group_end = e0 + x.g;
+// Lays out the quantized rows x.q of H heads × R rows in blocks (QueryBlock), and the start of each block's
+// accumulators per group: −Σ_steps vpdpbusd(128, block) (lane j of block b: −128 times the sum of the q bytes
+// it multiplies).
+inline void InterleaveQueryRows(const QueryInt8& x, std::int64_t H, std::int64_t R) {
   const __m512i k_offset = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512i acc[kN];
-  HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
-    const __m512i start = _mm512_loadu_si512(x.offset + ((row0 + r) * x.groups + group) * kOffsetLanes);
-    HWY_UNROLL(16) for (int c = 0; c < kC; ++c) acc[r * kC + c] = start;
+  for (std::int64_t h = 0; h < H; ++h)
+    for (std::int64_t i = 0; i < x.row_groups; ++i)
+      for (std::int64_t group = 0; group < x.groups; ++group) {
+        __m512i sum = _mm512_setzero_si512();
+        for (std::int64_t s = 0; s < x.steps; ++s) {
+          const std::int64_t e = group * x.g + s * kStepFeatures;
+          const std::int64_t n = std::clamp<std::int64_t>((group + 1) * x.g - e, 0, kStepFeatures);
+          std::int8_t* block = QueryBlock(x, h, i, group, s);
+          for (std::int64_t b = 0; b < kBlockRows; ++b) {
+            const std::int64_t r = i * kBlockRows + b;
+            std::int8_t* features = block + b * kStepFeatures;
+            std::fill(features, features + kStepFeatures, std::int8_t{0});
+            if (r < R) std::copy_n(x.q + (h * R + r) * x.stride + e, n, features);
+          }
+          sum = DotBytes(sum, k_offset, _mm512_loadu_si512(block));
+        }
+        const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), sum);
+        _mm512_storeu_si512(x.offset + BlockIndex(x, h, i, group) * kOffsetLanes, start);
+      }
+}
+
+// The group's exact dot products of the rows of block i of head h with the kKeys keys c0 …: lane j of block b
+// of dots[k] is that of row 4i + b and key c0 + 4k + j. Each key's 16 features of a step are broadcast to the
+// four blocks (as k + 128) against the block of rows, so that one vpdpbusd serves four rows and the lanes of
+// one (row, key) pair lie within one 128-bit block: a transposing sum of four lanes (SumsWithinBlocks) per
+// dot product instead of sixteen. `prefetch_lines(c0, kKeys, head, byte)` runs as each 64-byte line of the keys'
+// rows is reached, as in ScoreTile.
+template <int kKeys, class PrefetchLines>
+HWY_INLINE void BroadcastDots(const QueryInt8& x, std::int64_t h, std::int64_t i, const std::int8_t* const* K,
+                              std::int64_t c0, std::int64_t head, std::int64_t group,
+                              const PrefetchLines& prefetch_lines, VF (&dots)[kKeys / 4]) {
+  const __m512i k_offset = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i start = _mm512_loadu_si512(x.offset + BlockIndex(x, h, i, group) * kOffsetLanes);
+  const std::int64_t e0 = group * x.g, group_end = e0 + x.g;
+  __m512i acc[kKeys];
+  HWY_UNROLL(16) for (int c = 0; c < kKeys; ++c) acc[c] = start;
+  // One step: the features [e, e + 16) of each key, broadcast to every block by load_key(row + e) as k + 128
+  const auto step = [&](std::int64_t s, const auto& load_key) FLASHATTN_INLINE_LAMBDA {
+    const std::int64_t e = e0 + s * kStepFeatures;
+    const std::int64_t line = RoundUp(e, std::int64_t{64});  // a line that starts within the step
+    if (line < std::min(e + kStepFeatures, group_end)) prefetch_lines(c0, kKeys, head, line);
+    const __m512i q = _mm512_loadu_si512(QueryBlock(x, h, i, group, s));
+    HWY_UNROLL(16) for (int c = 0; c < kKeys; ++c) {
+      acc[c] = DotBytes(acc[c], _mm512_xor_si512(load_key(K[c0 + c] + head + e), k_offset), q);
+    }
+  };
+  const std::int64_t whole_steps = x.g / kStepFeatures;
+  for (std::int64_t s = 0; s < whole_steps; ++s) {
+    step(s, [](const std::int8_t* p) {
+      return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    });
   }
-  for (std::int64_t e = e0; e < group_end; e += 64) {
-    const __mmask64 mask = StepMask(e, group_end);
-    if (e % 64 == 0) {
-      prefetch_lines(c0, kC, head, e);
-    }
-    __m512i k[kC];  // k + 128 as unsigned bytes; 128 where masked off, against q = 0
-    HWY_UNROLL(16) for (int c = 0; c < kC; ++c) {
-      k[c] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, K[c0 + c] + head + e), k_offset);
-    }
-    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
-      const __m512i q = _mm512_maskz_loadu_epi8(mask, x.q + (row0 + r) * x.stride + e);
-      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) acc[r * kC + c] = DotBytes(acc[r * kC + c], k[c], q);
-    }
+  if (whole_steps < x.steps) {  // the group's last features, those past its end read as 0 (against q = 0)
+    const __mmask16 mask = (__mmask16{1} << (x.g % kStepFeatures)) - 1;
+    step(whole_steps, [mask](const std::int8_t* p) { return _mm512_broadcast_i32x4(_mm_maskz_loadu_epi8(mask, p)); });
   }
   // Reduced in int32, then converted once: the sums are integers of magnitude ≤ Σ|q·k| ≤ 127·128·576 < 2²⁴,
   // exact in float32.
   using VI = hn::Vec<hn::RebindToSigned<DF>>;
-  VI sums[kN];
-  HWY_UNROLL(16) for (int i = 0; i < kN; ++i) sums[i] = VI{acc[i]};
-  return hn::ConvertTo(DF(), ReduceTransposed<kN>(sums));
+  HWY_UNROLL(4) for (int k = 0; k < kKeys / 4; ++k) {
+    const VI sums = SumsWithinBlocks(VI{acc[4 * k]}, VI{acc[4 * k + 1]}, VI{acc[4 * k + 2]}, VI{acc[4 * k + 3]});
+    dots[k] = hn::ConvertTo(DF(), sums);
+  }
 }
-#else
-// Only vpdpbusd's accumulators start at an offset.
-HWY_INLINE void ComputeQueryOffsets(const QueryInt8&, std::int64_t) {}
+
+// S[row0 + b][c0 + 4k + j] = lane j of block b of dots[k], for the block's `rows` rows (S rows kBc apart).
+template <int kKeys>
+HWY_INLINE void StoreBlockDots(const VF (&dots)[kKeys / 4], std::int64_t rows, std::int64_t c0, float* S) {
+  HWY_UNROLL(4) for (int k = 0; k < kKeys / 4; ++k) {
+    const __m512 v = dots[k].raw;
+    float* at = S + c0 + 4 * k;
+    _mm_storeu_ps(at, _mm512_castps512_ps128(v));
+    if (rows > 1) _mm_storeu_ps(at + kBc, _mm512_extractf32x4_ps(v, 1));
+    if (rows > 2) _mm_storeu_ps(at + 2 * kBc, _mm512_extractf32x4_ps(v, 2));
+    if (rows > 3) _mm_storeu_ps(at + 3 * kBc, _mm512_extractf32x4_ps(v, 3));
+  }
+}
 #endif
 
 #if HWY_TARGET != HWY_AVX3_DL && !FLASHATTN_DECODE_SIZELESS_VECTORS
 // Lane r·kC + c: the group's exact dot product of query row0 + r and key c0 + c, as float: bytes widened to
 // int16, multiplied in pairs of features and added into int32 lanes (vpmaddwd on x86, vmlal on NEON), then the
-// features past the last whole vector one by one; prefetches as on AVX3_DL.
+// features past the last whole vector one by one. As each 64-byte line of the K rows is reached,
+// `prefetch_lines(c0, kC, head, byte)` runs (as in ScoreTile).
 template <int kR, int kC, class PrefetchLines>
 HWY_INLINE VF IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::int8_t* const* K, std::int64_t c0,
                              std::int64_t head, std::int64_t group, const PrefetchLines& prefetch_lines) {
@@ -159,7 +213,7 @@ HWY_INLINE VF IntegerDotTile(const QueryInt8& x, std::int64_t row0, const std::i
     for (int r = 0; r < kR; ++r)
       for (int c = 0; c < kC; ++c) dots[r * kC + c] += x.q[(row0 + r) * x.stride + e] * K[c0 + c][head + e];
   }
-  return hn::ConvertTo(df, hn::Load(di, dots));  // exact as on AVX3_DL: integers of magnitude < 2²⁴
+  return hn::ConvertTo(df, hn::Load(di, dots));  // exact: integers of magnitude < 2²⁴
 }
 #endif
 
@@ -185,9 +239,9 @@ HWY_INLINE std::int32_t GroupDot(const std::int8_t* q, const std::int8_t* k, std
 // Quantizes the H·R float rows Q (ldq apart; s·q, already pre-scaled) into x: per group of g features,
 // scale = max|q| / 127 and q / scale rounded to nearest even (QuantizeRow, as a per-token cache row). A row
 // group holding an inf or a NaN gets a NaN scale, so that its scores are NaN as they would be in float32.
-inline void QuantizeQueryRows(const float* Q, std::int64_t rows, std::int64_t ldq, std::int64_t d,
-                                  const QueryInt8& x) {
-  for (std::int64_t i = 0; i < rows; ++i) {
+inline void QuantizeQueryRows(const float* Q, std::int64_t H, std::int64_t R, std::int64_t ldq, std::int64_t d,
+                              QueryInt8& x) {
+  for (std::int64_t i = 0; i < H * R; ++i) {
     const float* row = Q + i * ldq;
     std::int8_t* q = x.q + i * x.stride;
     QuantizeRow(row, d, CacheElement::kInt8, ScaleGranularity::kPerToken, x.g, x.scale + i * x.groups,
@@ -196,8 +250,12 @@ inline void QuantizeQueryRows(const float* Q, std::int64_t rows, std::int64_t ld
       if (!std::isfinite(row[e])) x.scale[i * x.groups + e / x.g] = std::numeric_limits<float>::quiet_NaN();
     }
     std::fill(q + d, q + x.stride, std::int8_t{0});
-    ComputeQueryOffsets(x, i);
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  x.row_groups = RowGroups(R);
+  x.steps = StepsPerGroup(x.g);
+  InterleaveQueryRows(x, H, R);
+#endif
 }
 
 // S_h = the scores of R rows × `cols` keys for each of H heads h (laid out as ScoreBlock's: rows of head h
@@ -237,6 +295,34 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
           else store(row, c, h, group, static_cast<float>(dot));
         }
   }
+#elif HWY_TARGET == HWY_AVX3_DL
+  constexpr int kKeys = 8;
+  static_assert(kBc % kKeys == 0, "whole groups of keys in a block");
+  const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) {};
+  // As ForEachScoreTile walks: kLanes keys for every head, in groups of kKeys keys per block of rows. Keys past
+  // `cols` are computed (their rows repeat a real one); with one group their scores are stored too, into the
+  // block's columns that the softmax sets to −∞. The first block of rows carries the prefetches.
+  for (std::int64_t g0 = 0; g0 < cols; g0 += kLanes)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t i = 0; i < x.row_groups; ++i) {
+        const std::int64_t row0 = h * R + i * kBlockRows, rows = std::min(kBlockRows, R - i * kBlockRows);
+        for (std::int64_t c0 = g0; c0 < std::min(cols, g0 + kLanes); c0 += kKeys)
+          for (std::int64_t group = 0; group < x.groups; ++group) {
+            VF dots[kKeys / 4];
+            if (i == 0) BroadcastDots<kKeys>(x, h, i, K, c0, h * head_stride, group, prefetch_lines, dots);
+            else BroadcastDots<kKeys>(x, h, i, K, c0, h * head_stride, group, no_prefetch, dots);
+            if (x.groups == 1) {
+              StoreBlockDots<kKeys>(dots, rows, c0, S + row0 * kBc);
+              continue;
+            }
+            alignas(64) float lanes[kKeys / 4][kLanes];
+            for (int k = 0; k < kKeys / 4; ++k) hn::Store(dots[k], DF(), lanes[k]);
+            for (std::int64_t b = 0; b < rows; ++b)
+              for (std::int64_t c = c0; c < std::min(cols, c0 + kKeys); ++c) {
+                store(row0 + b, c, h, group, lanes[(c - c0) / 4][b * 4 + (c - c0) % 4]);
+              }
+          }
+      }
 #else
   const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) {};
   // keys past `cols` computed, not stored; the first tile of rows carries the prefetches
