@@ -125,24 +125,37 @@ HWY_INLINE void BroadcastDots(const QueryInt8& x, std::int64_t h, std::int64_t i
   const std::int64_t e0 = group * x.g, group_end = e0 + x.g;
   __m512i acc[kKeys];
   HWY_UNROLL(16) for (int c = 0; c < kKeys; ++c) acc[c] = start;
-  // One step: the features [e, e + 16) of each key, broadcast to every block by load_key(row + e) as k + 128
+  // One step s: the features [e, e + 16) of each key, broadcast to every block by load_key(row + e), as k + 128
   const auto step = [&](std::int64_t s, const auto& load_key) FLASHATTN_INLINE_LAMBDA {
     const std::int64_t e = e0 + s * kStepFeatures;
-    const std::int64_t line = RoundUp(e, std::int64_t{64});  // a line that starts within the step
-    if (line < std::min(e + kStepFeatures, group_end)) prefetch_lines(c0, kKeys, head, line);
     const __m512i q = _mm512_loadu_si512(QueryBlock(x, h, i, group, s));
     HWY_UNROLL(16) for (int c = 0; c < kKeys; ++c) {
       acc[c] = DotBytes(acc[c], _mm512_xor_si512(load_key(K[c0 + c] + head + e), k_offset), q);
     }
   };
+  const auto broadcast = [](const std::int8_t* p) FLASHATTN_INLINE_LAMBDA {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  };
+  // The request of a line that starts within step s, if one does
+  const auto request_line_in = [&](std::int64_t s) FLASHATTN_INLINE_LAMBDA {
+    const std::int64_t e = e0 + s * kStepFeatures, line = RoundUp(e, std::int64_t{64});
+    if (line < std::min(e + kStepFeatures, group_end)) prefetch_lines(c0, kKeys, head, line);
+  };
   const std::int64_t whole_steps = x.g / kStepFeatures;
-  for (std::int64_t s = 0; s < whole_steps; ++s) {
-    step(s, [](const std::int8_t* p) {
-      return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    });
+  std::int64_t s = 0;
+  if (e0 % 64 == 0) {  // whole lines: each line's request, then its four steps
+    for (; s + 4 <= whole_steps; s += 4) {
+      prefetch_lines(c0, kKeys, head, e0 + s * kStepFeatures);
+      HWY_UNROLL(4) for (int t = 0; t < 4; ++t) step(s + t, broadcast);
+    }
+  }
+  for (; s < whole_steps; ++s) {
+    request_line_in(s);
+    step(s, broadcast);
   }
   if (whole_steps < x.steps) {  // the group's last features, those past its end read as 0 (against q = 0)
     const __mmask16 mask = (__mmask16{1} << (x.g % kStepFeatures)) - 1;
+    request_line_in(whole_steps);
     step(whole_steps, [mask](const std::int8_t* p) { return _mm512_broadcast_i32x4(_mm_maskz_loadu_epi8(mask, p)); });
   }
   // Reduced in int32, then converted once: the sums are integers of magnitude ≤ Σ|q·k| ≤ 127·128·576 < 2²⁴,
