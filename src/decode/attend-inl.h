@@ -114,6 +114,9 @@ HWY_INLINE std::int64_t ScaleOffset(const KvSource& kv, const KvScales& scales, 
   return kv.pages[j / kv.page_size] * scales.page_stride + (j % kv.page_size) * scales.seq_stride;
 }
 
+// Lines of the next block's V that the softmax of one row requests (AttendChunk).
+inline constexpr std::int64_t kSoftmaxRowRequests = 4;
+
 // Requests the 64-byte lines of one contiguous region into L2 in address order, `lines` lines per Next().
 class RegionPrefetch {
  public:
@@ -201,8 +204,10 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   // time at the pace rows are read (requesting K and V both during the scores and none during the
   // accumulation was slower). When the task's heads fill each key's row of a contiguous cache, a block of
   // keys is one region of memory, and its lines are requested in address order (RegionPrefetch), which beat
-  // requesting them row by row in the order the tiles read them (head by head, rows 2 KiB apart).
-  // Otherwise (paged, or a (head, seq, dim) cache) the rows of the next block are requested row by row.
+  // requesting them row by row in the order the tiles read them (head by head, rows 2 KiB apart). The
+  // softmax between the two phases then requests kSoftmaxRowRequests lines of the next block's V per row
+  // (the accumulation requests the rest), so that requests go out while it runs too. Otherwise (paged, or a
+  // (head, seq, dim) cache) the rows of the next block are requested row by row.
   // The measurements are in docs/performance.md.
   // Widened, a block is done head after head: while one (block, head) unit is computed, the K and V rows of
   // the unit `ahead` units later (2, or the next block when there is one head) are requested.
@@ -320,6 +325,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
           }
         }
         std::fill(S_r + cols, S_r + kBc, kNegInf);
+        if (whole_rows && !widen) next_v.Next(kSoftmaxRowRequests);
         x.alpha[r] = OnlineSoftmaxRow<SumUpdate::kFusedMultiplyAdd>(S_r, kBc, m_h[r], l_h[r]);
       }
       // P̃_j·scale_v[j], after l took the unscaled P̃_j (integer P̃ V scales them as it rounds them)
