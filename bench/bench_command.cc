@@ -147,14 +147,22 @@ void RunBench(const BenchOptions& options, std::ostream& out) {
 
   Limits limits;
   limits.peak = measure::MeasureFmaPeak(cases.front().threads);
-  if (std::any_of(cases.begin(), cases.end(), [](const BenchCase& c) { return c.mode == Mode::kDecode; }))
-    limits.bandwidth = measure::MeasureBandwidth(cases.front().threads);
+  RunOptions run = options.run;
+  if (std::any_of(cases.begin(), cases.end(), [](const BenchCase& c) { return c.mode == Mode::kDecode; })) {
+    limits.bandwidth = measure::MeasureBandwidth(cases.front().threads, measure::MainMemoryBytes());
+    if (!options.warm_cache)
+      run.evictor = std::make_shared<measure::CacheEvictor>(measure::MainMemoryBytes(), cases.front().threads);
+  }
   if (!options.json) {
     out << "FMA peak: " << limits.peak.gflops << " GFLOP/s on " << limits.peak.threads << " threads ("
         << limits.peak.target << "), " << limits.peak.cpu_gflops << " per CPU time";
-    if (limits.bandwidth)
+    if (limits.bandwidth) {
       out << "; memory bandwidth: read " << limits.bandwidth->read_gbs << " GB/s, triad "
-          << limits.bandwidth->triad_gbs << " GB/s";
+          << limits.bandwidth->triad_gbs << " GB/s (arrays of " << (limits.bandwidth->array_bytes >> 20)
+          << " MiB); decode ";
+      if (run.evictor) out << "reads its cache from memory (" << (run.evictor->bytes() >> 20) << " MiB read first)";
+      else out << "with a warm cache";
+    }
     if (options.run.baseline) out << "; OpenBLAS kernels: " << BlasCore();
     out << "; times are medians of >= " << options.run.timing.repeats
         << " calls; cpu* columns rate each call by its process CPU time / threads\n";
@@ -163,9 +171,9 @@ void RunBench(const BenchOptions& options, std::ostream& out) {
   for (const BenchCase& c : cases) {
     Row row;
     switch (c.mode) {
-      case Mode::kForward: row = RunForward(c, options.run, limits); break;
-      case Mode::kDecode: row = RunDecode(c, options.run, limits); break;
-      case Mode::kBackward: row = RunBackward(c, options.run, limits); break;
+      case Mode::kForward: row = RunForward(c, run, limits); break;
+      case Mode::kDecode: row = RunDecode(c, run, limits); break;
+      case Mode::kBackward: row = RunBackward(c, run, limits); break;
     }
     if (options.json) out << ToJson(row) << "\n";
     else PrintTableRow(out, row);
@@ -224,6 +232,10 @@ void AddBenchCommand(CLI::App& app) {
                 "Report the peak resident memory growth of the first call (Linux VmHWM)");
   cmd->add_flag(
       "--no-baseline", [&o](std::int64_t) { o.run.baseline = false; }, "Skip the OpenBLAS baseline");
+  cmd->add_flag("--warm-cache", o.warm_cache,
+                "Decode: time calls back to back, so that the cache may stay in the CPU caches (default: read "
+                "twice the L3 before each call, so that each call reads its cache from memory, as a model's "
+                "layer does)");
   cmd->callback([cmd, options] {
     for (const char* shape_option :
          {"--mode", "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--cache-len",

@@ -42,6 +42,7 @@ struct BenchOptions {
   int threads = 0;          // 0 = all cores
   std::string algorithm;    // empty = whatever flashattn::forward defaults to
   bool json = false;
+  bool warm_cache = false;  // decode: no eviction before each call (RunOptions::evictor stays null)
   RunOptions run;
 };
 

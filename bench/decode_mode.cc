@@ -166,7 +166,15 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   }
   traffic.num_splits = c.num_splits > 0 ? c.num_splits : choose_num_splits(c.batch, c.seqlen_k, c.threads);
 
-  TimeLibraryCall([&] { decode(p); }, options, &row);
+  // Every call of the row (the library's, the float16 cache's, the baseline's) after the evictor read its
+  // buffer, when there is one: the cache comes from main memory, as it does for a model's layer.
+  RunOptions run = options;
+  volatile std::int64_t evicted_lines = 0;
+  if (options.evictor) {
+    run.timing.before_each = [&evicted_lines, evictor = options.evictor] { evicted_lines = evictor->Evict(); };
+    traffic.evicted_bytes = options.evictor->bytes();
+  }
+  TimeLibraryCall([&] { decode(p); }, run, &row);
   if (c.cache_element != CacheElement::kFloat) {  // the same call over a float16 cache, in the same run
     DecodeParams f16 = p;
     f16.cache_element = CacheElement::kFloat;
@@ -178,7 +186,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
     std::vector<std::uint16_t> v16 = RandomElements(cache_elems, DType::kF16, 0x5eed + 2);
     f16.k_cache = k16.data();
     f16.v_cache = v16.data();
-    traffic.f16_cache_median_ms = TimeCalls([&] { decode(f16); }, options.timing).median_ms;
+    traffic.f16_cache_median_ms = TimeCalls([&] { decode(f16); }, run.timing).median_ms;
   }
 
   if (options.baseline && !c.sinks && !c.headdim_v) {  // the baseline has no sinks and no V inside K
@@ -205,7 +213,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
     problem.v = baseline_cache.v_data;
     problem.o = o32.data();
     const PrepareBaseline prepare = PrepareWithinScratchLimit<BlasDecodeBaseline>(problem, options);
-    row.baseline = TimeArrangements(c.threads, options.timing, prepare, &row.note);
+    row.baseline = TimeArrangements(c.threads, run.timing, prepare, &row.note);
     if (row.baseline)
       row.max_abs_diff_vs_baseline = MaxAbsDiff(o.data(), c.dtype, o32.data(), DType::kF32, q_elems);
   }

@@ -27,6 +27,9 @@ struct RunOptions {
   std::int64_t baseline_max_scratch_bytes = std::int64_t{4} << 30;
   // Measure the peak resident growth of the first (warm-up) call.
   bool report_memory = false;
+  // Decode: read by this before every call, so that each call reads its cache from main memory (null: the
+  // cache may stay in the CPU caches from one call to the next).
+  std::shared_ptr<const measure::CacheEvictor> evictor;
 };
 
 // Measured once per run, before the first row, on the rows' thread count.

@@ -166,6 +166,7 @@ std::string ToJson(const Row& row) {
         .Add("bandwidth_fraction", row.BandwidthFraction())
         .Add("read_bandwidth_gbps", t.read_gbs)
         .Add("read_bandwidth_fraction", row.ReadBandwidthFraction())
+        .Add("evicted_bytes_before_each_call", t.evicted_bytes)
         .Add("cache_dtype", c.cache_element == CacheElement::kFloat ? to_string(c.dtype) : to_string(c.cache_element));
     if (c.quantize_query) json.Add("quantize_query_int8", true);
     if (c.quantize_probs) json.Add("quantize_probs_u8", true);

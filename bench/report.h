@@ -28,6 +28,7 @@ struct Traffic {
   double triad_gbs = 0;  // measure::Bandwidth::triad_gbs: the denominator of bandwidth_fraction
   double read_gbs = 0;   // measure::Bandwidth::read_gbs: of read_bandwidth_fraction (four read streams)
   std::int64_t num_splits = 0;  // the split count the call used (choose_num_splits when the case says 0)
+  std::int64_t evicted_bytes = 0;  // read before each timed call to evict the cache (0: none, a warm cache)
   std::string baseline_cache;  // what the baseline reads, e.g. "f32 contiguous copy"
   // A quantized cache: the median of the same call over a float16 cache, timed in the same run.
   std::optional<double> f16_cache_median_ms;

@@ -30,11 +30,15 @@ Timing Summarize(const std::vector<double>& samples_ms, const std::vector<double
 
 Timing TimeCalls(const std::function<void()>& call, const TimingOptions& options) {
   using Clock = std::chrono::steady_clock;
-  if (options.warmup) call();
+  const auto prepare = [&] {
+    if (options.before_each) options.before_each();
+  };
+  if (options.warmup) prepare(), call();
   std::vector<double> samples_ms, cpu_samples_ms;
   double total_s = 0;
   while (static_cast<int>(samples_ms.size()) < options.max_repeats &&
          (static_cast<int>(samples_ms.size()) < options.repeats || total_s < options.min_time_s)) {
+    prepare();
     const double cpu_start = ProcessCpuSeconds();
     const auto start = Clock::now();
     call();

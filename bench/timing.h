@@ -14,6 +14,8 @@ struct TimingOptions {
   double min_time_s = 0.5;  // and keep calling until their total reaches this
   int max_repeats = 1000;   // but never more calls than this
   bool warmup = true;       // one untimed call first (page faults, thread start-up, cache warm-up)
+  // Untimed, before every call (the warm-up too) when set: decode evicts the CPU caches with it.
+  std::function<void()> before_each;
 };
 
 struct Timing {

@@ -7,9 +7,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "bench/baseline_softmax.h"
+#include "common/cpu_caches.h"
 #include "bench/timing.h"
 #include "measure/measure.h"
 
@@ -50,6 +52,16 @@ TEST(Timing, RunsOneWarmUpThenTheRequestedCount) {
   calls = 0;
   EXPECT_EQ(TimeCalls([&] { ++calls; }, options).runs, 3);
   EXPECT_EQ(calls, 3);
+}
+
+TEST(Timing, RunsTheUntimedStepBeforeEveryCall) {
+  std::string order;
+  TimingOptions options;
+  options.repeats = 3;
+  options.min_time_s = 0;
+  options.before_each = [&] { order += 'e'; };
+  EXPECT_EQ(TimeCalls([&] { order += 'c'; }, options).runs, 3);
+  EXPECT_EQ(order, "ecececec");  // the warm-up, then three timed calls
 }
 
 TEST(Timing, KeepsCallingUntilTheMinimumTimeButNotPastTheCap) {
@@ -132,6 +144,26 @@ TEST(Bandwidth, KernelsComputeTheSumAndTheTriadOnTheirRange) {
   for (int i = 0; i < 21; ++i) b[i] = i, c[i] = 0.5 * i;
   measure::Triad(a.data(), b.data(), c.data(), 3.0, 2, 19);
   for (int i = 0; i < 21; ++i) EXPECT_EQ(a[i], i >= 2 && i < 19 ? i + 1.5 * i : -1.0) << i;
+}
+
+// The bandwidth must come from memory, not from an L3 that holds the whole array.
+TEST(Bandwidth, MainMemoryArraysOutgrowTheL3) {
+  EXPECT_EQ(measure::MainMemoryBytes(0), std::int64_t{128} << 20);  // L3 unknown: MeasureBandwidth's default
+  EXPECT_EQ(measure::MainMemoryBytes(std::int64_t{32} << 20), std::int64_t{128} << 20);  // Zen 3
+  EXPECT_EQ(measure::MainMemoryBytes(std::int64_t{260} << 20), std::int64_t{520} << 20);  // a Xeon
+  const std::int64_t l3 = DetectedCpuCaches().l3.bytes;
+  EXPECT_EQ(measure::MainMemoryBytes(), measure::MainMemoryBytes(l3));
+  EXPECT_GE(measure::MainMemoryBytes(), 2 * l3);
+}
+
+// The evictor reads every line of its buffer, on every call, whatever the thread count.
+TEST(CacheEvictor, ReadsEveryLineOfItsBuffer) {
+  for (int threads : {1, 2, 3}) {
+    const measure::CacheEvictor evictor((std::int64_t{1} << 20) + 100, threads);
+    EXPECT_EQ(evictor.bytes(), (std::int64_t{1} << 20) + 64);
+    EXPECT_EQ(evictor.Evict(), evictor.bytes() / 64) << threads;
+    EXPECT_EQ(evictor.Evict(), evictor.bytes() / 64) << threads;
+  }
 }
 
 TEST(Bandwidth, MeasuresPositiveRatesOnSmallArrays) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <limits>
 #include <optional>
 #include <set>
@@ -299,6 +300,7 @@ TEST(DecodeMode, RowReportsTheBytesReadAndItsFractionsOfTheMeasuredBandwidth) {
     ExpectJsonNear(json, "bandwidth_gbps", 25.0);
     ExpectJsonNear(json, "bandwidth_fraction", gbps / 25.0);
     ExpectJsonNear(json, "read_bandwidth_fraction", gbps / 20.0);
+    EXPECT_EQ(JsonNumber(json, "evicted_bytes_before_each_call"), 0);  // no evictor: a warm cache
 
     // The OpenBLAS decode over the cache's float32 copy: the same result up to float16 output rounding.
     ASSERT_TRUE(row.baseline.has_value()) << row.note;
@@ -307,6 +309,20 @@ TEST(DecodeMode, RowReportsTheBytesReadAndItsFractionsOfTheMeasuredBandwidth) {
     ASSERT_TRUE(diff.has_value());
     EXPECT_LE(*diff, 1e-3);
   }
+}
+
+// With an evictor (run before each call by TimeCalls' before_each), the row says how much it reads each time.
+TEST(DecodeMode, RowWithAnEvictorReportsTheBytesItReadsBeforeEachCall) {
+  const BenchCase c{.mode = Mode::kDecode, .batch = 1, .heads = 4, .heads_kv = 2, .seqlen_q = 1, .seqlen_k = 300,
+                    .headdim = 24, .dtype = DType::kF16, .cache_element = CacheElement::kInt8, .threads = 2};
+  RunOptions options = ThreeCalls();
+  options.evictor = std::make_shared<measure::CacheEvictor>(std::int64_t{1} << 20, 2);
+  const Row row = RunDecode(c, options, MadeUpLimits());
+  const std::string json = ToJson(row);
+  SCOPED_TRACE(json);
+  EXPECT_EQ(JsonNumber(json, "evicted_bytes_before_each_call"), std::int64_t{1} << 20);
+  EXPECT_EQ(row.timing.runs, 3);
+  EXPECT_TRUE(JsonNumber(json, "f16_cache_median_ms").has_value());
 }
 
 // A quantized cache's row: the bytes read are its values (one byte each) and scales, and the same call over

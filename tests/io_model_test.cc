@@ -10,10 +10,8 @@
 #include <tuple>
 #include <vector>
 
-#include "common/cpu_caches.h"
 #include "forward/forward.h"
 #include "io_model/io_model.h"
-#include "io_model/machine.h"
 #include "reference/problem.h"
 #include "reference/reference.h"
 #include "simd/targets.h"
@@ -393,15 +391,6 @@ TEST(IoModelTest, DecodeRejectsWhatDecodeLacks) {
   EXPECT_THROW(io_model::RunCountedDecode(plain.params(), 0), Error);
   plain.params().dropout_p = 0.5f;
   EXPECT_THROW(io_model::Decode(plain.params(), 1), Error);
-}
-
-// The ridge point's bandwidth must come from memory, not from an L3 that holds the whole array.
-TEST(IoModelTest, RidgeBandwidthArraysOutgrowTheL3) {
-  EXPECT_EQ(io_model::RidgeArrayBytes(0), std::int64_t{128} << 20);  // L3 unknown: MeasureBandwidth's default
-  EXPECT_EQ(io_model::RidgeArrayBytes(std::int64_t{32} << 20), std::int64_t{128} << 20);  // Zen 3
-  EXPECT_EQ(io_model::RidgeArrayBytes(std::int64_t{260} << 20), std::int64_t{520} << 20);  // this Xeon
-  const std::int64_t l3 = DetectedCpuCaches().l3.bytes;
-  EXPECT_GE(io_model::RidgeArrayBytes(l3), 2 * l3);
 }
 
 TEST(IoModelTest, RunCountedRejectsAlgorithmsWithoutInstrumentation) {

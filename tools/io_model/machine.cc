@@ -3,8 +3,6 @@
 
 #include <omp.h>
 
-#include <algorithm>
-
 #include "common/cpu_caches.h"
 #include "measure/measure.h"
 
@@ -15,16 +13,12 @@ L2Cache DetectedL2Cache() {
   return {l2.bytes, l2.detected()};
 }
 
-std::int64_t RidgeArrayBytes(std::int64_t l3_bytes) {
-  return std::max<std::int64_t>(std::int64_t{128} << 20, 2 * l3_bytes);
-}
-
 Machine MeasureMachine(int threads) {
   Machine machine;
   machine.threads = threads > 0 ? threads : omp_get_max_threads();
   machine.fma_gflops = measure::MeasureFmaPeak(machine.threads).cpu_gflops;
   machine.bandwidth_gbs =
-      measure::MeasureBandwidth(machine.threads, RidgeArrayBytes(DetectedCpuCaches().l3.bytes), /*trials=*/10)
+      measure::MeasureBandwidth(machine.threads, measure::MainMemoryBytes(), /*trials=*/10)
           .read_gbs;
   return machine;
 }

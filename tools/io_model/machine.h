@@ -17,16 +17,11 @@ struct L2Cache {
 };
 L2Cache DetectedL2Cache();
 
-// Bytes per array of the bandwidth measurement behind the ridge point: 128 MiB (MeasureBandwidth's
-// default), or twice the L3 when that is larger, so that the array read cannot stay in the cache (a 260 MiB
-// L3 holds a 128 MiB array, and the "main-memory" rate measured from it is twice the DRAM's).
-std::int64_t RidgeArrayBytes(std::int64_t l3_bytes);
-
 struct Machine {
   int threads = 0;
   double fma_gflops = 0.0;     // FmaPeak::cpu_gflops of measure/measure.h (per CPU time: robust to sharing)
   double bandwidth_gbs = 0.0;  // Bandwidth::read_gbs of measure/measure.h (all threads at once), arrays of
-                               // RidgeArrayBytes(DetectedCpuCaches().l3.bytes)
+                               // measure::MainMemoryBytes()
   double RidgePoint() const { return bandwidth_gbs > 0 ? fma_gflops / bandwidth_gbs : 0.0; }  // FLOP/byte
 };
 

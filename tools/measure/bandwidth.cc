@@ -7,6 +7,7 @@
 #include <chrono>
 #include <vector>
 
+#include "common/cpu_caches.h"
 #include "measure/measure.h"
 
 namespace flashattn::measure {
@@ -94,6 +95,30 @@ Bandwidth MeasureBandwidth(int threads, std::int64_t array_bytes, int trials) {
   result.read_gbs = static_cast<double>(n) * 8 / read_s * 1e-9;
   result.triad_gbs = 3.0 * static_cast<double>(n) * 8 / triad_s * 1e-9;
   return result;
+}
+
+std::int64_t MainMemoryBytes(std::int64_t l3_bytes) {
+  return std::max<std::int64_t>(std::int64_t{128} << 20, 2 * l3_bytes);
+}
+
+std::int64_t MainMemoryBytes() { return MainMemoryBytes(DetectedCpuCaches().l3.bytes); }
+
+CacheEvictor::CacheEvictor(std::int64_t bytes, int threads)
+    : bytes_(bytes / 64 * 64),
+      threads_(threads > 0 ? threads : omp_get_max_threads()),
+      buffer_(new unsigned char[static_cast<std::size_t>(bytes_)]) {
+  const std::int64_t lines = bytes_ / 64;
+  // First touch by the threads that read it
+#pragma omp parallel for num_threads(threads_) schedule(static)
+  for (std::int64_t line = 0; line < lines; ++line) std::fill_n(&buffer_[line * 64], 64, 1);
+}
+
+std::int64_t CacheEvictor::Evict() const {
+  const std::int64_t lines = bytes_ / 64;
+  std::int64_t sum = 0;
+#pragma omp parallel for num_threads(threads_) schedule(static) reduction(+ : sum)
+  for (std::int64_t line = 0; line < lines; ++line) sum += buffer_[line * 64];
+  return sum;
 }
 
 }  // namespace flashattn::measure

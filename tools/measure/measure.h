@@ -9,6 +9,7 @@
 #define FLASHATTN_TOOLS_MEASURE_MEASURE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,6 +50,29 @@ struct Bandwidth {
 // whole parallel region timed; the best of `trials` is kept (STREAM's rule: the slower ones are the ones
 // other jobs disturbed).
 Bandwidth MeasureBandwidth(int threads, std::int64_t array_bytes = std::int64_t{128} << 20, int trials = 20);
+
+// Bytes that a read cannot keep in the caches of a CPU with an L3 of `l3_bytes`: 128 MiB (MeasureBandwidth's
+// default), or twice the L3 when that is larger. A 260 MiB L3 holds a 128 MiB array, and the "main-memory"
+// rate read from it again and again is the L3's, about twice the DRAM's.
+std::int64_t MainMemoryBytes(std::int64_t l3_bytes);
+// The same for this CPU's detected L3.
+std::int64_t MainMemoryBytes();
+
+// Reads a buffer of its own, `bytes` long, with `threads` threads (0 = all cores) whenever Evict() is called,
+// so that whatever the caches held before is gone: a call timed after it reads its operands from main
+// memory, as a model's layer does when the other layers ran in between. Evict() returns the sum of the first
+// byte of every 64-byte line, each 1: the number of lines it read.
+class CacheEvictor {
+ public:
+  CacheEvictor(std::int64_t bytes, int threads);
+  std::int64_t Evict() const;
+  std::int64_t bytes() const { return bytes_; }
+
+ private:
+  std::int64_t bytes_;
+  int threads_;
+  std::unique_ptr<unsigned char[]> buffer_;
+};
 
 // The two kernels on [begin, end), exposed so a test can check what they compute: the sum of the 64-bit
 // words of data, and a[i] = b[i] + s·c[i].
