@@ -2,14 +2,15 @@
 // block is requested in software (docs/quantized_cache.md, "What limits the bandwidth").
 //
 //   g++ -O2 -mavx2 -mfma -fopenmp scripts/overlap_probe.cc -o /tmp/overlap_probe
-//   /tmp/overlap_probe [THREADS=2] [ROW_BYTES=128] [WORK=8] [HINT=t1]
+//   /tmp/overlap_probe [THREADS=2] [ROW_BYTES=128] [WORK=8] [HINT=t1] [MEMORY_MIB=128]
 //
 // Each thread walks a K and a V buffer of its own, laid out as a (seq, head, dim) cache of 8 K/V heads with rows
 // of ROW_BYTES, in blocks of 32 keys: every row is read once, and each row read is followed by WORK rounds of 8
 // independent float multiply-adds. WORK = 8 is about as fast as the int8 kernel with integer scores and
-// integer P̃V on a Zen 4 (28 GB/s on two threads). It prints GB/s of rows read, best of 15 trials of 128 MiB
-// each, for two footprints: 2 MiB in all (in the caches: the rate of the arithmetic) and 128 MiB (from main
-// memory), and their ratio. Two orders:
+// integer P̃V on a Zen 4 (28 GB/s on two threads). It prints GB/s of rows read, best of 15 trials of MEMORY_MIB
+// each, for two footprints: 2 MiB in all (in the caches: the rate of the arithmetic) and MEMORY_MIB (from main
+// memory, as long as it is larger than the L3: pass twice the L3 where that holds 128 MiB), and their ratio.
+// Two orders:
 //   address  the block's K rows and then its V rows, each in address order
 //   decode's K in the score tiles' order (groups of 4 keys, each group head by head, the 4 rows of a head
 //            1 KiB apart), V head by head (the accumulation's: a head's 32 rows, then the next head's)
@@ -169,14 +170,18 @@ int main(int argc, char** argv) {
   const int row_bytes = argc > 2 ? std::atoi(argv[2]) : 128;
   const int work = argc > 3 ? std::atoi(argv[3]) : 8;
   const std::string hint_name = argc > 4 ? argv[4] : "t1";
+  const long memory_mib = argc > 5 ? std::atol(argv[5]) : 128;
   using Measure = double (*)(const std::vector<char*>&, const std::vector<char*>&, const Shape&, const Case&, int);
   const std::map<std::string, Measure> hints = {{"t1", BestGbs<Hint::kT1>},
                                                 {"t2", BestGbs<Hint::kT2>},
                                                 {"t0", BestGbs<Hint::kT0>},
                                                 {"nta", BestGbs<Hint::kNta>},
                                                 {"w", BestGbs<Hint::kW>}};
-  if (threads < 1 || row_bytes < 64 || row_bytes % 64 != 0 || work < 0 || !hints.count(hint_name)) {
-    std::fprintf(stderr, "usage: %s [THREADS >= 1] [ROW_BYTES, a multiple of 64] [WORK >= 0] [HINT: t1 t2 t0 nta w]\n",
+  if (threads < 1 || row_bytes < 64 || row_bytes % 64 != 0 || work < 0 || !hints.count(hint_name) ||
+      memory_mib < 2 || memory_mib % 2 != 0) {
+    std::fprintf(stderr,
+                 "usage: %s [THREADS >= 1] [ROW_BYTES, a multiple of 64] [WORK >= 0] [HINT: t1 t2 t0 nta w] "
+                 "[MEMORY_MIB, even, >= 2]\n",
                  argv[0]);
     return 2;
   }
@@ -191,9 +196,9 @@ int main(int argc, char** argv) {
                         {"decode's order, requests (decode)", kDecodeRequested, kDecodeRequested},
                         {"K address, V decode's + requests", kAddress, kDecodeRequested}};
   constexpr int kCases = sizeof(cases) / sizeof(cases[0]);
-  std::printf("%-34s %8s %10s %7s\n", "K and V read in", "2 MiB", "128 MiB", "ratio");
+  std::printf("%-34s %8s %6ld MiB %7s\n", "K and V read in", "2 MiB", memory_mib, "ratio");
   double in_cache[kCases], from_memory[kCases];
-  for (const long total_mib : {2L, 128L}) {
+  for (const long total_mib : {2L, memory_mib}) {
     Shape s{row_bytes, work, 0};
     const long buffer_bytes = ((total_mib << 20) / (2 * threads) + 4095) / 4096 * 4096;  // K and V of each thread
     s.keys = buffer_bytes / s.BlockBytes() * kKeysPerBlock;
@@ -210,8 +215,8 @@ int main(int argc, char** argv) {
       std::memset(V[t], 1, buffer_bytes);
     }
     for (int i = 0; i < kCases; ++i) {
-      // each trial reads 128 MiB, the small footprint over and over
-      const double gbs = best_gbs(K, V, s, cases[i], static_cast<int>(128 / total_mib));
+      // each trial reads MEMORY_MIB, the small footprint over and over
+      const double gbs = best_gbs(K, V, s, cases[i], static_cast<int>(memory_mib / total_mib));
       (total_mib == 2 ? in_cache : from_memory)[i] = gbs;
     }
     for (int t = 0; t < threads; ++t) std::free(K[t]), std::free(V[t]);
