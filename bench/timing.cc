@@ -33,7 +33,10 @@ Timing TimeCalls(const std::function<void()>& call, const TimingOptions& options
   const auto prepare = [&] {
     if (options.before_each) options.before_each();
   };
-  if (options.warmup) prepare(), call();
+  if (options.warmup) {
+    prepare();
+    call();
+  }
   std::vector<double> samples_ms, cpu_samples_ms;
   double total_s = 0;
   while (static_cast<int>(samples_ms.size()) < options.max_repeats &&

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "bench/baseline_softmax.h"
-#include "common/cpu_caches.h"
 #include "bench/timing.h"
+#include "common/cpu_caches.h"
 #include "measure/measure.h"
 
 namespace flashattn::bench {

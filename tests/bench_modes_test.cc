@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <memory>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>

@@ -3,7 +3,8 @@
 // and `flashattn demo` (extra memory per algorithm).
 //   FMA peak:   every thread runs many independent chains of fused multiply-adds on full float32 vectors of
 //               the widest SIMD target this CPU supports (Highway picks it at run time).
-//   Bandwidth:  STREAM-style kernels over arrays far larger than the last-level cache, all threads at once.
+//   Bandwidth:  STREAM-style kernels over arrays far larger than the last-level cache, all threads at once;
+//               the same size read before a timed call evicts what the caches held (CacheEvictor).
 //   Peak RSS:   Linux's VmHWM, reset through /proc/self/clear_refs.
 #ifndef FLASHATTN_TOOLS_MEASURE_MEASURE_H_
 #define FLASHATTN_TOOLS_MEASURE_MEASURE_H_
