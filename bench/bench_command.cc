@@ -226,7 +226,8 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_flag("--json", o.json, "One JSON object per line instead of a table");
   cmd->add_option("--repeats", o.run.timing.repeats, "At least this many timed calls per measurement")
       ->capture_default_str();
-  cmd->add_option("--min-time", o.run.timing.min_time_s, "And at least this many seconds of timed calls")
+  cmd->add_option("--min-time", o.run.timing.min_time_s,
+                  "And at least this many seconds of timed calls (decode: with the reads before them)")
       ->capture_default_str();
   cmd->add_flag("--report-memory", o.run.report_memory,
                 "Report the peak resident memory growth of the first call (Linux VmHWM)");

@@ -41,7 +41,9 @@ Timing TimeCalls(const std::function<void()>& call, const TimingOptions& options
   double total_s = 0;
   while (static_cast<int>(samples_ms.size()) < options.max_repeats &&
          (static_cast<int>(samples_ms.size()) < options.repeats || total_s < options.min_time_s)) {
+    const auto prepare_start = Clock::now();
     prepare();
+    total_s += std::chrono::duration<double>(Clock::now() - prepare_start).count();
     const double cpu_start = ProcessCpuSeconds();
     const auto start = Clock::now();
     call();

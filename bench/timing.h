@@ -11,10 +11,11 @@ namespace flashattn::bench {
 
 struct TimingOptions {
   int repeats = 5;          // at least this many timed calls
-  double min_time_s = 0.5;  // and keep calling until their total reaches this
+  double min_time_s = 0.5;  // and keep calling until their total (with before_each's) reaches this
   int max_repeats = 1000;   // but never more calls than this
   bool warmup = true;       // one untimed call first (page faults, thread start-up, cache warm-up)
-  // Untimed, before every call (the warm-up too) when set: decode evicts the CPU caches with it.
+  // Untimed, before every call (the warm-up too) when set: decode evicts the CPU caches with it. Its time
+  // counts towards min_time_s, so that a short call after a long eviction is not repeated max_repeats times.
   std::function<void()> before_each;
 };
 

@@ -4,10 +4,12 @@
 // the library's: tests/support_test.cc.)
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/baseline_softmax.h"
@@ -62,6 +64,20 @@ TEST(Timing, RunsTheUntimedStepBeforeEveryCall) {
   options.before_each = [&] { order += 'e'; };
   EXPECT_EQ(TimeCalls([&] { order += 'c'; }, options).runs, 3);
   EXPECT_EQ(order, "ecececec");  // the warm-up, then three timed calls
+}
+
+// The untimed step's time counts towards the minimum time: 20 ms steps reach 50 ms in at most three calls.
+TEST(Timing, CountsTheUntimedStepTowardsTheMinimumTime) {
+  TimingOptions options;
+  options.repeats = 1;
+  options.min_time_s = 0.05;
+  options.max_repeats = 50;
+  options.warmup = false;
+  options.before_each = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+  const Timing t = TimeCalls([] {}, options);
+  EXPECT_GE(t.runs, 1);
+  EXPECT_LE(t.runs, 3);
+  EXPECT_LT(t.min_ms, 20.0);  // the step is not in the calls' times
 }
 
 TEST(Timing, KeepsCallingUntilTheMinimumTimeButNotPastTheCap) {
