@@ -104,21 +104,25 @@ std::int64_t MainMemoryBytes(std::int64_t l3_bytes) {
 std::int64_t MainMemoryBytes() { return MainMemoryBytes(DetectedCpuCaches().l3.bytes); }
 
 CacheEvictor::CacheEvictor(std::int64_t bytes, int threads)
-    : bytes_(bytes / 64 * 64),
+    : bytes_(bytes / 8 * 8),
       threads_(threads > 0 ? threads : omp_get_max_threads()),
-      buffer_(new unsigned char[static_cast<std::size_t>(bytes_)]) {
-  const std::int64_t lines = bytes_ / 64;
-  // First touch by the threads that read it
-#pragma omp parallel for num_threads(threads_) schedule(static)
-  for (std::int64_t line = 0; line < lines; ++line) std::fill_n(&buffer_[line * 64], 64, 1);
+      words_(new std::uint64_t[static_cast<std::size_t>(bytes_ / 8)]) {
+  // First touch by the thread that later reads each share, as MeasureBandwidth's arrays
+#pragma omp parallel num_threads(threads_)
+  {
+    const auto [begin, end] = Share(bytes_ / 8, threads_, omp_get_thread_num());
+    std::fill(&words_[begin], &words_[end], std::uint64_t{1});
+  }
 }
 
 std::int64_t CacheEvictor::Evict() const {
-  const std::int64_t lines = bytes_ / 64;
-  std::int64_t sum = 0;
-#pragma omp parallel for num_threads(threads_) schedule(static) reduction(+ : sum)
-  for (std::int64_t line = 0; line < lines; ++line) sum += buffer_[line * 64];
-  return sum;
+  std::uint64_t sum = 0;
+#pragma omp parallel num_threads(threads_) reduction(+ : sum)
+  {
+    const auto [begin, end] = Share(bytes_ / 8, threads_, omp_get_thread_num());
+    sum += SumWords(words_.get(), begin, end);
+  }
+  return static_cast<std::int64_t>(sum);
 }
 
 }  // namespace flashattn::measure

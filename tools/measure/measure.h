@@ -59,10 +59,11 @@ std::int64_t MainMemoryBytes(std::int64_t l3_bytes);
 // The same for this CPU's detected L3.
 std::int64_t MainMemoryBytes();
 
-// Reads a buffer of its own, `bytes` long, with `threads` threads (0 = all cores) whenever Evict() is called,
-// so that whatever the caches held before is gone: a call timed after it reads its operands from main
-// memory, as a model's layer does when the other layers ran in between. Evict() returns the sum of the first
-// byte of every 64-byte line, each 1: the number of lines it read.
+// Reads a buffer of its own, `bytes` long (rounded down to whole 64-bit words), with `threads` threads (0 = all
+// cores) whenever Evict() is called, as the read bandwidth's kernel reads its array (SumWords, each thread its
+// share), so that whatever the caches held before is gone: a call timed after it reads its operands from main
+// memory, as a model's layer does when the other layers ran in between. Evict() returns the sum of the words,
+// each 1: the number of words it read.
 class CacheEvictor {
  public:
   CacheEvictor(std::int64_t bytes, int threads);
@@ -72,7 +73,7 @@ class CacheEvictor {
  private:
   std::int64_t bytes_;
   int threads_;
-  std::unique_ptr<unsigned char[]> buffer_;
+  std::unique_ptr<std::uint64_t[]> words_;
 };
 
 // The two kernels on [begin, end), exposed so a test can check what they compute: the sum of the 64-bit
