@@ -505,14 +505,15 @@ TEST(DecodeQuantized, SinksJoinEachRowOnceOverAQuantizedCache) {
 // With integer scores (quantize_query_int8) the scores are exact int8 dot products of the cache and of the
 // queries s·q rounded per scale group: against the float64 reference over the dequantized cache with q
 // replaced by those rounded queries, only float32's error is left, on every target of the int8 kernel (its
-// integer sums are the same on each), for tails (d 40, 59, 111), 1, 97 and 1025 keys, 1, 3, 5 and 8 query
-// rows per K/V head (AVX-512 VNNI takes them four at a time), pages of 64 slots and three chunks.
+// integer sums are the same on each), for tails (d 40, 59, 111), 1, 97 and 1025 keys, 1, 3, 5, 8 and 9 query
+// rows per K/V head (AVX-512 VNNI takes them four at a time, two blocks of four at once), pages of 64 slots and
+// three chunks.
 TEST(DecodeQuantized, IntegerScoresAreThoseOfTheRoundedQueries) {
   const std::vector<std::int64_t> targets = Int8TargetsUnderTest();
   // (d, Nq, Hq) with Hkv = 2: R = Nq·Hq/2 rows per K/V head
   using Rows = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
   for (const auto& [d, Nq, Hq] :
-       std::initializer_list<Rows>{{40, 1, 6}, {59, 2, 8}, {111, 1, 10}, {128, 2, 8}, {256, 1, 2}})
+       std::initializer_list<Rows>{{40, 1, 6}, {59, 2, 8}, {111, 1, 10}, {128, 2, 8}, {256, 1, 2}, {40, 3, 6}})
     for (const std::int64_t group_size : {0, 8, 32})
       for (const std::int64_t page_size : {0, 64}) {
         if (group_size > 0 && d % group_size != 0) continue;

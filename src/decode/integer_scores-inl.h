@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "common/quantize.h"
 #include "decode/attend_tiles-inl.h"
@@ -110,27 +111,32 @@ inline void InterleaveQueryRows(const QueryInt8& x, std::int64_t H, std::int64_t
       }
 }
 
-// The group's exact dot products of the rows of block i of head h with the kKeys keys c0 …: lane j of block b
-// of dots[k] is that of row 4i + b and key c0 + 4k + j. Each key's 16 features of a step are broadcast to the
-// four blocks (as k + 128) against the block of rows, so that one vpdpbusd serves four rows and the lanes of
-// one (row, key) pair lie within one 128-bit block: a transposing sum of four lanes (SumsWithinBlocks) per
-// dot product instead of sixteen. `prefetch_lines(c0, kKeys, head, byte)` runs as each 64-byte line of the keys'
-// rows is reached, as in ScoreTile.
-template <int kKeys, class PrefetchLines>
+// The group's exact dot products of the rows of kBlocks blocks of rows i, i + 1 … of head h with the kKeys keys
+// c0 …: lane j of block b of dots[n][k] is that of row 4(i + n) + b and key c0 + 4k + j. Each key's 16
+// features of a step are broadcast to the four blocks (as k + 128) against each block of rows, so that one
+// vpdpbusd serves four rows and the lanes of one (row, key) pair lie within one 128-bit block: a transposing
+// sum of four lanes (SumsWithinBlocks) per dot product instead of sixteen. The blocks of rows share each key's
+// load and flip. `prefetch_lines(c0, kKeys, head, byte)` runs as each 64-byte line of the keys' rows is
+// reached, as in ScoreTile.
+template <int kKeys, int kBlocks, class PrefetchLines>
 HWY_INLINE void BroadcastDots(const QueryInt8& x, std::int64_t h, std::int64_t i, const std::int8_t* const* K,
                               std::int64_t c0, std::int64_t head, std::int64_t group,
-                              const PrefetchLines& prefetch_lines, VF (&dots)[kKeys / 4]) {
+                              const PrefetchLines& prefetch_lines, VF (&dots)[kBlocks][kKeys / 4]) {
   const __m512i k_offset = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i start = _mm512_loadu_si512(x.offset + BlockIndex(x, h, i, group) * kOffsetLanes);
   const std::int64_t e0 = group * x.g, group_end = e0 + x.g;
-  __m512i acc[kKeys];
-  HWY_UNROLL(16) for (int c = 0; c < kKeys; ++c) acc[c] = start;
+  __m512i acc[kBlocks][kKeys];
+  HWY_UNROLL(2) for (int n = 0; n < kBlocks; ++n) {
+    const __m512i start = _mm512_loadu_si512(x.offset + BlockIndex(x, h, i + n, group) * kOffsetLanes);
+    HWY_UNROLL(16) for (int c = 0; c < kKeys; ++c) acc[n][c] = start;
+  }
   // One step s: the features [e, e + 16) of each key, broadcast to every block by load_key(row + e), as k + 128
   const auto step = [&](std::int64_t s, const auto& load_key) FLASHATTN_INLINE_LAMBDA {
     const std::int64_t e = e0 + s * kStepFeatures;
-    const __m512i q = _mm512_loadu_si512(QueryBlock(x, h, i, group, s));
+    __m512i q[kBlocks];
+    HWY_UNROLL(2) for (int n = 0; n < kBlocks; ++n) q[n] = _mm512_loadu_si512(QueryBlock(x, h, i + n, group, s));
     HWY_UNROLL(16) for (int c = 0; c < kKeys; ++c) {
-      acc[c] = DotBytes(acc[c], _mm512_xor_si512(load_key(K[c0 + c] + head + e), k_offset), q);
+      const __m512i key = _mm512_xor_si512(load_key(K[c0 + c] + head + e), k_offset);
+      HWY_UNROLL(2) for (int n = 0; n < kBlocks; ++n) acc[n][c] = DotBytes(acc[n][c], key, q[n]);
     }
   };
   const auto broadcast = [](const std::int8_t* p) FLASHATTN_INLINE_LAMBDA {
@@ -161,9 +167,11 @@ HWY_INLINE void BroadcastDots(const QueryInt8& x, std::int64_t h, std::int64_t i
   // Reduced in int32, then converted once: the sums are integers of magnitude ≤ Σ|q·k| ≤ 127·128·576 < 2²⁴,
   // exact in float32.
   using VI = hn::Vec<hn::RebindToSigned<DF>>;
-  HWY_UNROLL(4) for (int k = 0; k < kKeys / 4; ++k) {
-    const VI sums = SumsWithinBlocks(VI{acc[4 * k]}, VI{acc[4 * k + 1]}, VI{acc[4 * k + 2]}, VI{acc[4 * k + 3]});
-    dots[k] = hn::ConvertTo(DF(), sums);
+  HWY_UNROLL(2) for (int n = 0; n < kBlocks; ++n) {
+    HWY_UNROLL(4) for (int k = 0; k < kKeys / 4; ++k) {
+      const __m512i* a = acc[n] + 4 * k;
+      dots[n][k] = hn::ConvertTo(DF(), SumsWithinBlocks(VI{a[0]}, VI{a[1]}, VI{a[2]}, VI{a[3]}));
+    }
   }
 }
 
@@ -317,23 +325,32 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
   // block's columns that the softmax sets to −∞. The first block of rows carries the prefetches.
   for (std::int64_t g0 = 0; g0 < cols; g0 += kLanes)
     for (std::int64_t h = 0; h < H; ++h)
-      for (std::int64_t i = 0; i < x.row_groups; ++i) {
-        const std::int64_t row0 = h * R + i * kBlockRows, rows = std::min(kBlockRows, R - i * kBlockRows);
-        for (std::int64_t c0 = g0; c0 < std::min(cols, g0 + kLanes); c0 += kKeys)
-          for (std::int64_t group = 0; group < x.groups; ++group) {
-            VF dots[kKeys / 4];
-            if (i == 0) BroadcastDots<kKeys>(x, h, i, K, c0, h * head_stride, group, prefetch_lines, dots);
-            else BroadcastDots<kKeys>(x, h, i, K, c0, h * head_stride, group, no_prefetch, dots);
+      for (std::int64_t i = 0; i < x.row_groups; i += 2) {  // two blocks of rows at a time, sharing the keys
+        // The dots of blocks i … i + kBlocks − 1, stored or added
+        const auto blocks = [&](auto kN, std::int64_t c0, std::int64_t group) FLASHATTN_INLINE_LAMBDA {
+          constexpr int kBlocks = decltype(kN)::value;
+          VF dots[kBlocks][kKeys / 4];
+          if (i == 0) BroadcastDots<kKeys, kBlocks>(x, h, i, K, c0, h * head_stride, group, prefetch_lines, dots);
+          else BroadcastDots<kKeys, kBlocks>(x, h, i, K, c0, h * head_stride, group, no_prefetch, dots);
+          for (int n = 0; n < kBlocks; ++n) {
+            const std::int64_t first = (i + n) * kBlockRows, row0 = h * R + first;
+            const std::int64_t rows = std::min(kBlockRows, R - first);
             if (x.groups == 1) {
-              StoreBlockDots<kKeys>(dots, rows, c0, S + row0 * kBc);
+              StoreBlockDots<kKeys>(dots[n], rows, c0, S + row0 * kBc);
               continue;
             }
             alignas(64) float lanes[kKeys / 4][kLanes];
-            for (int k = 0; k < kKeys / 4; ++k) hn::Store(dots[k], DF(), lanes[k]);
+            for (int k = 0; k < kKeys / 4; ++k) hn::Store(dots[n][k], DF(), lanes[k]);
             for (std::int64_t b = 0; b < rows; ++b)
               for (std::int64_t c = c0; c < std::min(cols, c0 + kKeys); ++c) {
                 store(row0 + b, c, h, group, lanes[(c - c0) / 4][b * 4 + (c - c0) % 4]);
               }
+          }
+        };
+        for (std::int64_t c0 = g0; c0 < std::min(cols, g0 + kLanes); c0 += kKeys)
+          for (std::int64_t group = 0; group < x.groups; ++group) {
+            if (i + 1 < x.row_groups) blocks(std::integral_constant<int, 2>(), c0, group);
+            else blocks(std::integral_constant<int, 1>(), c0, group);
           }
       }
 #else
