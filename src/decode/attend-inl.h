@@ -102,16 +102,22 @@ bool HasNonFiniteRow(const T* const* V, std::int64_t cols, std::int64_t width) {
   return false;
 }
 
-// Element offset of key j's row (K/V head 0) in its sequence's cache: contiguous, or through the pages.
-HWY_INLINE std::int64_t KeyOffset(const KvSource& kv, std::int64_t j) {
-  if (kv.page_size == 0) return j * kv.seq_stride;
-  return kv.pages[j / kv.page_size] * kv.page_stride + (j % kv.page_size) * kv.seq_stride;
-}
-
-// Offset of key j's scales (K/V head 0) in its sequence's scales, found as KeyOffset finds its row.
-HWY_INLINE std::int64_t ScaleOffset(const KvSource& kv, const KvScales& scales, std::int64_t j) {
-  if (kv.page_size == 0) return j * scales.seq_stride;
-  return kv.pages[j / kv.page_size] * scales.page_stride + (j % kv.page_size) * scales.seq_stride;
+// offset[c] for the kBc keys j + c of a block, with `n` ≤ kBc of them real: the element offset (K/V head 0) of
+// key j + c's row in its sequence's cache, contiguous or through the pages (a tensor of rows seq_stride apart
+// and pages page_stride apart: the cache, or its scales); keys past n repeat the first, so that pointers
+// formed from every offset are readable. The paged test is made once per block, not once per key: with one
+// K/V head nothing shares this per-block work.
+HWY_INLINE void BlockOffsets(const KvSource& kv, std::int64_t seq_stride, std::int64_t page_stride, std::int64_t j,
+                             std::int64_t n, std::int64_t* HWY_RESTRICT offset) {
+  if (n == 0) return;
+  if (kv.page_size == 0) {
+    for (std::int64_t c = 0; c < n; ++c) offset[c] = (j + c) * seq_stride;
+  } else {
+    for (std::int64_t c = 0; c < n; ++c) {
+      offset[c] = kv.pages[(j + c) / kv.page_size] * page_stride + ((j + c) % kv.page_size) * seq_stride;
+    }
+  }
+  std::fill(offset + n, offset + kBc, offset[0]);
 }
 
 // Lines of the next block's V that the softmax of one row requests (AttendChunk).
@@ -145,8 +151,6 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   std::fill(x.m, x.m + H * R, kNegInf);
   std::fill(x.l, x.l + H * R, 0.0f);
   std::fill(x.O, x.O + H * R * dv_pad, 0.0f);
-  std::fill(x.K, x.K + kBc * d_pad, 0.0f);  // widened K and V blocks: rows past a short block stay finite
-  std::fill(x.V, x.V + kBc * dv_pad, 0.0f);
   // Q_r pre-scaled by s, so that a block no mask or modifier touches needs nothing more than Q K_jᵀ; the
   // other blocks apply the rest of ModifiedScore with scale 1.
   for (std::int64_t row = 0; row < H * R; ++row) {
@@ -170,6 +174,10 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   constexpr bool kQuantized = std::is_same_v<T, std::int8_t> || std::is_same_v<T, Fp8E4M3>;
   const KvScales& scales = t.scales;
   const bool widen = d % N != 0 || dv % N != 0 || (kQuantized && scales.group_size != d);
+  if (widen) {  // the widened K and V blocks: rows past a short block stay finite
+    std::fill(x.K, x.K + kBc * d_pad, 0.0f);
+    std::fill(x.V, x.V + kBc * dv_pad, 0.0f);
+  }
   std::int64_t scale_offset[kBc];            // offsets of the block's key scales (K/V head 0), quantized
   alignas(64) float k_scale_h[kBc];           // one head's per-key scales, quantized (0 past `cols`)
   alignas(64) float v_scale_h[kBc];
@@ -219,11 +227,9 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   for (std::int64_t j0 = t.j_begin; j0 < t.j_end; j0 += kBc) {
     const std::int64_t cols = std::min(kBc, t.j_end - j0);
     const std::int64_t next_cols = std::clamp<std::int64_t>(t.j_end - j0 - kBc, 0, kBc);
-    for (std::int64_t c = 0; c < cols; ++c) offset[c] = KeyOffset(kv, j0 + c);  // through the pages if paged
-    for (std::int64_t c = 0; c < next_cols; ++c) next_offset[c] = KeyOffset(kv, j0 + kBc + c);
-    if constexpr (kQuantized) {
-      for (std::int64_t c = 0; c < cols; ++c) scale_offset[c] = ScaleOffset(kv, scales, j0 + c);
-    }
+    BlockOffsets(kv, kv.seq_stride, kv.page_stride, j0, cols, offset);
+    BlockOffsets(kv, kv.seq_stride, kv.page_stride, j0 + kBc, next_cols, next_offset);
+    if constexpr (kQuantized) BlockOffsets(kv, scales.seq_stride, scales.page_stride, j0, cols, scale_offset);
     // Whether every row sees every key of the block (the window covers [j0, j0 + cols)), and so whether
     // the block's scores need nothing but Q K_jᵀ.
     const bool block_seen_whole =
@@ -238,9 +244,11 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
     if (!widen || integer_scores) {  // K/V head 0's rows; keys past `cols` repeat a real row (past the last
                                      // block, K_next = K)
       for (std::int64_t c = 0; c < kBc; ++c) {
-        K[c] = k_base + offset[c < cols ? c : 0];
-        V[c] = v_base + offset[c < cols ? c : 0];
-        if (!whole_rows) K_next[c] = next_cols > 0 ? k_base + next_offset[c < next_cols ? c : 0] : K[c];
+        K[c] = k_base + offset[c];
+        V[c] = v_base + offset[c];
+      }
+      if (!whole_rows) {
+        for (std::int64_t c = 0; c < kBc; ++c) K_next[c] = next_cols > 0 ? k_base + next_offset[c] : K[c];
       }
       // As line `byte` of the K rows of keys [c0, c0 + keys) and head `head` is read: as many lines of the
       // next block's K, or the same lines of keys c0 + kBc …
@@ -252,7 +260,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
       };
       if constexpr (kInt8) {
         if (integer_scores) {
-          for (std::int64_t c = 0; c < kBc; ++c) k_scale[c] = scales.k + scale_offset[c < cols ? c : 0];
+          for (std::int64_t c = 0; c < kBc; ++c) k_scale[c] = scales.k + scale_offset[c];
           IntegerScoreBlock(q_int8, H, R, K, t.head_stride, k_scale, scales.head_stride, d, cols, x.S,
                             prefetch_lines);
         }
@@ -351,7 +359,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
       };
       if constexpr (kInt8) {
         if (integer_pv) {
-          for (std::int64_t c = 0; c < kBc; ++c) V_h[c] = v_base + offset[c < cols ? c : 0] + hk * t.head_stride;
+          for (std::int64_t c = 0; c < kBc; ++c) V_h[c] = v_base + offset[c] + hk * t.head_stride;
           if (widen) {
             IntegerAccumulateBlock(S_h, v_scale_h, x.alpha, V_h, kIntegerPvReadsRawRows ? nullptr : V_wide, R, cols,
                                    dv, dv_pad, O_h, x.pv, [](std::int64_t, std::int64_t) {});
