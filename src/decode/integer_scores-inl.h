@@ -258,17 +258,45 @@ HWY_INLINE std::int32_t GroupDot(const std::int8_t* q, const std::int8_t* k, std
 #endif
 
 // Quantizes the H·R float rows Q (ldq apart; s·q, already pre-scaled) into x: per group of g features,
-// scale = max|q| / 127 and q / scale rounded to nearest even (QuantizeRow, as a per-token cache row). A row
-// group holding an inf or a NaN gets a NaN scale, so that its scores are NaN as they would be in float32.
+// scale = max|q| / 127 and q / scale rounded to nearest even, the bytes and scales QuantizeRow gives a per-token
+// cache row (the same divisions and roundings), a vector at a time: element by element they took a quarter of
+// the time of a chunk of 512 keys (8 K/V heads of 4 rows). A group holding an inf or a NaN gets a NaN scale, so
+// that its scores are NaN as they would be in float32.
 inline void QuantizeQueryRows(const float* Q, std::int64_t H, std::int64_t R, std::int64_t ldq, std::int64_t d,
                               QueryInt8& x) {
+  const DF df;
+  const hn::Rebind<std::int8_t, DF> d8;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df)), g = x.g;
+  const VF limit = hn::Set(df, 127.0f);
   for (std::int64_t i = 0; i < H * R; ++i) {
     const float* row = Q + i * ldq;
     std::int8_t* q = x.q + i * x.stride;
-    QuantizeRow(row, d, CacheElement::kInt8, ScaleGranularity::kPerToken, x.g, x.scale + i * x.groups,
-                reinterpret_cast<std::uint8_t*>(q));
-    for (std::int64_t e = 0; e < d; ++e) {
-      if (!std::isfinite(row[e])) x.scale[i * x.groups + e / x.g] = std::numeric_limits<float>::quiet_NaN();
+    for (std::int64_t e0 = 0; e0 < d; e0 += g) {
+      const std::int64_t end = e0 + g, vectors_end = e0 + g / N * N;
+      VF max_abs = hn::Zero(df);
+      auto finite = hn::IsFinite(max_abs);
+      for (std::int64_t e = e0; e < vectors_end; e += N) {
+        const VF v = hn::LoadU(df, row + e);
+        max_abs = hn::Max(max_abs, hn::Abs(v));
+        finite = hn::And(finite, hn::IsFinite(v));
+      }
+      float group_max = hn::GetLane(hn::MaxOfLanes(df, max_abs));
+      bool all_finite = hn::AllTrue(df, finite);
+      for (std::int64_t e = vectors_end; e < end; ++e) {
+        group_max = std::max(group_max, std::fabs(row[e]));
+        all_finite = all_finite && std::isfinite(row[e]);
+      }
+      const float scale = group_max / QuantMax(CacheElement::kInt8);
+      x.scale[i * x.groups + e0 / g] = all_finite ? scale : std::numeric_limits<float>::quiet_NaN();
+      // EncodeQuantized: 0 for an all-zero group, else q / scale within ±127, to nearest even
+      const VF divisor = hn::Set(df, scale);
+      for (std::int64_t e = e0; e < vectors_end; e += N) {
+        const VF v = scale == 0.0f ? hn::Zero(df) : hn::Div(hn::LoadU(df, row + e), divisor);
+        hn::StoreU(hn::DemoteTo(d8, hn::NearestInt(hn::Min(hn::Max(v, hn::Neg(limit)), limit))), d8, q + e);
+      }
+      for (std::int64_t e = vectors_end; e < end; ++e) {
+        q[e] = static_cast<std::int8_t>(EncodeQuantized(row[e], scale, CacheElement::kInt8));
+      }
     }
     std::fill(q + d, q + x.stride, std::int8_t{0});
   }
