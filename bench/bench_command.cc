@@ -149,9 +149,10 @@ void RunBench(const BenchOptions& options, std::ostream& out) {
   limits.peak = measure::MeasureFmaPeak(cases.front().threads);
   RunOptions run = options.run;
   if (std::any_of(cases.begin(), cases.end(), [](const BenchCase& c) { return c.mode == Mode::kDecode; })) {
-    limits.bandwidth = measure::MeasureBandwidth(cases.front().threads, measure::MainMemoryBytes());
+    const std::int64_t main_memory_bytes = measure::MainMemoryBytes();
+    limits.bandwidth = measure::MeasureBandwidth(cases.front().threads, main_memory_bytes);
     if (!options.warm_cache)
-      run.evictor = std::make_shared<measure::CacheEvictor>(measure::MainMemoryBytes(), cases.front().threads);
+      run.evictor = std::make_shared<measure::CacheEvictor>(main_memory_bytes, cases.front().threads);
   }
   if (!options.json) {
     out << "FMA peak: " << limits.peak.gflops << " GFLOP/s on " << limits.peak.threads << " threads ("

@@ -164,7 +164,7 @@ TEST(Bandwidth, KernelsComputeTheSumAndTheTriadOnTheirRange) {
 
 // The bandwidth must come from memory, not from an L3 that holds the whole array.
 TEST(Bandwidth, MainMemoryArraysOutgrowTheL3) {
-  EXPECT_EQ(measure::MainMemoryBytes(0), std::int64_t{128} << 20);  // L3 unknown: MeasureBandwidth's default
+  EXPECT_EQ(measure::MainMemoryBytes(0), std::int64_t{128} << 20);  // L3 unknown: the floor
   EXPECT_EQ(measure::MainMemoryBytes(std::int64_t{32} << 20), std::int64_t{128} << 20);  // Zen 3
   EXPECT_EQ(measure::MainMemoryBytes(std::int64_t{260} << 20), std::int64_t{520} << 20);  // a Xeon
   const std::int64_t l3 = DetectedCpuCaches().l3.bytes;

@@ -47,13 +47,13 @@ struct Bandwidth {
   std::int64_t array_bytes = 0;  // size of each array
 };
 
-// Both kernels on `threads` threads over arrays of `array_bytes` each (default 128 MiB: 4× a 32 MiB L3), the
-// whole parallel region timed; the best of `trials` is kept (STREAM's rule: the slower ones are the ones
-// other jobs disturbed).
-Bandwidth MeasureBandwidth(int threads, std::int64_t array_bytes = std::int64_t{128} << 20, int trials = 20);
+// Both kernels on `threads` threads over arrays of `array_bytes` each (MainMemoryBytes() to measure main
+// memory), the whole parallel region timed; the best of `trials` is kept (STREAM's rule: the slower ones are
+// the ones other jobs disturbed).
+Bandwidth MeasureBandwidth(int threads, std::int64_t array_bytes, int trials = 20);
 
-// Bytes that a read cannot keep in the caches of a CPU with an L3 of `l3_bytes`: 128 MiB (MeasureBandwidth's
-// default), or twice the L3 when that is larger. A 260 MiB L3 holds a 128 MiB array, and the "main-memory"
+// Bytes that a read cannot keep in the caches of a CPU with an L3 of `l3_bytes`: 128 MiB (4× a 32 MiB L3),
+// or twice the L3 when that is larger. A 260 MiB L3 holds a 128 MiB array, and the "main-memory"
 // rate read from it again and again is the L3's, about twice the DRAM's.
 std::int64_t MainMemoryBytes(std::int64_t l3_bytes);
 // The same for this CPU's detected L3.
