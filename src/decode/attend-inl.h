@@ -145,8 +145,9 @@ class RegionPrefetch {
   }
   void Next(std::int64_t lines) {
     const char*& next = next_[part_];
-    const char* const end = std::min(next + 64 * lines, end_[part_]);
-    for (; next < end; next += 64) PrefetchLineToL2(next);
+    const std::int64_t requests = std::min(lines, (end_[part_] - next) / 64);
+    for (std::int64_t line = 0; line < requests; ++line) PrefetchLineToL2(next + 64 * line);
+    next += 64 * requests;
     if (++part_ == parts_) part_ = 0;
   }
 
@@ -227,10 +228,9 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   // accumulation was slower). When the task's heads fill each key's row of a contiguous cache, a block of
   // keys is one region of memory, and its lines are requested in address order, in up to four parts side by
   // side (RegionPrefetch), which beat requesting them row by row in the order the tiles read them (head by
-  // head, rows 2 KiB apart). The
-  // softmax between the two phases then requests kSoftmaxRowRequests lines of the next block's V per row
-  // (the accumulation requests the rest), so that requests go out while it runs too. Otherwise (paged, or a
-  // (head, seq, dim) cache) the rows of the next block are requested row by row.
+  // head, rows 2 KiB apart). The softmax between the two phases then requests kSoftmaxRowRequests lines of
+  // the next block's V per row (the accumulation requests the rest), so that requests go out while it runs
+  // too. Otherwise (paged, or a (head, seq, dim) cache) the rows of the next block are requested row by row.
   // The measurements are in docs/performance.md.
   // Widened, a block is done head after head: while one (block, head) unit is computed, the K and V rows of
   // the unit `ahead` units later (2, or the next block when there is one head) are requested.
