@@ -220,24 +220,24 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   for (std::int64_t r = 0; r < H * R; ++r) slopes = slopes || t.slope[r] != 0.0f;
   const bool plain_mods = R > 0 && t.softcap == 0.0f && !slopes;  // R = 0: no diagonals to test
 
-  // Software prefetch. Read straight from the cache, a block's scores go key group by key group over every
-  // head (ScoreBlock); as each line of a K row is read, one line of the next block's K is requested into
-  // L2, and as the accumulation reads V rows, lines of the next block's V: demand misses alone leave the
-  // core idle while it waits. Each phase requests lines of its own tensor so that requests go out all the
-  // time at the pace rows are read (requesting K and V both during the scores and none during the
-  // accumulation was slower). When the task's heads fill each key's row of a contiguous cache, a block of
-  // keys is one region of memory, and its lines are requested in address order, in up to four parts side by
-  // side (RegionPrefetch), which beat requesting them row by row in the order the tiles read them (head by
-  // head, rows 2 KiB apart). The softmax between the two phases then requests kSoftmaxRowRequests lines of
-  // the next block's V per row (the accumulation requests the rest), so that requests go out while it runs
-  // too. Otherwise (paged, or a (head, seq, dim) cache) the rows of the next block are requested row by row.
+  // Software prefetch. Read straight from the cache, a block's scores go key group by key group over every head
+  // (ScoreBlock); as each line of a K row is read, one line of the next block's K is requested into L2, and as the
+  // accumulation reads V rows, lines of the next block's V: demand misses alone leave the core idle while it waits.
+  // Each phase requests lines of its own tensor so that requests go out all the time at the pace rows are read
+  // (requesting K and V both during the scores and none during the accumulation was slower). When the task's heads
+  // fill each key's row of a contiguous cache, or of a page that holds the whole block, a block of keys is one region
+  // of memory, and its lines are requested in address order, in up to four parts side by side (RegionPrefetch), which
+  // beat requesting them row by row in the order the tiles read them (head by head, rows 2 KiB apart). The softmax
+  // between the two phases then requests kSoftmaxRowRequests lines of the next block's V per row (the accumulation
+  // requests the rest), so that requests go out while it runs too. Otherwise (a block across pages, or a (head, seq,
+  // dim) cache) the next block's rows are requested row by row.
   // The measurements are in docs/performance.md.
   // Widened, a block is done head after head: while one (block, head) unit is computed, the K and V rows of
   // the unit `ahead` units later (2, or the next block when there is one head) are requested.
   const std::int64_t ahead = H >= 2 ? 2 : 1;
   const bool prefetch_widened = H >= 2 || kv.page_size != 0 || kv.seq_stride != d;
   const std::int64_t row_bytes = d * static_cast<std::int64_t>(sizeof(T));
-  const bool whole_rows = kv.page_size == 0 && kv.seq_stride == H * t.head_stride;
+  const bool rows_fill_heads = kv.seq_stride == H * t.head_stride;  // each key's rows of the task's heads
 
   for (std::int64_t j0 = t.j_begin; j0 < t.j_end; j0 += kBc) {
     const std::int64_t cols = std::min(kBc, t.j_end - j0);
@@ -250,11 +250,15 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
     const bool block_seen_whole =
         R > 0 && t.band.Sees(diag_max, j0) && t.band.Sees(diag_min, j0 + cols - 1);
     const bool full_block = plain_mods && block_seen_whole;
+    // Whether the next block's keys, if any, are one region of memory: a contiguous cache, or one page
+    const bool next_in_one_page =
+        kv.page_size == 0 || next_cols == 0 || (j0 + kBc) / kv.page_size == (j0 + kBc + next_cols - 1) / kv.page_size;
+    const bool whole_rows = rows_fill_heads && next_in_one_page;
     RegionPrefetch next_k, next_v;  // the next block, when it is one region
     if (whole_rows && next_cols > 0) {
       const std::int64_t bytes = next_cols * kv.seq_stride * static_cast<std::int64_t>(sizeof(T));
-      next_k = RegionPrefetch(k_base + (j0 + kBc) * kv.seq_stride, bytes);
-      next_v = RegionPrefetch(v_base + (j0 + kBc) * kv.seq_stride, bytes);
+      next_k = RegionPrefetch(k_base + next_offset[0], bytes);
+      next_v = RegionPrefetch(v_base + next_offset[0], bytes);
     }
     if (!widen || integer_scores) {  // K/V head 0's rows; keys past `cols` repeat a real row (past the last
                                      // block, K_next = K)
