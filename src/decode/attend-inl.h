@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "common/constants.h"
 #include "common/prefetch.h"
@@ -181,7 +182,11 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
     q_int8.g = t.scales.group_size;
     QuantizeQueryRows(x.Q, H, R, d_pad, d, q_int8);
   }
-  std::int64_t offset[kBc], next_offset[kBc];  // element offsets of the block's key rows (K/V head 0)
+  // Element offsets of the block's key rows (K/V head 0) and of the next block's, which are the block's on the
+  // next pass
+  std::int64_t block_offsets[2][kBc];
+  std::int64_t* offset = block_offsets[0];
+  std::int64_t* next_offset = block_offsets[1];
   // K and V rows are read straight from the cache when every feature is in a whole vector, even when R rows
   // take several register tiles: the tiles of one key group (ScoreBlock) or of one block (AccumulateBlock)
   // follow each other, so the rows a second tile reads are in L1 (faster than widening them first:
@@ -237,12 +242,13 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   const std::int64_t ahead = H >= 2 ? 2 : 1;
   const bool prefetch_widened = H >= 2 || kv.page_size != 0 || kv.seq_stride != d;
   const std::int64_t row_bytes = d * static_cast<std::int64_t>(sizeof(T));
-  const bool rows_fill_heads = kv.seq_stride == H * t.head_stride;  // each key's rows of the task's heads
+  const bool rows_fill_heads = kv.seq_stride == H * t.head_stride;  // the task's heads fill each key's row
 
+  BlockOffsets(kv, kv.seq_stride, kv.page_stride, t.j_begin, std::clamp<std::int64_t>(t.j_end - t.j_begin, 0, kBc),
+               offset);
   for (std::int64_t j0 = t.j_begin; j0 < t.j_end; j0 += kBc) {
     const std::int64_t cols = std::min(kBc, t.j_end - j0);
     const std::int64_t next_cols = std::clamp<std::int64_t>(t.j_end - j0 - kBc, 0, kBc);
-    BlockOffsets(kv, kv.seq_stride, kv.page_stride, j0, cols, offset);
     BlockOffsets(kv, kv.seq_stride, kv.page_stride, j0 + kBc, next_cols, next_offset);
     if constexpr (kQuantized) BlockOffsets(kv, scales.seq_stride, scales.page_stride, j0, cols, scale_offset);
     // Whether every row sees every key of the block (the window covers [j0, j0 + cols)), and so whether
@@ -253,9 +259,9 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
     // Whether the next block's keys, if any, are one region of memory: a contiguous cache, or one page
     const bool next_in_one_page =
         kv.page_size == 0 || next_cols == 0 || (j0 + kBc) / kv.page_size == (j0 + kBc + next_cols - 1) / kv.page_size;
-    const bool whole_rows = rows_fill_heads && next_in_one_page;
+    const bool next_is_region = rows_fill_heads && next_in_one_page;
     RegionPrefetch next_k, next_v;  // the next block, when it is one region
-    if (whole_rows && next_cols > 0) {
+    if (next_is_region && next_cols > 0) {
       const std::int64_t bytes = next_cols * kv.seq_stride * static_cast<std::int64_t>(sizeof(T));
       next_k = RegionPrefetch(k_base + next_offset[0], bytes);
       next_v = RegionPrefetch(v_base + next_offset[0], bytes);
@@ -266,13 +272,13 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         K[c] = k_base + offset[c];
         V[c] = v_base + offset[c];
       }
-      if (!whole_rows) {
+      if (!next_is_region) {
         for (std::int64_t c = 0; c < kBc; ++c) K_next[c] = next_cols > 0 ? k_base + next_offset[c] : K[c];
       }
       // As line `byte` of the K rows of keys [c0, c0 + keys) and head `head` is read: as many lines of the
       // next block's K, or the same lines of keys c0 + kBc …
       const auto prefetch_lines = [&](std::int64_t c0, std::int64_t keys, std::int64_t head, std::int64_t byte) {
-        if (whole_rows) return next_k.Next(keys);
+        if (next_is_region) return next_k.Next(keys);
         for (std::int64_t c = c0; c < c0 + keys; ++c) {
           PrefetchLineToL2(reinterpret_cast<const char*>(K_next[c] + head) + byte);
         }
@@ -352,7 +358,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
           }
         }
         std::fill(S_r + cols, S_r + kBc, kNegInf);
-        if (whole_rows && !widen) next_v.Next(kSoftmaxRowRequests);
+        if (next_is_region && !widen) next_v.Next(kSoftmaxRowRequests);
         x.alpha[r] = OnlineSoftmaxRow<SumUpdate::kFusedMultiplyAdd>(S_r, kBc, m_h[r], l_h[r]);
       }
       // P̃_j·scale_v[j], after l took the unscaled P̃_j (integer P̃ V scales them as it rounds them)
@@ -371,7 +377,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
       // Read straight, as many lines of the next block's V as the keys [c0, c0 + keys) take, or the V rows of
       // the same keys and head one block later
       const auto prefetch_next_v = [&](std::int64_t c0, std::int64_t keys) {
-        if (whole_rows) return next_v.Next(((c0 + keys) * row_bytes + 63) / 64 - (c0 * row_bytes + 63) / 64);
+        if (next_is_region) return next_v.Next(((c0 + keys) * row_bytes + 63) / 64 - (c0 * row_bytes + 63) / 64);
         for (std::int64_t c = c0; c < std::min(c0 + keys, next_cols); ++c) {
           PrefetchRowToL2(v_base + next_offset[c] + hk * t.head_stride, row_bytes);
         }
@@ -396,6 +402,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         accumulate(V_h, dv, prefetch_next_v);  // pass by pass
       }
     }
+    std::swap(offset, next_offset);
   }
   for (std::int64_t row = 0; row < H * R; ++row) {
     float* O_row = x.O + row * dv_pad;
