@@ -400,6 +400,43 @@ TEST(DecodeQuantized, EveryTargetWithinTwiceTheFloat32PathsErrorOfTheOracle) {
       }
 }
 
+// Every FP8 E4M3 code reads as its value in the scores and in the output, on every target: one cached key
+// whose K row holds the codes in order and whose V row holds them in reverse (d = 256; the NaN patterns,
+// which nothing writes, replaced by 0), scales of 1, and 256 query rows, row n one-hot at feature n. With one
+// key each row's LSE is its score, k[n], and its output is V's row.
+TEST(DecodeQuantized, EveryFp8CodeReadsAsItsValueOnEveryTarget) {
+  constexpr std::int64_t d = 256, rows = 16, heads = 16;  // rows·heads = d query rows on one K/V head
+  std::vector<std::uint8_t> k(d), v(d);
+  for (std::int64_t n = 0; n < d; ++n) k[n] = (n & 0x7f) == 0x7f ? 0 : static_cast<std::uint8_t>(n);
+  for (std::int64_t n = 0; n < d; ++n) v[n] = k[d - 1 - n];
+  std::vector<float> q(rows * heads * d, 0.0f);
+  for (std::int64_t n = 0; n < rows * heads; ++n) q[n * d + n] = 1.0f;  // row (i, h) = n = i·heads + h
+  float k_scale = 1.0f, v_scale = 1.0f;
+  const std::int32_t cached = 1;
+  DecodeParams p;
+  p.seqlen_q = rows, p.heads_q = heads, p.heads_kv = 1, p.head_dim = d, p.scale = 1.0f;
+  p.cache_element = CacheElement::kFp8E4M3, p.scale_granularity = ScaleGranularity::kPerTensor;
+  p.cache_seqlen_max = 1, p.cache_seqlens = &cached;
+  p.set_contiguous_strides();
+  p.q = q.data(), p.k_cache = k.data(), p.v_cache = v.data(), p.k_scale = &k_scale, p.v_scale = &v_scale;
+  for (const std::int64_t target : TargetsUnderTest()) {
+    simd::RestrictTargetForTest(target);
+    const Output out = Attend(p, false);
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const std::int64_t n = i * heads + h;
+        const float lse = out.lse[h * rows + i];  // LSE is (batch, Hq, Nq)
+        EXPECT_NEAR(lse, F32FromE4M3(k[n]), 1e-6 * std::fabs(F32FromE4M3(k[n])))
+            << "K code " << int(k[n]) << " on " << simd::TargetName(target);
+        for (std::int64_t e = 0; e < d; ++e) {
+          ASSERT_EQ(out.O[n * d + e], F32FromE4M3(v[e]))
+              << "V code " << int(v[e]) << ", row " << n << " on " << simd::TargetName(target);
+        }
+      }
+  }
+  simd::RestrictTargetForTest(0);
+}
+
 // q and o of any float type with any cache: within one rounding of the output type of the reference.
 TEST(DecodeQuantized, QueriesOfAnyFloatTypeOverAnyCache) {
   for (const DType dtype : {DType::kF32, DType::kF16, DType::kBF16})
