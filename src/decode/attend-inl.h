@@ -124,27 +124,28 @@ HWY_INLINE void BlockOffsets(const KvSource& kv, std::int64_t seq_stride, std::i
 // Lines of the next block's V that the softmax of one row requests (AttendChunk).
 inline constexpr std::int64_t kSoftmaxRowRequests = 4;
 
-// Requests the 64-byte lines of one contiguous region into L2, `lines` lines per Next(). The region is cut
-// into up to kMaxParts parts of at least a 4 KiB page each, every part requested in address order and the
-// calls going to the parts in turn: from main memory, requests walking one stream kept fewer lines in flight
-// than requests walking four side by side (docs/performance.md).
+// Requests the 64-byte lines of up to kMaxParts contiguous regions into L2, `lines` lines per Next(). Each
+// region is cut into parts of at least a 4 KiB page, kMaxParts in all at most, every part requested in
+// address order and the calls going to the parts in turn: from main memory, requests walking one stream kept
+// fewer lines in flight than requests walking four side by side (docs/performance.md).
 class RegionPrefetch {
  public:
   static constexpr std::int64_t kMaxParts = 4;
   static constexpr std::int64_t kMinPartLines = 64;
-  RegionPrefetch() = default;
-  RegionPrefetch(const void* begin, std::int64_t bytes) {
+  // The region of `bytes` at `begin`, in up to `max_parts` parts (as many as the regions added leave).
+  void AddRegion(const void* begin, std::int64_t bytes, std::int64_t max_parts) {
     const auto address = reinterpret_cast<std::uintptr_t>(begin);
     const std::int64_t lines = (static_cast<std::int64_t>(address % 64) + bytes + 63) / 64;
     const char* first = reinterpret_cast<const char*>(address / 64 * 64);
-    parts_ = std::clamp<std::int64_t>(lines / kMinPartLines, 1, kMaxParts);
-    const std::int64_t part_lines = (lines + parts_ - 1) / parts_;
-    for (std::int64_t k = 0; k < parts_; ++k) {
-      next_[k] = first + 64 * std::min(k * part_lines, lines);
-      end_[k] = first + 64 * std::min((k + 1) * part_lines, lines);
+    const std::int64_t parts = std::clamp<std::int64_t>(lines / kMinPartLines, 1, max_parts);
+    const std::int64_t part_lines = (lines + parts - 1) / parts;
+    for (std::int64_t k = 0; k < parts; ++k, ++parts_) {
+      next_[parts_] = first + 64 * std::min(k * part_lines, lines);
+      end_[parts_] = first + 64 * std::min((k + 1) * part_lines, lines);
     }
   }
   void Next(std::int64_t lines) {
+    if (parts_ == 0) return;
     const char*& next = next_[part_];
     const std::int64_t requests = std::min(lines, (end_[part_] - next) / 64);
     for (std::int64_t line = 0; line < requests; ++line) PrefetchLineToL2(next + 64 * line);
@@ -155,7 +156,7 @@ class RegionPrefetch {
  private:
   const char* next_[kMaxParts] = {};
   const char* end_[kMaxParts] = {};
-  std::int64_t parts_ = 1, part_ = 0;
+  std::int64_t parts_ = 0, part_ = 0;
 };
 
 // For each of `heads` K/V heads: R query rows × keys [j_begin, j_end) → normalized partial O and LSE (the
@@ -230,12 +231,12 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   // accumulation reads V rows, lines of the next block's V: demand misses alone leave the core idle while it waits.
   // Each phase requests lines of its own tensor so that requests go out all the time at the pace rows are read
   // (requesting K and V both during the scores and none during the accumulation was slower). When the task's heads
-  // fill each key's row of a contiguous cache, or of a page that holds the whole block, a block of keys is one region
-  // of memory, and its lines are requested in address order, in up to four parts side by side (RegionPrefetch), which
-  // beat requesting them row by row in the order the tiles read them (head by head, rows 2 KiB apart). The softmax
-  // between the two phases then requests kSoftmaxRowRequests lines of the next block's V per row (the accumulation
-  // requests the rest), so that requests go out while it runs too. Otherwise (a block across pages, or a (head, seq,
-  // dim) cache) the next block's rows are requested row by row.
+  // fill each key's row of a contiguous cache, a block of keys is one region of memory (of a paged cache, one per
+  // page it reaches), and its lines are requested in address order, in up to four parts side by side
+  // (RegionPrefetch), which beat requesting them row by row in the order the tiles read them (head by head, rows
+  // 2 KiB apart). The softmax between the two phases then requests kSoftmaxRowRequests lines of the next block's V
+  // per row (the accumulation requests the rest), so that requests go out while it runs too. Otherwise (a block
+  // across more than four pages, or a (head, seq, dim) cache) the next block's rows are requested row by row.
   // The measurements are in docs/performance.md.
   // Widened, a block is done head after head: while one (block, head) unit is computed, the K and V rows of
   // the unit `ahead` units later (2, or the next block when there is one head) are requested.
@@ -256,15 +257,20 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
     const bool block_seen_whole =
         R > 0 && t.band.Sees(diag_max, j0) && t.band.Sees(diag_min, j0 + cols - 1);
     const bool full_block = plain_mods && block_seen_whole;
-    // Whether the next block's keys, if any, are one region of memory: a contiguous cache, or one page
-    const bool next_in_one_page =
-        kv.page_size == 0 || next_cols == 0 || (j0 + kBc) / kv.page_size == (j0 + kBc + next_cols - 1) / kv.page_size;
-    const bool next_is_region = rows_fill_heads && next_in_one_page;
-    RegionPrefetch next_k, next_v;  // the next block, when it is one region
-    if (next_is_region && next_cols > 0) {
-      const std::int64_t bytes = next_cols * kv.seq_stride * static_cast<std::int64_t>(sizeof(T));
-      next_k = RegionPrefetch(k_base + next_offset[0], bytes);
-      next_v = RegionPrefetch(v_base + next_offset[0], bytes);
+    // Whether the next block's keys, if any, are a few regions of memory: a contiguous cache is one, a paged
+    // cache one per page the block reaches
+    const std::int64_t next_pages = kv.page_size == 0 || next_cols == 0
+                                        ? 1
+                                        : (j0 + kBc + next_cols - 1) / kv.page_size - (j0 + kBc) / kv.page_size + 1;
+    const bool next_is_region = rows_fill_heads && next_pages <= RegionPrefetch::kMaxParts;
+    RegionPrefetch next_k, next_v;  // the next block, when it is in regions
+    if (next_is_region) {
+      const std::int64_t key_bytes = kv.seq_stride * static_cast<std::int64_t>(sizeof(T));
+      for (std::int64_t c = 0, keys = 0; c < next_cols; c += keys) {  // the keys of one page at a time
+        keys = kv.page_size == 0 ? next_cols : std::min(next_cols - c, kv.page_size - (j0 + kBc + c) % kv.page_size);
+        next_k.AddRegion(k_base + next_offset[c], keys * key_bytes, RegionPrefetch::kMaxParts / next_pages);
+        next_v.AddRegion(v_base + next_offset[c], keys * key_bytes, RegionPrefetch::kMaxParts / next_pages);
+      }
     }
     if (!widen || integer_scores) {  // K/V head 0's rows; keys past `cols` repeat a real row (past the last
                                      // block, K_next = K)
