@@ -99,6 +99,11 @@ HWY_INLINE void PrefetchKey(const T* k_row, const T* v_row, std::int64_t row_byt
   PrefetchRow(v_row, row_bytes);
 }
 
+// The request callbacks of the tiles that do not carry the prefetches: (c0, keys, head, byte) for the lines of
+// a score tile, (c) for a key of the accumulation.
+inline constexpr auto kNoLineRequests = [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) {};
+inline constexpr auto kNoKeyRequests = [](std::int64_t) {};
+
 #if !FLASHATTN_DECODE_SIZELESS_VECTORS
 // S[r][c0 + c] = lane r·kC + c of `dots` for a tile of kR rows × kC keys (rows kBc apart), keys past `cols`
 // left out.
@@ -219,7 +224,6 @@ template <typename T, class PrefetchLines>
 HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::int64_t ldq, const T* const* K,
                            std::int64_t head_stride, std::int64_t width, std::int64_t cols, float* S,
                            const PrefetchLines& prefetch_lines) {
-  const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) {};
   ForEachScoreTile(H, R, cols, [&](auto kR, auto kC, std::int64_t h, std::int64_t row, std::int64_t c0,
                                    bool first) FLASHATTN_INLINE_LAMBDA {
     constexpr int kRows = decltype(kR)::value, kCols = decltype(kC)::value;
@@ -227,7 +231,7 @@ HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::
     if (first) {
       ScoreTile<kRows, kCols>(Q_row, ldq, K, h * head_stride, width, c0, cols, S + row * kBc, prefetch_lines);
     } else {
-      ScoreTile<kRows, kCols>(Q_row, ldq, K, h * head_stride, width, c0, cols, S + row * kBc, no_prefetch);
+      ScoreTile<kRows, kCols>(Q_row, ldq, K, h * head_stride, width, c0, cols, S + row * kBc, kNoLineRequests);
     }
   });
 }
@@ -292,10 +296,9 @@ HWY_INLINE void AccumulatePV(const float* HWY_RESTRICT P, const T* const* V, std
   std::int64_t e = 0;
 #if !FLASHATTN_DECODE_SIZELESS_VECTORS
   if constexpr (kLanes >= 16 && kR <= 4) {
-    const auto later = [](std::int64_t) {};
     for (; e + 4 * N <= width; e += 4 * N) {
       if (e == 0) AccumulateWideSlice<kR>(P, V, cols, e, O, ldo, prefetch_key);
-      else AccumulateWideSlice<kR>(P, V, cols, e, O, ldo, later);
+      else AccumulateWideSlice<kR>(P, V, cols, e, O, ldo, kNoKeyRequests);
     }
   }
 #endif
@@ -353,11 +356,10 @@ HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* con
     const std::int64_t keys = std::min(pass_keys, cols - c0);
     // the pass's prefetches go out key by key with its first tile of rows
     const auto first = [&](std::int64_t c) FLASHATTN_INLINE_LAMBDA { prefetch_pass(c0 + c, 1); };
-    const auto later = [](std::int64_t) {};
     const auto tile = [&](auto kR, std::int64_t r) FLASHATTN_INLINE_LAMBDA {
       constexpr int kRows = decltype(kR)::value;
       if (r == 0) AccumulatePV<kRows>(P + r * kBc + c0, V + c0, keys, width, O + r * ldo, ldo, first);
-      else AccumulatePV<kRows>(P + r * kBc + c0, V + c0, keys, width, O + r * ldo, ldo, later);
+      else AccumulatePV<kRows>(P + r * kBc + c0, V + c0, keys, width, O + r * ldo, ldo, kNoKeyRequests);
     };
     std::int64_t r = 0;
     if constexpr (kMaxAccumulateRows == 8) {

@@ -250,7 +250,6 @@ HWY_INLINE void IntegerAccumulateBlock(float* P, const float* v_scale, const flo
   (void)V_wide;
   const std::int64_t keys = RoundUp(cols, std::int64_t{4});  // u is 0 past cols
   const auto first_reads = [&](std::int64_t c) { prefetch_pass(c, std::min<std::int64_t>(4, cols - c)); };
-  const auto later_reads = [](std::int64_t) {};
   for (std::int64_t e0 = 0; e0 < dv; e0 += 64) {
     std::int64_t r = 0;
     const auto slice = [&](auto kR) FLASHATTN_INLINE_LAMBDA {
@@ -259,7 +258,7 @@ HWY_INLINE void IntegerAccumulateBlock(float* P, const float* v_scale, const flo
       const float *alpha_r = alpha + r, *factor_r = x.factor + r;
       float* O_r = O + r * dv_pad;
       if (e0 == 0 && r == 0) IntegerPvSlice<kRows>(u, V, keys, e0, dv, dv_pad, alpha_r, factor_r, O_r, first_reads);
-      else IntegerPvSlice<kRows>(u, V, keys, e0, dv, dv_pad, alpha_r, factor_r, O_r, later_reads);
+      else IntegerPvSlice<kRows>(u, V, keys, e0, dv, dv_pad, alpha_r, factor_r, O_r, kNoKeyRequests);
     };
     for (; r + 4 <= R; r += 4) slice(std::integral_constant<int, 4>());
     for (; r < R; ++r) slice(std::integral_constant<int, 1>());
@@ -269,7 +268,6 @@ HWY_INLINE void IntegerAccumulateBlock(float* P, const float* v_scale, const flo
   const std::int64_t keys = RoundUp(cols, std::int64_t{2});  // u is 0 past cols
   const std::int64_t paired_end = dv / 16 * 16;
   const auto first_reads = [&](std::int64_t c) { prefetch_pass(c, std::min<std::int64_t>(2, cols - c)); };
-  const auto later_reads = [](std::int64_t) {};
   if (paired_end == 0) prefetch_pass(0, cols);
   for (std::int64_t e0 = 0; e0 < paired_end; e0 += 16) {
     std::int64_t r = 0;
@@ -278,7 +276,7 @@ HWY_INLINE void IntegerAccumulateBlock(float* P, const float* v_scale, const flo
       const std::uint16_t* u = x.u + r * kBc;
       float* O_r = O + r * dv_pad;
       if (e0 == 0 && r == 0) PairedPvSlice<kRows>(u, V, keys, e0, alpha + r, x.factor + r, O_r, dv_pad, first_reads);
-      else PairedPvSlice<kRows>(u, V, keys, e0, alpha + r, x.factor + r, O_r, dv_pad, later_reads);
+      else PairedPvSlice<kRows>(u, V, keys, e0, alpha + r, x.factor + r, O_r, dv_pad, kNoKeyRequests);
     };
     for (; r + kPairRows <= R; r += kPairRows) slice(std::integral_constant<int, kPairRows>());
     for (; r < R; ++r) slice(std::integral_constant<int, 1>());

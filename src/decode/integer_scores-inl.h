@@ -347,7 +347,6 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
 #elif HWY_TARGET == HWY_AVX3_DL
   constexpr int kKeys = 8;
   static_assert(kBc % kKeys == 0, "whole groups of keys in a block");
-  const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) {};
   // As ForEachScoreTile walks: kLanes keys for every head, in groups of kKeys keys per block of rows. Keys past
   // `cols` are computed (their rows repeat a real one); with one group their scores are stored too, into the
   // block's columns that the softmax sets to −∞. The first block of rows carries the prefetches.
@@ -358,7 +357,7 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
       for (std::int64_t group = 0; group < x.groups; ++group) {
         VF dots[kBlocks][kKeys / 4];
         if (i == 0) BroadcastDots<kKeys, kBlocks>(x, h, i, K, c0, h * head_stride, group, prefetch_lines, dots);
-        else BroadcastDots<kKeys, kBlocks>(x, h, i, K, c0, h * head_stride, group, no_prefetch, dots);
+        else BroadcastDots<kKeys, kBlocks>(x, h, i, K, c0, h * head_stride, group, kNoLineRequests, dots);
         for (int n = 0; n < kBlocks; ++n) {
           const std::int64_t first = (i + n) * kBlockRows, row0 = h * R + first;
           const std::int64_t rows = std::min(kBlockRows, R - first);
@@ -384,14 +383,13 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
       if (i < x.row_groups) row_blocks(std::integral_constant<int, 1>(), g0, h, i);
     }
 #else
-  const auto no_prefetch = [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) {};
   // keys past `cols` computed, not stored; the first tile of rows carries the prefetches
   ForEachScoreTile(H, R, cols, [&](auto kR, auto kC, std::int64_t h, std::int64_t row0, std::int64_t c0,
                                    bool first) FLASHATTN_INLINE_LAMBDA {
     constexpr int kRows = decltype(kR)::value, kCols = decltype(kC)::value;
     const auto dot_tile = [&](std::int64_t group) FLASHATTN_INLINE_LAMBDA {
       if (first) return IntegerDotTile<kRows, kCols>(x, row0, K, c0, h * head_stride, group, prefetch_lines);
-      return IntegerDotTile<kRows, kCols>(x, row0, K, c0, h * head_stride, group, no_prefetch);
+      return IntegerDotTile<kRows, kCols>(x, row0, K, c0, h * head_stride, group, kNoLineRequests);
     };
     if (x.groups == 1) {
       StoreDotTile<kRows, kCols>(dot_tile(0), c0, cols, S + row0 * kBc);
@@ -409,7 +407,6 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
 #endif
   for (std::int64_t h = 0; h < H; ++h) scale_head(h);
 }
-
 
 }  // namespace flashattn::HWY_NAMESPACE::decode_kernel
 HWY_AFTER_NAMESPACE();
