@@ -132,12 +132,12 @@ class RegionPrefetch {
  public:
   static constexpr std::int64_t kMaxParts = 4;
   static constexpr std::int64_t kMinPartLines = 64;
-  // The region of `bytes` at `begin`, in up to `max_parts` parts (as many as the regions added leave).
-  void AddRegion(const void* begin, std::int64_t bytes, std::int64_t max_parts) {
+  // Adds the region of `bytes` at `begin`, one of `regions` (at most kMaxParts) that share the parts.
+  void AddRegion(const void* begin, std::int64_t bytes, std::int64_t regions) {
     const auto address = reinterpret_cast<std::uintptr_t>(begin);
     const std::int64_t lines = (static_cast<std::int64_t>(address % 64) + bytes + 63) / 64;
     const char* first = reinterpret_cast<const char*>(address / 64 * 64);
-    const std::int64_t parts = std::clamp<std::int64_t>(lines / kMinPartLines, 1, max_parts);
+    const std::int64_t parts = std::clamp<std::int64_t>(lines / kMinPartLines, 1, kMaxParts / regions);
     const std::int64_t part_lines = (lines + parts - 1) / parts;
     for (std::int64_t k = 0; k < parts; ++k, ++parts_) {
       next_[parts_] = first + 64 * std::min(k * part_lines, lines);
@@ -262,14 +262,14 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
     const std::int64_t next_pages = kv.page_size == 0 || next_cols == 0
                                         ? 1
                                         : (j0 + kBc + next_cols - 1) / kv.page_size - (j0 + kBc) / kv.page_size + 1;
-    const bool next_is_region = rows_fill_heads && next_pages <= RegionPrefetch::kMaxParts;
+    const bool next_in_regions = rows_fill_heads && next_pages <= RegionPrefetch::kMaxParts;
     RegionPrefetch next_k, next_v;  // the next block, when it is in regions
-    if (next_is_region) {
+    if (next_in_regions) {
       const std::int64_t key_bytes = kv.seq_stride * static_cast<std::int64_t>(sizeof(T));
       for (std::int64_t c = 0, keys = 0; c < next_cols; c += keys) {  // the keys of one page at a time
         keys = kv.page_size == 0 ? next_cols : std::min(next_cols - c, kv.page_size - (j0 + kBc + c) % kv.page_size);
-        next_k.AddRegion(k_base + next_offset[c], keys * key_bytes, RegionPrefetch::kMaxParts / next_pages);
-        next_v.AddRegion(v_base + next_offset[c], keys * key_bytes, RegionPrefetch::kMaxParts / next_pages);
+        next_k.AddRegion(k_base + next_offset[c], keys * key_bytes, next_pages);
+        next_v.AddRegion(v_base + next_offset[c], keys * key_bytes, next_pages);
       }
     }
     if (!widen || integer_scores) {  // K/V head 0's rows; keys past `cols` repeat a real row (past the last
@@ -278,13 +278,13 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         K[c] = k_base + offset[c];
         V[c] = v_base + offset[c];
       }
-      if (!next_is_region) {
+      if (!next_in_regions) {
         for (std::int64_t c = 0; c < kBc; ++c) K_next[c] = next_cols > 0 ? k_base + next_offset[c] : K[c];
       }
       // As line `byte` of the K rows of keys [c0, c0 + keys) and head `head` is read: as many lines of the
       // next block's K, or the same lines of keys c0 + kBc …
       const auto prefetch_lines = [&](std::int64_t c0, std::int64_t keys, std::int64_t head, std::int64_t byte) {
-        if (next_is_region) return next_k.Next(keys);
+        if (next_in_regions) return next_k.Next(keys);
         for (std::int64_t c = c0; c < c0 + keys; ++c) {
           PrefetchLineToL2(reinterpret_cast<const char*>(K_next[c] + head) + byte);
         }
@@ -364,7 +364,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
           }
         }
         std::fill(S_r + cols, S_r + kBc, kNegInf);
-        if (next_is_region && !widen) next_v.Next(kSoftmaxRowRequests);
+        if (next_in_regions && !widen) next_v.Next(kSoftmaxRowRequests);
         x.alpha[r] = OnlineSoftmaxRow<SumUpdate::kFusedMultiplyAdd>(S_r, kBc, m_h[r], l_h[r]);
       }
       // P̃_j·scale_v[j], after l took the unscaled P̃_j (integer P̃ V scales them as it rounds them)
@@ -383,7 +383,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
       // Read straight, as many lines of the next block's V as the keys [c0, c0 + keys) take, or the V rows of
       // the same keys and head one block later
       const auto prefetch_next_v = [&](std::int64_t c0, std::int64_t keys) {
-        if (next_is_region) return next_v.Next(((c0 + keys) * row_bytes + 63) / 64 - (c0 * row_bytes + 63) / 64);
+        if (next_in_regions) return next_v.Next(((c0 + keys) * row_bytes + 63) / 64 - (c0 * row_bytes + 63) / 64);
         for (std::int64_t c = c0; c < std::min(c0 + keys, next_cols); ++c) {
           PrefetchRowToL2(v_base + next_offset[c] + hk * t.head_stride, row_bytes);
         }
