@@ -2,7 +2,7 @@
 // block is requested in software (docs/quantized_cache.md, "What limits the bandwidth").
 //
 //   g++ -O2 -mavx2 -mfma -fopenmp scripts/overlap_probe.cc -o /tmp/overlap_probe
-//   /tmp/overlap_probe [THREADS=2] [ROW_BYTES=128] [WORK=8] [HINT=t1] [MEMORY_MIB=128]
+//   /tmp/overlap_probe [THREADS=2] [ROW_BYTES=128] [WORK=8] [HINT=t1] [MEMORY_MIB=128] [PARTS=4]
 //
 // Each thread walks a K and a V buffer of its own, laid out as a (seq, head, dim) cache of 8 K/V heads with rows
 // of ROW_BYTES, in blocks of 32 keys: every row is read once, and each row read is followed by WORK rounds of 8
@@ -16,7 +16,9 @@
 //            1 KiB apart), V head by head (the accumulation's: a head's 32 rows, then the next head's)
 // each with no software requests (the hardware prefetchers alone) and with each line of the next block
 // requested (into L2 by default) as a line of the current block is read, in address order (decode's
-// RegionPrefetch); and K in address order without requests with V as decode reads it, requests and all.
+// RegionPrefetch): the block cut into PARTS parts of at least 64 lines, each part in address order and the
+// requests of successive rows going to the parts in turn (PARTS = 1: one stream); and K in address order
+// without requests with V as decode reads it, requests and all.
 // HINT is the instruction that requests a line: t1 (prefetcht1, into L2, what decode uses), t2, t0 (into L1
 // as well), nta or w (prefetchw).
 // The sums only keep the loads and the arithmetic from being optimized away; nothing here uses flashattn.
@@ -38,7 +40,7 @@ namespace {
 constexpr int kHeads = 8, kKeysPerBlock = 32, kTrials = 15;
 
 struct Shape {
-  int row_bytes, work;
+  int row_bytes, work, parts;
   long keys;  // per thread
   long KeyBytes() const { return long{kHeads} * row_bytes; }
   long BlockBytes() const { return kKeysPerBlock * KeyBytes(); }
@@ -79,13 +81,28 @@ inline void RequestLine(const char* line) {
   asm volatile("" : : "r"(line));
 }
 
-// Requests the lines of one region in address order, `lines` at a time.
+// Requests the lines of one region, `lines` at a time: the region cut into up to kMaxParts parts of at least
+// 64 lines, each part in address order, the calls going to the parts in turn.
+constexpr int kMaxParts = 16;
 template <Hint kHint>
 struct Requests {
-  const char* next = nullptr;
-  const char* end = nullptr;
+  const char* next[kMaxParts] = {};
+  const char* end[kMaxParts] = {};
+  int parts = 0, part = 0;
+  Requests() = default;
+  Requests(const char* first, long bytes, int max_parts) {
+    const long lines = bytes / 64;
+    parts = static_cast<int>(std::clamp<long>(lines / 64, 1, max_parts));
+    const long part_lines = (lines + parts - 1) / parts;
+    for (int k = 0; k < parts; ++k) {
+      next[k] = first + 64 * std::min(k * part_lines, lines);
+      end[k] = first + 64 * std::min((k + 1) * part_lines, lines);
+    }
+  }
   void Next(int lines) {
-    for (; lines > 0 && next < end; --lines, next += 64) RequestLine<kHint>(next);
+    if (parts == 0) return;
+    for (const char*& line = next[part]; lines > 0 && line < end[part]; --lines, line += 64) RequestLine<kHint>(line);
+    if (++part == parts) part = 0;
   }
 };
 
@@ -113,7 +130,7 @@ std::uint64_t Pass(const char* K, const char* V, const Shape& s, const Case& how
     const bool has_next = j0 + 2 * kKeysPerBlock <= s.keys;
     const auto next_block = [&](const char* base, bool request) {
       const char* first = row(base, j0 + kKeysPerBlock, 0);
-      return request && has_next ? Requests<kHint>{first, first + block} : Requests<kHint>{};
+      return request && has_next ? Requests<kHint>(first, block, s.parts) : Requests<kHint>();
     };
     Requests<kHint> next_k = next_block(K, how.k.request), next_v = next_block(V, how.v.request);
     const auto read = [&](Requests<kHint>& requests, const char* r) {
@@ -171,6 +188,7 @@ int main(int argc, char** argv) {
   const int work = argc > 3 ? std::atoi(argv[3]) : 8;
   const std::string hint_name = argc > 4 ? argv[4] : "t1";
   const long memory_mib = argc > 5 ? std::atol(argv[5]) : 128;
+  const int parts = argc > 6 ? std::atoi(argv[6]) : 4;
   using Measure = double (*)(const std::vector<char*>&, const std::vector<char*>&, const Shape&, const Case&, int);
   const std::map<std::string, Measure> hints = {{"t1", BestGbs<Hint::kT1>},
                                                 {"t2", BestGbs<Hint::kT2>},
@@ -178,16 +196,16 @@ int main(int argc, char** argv) {
                                                 {"nta", BestGbs<Hint::kNta>},
                                                 {"w", BestGbs<Hint::kW>}};
   if (threads < 1 || row_bytes < 64 || row_bytes % 64 != 0 || work < 0 || !hints.count(hint_name) ||
-      memory_mib < 2 || memory_mib % 2 != 0) {
+      memory_mib < 2 || memory_mib % 2 != 0 || parts < 1 || parts > kMaxParts) {
     std::fprintf(stderr,
                  "usage: %s [THREADS >= 1] [ROW_BYTES, a multiple of 64] [WORK >= 0] [HINT: t1 t2 t0 nta w] "
-                 "[MEMORY_MIB, even, >= 2]\n",
-                 argv[0]);
+                 "[MEMORY_MIB, even, >= 2] [PARTS, 1 to %d]\n",
+                 argv[0], kMaxParts);
     return 2;
   }
   const Measure best_gbs = hints.at(hint_name);
-  std::printf("%d threads, 8 K/V heads, rows of %d bytes, %d rounds of 8 FMAs per row, requests by %s; GB/s, "
-              "best of %d\n", threads, row_bytes, work, hint_name.c_str(), kTrials);
+  std::printf("%d threads, 8 K/V heads, rows of %d bytes, %d rounds of 8 FMAs per row, requests by %s in up to %d "
+              "parts; GB/s, best of %d\n", threads, row_bytes, work, hint_name.c_str(), parts, kTrials);
   constexpr Reads kAddress{false, false}, kAddressRequested{false, true}, kDecode{true, false},
       kDecodeRequested{true, true};
   const Case cases[] = {{"address order, no requests", kAddress, kAddress},
@@ -199,7 +217,7 @@ int main(int argc, char** argv) {
   std::printf("%-34s %8s %6ld MiB %7s\n", "K and V read in", "2 MiB", memory_mib, "ratio");
   double in_cache[kCases], from_memory[kCases];
   for (const long total_mib : {2L, memory_mib}) {
-    Shape s{row_bytes, work, 0};
+    Shape s{row_bytes, work, parts, 0};
     const long buffer_bytes = ((total_mib << 20) / (2 * threads) + 4095) / 4096 * 4096;  // K and V of each thread
     s.keys = buffer_bytes / s.BlockBytes() * kKeysPerBlock;
     if (s.keys < 2 * kKeysPerBlock) {
