@@ -329,8 +329,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
           }
         }
         if (!integer_scores) {
-          ScoreBlock(x.Q + hk * R * d_pad, 1, R, d_pad, K_wide, 0, d_pad, cols, S_h,
-                     [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) {});
+          ScoreBlock(x.Q + hk * R * d_pad, 1, R, d_pad, K_wide, 0, d_pad, cols, S_h, kNoLineRequests);
         }
       }
       // Read straight, a quantized cache's scores are scaled by their keys' scales: S_j = scale_k[j]·(q·k_j)
@@ -393,7 +392,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
           for (std::int64_t c = 0; c < kBc; ++c) V_h[c] = v_base + offset[c] + hk * t.head_stride;
           if (widen) {
             IntegerAccumulateBlock(S_h, v_scale_h, x.alpha, V_h, kIntegerPvReadsRawRows ? nullptr : V_wide, R, cols,
-                                   dv, dv_pad, O_h, x.pv, [](std::int64_t, std::int64_t) {});
+                                   dv, dv_pad, O_h, x.pv, kNoPassRequests);
           } else {
             IntegerAccumulateBlock(S_h, v_scale_h, x.alpha, V_h, nullptr, R, cols, dv, dv_pad, O_h, x.pv,
                                    prefetch_next_v);
@@ -402,7 +401,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         }
       }
       if (widen) {
-        accumulate(V_wide, dv_pad, [](std::int64_t, std::int64_t) {});
+        accumulate(V_wide, dv_pad, kNoPassRequests);
       } else {
         for (std::int64_t c = 0; c < kBc; ++c) V_h[c] = V[c] + hk * t.head_stride;
         accumulate(V_h, dv, prefetch_next_v);  // pass by pass

@@ -99,10 +99,11 @@ HWY_INLINE void PrefetchKey(const T* k_row, const T* v_row, std::int64_t row_byt
   PrefetchRow(v_row, row_bytes);
 }
 
-// The request callbacks of the tiles that do not carry the prefetches: (c0, keys, head, byte) for the lines of
-// a score tile, (c) for a key of the accumulation.
+// The request callbacks for the tiles and passes that carry no prefetches: (c0, keys, head, byte) for the lines
+// of a score tile, (c) for a key of the accumulation, (c0, keys) for the keys of an accumulation pass.
 inline constexpr auto kNoLineRequests = [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) {};
 inline constexpr auto kNoKeyRequests = [](std::int64_t) {};
+inline constexpr auto kNoPassRequests = [](std::int64_t, std::int64_t) {};
 
 #if !FLASHATTN_DECODE_SIZELESS_VECTORS
 // S[r][c0 + c] = lane r·kC + c of `dots` for a tile of kR rows × kC keys (rows kBc apart), keys past `cols`
