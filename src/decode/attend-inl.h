@@ -124,20 +124,24 @@ HWY_INLINE void BlockOffsets(const KvSource& kv, std::int64_t seq_stride, std::i
 // Lines of the next block's V that the softmax of one row requests (AttendChunk).
 inline constexpr std::int64_t kSoftmaxRowRequests = 4;
 
-// Requests the 64-byte lines of up to kMaxParts contiguous regions into L2, `lines` lines per Next(). Each
-// region is cut into parts of at least a 4 KiB page, kMaxParts in all at most, every part requested in
-// address order and the calls going to the parts in turn: from main memory, requests walking one stream kept
-// fewer lines in flight than requests walking four side by side (docs/performance.md).
+// Requests the 64-byte lines of up to kMaxRegions contiguous regions into L2, `lines` lines per Next(). Up to
+// kMaxParts regions are cut into parts of at least a 4 KiB page, kMaxParts in all at most; more regions are a
+// part each. Every part is requested in address order and the calls go to the parts in turn: from main memory,
+// requests walking one stream kept fewer lines in flight than requests walking four side by side, and a block
+// on 8 or 16 small pages was read faster with a part per page than row by row, one on 32 pages slower
+// (docs/performance.md).
 class RegionPrefetch {
  public:
   static constexpr std::int64_t kMaxParts = 4;
+  static constexpr std::int64_t kMaxRegions = 16;
   static constexpr std::int64_t kMinPartLines = 64;
-  // Adds the region of `bytes` at `begin`, one of `regions` (at most kMaxParts) that share the parts.
+  // Adds the region of `bytes` at `begin`, one of `regions` (at most kMaxRegions) that share the parts.
   void AddRegion(const void* begin, std::int64_t bytes, std::int64_t regions) {
     const auto address = reinterpret_cast<std::uintptr_t>(begin);
     const std::int64_t lines = (static_cast<std::int64_t>(address % 64) + bytes + 63) / 64;
     const char* first = reinterpret_cast<const char*>(address / 64 * 64);
-    const std::int64_t parts = std::clamp<std::int64_t>(lines / kMinPartLines, 1, kMaxParts / regions);
+    const std::int64_t parts =
+        std::clamp<std::int64_t>(lines / kMinPartLines, 1, std::max<std::int64_t>(1, kMaxParts / regions));
     const std::int64_t part_lines = (lines + parts - 1) / parts;
     for (std::int64_t k = 0; k < parts; ++k, ++parts_) {
       next_[parts_] = first + 64 * std::min(k * part_lines, lines);
@@ -154,8 +158,8 @@ class RegionPrefetch {
   }
 
  private:
-  const char* next_[kMaxParts] = {};
-  const char* end_[kMaxParts] = {};
+  const char* next_[kMaxRegions];  // parts [0, parts_) only are set and read
+  const char* end_[kMaxRegions];
   std::int64_t parts_ = 0, part_ = 0;
 };
 
@@ -236,7 +240,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   // (RegionPrefetch), which beat requesting them row by row in the order the tiles read them (head by head, rows
   // 2 KiB apart). The softmax between the two phases then requests kSoftmaxRowRequests lines of the next block's V
   // per row (the accumulation requests the rest), so that requests go out while it runs too. Otherwise (a block
-  // across more than four pages, or a (head, seq, dim) cache) the next block's rows are requested row by row.
+  // across more than 16 pages, or a (head, seq, dim) cache) the next block's rows are requested row by row.
   // The measurements are in docs/performance.md.
   // Widened, a block is done head after head: while one (block, head) unit is computed, the K and V rows of
   // the unit `ahead` units later (2, or the next block when there is one head) are requested.
@@ -262,7 +266,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
     const std::int64_t next_pages = kv.page_size == 0 || next_cols == 0
                                         ? 1
                                         : (j0 + kBc + next_cols - 1) / kv.page_size - (j0 + kBc) / kv.page_size + 1;
-    const bool next_in_regions = rows_fill_heads && next_pages <= RegionPrefetch::kMaxParts;
+    const bool next_in_regions = rows_fill_heads && next_pages <= RegionPrefetch::kMaxRegions;
     RegionPrefetch next_k, next_v;  // the next block, when it is in regions
     if (next_in_regions) {
       const std::int64_t key_bytes = kv.seq_stride * static_cast<std::int64_t>(sizeof(T));
