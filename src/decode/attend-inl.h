@@ -236,7 +236,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   // Each phase requests lines of its own tensor so that requests go out all the time at the pace rows are read
   // (requesting K and V both during the scores and none during the accumulation was slower). When the task's heads
   // fill each key's row of a contiguous cache, a block of keys is one region of memory (of a paged cache, one per
-  // page it reaches), and its lines are requested in address order, in parts side by side (up to four, or one per
+  // run of adjacent pages it reaches), and its lines are requested in address order, in parts side by side (up to four, or one per
   // page: RegionPrefetch), which beat requesting them row by row in the order the tiles read them (head by head,
   // rows 2 KiB apart). The softmax between the two phases then requests kSoftmaxRowRequests lines of the next block's V
   // per row (the accumulation requests the rest), so that requests go out while it runs too. Otherwise (a block
@@ -261,19 +261,21 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
     const bool block_seen_whole =
         R > 0 && t.band.Sees(diag_max, j0) && t.band.Sees(diag_min, j0 + cols - 1);
     const bool full_block = plain_mods && block_seen_whole;
-    // Whether the next block's keys, if any, are a few regions of memory: a contiguous cache is one, a paged
-    // cache one per page the block reaches
-    const std::int64_t next_pages = kv.page_size == 0 || next_cols == 0
-                                        ? 1
-                                        : (j0 + kBc + next_cols - 1) / kv.page_size - (j0 + kBc) / kv.page_size + 1;
-    const bool next_in_regions = rows_fill_heads && next_pages <= RegionPrefetch::kMaxRegions;
+    // The next block's keys in runs of adjacent rows (a contiguous cache is one run, a paged cache one per page
+    // the block reaches at most), and whether they are few enough to be requested as regions
+    std::int64_t run_start[kBc + 1], runs = 0;
+    for (std::int64_t c = 0; c < next_cols; ++c) {
+      if (c == 0 || next_offset[c] != next_offset[c - 1] + kv.seq_stride) run_start[runs++] = c;
+    }
+    run_start[runs] = next_cols;
+    const bool next_in_regions = rows_fill_heads && runs <= RegionPrefetch::kMaxRegions;
     RegionPrefetch next_k, next_v;  // the next block, when it is in regions
     if (next_in_regions) {
       const std::int64_t key_bytes = kv.seq_stride * static_cast<std::int64_t>(sizeof(T));
-      for (std::int64_t c = 0, keys = 0; c < next_cols; c += keys) {  // the keys of one page at a time
-        keys = kv.page_size == 0 ? next_cols : std::min(next_cols - c, kv.page_size - (j0 + kBc + c) % kv.page_size);
-        next_k.AddRegion(k_base + next_offset[c], keys * key_bytes, next_pages);
-        next_v.AddRegion(v_base + next_offset[c], keys * key_bytes, next_pages);
+      for (std::int64_t i = 0; i < runs; ++i) {
+        const std::int64_t c = run_start[i], bytes = (run_start[i + 1] - c) * key_bytes;
+        next_k.AddRegion(k_base + next_offset[c], bytes, runs);
+        next_v.AddRegion(v_base + next_offset[c], bytes, runs);
       }
     }
     if (!widen || integer_scores) {  // K/V head 0's rows; keys past `cols` repeat a real row (past the last
