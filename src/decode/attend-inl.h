@@ -235,12 +235,12 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   // accumulation reads V rows, lines of the next block's V: demand misses alone leave the core idle while it waits.
   // Each phase requests lines of its own tensor so that requests go out all the time at the pace rows are read
   // (requesting K and V both during the scores and none during the accumulation was slower). When the task's heads
-  // fill each key's row of a contiguous cache, a block of keys is one region of memory (of a paged cache, one per
-  // run of adjacent pages it reaches), and its lines are requested in address order, in parts side by side (up to four, or one per
-  // page: RegionPrefetch), which beat requesting them row by row in the order the tiles read them (head by head,
-  // rows 2 KiB apart). The softmax between the two phases then requests kSoftmaxRowRequests lines of the next block's V
-  // per row (the accumulation requests the rest), so that requests go out while it runs too. Otherwise (a block
-  // across more than 16 pages, or a (head, seq, dim) cache) the next block's rows are requested row by row.
+  // fill each key's row of a contiguous cache, a block of keys is one region of memory (of a paged cache, one per run
+  // of adjacent pages it reaches), and its lines are requested in address order, in parts side by side (up to four,
+  // or one per page: RegionPrefetch), which beat requesting them row by row in the order the tiles read them (head by
+  // head, rows 2 KiB apart). The softmax between the two phases then requests kSoftmaxRowRequests lines of the next
+  // block's V per row (the accumulation requests the rest), so that requests go out while it runs too. Otherwise (a
+  // block across more than 16 pages, or a (head, seq, dim) cache) the next block's rows are requested row by row.
   // The measurements are in docs/performance.md.
   // Widened, a block is done head after head: while one (block, head) unit is computed, the K and V rows of
   // the unit `ahead` units later (2, or the next block when there is one head) are requested.
