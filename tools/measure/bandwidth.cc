@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <vector>
+#include <memory>
 
 #include "common/cpu_caches.h"
 #include "measure/measure.h"
@@ -64,6 +64,19 @@ double BestSeconds(int threads, int trials, Work&& work) {
   return best;
 }
 
+// n elements of `value`, each thread's share written first by that thread, so that its pages lie on that
+// thread's memory node (the shares the kernels read later).
+template <typename T>
+std::unique_ptr<T[]> FirstTouchArray(std::int64_t n, int threads, T value) {
+  std::unique_ptr<T[]> data(new T[static_cast<std::size_t>(n)]);
+#pragma omp parallel num_threads(threads)
+  {
+    const auto [begin, end] = Share(n, threads, omp_get_thread_num());
+    std::fill(data.get() + begin, data.get() + end, value);
+  }
+  return data;
+}
+
 }  // namespace
 
 Bandwidth MeasureBandwidth(int threads, std::int64_t array_bytes, int trials) {
@@ -72,26 +85,19 @@ Bandwidth MeasureBandwidth(int threads, std::int64_t array_bytes, int trials) {
   result.array_bytes = array_bytes;
   const int T = result.threads;
   const std::int64_t n = array_bytes / 8;
-  // First touch by the thread that later streams each share (its pages on that thread's memory node).
-  std::vector<double> a(static_cast<std::size_t>(n)), b(static_cast<std::size_t>(n)),
-      c(static_cast<std::size_t>(n));
-#pragma omp parallel num_threads(T)
-  {
-    const auto [begin, end] = Share(n, T, omp_get_thread_num());
-    for (std::int64_t i = begin; i < end; ++i) a[i] = 1.0, b[i] = 2.0, c[i] = 0.5;
-  }
+  const auto a = FirstTouchArray(n, T, 1.0), b = FirstTouchArray(n, T, 2.0), c = FirstTouchArray(n, T, 0.5);
 
   volatile std::uint64_t sink = 0;
-  const auto* words = reinterpret_cast<const std::uint64_t*>(b.data());
+  const auto* words = reinterpret_cast<const std::uint64_t*>(b.get());
   const double read_s = BestSeconds(T, trials, [&](int t) {
     const auto [begin, end] = Share(n, T, t);
     sink = sink + SumWords(words, begin, end);
   });
   const double triad_s = BestSeconds(T, trials, [&](int t) {
     const auto [begin, end] = Share(n, T, t);
-    Triad(a.data(), b.data(), c.data(), 3.0, begin, end);
+    Triad(a.get(), b.get(), c.get(), 3.0, begin, end);
   });
-  sink = sink + static_cast<std::uint64_t>(a[static_cast<std::size_t>(n / 2)]);
+  sink = sink + static_cast<std::uint64_t>(a[n / 2]);
   result.read_gbs = static_cast<double>(n) * 8 / read_s * 1e-9;
   result.triad_gbs = 3.0 * static_cast<double>(n) * 8 / triad_s * 1e-9;
   return result;
@@ -106,14 +112,7 @@ std::int64_t MainMemoryBytes() { return MainMemoryBytes(DetectedCpuCaches().l3.b
 CacheEvictor::CacheEvictor(std::int64_t bytes, int threads)
     : bytes_(bytes / 8 * 8),
       threads_(threads > 0 ? threads : omp_get_max_threads()),
-      words_(new std::uint64_t[static_cast<std::size_t>(bytes_ / 8)]) {
-  // First touch by the thread that later reads each share, as MeasureBandwidth's arrays
-#pragma omp parallel num_threads(threads_)
-  {
-    const auto [begin, end] = Share(bytes_ / 8, threads_, omp_get_thread_num());
-    std::fill(&words_[begin], &words_[end], std::uint64_t{1});
-  }
-}
+      words_(FirstTouchArray(bytes_ / 8, threads_, std::uint64_t{1})) {}
 
 std::int64_t CacheEvictor::Evict() const {
   std::uint64_t sum = 0;
