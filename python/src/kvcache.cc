@@ -22,16 +22,21 @@ namespace {
 std::string TypeName(const py::handle& object) { return std::string(py::str(object.get_type().attr("__name__"))); }
 
 // The cache's element type: cache_dtype "int8" or "fp8_e4m3", or, when it is empty, int8 for an int8
-// k_cache and a float cache otherwise.
+// k_cache and a float cache otherwise (a uint8 k_cache is an FP8 cache that lacks its cache_dtype).
 CacheElement CacheElementOf(const std::string& cache_dtype, const py::handle& k_cache) {
   if (cache_dtype == "int8") return CacheElement::kInt8;
   if (cache_dtype == "fp8_e4m3") return CacheElement::kFp8E4M3;
   if (!cache_dtype.empty()) {
     throw py::value_error("cache_dtype must be None, 'int8' or 'fp8_e4m3', got '" + cache_dtype + "'");
   }
-  const bool int8 = py::isinstance<py::array>(k_cache) &&
-                    py::reinterpret_borrow<py::array>(k_cache).dtype().equal(py::dtype("int8"));
-  return int8 ? CacheElement::kInt8 : CacheElement::kFloat;
+  const auto has_dtype = [&](const char* dtype) {
+    return py::isinstance<py::array>(k_cache) &&
+           py::reinterpret_borrow<py::array>(k_cache).dtype().equal(py::dtype(dtype));
+  };
+  if (has_dtype("uint8")) {
+    throw py::type_error("k_cache has dtype uint8, which holds an FP8 E4M3 cache only with cache_dtype='fp8_e4m3'");
+  }
+  return has_dtype("int8") ? CacheElement::kInt8 : CacheElement::kFloat;
 }
 
 // A quantized cache: a 4-dimensional ndarray of int8 (or uint8 holding FP8 E4M3) whose last dimension is
@@ -43,8 +48,8 @@ Tensor ByteCacheTensor(const py::handle& object, const std::string& name, const 
   t.name = name;
   t.array = py::reinterpret_borrow<py::array>(object);
   if (!t.array.dtype().equal(py::dtype(numpy_dtype))) {
-    throw py::type_error(name + " must have dtype " + numpy_dtype + " for a " + std::string(to_string(element)) +
-                         " cache, got " + std::string(py::str(t.array.dtype())));
+    throw py::type_error(name + " must have dtype " + numpy_dtype + " for an " + std::string(to_string(element)) +
+                         " cache (K and V share one element type), got " + std::string(py::str(t.array.dtype())));
   }
   if (t.array.ndim() != 4) {
     throw py::value_error(name + " must have 4 dimensions " + layout + ", got " + std::to_string(t.array.ndim()));

@@ -157,6 +157,11 @@ def test_errors_leave_the_cache_and_scales_unchanged(rng):
         flashattn.flash_attn_with_kvcache(q, k_values, v_values, cache_dtype="int4", **call)
     with pytest.raises(TypeError, match="uint8"):
         flashattn.flash_attn_with_kvcache(q, k_values, v_values, cache_dtype="fp8_e4m3", **call)
+    fp8_values = k_values.view(np.uint8)
+    with pytest.raises(TypeError, match=r"^k_cache has dtype uint8, .* only with cache_dtype='fp8_e4m3'$"):
+        flashattn.flash_attn_with_kvcache(q, fp8_values, fp8_values, **call)
+    with pytest.raises(TypeError, match=r"^v_cache must have dtype int8 for an int8 cache \(K and V share one"):
+        flashattn.flash_attn_with_kvcache(q, k_values, fp8_values, **call)
     with pytest.raises(ValueError, match="v_scale must have the shape"):
         flashattn.flash_attn_with_kvcache(q, k_values, v_values, cache_seqlens=np.array([4]), k_scale=k_scale,
                                           v_scale=k_scale[0, 0])
