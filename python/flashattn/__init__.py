@@ -182,9 +182,9 @@ def quantize_kv(x, dtype="int8", group_size=None, granularity=None):
 
     dtype "int8" (values int8) or "fp8_e4m3" (values uint8 holding FP8 E4M3 bytes). granularity "per_token"
     (scales (batch, seqlen, heads_kv), or (…, head_dim / group_size) with group_size), "per_head" (scales
-    (heads_kv,)) or "per_tensor" (scales ()); None = per token for int8, per head for fp8_e4m3. Each scale
-    is max|x| / 127 (int8) or / 448 (fp8) over the values it covers, 0 when they are all 0, and each value
-    round(x / scale) to nearest even. x must be finite.
+    (heads_kv,)) or "per_tensor" (scales ()); None = per token for int8 or with a group_size, else per head
+    for fp8_e4m3. Each scale is max|x| / 127 (int8) or / 448 (fp8) over the values it covers, 0 when they are
+    all 0, and each value round(x / scale) to nearest even. x must be finite.
     """
     return _kvcache.quantize_kv(_arguments.call_of(locals()))
 

@@ -36,7 +36,8 @@ def dequantize(values, scales, dtype):
 
 @pytest.mark.parametrize(
     "dtype,granularity,group_size",
-    [("int8", None, None), ("int8", None, 8), ("fp8_e4m3", None, None), ("fp8_e4m3", "per_tensor", None)],
+    [("int8", None, None), ("int8", None, 8), ("fp8_e4m3", None, None), ("fp8_e4m3", None, 8),
+     ("fp8_e4m3", "per_tensor", None)],
 )
 def test_quantize_kv_matches_a_numpy_model(rng, dtype, granularity, group_size):
     x = rng.standard_normal((2, 5, 3, 16)).astype(np.float32)
@@ -48,12 +49,12 @@ def test_quantize_kv_matches_a_numpy_model(rng, dtype, granularity, group_size):
     if granularity == "per_tensor":
         assert scales.shape == ()
         expected = np.float32(np.abs(x).max()) / np.float32(qmax)
+    elif group_size:  # per token whatever the element type: groups exist per token only
+        assert scales.shape == (2, 5, 3, 2)
+        expected = np.abs(x.reshape(2, 5, 3, 2, 8)).max(axis=-1) / np.float32(qmax)
     elif dtype == "fp8_e4m3":
         assert scales.shape == (3,)
         expected = np.abs(x).max(axis=(0, 1, 3)) / np.float32(qmax)
-    elif group_size:
-        assert scales.shape == (2, 5, 3, 2)
-        expected = np.abs(x.reshape(2, 5, 3, 2, 8)).max(axis=-1) / np.float32(qmax)
     else:
         assert scales.shape == (2, 5, 3)
         expected = np.abs(x).max(axis=-1) / np.float32(qmax)
@@ -68,7 +69,7 @@ def test_quantize_kv_matches_a_numpy_model(rng, dtype, granularity, group_size):
 
 
 @pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
-@pytest.mark.parametrize("dtype,group_size", [("int8", None), ("int8", 16), ("fp8_e4m3", None)])
+@pytest.mark.parametrize("dtype,group_size", [("int8", None), ("int8", 16), ("fp8_e4m3", None), ("fp8_e4m3", 16)])
 def test_attends_to_the_dequantized_cache_and_quantizes_the_append(rng, paged, dtype, group_size):
     b, Nq, Nnew, Hq, Hkv, d, capacity, page_size = 2, 2, 3, 4, 2, 48, 30, 4
     seqlens = np.array([9, 27])
