@@ -53,6 +53,7 @@ std::string BenchCase::Name() const {
   if (cache_element != CacheElement::kFloat) s << "_cache_" << to_string(cache_element);
   if (quantize_query) s << "_quantize_query";
   if (quantize_probs) s << "_quantize_probs";
+  if (scale_group_size > 0) s << "_g" << scale_group_size;
   return s.str();
 }
 
@@ -92,7 +93,8 @@ double CountBytesRead(const BenchCase& c) {
     return rows * row * static_cast<double>(size_of(c.dtype));
   }
   const bool per_token = BenchScaleGranularity(c.cache_element) == ScaleGranularity::kPerToken;
-  const double scale_bytes = per_token ? 4.0 * rows : 4.0 * static_cast<double>(c.heads_kv);
+  const double groups = c.scale_group_size > 0 ? static_cast<double>(c.headdim / c.scale_group_size) : 1.0;
+  const double scale_bytes = per_token ? 4.0 * rows * groups : 4.0 * static_cast<double>(c.heads_kv);
   return 2.0 * (rows * static_cast<double>(c.headdim) + scale_bytes);
 }
 

@@ -85,8 +85,11 @@ void FillCache(const BenchCase& c, std::int64_t elements, DecodeParams* p, Cache
   q.head_dim = p->head_dim;
   q.element = c.cache_element;
   q.granularity = BenchScaleGranularity(c.cache_element);
+  q.group_size = c.scale_group_size;
   q.set_contiguous_strides();
-  const std::int64_t scales = q.granularity == ScaleGranularity::kPerToken ? q.outer * q.seqlen * q.heads : q.heads;
+  const std::int64_t groups = c.scale_group_size > 0 ? q.head_dim / c.scale_group_size : 1;
+  const std::int64_t scales =
+      q.granularity == ScaleGranularity::kPerToken ? q.outer * q.seqlen * q.heads * groups : q.heads;
   for (auto [x, values, scale] : {std::tuple{&cache->k, &cache->k_values, &cache->k_scale},
                                   std::tuple{&cache->v, &cache->v_values, &cache->v_scale}}) {
     values->resize(static_cast<std::size_t>(elements));
@@ -119,6 +122,7 @@ DecodeParams DecodeParamsOf(const BenchCase& c, std::vector<std::int32_t>* cache
   p.causal = c.causal;
   p.num_splits = c.num_splits;
   p.num_threads = c.threads;
+  p.scale_group_size = c.scale_group_size;  // before the strides: the scales' strides count the groups
   cache_seqlens->assign(static_cast<std::size_t>(c.batch), static_cast<std::int32_t>(c.seqlen_k));
   p.cache_seqlens = cache_seqlens->data();
   if (c.page_size > 0) {
@@ -180,6 +184,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
     f16.cache_element = CacheElement::kFloat;
     f16.cache_dtype = DType::kF16;
     f16.k_scale = f16.v_scale = nullptr;
+    f16.scale_group_size = 0;
     f16.quantize_query_int8 = false;
     f16.quantize_probs_u8 = false;
     std::vector<std::uint16_t> k16 = RandomElements(cache_elems, DType::kF16, 0x5eed + 1);
@@ -195,6 +200,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
     originals.cache_element = CacheElement::kFloat;
     originals.quantize_query_int8 = false;
     originals.quantize_probs_u8 = false;
+    originals.scale_group_size = 0;
     originals.cache_dtype = c.cache_element == CacheElement::kFloat ? p.cache_dtype : DType::kF32;
     originals.k_cache = cache.k.data();
     originals.v_cache = cache.v.data();

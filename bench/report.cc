@@ -170,6 +170,7 @@ std::string ToJson(const Row& row) {
         .Add("cache_dtype", c.cache_element == CacheElement::kFloat ? to_string(c.dtype) : to_string(c.cache_element));
     if (c.quantize_query) json.Add("quantize_query_int8", true);
     if (c.quantize_probs) json.Add("quantize_probs_u8", true);
+    if (c.scale_group_size > 0) json.Add("scale_group_size", c.scale_group_size);
     if (t.f16_cache_median_ms) {
       json.Add("scale_granularity", to_string(BenchScaleGranularity(c.cache_element)))
           .Add("f16_cache_median_ms", *t.f16_cache_median_ms)
@@ -223,9 +224,10 @@ void PrintTableRow(std::ostream& out, const Row& row) {
                   row.traffic->read_gbs, static_cast<long long>(row.traffic->num_splits));
     out << traffic;
     if (row.traffic->f16_cache_median_ms) {
-      std::snprintf(traffic, sizeof(traffic), "  %s cache%s%s: %.2fx the speed of f16 (%.2f ms)",
-                    std::string(to_string(c.cache_element)).c_str(), c.quantize_query ? ", int8 queries" : "",
-                    c.quantize_probs ? ", u8 probabilities" : "",
+      const std::string groups = c.scale_group_size > 0 ? ", g " + std::to_string(c.scale_group_size) : "";
+      std::snprintf(traffic, sizeof(traffic), "  %s cache%s%s%s: %.2fx the speed of f16 (%.2f ms)",
+                    std::string(to_string(c.cache_element)).c_str(), groups.c_str(),
+                    c.quantize_query ? ", int8 queries" : "", c.quantize_probs ? ", u8 probabilities" : "",
                     *row.SpeedupOverF16Cache(),
                     *row.traffic->f16_cache_median_ms);
       out << traffic;

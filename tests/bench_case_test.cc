@@ -162,6 +162,20 @@ TEST(PlanCases, DecodeTakesOneQueryRowAndTheCacheOptions) {
   options.quantize_query = options.quantize_probs = true;
   options.cache_dtype = "int8";
   EXPECT_NE(PlanCases(options)[0].Name().find("_cache_int8_quantize_query_quantize_probs"), std::string::npos);
+  // --scale-group-size: per-token scales per group of g features of an int8 cache, g dividing d
+  options.quantize_query = options.quantize_probs = false;
+  EXPECT_EQ(PlanCases(options)[0].scale_group_size, 0);
+  options.scale_group_size = 32;
+  c = PlanCases(options)[0];
+  EXPECT_EQ(c.scale_group_size, 32);
+  EXPECT_NE(c.Name().find("_cache_int8_g32"), std::string::npos) << c.Name();
+  for (const std::int64_t g : {0, -32, 48}) {
+    options.scale_group_size = g;
+    EXPECT_THROW(PlanCases(options), Error) << g;
+  }
+  options.scale_group_size = 32;
+  options.cache_dtype = "fp8_e4m3";
+  EXPECT_THROW(PlanCases(options), Error);
 }
 
 TEST(PlanCases, BackwardTakesTheForwardShapeOptions) {

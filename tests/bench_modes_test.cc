@@ -331,30 +331,35 @@ TEST(DecodeMode, RowWithAnEvictorReportsTheBytesItReadsBeforeEachCall) {
 TEST(DecodeMode, QuantizedCacheRowsCountValuesAndScalesAndCompareWithAFloat16Cache) {
   Limits limits = MadeUpLimits();
   limits.bandwidth = measure::Bandwidth{.read_gbs = 20.0, .triad_gbs = 25.0, .threads = 2, .array_bytes = 1};
-  for (const auto& [element, quantize_query, quantize_probs] :
-       {std::tuple{CacheElement::kInt8, false, false}, std::tuple{CacheElement::kFp8E4M3, false, false},
-        std::tuple{CacheElement::kInt8, true, false}, std::tuple{CacheElement::kInt8, false, true}}) {
+  for (const auto& [element, quantize_query, quantize_probs, group_size] :
+       {std::tuple{CacheElement::kInt8, false, false, 0}, std::tuple{CacheElement::kFp8E4M3, false, false, 0},
+        std::tuple{CacheElement::kInt8, true, false, 0}, std::tuple{CacheElement::kInt8, false, true, 0},
+        std::tuple{CacheElement::kInt8, true, false, 8}}) {
     BenchCase c;
     c.mode = Mode::kDecode;
     c.batch = 2, c.heads = 4, c.heads_kv = 2, c.seqlen_q = 1, c.seqlen_k = 300, c.headdim = 24;
     c.dtype = DType::kF32, c.threads = 2, c.page_size = element == CacheElement::kInt8 ? 0 : 16;
     c.cache_element = element, c.quantize_query = quantize_query, c.quantize_probs = quantize_probs;
+    c.scale_group_size = group_size;
     const Row row = RunDecode(c, ThreeCalls(), limits);
     const std::string json = ToJson(row);
     SCOPED_TRACE(json);
-    // Values: b · N · Hkv · d bytes each of K and V; scales: 4 bytes per (key, K/V head) for int8, per
-    // K/V head for FP8.
-    const double scales = element == CacheElement::kInt8 ? 4.0 * 2 * 300 * 2 : 4.0 * 2;
+    // Values: b · N · Hkv · d bytes each of K and V; scales: 4 bytes per (key, K/V head) for int8, or per
+    // (key, K/V head, group of g features), per K/V head for FP8.
+    const double groups = group_size > 0 ? 24.0 / group_size : 1.0;
+    const double scales = element == CacheElement::kInt8 ? 4.0 * 2 * 300 * 2 * groups : 4.0 * 2;
     EXPECT_EQ(JsonNumber(json, "bytes_read"), 2 * (2.0 * 300 * 2 * 24 + scales));
     EXPECT_EQ(CountBytesRead(c), 2 * (2.0 * 300 * 2 * 24 + scales));
     EXPECT_NE(json.find(std::string("\"cache_dtype\": \"") + std::string(to_string(element)) + "\""),
               std::string::npos);
     EXPECT_EQ(json.find("\"quantize_query_int8\": true") != std::string::npos, quantize_query);
     EXPECT_EQ(json.find("\"quantize_probs_u8\": true") != std::string::npos, quantize_probs);
+    EXPECT_EQ(JsonNumber(json, "scale_group_size"), group_size > 0 ? std::optional<double>(group_size) : std::nullopt);
     std::ostringstream table;
     PrintTableRow(table, row);
     EXPECT_EQ(table.str().find(", int8 queries") != std::string::npos, quantize_query) << table.str();
     EXPECT_EQ(table.str().find(", u8 probabilities") != std::string::npos, quantize_probs) << table.str();
+    EXPECT_EQ(table.str().find(", g 8") != std::string::npos, group_size > 0) << table.str();
     ASSERT_TRUE(row.traffic && row.traffic->f16_cache_median_ms);
     ExpectJsonNear(json, "speedup_vs_f16_cache", *row.traffic->f16_cache_median_ms / row.timing.median_ms);
     // The baseline reads the values before quantization: O differs by the quantization error alone.
