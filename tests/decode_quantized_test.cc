@@ -362,7 +362,8 @@ std::vector<std::int64_t> Int8TargetsUnderTest() { return TargetsUnderTest(decod
 
 // The kernel over the quantized cache against the float64 reference over the same (dequantized) cache: at
 // most twice the error of the float32 kernel (on the same target) over those dequantized values in float32
-// caches, on every target, for direct rows (d a multiple of the vectors), widened ones (odd d) and grouped scales.
+// caches, on every target, for direct rows (d a multiple of the vectors), widened ones (odd d) and grouped scales
+// (groups of whole vectors scaled as the rows are loaded, smaller ones as they are widened).
 TEST(DecodeQuantized, EveryTargetWithinTwiceTheFloat32PathsErrorOfTheOracle) {
   const std::vector<std::int64_t> targets = TargetsUnderTest();
   const std::vector<std::int64_t> int8_targets = Int8TargetsUnderTest();
@@ -374,6 +375,7 @@ TEST(DecodeQuantized, EveryTargetWithinTwiceTheFloat32PathsErrorOfTheOracle) {
   };
   const Format formats[] = {{CacheElement::kInt8, ScaleGranularity::kPerToken, 0},
                             {CacheElement::kInt8, ScaleGranularity::kPerToken, 8},
+                            {CacheElement::kInt8, ScaleGranularity::kPerToken, 32},
                             {CacheElement::kFp8E4M3, ScaleGranularity::kPerHead, 0},
                             {CacheElement::kFp8E4M3, ScaleGranularity::kPerTensor, 0},
                             {CacheElement::kFp8E4M3, ScaleGranularity::kPerToken, 0}};

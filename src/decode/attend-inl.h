@@ -9,7 +9,8 @@
 // widened once into zero-padded float32 rows. The software prefetches are described at AttendChunk.
 // A quantized cache (int8, FP8 E4M3) with one scale per row is read straight too, its scales applied per
 // key: S_j = scale_k[j]·(q·k_j) after the dot product, and P̃_j·scale_v[j] before the accumulation of V
-// (l sums the unscaled P̃_j). With scales per group of features its rows are dequantized as they are widened.
+// (l sums the unscaled P̃_j). With scales per group of features an int8 cache's rows are scaled group by group
+// as the tiles load them (groups of whole vectors) or else dequantized as they are widened.
 // An int8 cache may take integer dot products instead, for the scores (integer_scores-inl.h) and for P̃_j V_j
 // (integer_pv-inl.h), each an option that rounds one more operand to 8 bits.
 #if defined(FLASHATTN_DECODE_ATTEND_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -20,6 +21,7 @@
 #endif
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -198,7 +200,20 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   // docs/performance.md). Otherwise they are widened once per block into zero-padded float32 rows.
   constexpr bool kQuantized = std::is_same_v<T, std::int8_t> || std::is_same_v<T, Fp8E4M3>;
   const KvScales& scales = t.scales;
-  const bool widen = d % N != 0 || dv % N != 0 || (kQuantized && scales.group_size != d);
+  // An int8 cache's scale groups of 2^k features, each a whole number of vectors, are applied as the tiles load
+  // the rows (GroupScales), read straight; other groups are dequantized as the rows are widened.
+  const std::int64_t g = scales.group_size;
+  const bool group_scales = kInt8 && g != d && g % N == 0 && (g & (g - 1)) == 0;
+  const bool widen = d % N != 0 || dv % N != 0 || (kQuantized && g != d && !group_scales);
+  // f(the scales the tiles apply to rows read straight): with group scales, those at rows[c] (head 0's of each
+  // key), else none
+  const auto with_scales = [&](const float* const* rows, const auto& f) {
+    if constexpr (kInt8) {
+      const int log2_g = std::countr_zero(static_cast<std::uint64_t>(g));
+      if (group_scales) return f(GroupScales{rows, scales.head_stride, 0, log2_g});
+    }
+    return f(RowScales());
+  };
   if (widen) {  // the widened K and V blocks: rows past a short block stay finite
     std::fill(x.K, x.K + kBc * d_pad, 0.0f);
     std::fill(x.V, x.V + kBc * dv_pad, 0.0f);
@@ -210,7 +225,8 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   const T* V[kBc];
   const T* V_h[kBc];
   const T* K_next[kBc];
-  const float* k_scale[kBc];  // with integer scores, head 0's scales of each key
+  const float* k_scale[kBc];  // with integer scores or group scales, head 0's scales of each key
+  const float* v_scale[kBc];  // with group scales, likewise V's
   const float* K_wide[kBc];
   const float* V_wide[kBc];
   for (std::int64_t c = 0; c < kBc; ++c) K_wide[c] = x.K + c * d_pad, V_wide[c] = x.V + c * dv_pad;
@@ -296,13 +312,20 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         }
       };
       if constexpr (kInt8) {
+        for (std::int64_t c = 0; c < kBc && (integer_scores || group_scales); ++c) {
+          k_scale[c] = scales.k + scale_offset[c];
+          v_scale[c] = scales.v + scale_offset[c];
+        }
         if (integer_scores) {
-          for (std::int64_t c = 0; c < kBc; ++c) k_scale[c] = scales.k + scale_offset[c];
           IntegerScoreBlock(q_int8, H, R, K, t.head_stride, k_scale, scales.head_stride, d, cols, x.S,
                             prefetch_lines);
         }
       }
-      if (!integer_scores) ScoreBlock(x.Q, H, R, d_pad, K, t.head_stride, d, cols, x.S, prefetch_lines);
+      if (!integer_scores) {
+        with_scales(k_scale, [&](const auto& k_scales) {
+          ScoreBlock(x.Q, H, R, d_pad, K, t.head_stride, d, cols, x.S, k_scales, prefetch_lines);
+        });
+      }
     }
     for (std::int64_t hk = 0; hk < H; ++hk) {
       float* S_h = x.S + hk * R * kBc;
@@ -335,12 +358,13 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
           }
         }
         if (!integer_scores) {
-          ScoreBlock(x.Q + hk * R * d_pad, 1, R, d_pad, K_wide, 0, d_pad, cols, S_h, kNoLineRequests);
+          ScoreBlock(x.Q + hk * R * d_pad, 1, R, d_pad, K_wide, 0, d_pad, cols, S_h, RowScales(), kNoLineRequests);
         }
       }
       // Read straight, a quantized cache's scores are scaled by their keys' scales: S_j = scale_k[j]·(q·k_j)
-      // (integer scores have them already); P̃ is scaled by V's below, widened or not with integer P̃ V.
-      const bool scale_probs = kQuantized && (!widen || integer_pv);
+      // (integer scores and group scales have them already); P̃ is scaled by V's below, widened or not with
+      // integer P̃ V (group scales scale V's vectors instead).
+      const bool scale_probs = kQuantized && !group_scales && (!widen || integer_pv);
       if constexpr (kQuantized) {
         // head hk's scale of each key of the block, 0 past `cols`
         const auto gather_scales = [&](const float* head0_scales, float* scale_h) {
@@ -350,7 +374,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
           std::fill(scale_h + cols, scale_h + kBc, 0.0f);
         };
         if (scale_probs) gather_scales(scales.v, v_scale_h);
-        if (!widen && !integer_scores) {  // read straight, float scores
+        if (!widen && !integer_scores && !group_scales) {  // read straight, float scores
           gather_scales(scales.k, k_scale_h);
           ScaleScores(S_h, R, nullptr, k_scale_h);
         }
@@ -374,15 +398,16 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
       }
       // P̃_j·scale_v[j], after l took the unscaled P̃_j (integer P̃ V scales them as it rounds them)
       if (scale_probs && !integer_pv) ScaleScores(S_h, R, nullptr, v_scale_h);
-      // Õ += P̃ V_j over rows of `width` features, leaving out the keys a row does not see when V_j is not
-      // all finite
-      const auto accumulate = [&](const auto* const* V_rows, std::int64_t width, const auto& prefetch_pass) {
+      // Õ += P̃ V_j over rows of `width` features scaled as `v_scales` says, leaving out the keys a row does not
+      // see when V_j is not all finite (float rows only: quantized values are finite)
+      const auto accumulate = [&](const auto* const* V_rows, std::int64_t width, const auto& prefetch_pass,
+                                  const auto& v_scales) {
         if (!block_seen_whole && HasNonFiniteRow(V_rows, cols, width)) {
           const auto V_at = [&](std::int64_t c, std::int64_t e) { return V_rows[c] + e; };
           const auto seen = [&](std::int64_t r, std::int64_t c) { return t.band.Sees(t.diagonal[r], j0 + c); };
           AccumulateSeenPairs<ALayout::kRowMajor>(S_h, kBc, R, cols, V_at, width, O_h, dv_pad, x.alpha, seen);
         } else {
-          AccumulateBlock(S_h, x.alpha, V_rows, R, cols, width, O_h, dv_pad, prefetch_pass);
+          AccumulateBlock(S_h, x.alpha, V_rows, R, cols, width, O_h, dv_pad, v_scales, prefetch_pass);
         }
       };
       // Read straight, as many lines of the next block's V as the keys [c0, c0 + keys) take, or the V rows of
@@ -407,10 +432,12 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         }
       }
       if (widen) {
-        accumulate(V_wide, dv_pad, kNoPassRequests);
+        accumulate(V_wide, dv_pad, kNoPassRequests, RowScales());
       } else {
         for (std::int64_t c = 0; c < kBc; ++c) V_h[c] = V[c] + hk * t.head_stride;
-        accumulate(V_h, dv, prefetch_next_v);  // pass by pass
+        with_scales(v_scale, [&](const auto& v_scales) {
+          accumulate(V_h, dv, prefetch_next_v, v_scales.ForHead(hk));  // pass by pass
+        });
       }
     }
     std::swap(offset, next_offset);

@@ -99,6 +99,40 @@ HWY_INLINE void PrefetchKey(const T* k_row, const T* v_row, std::int64_t row_byt
   PrefetchRow(v_row, row_bytes);
 }
 
+// How the tiles scale the quantized rows they read straight. RowScales: not at all (a row's one scale acts on
+// its scores or weights outside the tiles). GroupScales: each widened vector times its scale group's scale as it
+// is loaded, for groups of 2^log2_g features that hold whole vectors; key c's scales for the head are at
+// rows[c] + head, one per group. The products are those of rows dequantized into float32 blocks first.
+struct RowScales {
+  RowScales ForHead(std::int64_t) const { return *this; }
+  RowScales FromKey(std::int64_t) const { return *this; }
+};
+struct GroupScales {
+  const float* const* rows = nullptr;
+  std::int64_t head_stride = 0, head = 0;
+  int log2_g = 0;
+  GroupScales ForHead(std::int64_t h) const {
+    GroupScales s = *this;
+    s.head = h * head_stride;
+    return s;
+  }
+  GroupScales FromKey(std::int64_t c0) const {  // for a tile handed the rows from key c0 on
+    GroupScales s = *this;
+    s.rows += c0;
+    return s;
+  }
+};
+
+// Features [e, e + Lanes) of `row` (key c's), widened, and scaled as `scales` says.
+template <typename T>
+HWY_INLINE VF LoadScaled(DF df, const T* row, std::int64_t e, std::int64_t, const RowScales&) {
+  return LoadF32(df, row + e);
+}
+template <typename T>
+HWY_INLINE VF LoadScaled(DF df, const T* row, std::int64_t e, std::int64_t c, const GroupScales& scales) {
+  return hn::Mul(hn::Set(df, scales.rows[c][scales.head + (e >> scales.log2_g)]), LoadF32(df, row + e));
+}
+
 // The request callbacks for the tiles and passes that carry no prefetches: (c0, keys, head, byte) for the lines
 // of a score tile, (c) for a key of the accumulation, (c0, keys) for the keys of an accumulation pass.
 inline constexpr auto kNoLineRequests = [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) {};
@@ -127,21 +161,22 @@ HWY_INLINE void StoreDotTile(VF dots, std::int64_t c0, std::int64_t cols, float*
 // S_h = Q_h K_{j,h}ᵀ for each of H heads h (R rows per head, laid out as the fixed-size ScoreBlock below
 // says), one dot product at a time, each summed across its lanes once; the first row of each head carries
 // the prefetches of its keys' rows.
-template <typename T, class PrefetchLines>
+template <typename T, class Scales, class PrefetchLines>
 HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::int64_t ldq, const T* const* K,
                            std::int64_t head_stride, std::int64_t width, std::int64_t cols, float* S,
-                           const PrefetchLines& prefetch_lines) {
+                           const Scales& k_scales, const PrefetchLines& prefetch_lines) {
   const DF df;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
   for (std::int64_t r = 0; r < H * R; ++r)
     for (std::int64_t c = 0; c < cols; ++c) {
       const std::int64_t head = r / R * head_stride;
+      const Scales head_scales = k_scales.ForHead(r / R);
       if (r % R == 0) {
         for (std::int64_t e = 0; e < width; e += 64 / sizeof(T)) prefetch_lines(c, 1, head, e * sizeof(T));
       }
       VF acc = hn::Zero(df);
       for (std::int64_t e = 0; e < width; e += N) {
-        acc = hn::MulAdd(hn::Load(df, Q + r * ldq + e), LoadF32(df, K[c] + head + e), acc);
+        acc = hn::MulAdd(hn::Load(df, Q + r * ldq + e), LoadScaled(df, K[c] + head, e, c, head_scales), acc);
       }
       S[r * kBc + c] = hn::GetLane(hn::SumOfLanes(df, acc));
     }
@@ -149,15 +184,16 @@ HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::
 #else
 // S[r][c0 + c] = Q_r · K_{c0 + c} for a tile of kR rows × kC keys (kR·kC = kLanes) over `width` features
 // (a multiple of kLanes): Q rows ldq apart (float32), K rows at K[c] + head (float32 or the cache's type,
-// widened as loaded). Keys past `cols` (their pointers repeat a real row) are computed, not stored.
+// widened and scaled as `k_scales` says as loaded). Keys past `cols` (their pointers repeat a real row) are
+// computed, not stored.
 // As each 64-byte line of the K rows is reached, `prefetch_lines(c0, kC, head, byte)` runs for the tile's keys,
 // so that prefetches go out at the pace the rows are read (a burst of them stalls on the miss buffers). It
 // exists only where vectors have a fixed size and can form arrays (kLanes > 0), so its accumulators may be
 // an array.
-template <int kR, int kC, typename T, class PrefetchLines>
+template <int kR, int kC, typename T, class Scales, class PrefetchLines>
 HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T* const* K, std::int64_t head,
                           std::int64_t width, std::int64_t c0, std::int64_t cols, float* HWY_RESTRICT S,
-                          const PrefetchLines& prefetch_lines) {
+                          const Scales& k_scales, const PrefetchLines& prefetch_lines) {
   constexpr int kN = kR * kC;
   constexpr std::int64_t kLineElements = 64 / sizeof(T);
   const DF df;
@@ -168,7 +204,7 @@ HWY_INLINE void ScoreTile(const float* HWY_RESTRICT Q, std::int64_t ldq, const T
       prefetch_lines(c0, kC, head, e * sizeof(T));
     }
     VF k[kC];
-    HWY_UNROLL(16) for (int c = 0; c < kC; ++c) k[c] = LoadF32(df, K[c0 + c] + head + e);
+    HWY_UNROLL(16) for (int c = 0; c < kC; ++c) k[c] = LoadScaled(df, K[c0 + c] + head, e, c0 + c, k_scales);
     HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
       VF q = hn::Load(df, Q + r * ldq + e);
 #if defined(__GNUC__) && !defined(__clang__) && HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR
@@ -219,20 +255,23 @@ HWY_INLINE void ForEachScoreTile(std::int64_t H, std::int64_t R, std::int64_t co
 }
 
 // S_h = Q_h K_{j,h}ᵀ for each of H heads h: R rows per head (Q_h rows ldq apart from Q + h·R·ldq, S_h rows
-// kBc apart from S + h·R·kBc), `cols` keys whose rows are at K[c] + h·head_stride, in ForEachScoreTile's
-// order; the first tile of rows carries the prefetches (`prefetch_lines`, see ScoreTile).
-template <typename T, class PrefetchLines>
+// kBc apart from S + h·R·kBc), `cols` keys whose rows are at K[c] + h·head_stride, scaled as `k_scales` says
+// (head h's: k_scales.ForHead(h)), in ForEachScoreTile's order; the first tile of rows carries the prefetches
+// (`prefetch_lines`, see ScoreTile).
+template <typename T, class Scales, class PrefetchLines>
 HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::int64_t ldq, const T* const* K,
                            std::int64_t head_stride, std::int64_t width, std::int64_t cols, float* S,
-                           const PrefetchLines& prefetch_lines) {
+                           const Scales& k_scales, const PrefetchLines& prefetch_lines) {
   ForEachScoreTile(H, R, cols, [&](auto kR, auto kC, std::int64_t h, std::int64_t row, std::int64_t c0,
                                    bool first) FLASHATTN_INLINE_LAMBDA {
     constexpr int kRows = decltype(kR)::value, kCols = decltype(kC)::value;
     const float* Q_row = Q + row * ldq;
+    const std::int64_t head = h * head_stride;
+    const Scales head_scales = k_scales.ForHead(h);
     if (first) {
-      ScoreTile<kRows, kCols>(Q_row, ldq, K, h * head_stride, width, c0, cols, S + row * kBc, prefetch_lines);
+      ScoreTile<kRows, kCols>(Q_row, ldq, K, head, width, c0, cols, S + row * kBc, head_scales, prefetch_lines);
     } else {
-      ScoreTile<kRows, kCols>(Q_row, ldq, K, h * head_stride, width, c0, cols, S + row * kBc, kNoLineRequests);
+      ScoreTile<kRows, kCols>(Q_row, ldq, K, head, width, c0, cols, S + row * kBc, head_scales, kNoLineRequests);
     }
   });
 }
@@ -258,9 +297,9 @@ HWY_INLINE void ScaleScores(float* HWY_RESTRICT S, std::int64_t R, const float* 
 // Õ_r[e, e + 4·kLanes) += Σ_{c < cols} P̃[r][c] V_c[e, e + 4·kLanes) for kR ≤ 4 rows: 4·kR accumulators
 // where there are 32 vector registers, so that each key's broadcast of P̃[r][c] serves four FMAs and its four
 // V vectors (widened once) serve every row. `each_key(c)` runs as key c is reached.
-template <int kR, typename T, class EachKey>
+template <int kR, typename T, class Scales, class EachKey>
 HWY_INLINE void AccumulateWideSlice(const float* HWY_RESTRICT P, const T* const* V, std::int64_t cols,
-                                    std::int64_t e, float* HWY_RESTRICT O, std::int64_t ldo,
+                                    std::int64_t e, float* HWY_RESTRICT O, std::int64_t ldo, const Scales& v_scales,
                                     const EachKey& each_key) {
   static_assert(kR <= 4 && kLanes >= 16, "16 accumulators need 32 vector registers");
   const DF df;
@@ -271,7 +310,7 @@ HWY_INLINE void AccumulateWideSlice(const float* HWY_RESTRICT P, const T* const*
   for (std::int64_t c = 0; c < cols; ++c) {
     each_key(c);
     VF v[4];
-    HWY_UNROLL(4) for (int i = 0; i < 4; ++i) v[i] = LoadF32(df, V[c] + e + i * kLanes);
+    HWY_UNROLL(4) for (int i = 0; i < 4; ++i) v[i] = LoadScaled(df, V[c], e + i * kLanes, c, v_scales);
     HWY_UNROLL(4) for (int r = 0; r < kR; ++r) {
       const VF a = hn::Set(df, P[r * kBc + c]);
       HWY_UNROLL(4) for (int i = 0; i < 4; ++i) acc[r][i] = hn::MulAdd(a, v[i], acc[r][i]);
@@ -288,9 +327,9 @@ HWY_INLINE void AccumulateWideSlice(const float* HWY_RESTRICT P, const T* const*
 // rows and 2·kR FMA chains run side by side; four vectors at a time for up to 4 rows where there are 32 vector
 // registers. Every element of Õ takes its FMAs in key order whatever the slices. `prefetch_key(c)` runs once
 // for each key: as the first four-vector slice reaches it, or before the tile where there is none.
-template <int kR, typename T, class PrefetchKey>
+template <int kR, typename T, class Scales, class PrefetchKey>
 HWY_INLINE void AccumulatePV(const float* HWY_RESTRICT P, const T* const* V, std::int64_t cols,
-                             std::int64_t width, float* HWY_RESTRICT O, std::int64_t ldo,
+                             std::int64_t width, float* HWY_RESTRICT O, std::int64_t ldo, const Scales& v_scales,
                              const PrefetchKey& prefetch_key) {
   const DF df;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
@@ -298,8 +337,8 @@ HWY_INLINE void AccumulatePV(const float* HWY_RESTRICT P, const T* const* V, std
 #if !FLASHATTN_DECODE_SIZELESS_VECTORS
   if constexpr (kLanes >= 16 && kR <= 4) {
     for (; e + 4 * N <= width; e += 4 * N) {
-      if (e == 0) AccumulateWideSlice<kR>(P, V, cols, e, O, ldo, prefetch_key);
-      else AccumulateWideSlice<kR>(P, V, cols, e, O, ldo, kNoKeyRequests);
+      if (e == 0) AccumulateWideSlice<kR>(P, V, cols, e, O, ldo, v_scales, prefetch_key);
+      else AccumulateWideSlice<kR>(P, V, cols, e, O, ldo, v_scales, kNoKeyRequests);
     }
   }
 #endif
@@ -309,7 +348,9 @@ HWY_INLINE void AccumulatePV(const float* HWY_RESTRICT P, const T* const* V, std
   // Õ_r[e, e + kVecs·N) as one register tile: P[r][c] broadcast, V_c's vectors loaded once for all rows
   const auto start = [&](int r, int v) FLASHATTN_INLINE_LAMBDA { return hn::Load(df, O + r * ldo + e + v * N); };
   const auto a_of = [&](int r, std::int64_t c) FLASHATTN_INLINE_LAMBDA { return P[r * kBc + c]; };
-  const auto b_of = [&](std::int64_t c, int v) FLASHATTN_INLINE_LAMBDA { return LoadF32(df, V[c] + e + v * N); };
+  const auto b_of = [&](std::int64_t c, int v) FLASHATTN_INLINE_LAMBDA {
+    return LoadScaled(df, V[c], e + v * N, c, v_scales);
+  };
   const auto finish = [&](int r, int v, VF o) FLASHATTN_INLINE_LAMBDA { hn::Store(o, df, O + r * ldo + e + v * N); };
   const auto slice = [&](auto vecs) FLASHATTN_INLINE_LAMBDA {
     RegisterTile<kR, decltype(vecs)::value>(0, cols, start, a_of, b_of, finish);
@@ -338,12 +379,13 @@ inline constexpr std::int64_t kWholeBlockPassRows = 32;
 
 // Õ = diag(α) Õ + P̃ V_j for all R rows (α null: Õ + P̃ V_j): Õ scaled first, then the keys in passes of
 // kAccumulateKeys (all `cols` from kWholeBlockPassRows rows on), each pass over the rows in tiles of
-// kMaxAccumulateRows rows, then 4 and 1. `prefetch_pass(c, 1)` runs for each key c of a pass as the pass's first
-// tile of rows reads it (AccumulatePV), so that the requests keep pace with the reads.
-template <typename T, class PrefetchPass>
+// kMaxAccumulateRows rows, then 4 and 1; V's rows scaled as `v_scales` says. `prefetch_pass(c, 1)` runs for each
+// key c of a pass as the pass's first tile of rows reads it (AccumulatePV), so that the requests keep pace with
+// the reads.
+template <typename T, class Scales, class PrefetchPass>
 HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* const* V, std::int64_t R,
                                 std::int64_t cols, std::int64_t width, float* O, std::int64_t ldo,
-                                const PrefetchPass& prefetch_pass) {
+                                const Scales& v_scales, const PrefetchPass& prefetch_pass) {
   const DF df;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
   for (std::int64_t r = 0; r < R && alpha != nullptr; ++r) {
@@ -357,10 +399,12 @@ HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* con
     const std::int64_t keys = std::min(pass_keys, cols - c0);
     // the pass's prefetches go out key by key with its first tile of rows
     const auto first = [&](std::int64_t c) FLASHATTN_INLINE_LAMBDA { prefetch_pass(c0 + c, 1); };
+    const Scales pass_scales = v_scales.FromKey(c0);
     const auto tile = [&](auto kR, std::int64_t r) FLASHATTN_INLINE_LAMBDA {
       constexpr int kRows = decltype(kR)::value;
-      if (r == 0) AccumulatePV<kRows>(P + r * kBc + c0, V + c0, keys, width, O + r * ldo, ldo, first);
-      else AccumulatePV<kRows>(P + r * kBc + c0, V + c0, keys, width, O + r * ldo, ldo, kNoKeyRequests);
+      const float* P_r = P + r * kBc + c0;
+      if (r == 0) AccumulatePV<kRows>(P_r, V + c0, keys, width, O + r * ldo, ldo, pass_scales, first);
+      else AccumulatePV<kRows>(P_r, V + c0, keys, width, O + r * ldo, ldo, pass_scales, kNoKeyRequests);
     };
     std::int64_t r = 0;
     if constexpr (kMaxAccumulateRows == 8) {

@@ -294,8 +294,11 @@ HWY_INLINE void IntegerAccumulateBlock(float* P, const float* v_scale, const flo
   (void)dv;  // the rows hold dv_pad features, zero past dv
   // the float tiles over the integers u_c and v_c: exact, as the int32 sum
   std::fill(x.sum, x.sum + R * dv_pad, 0.0f);
-  if (V_wide != nullptr) AccumulateBlock(P, nullptr, V_wide, R, cols, dv_pad, x.sum, dv_pad, prefetch_pass);
-  else AccumulateBlock(P, nullptr, V, R, cols, dv_pad, x.sum, dv_pad, prefetch_pass);
+  const auto sums = [&](const auto* const* rows) {
+    AccumulateBlock(P, nullptr, rows, R, cols, dv_pad, x.sum, dv_pad, RowScales(), prefetch_pass);
+  };
+  if (V_wide != nullptr) sums(V_wide);
+  else sums(V);
   AddScaledSums(x.sum, x.factor, alpha, R, dv_pad, O, dv_pad);
 #endif
 }
