@@ -187,6 +187,32 @@ HWY_INLINE void StoreBlockDots(const VF (&dots)[kKeys / 4], std::int64_t rows, s
     if (rows > 3) _mm_storeu_ps(at + 3 * kBc, _mm512_extractf32x4_ps(v, 3));
   }
 }
+
+// With several scale groups: S[row0 + b][c0 + 4k + j] = term for the first group, else S += term, where
+// term = (lane j of block b of dots[k] · q_scale[b·q_stride]) · k_scale[c0 + 4k + j][at], for the block's `rows`
+// rows: the scalar steps of IntegerScoreBlock's `store`, four keys at a time.
+template <int kKeys>
+HWY_INLINE void AddGroupTerms(const VF (&dots)[kKeys / 4], std::int64_t rows, const float* q_scale,
+                              std::int64_t q_stride, const float* const* k_scale, std::int64_t at, std::int64_t c0,
+                              bool first_group, float* S) {
+  alignas(64) float row_scales[16];  // row b's scale in the lanes of block b
+  for (std::int64_t b = 0; b < 4; ++b) std::fill_n(row_scales + 4 * b, 4, b < rows ? q_scale[b * q_stride] : 0.0f);
+  const __m512 q = _mm512_load_ps(row_scales);
+  HWY_UNROLL(4) for (int k = 0; k < kKeys / 4; ++k) {
+    const float* const* keys = k_scale + c0 + 4 * k;
+    const __m128 four = _mm_setr_ps(keys[0][at], keys[1][at], keys[2][at], keys[3][at]);
+    const __m512 key_scales = _mm512_broadcast_f32x4(four);
+    const __m512 term = _mm512_mul_ps(_mm512_mul_ps(dots[k].raw, q), key_scales);
+    const auto add = [&](std::int64_t b, __m128 block) {
+      float* s = S + b * kBc + c0 + 4 * k;
+      _mm_storeu_ps(s, first_group ? block : _mm_add_ps(_mm_loadu_ps(s), block));
+    };
+    add(0, _mm512_castps512_ps128(term));
+    if (rows > 1) add(1, _mm512_extractf32x4_ps(term, 1));
+    if (rows > 2) add(2, _mm512_extractf32x4_ps(term, 2));
+    if (rows > 3) add(3, _mm512_extractf32x4_ps(term, 3));
+  }
+}
 #endif
 
 #if HWY_TARGET != HWY_AVX3_DL && !FLASHATTN_DECODE_SIZELESS_VECTORS
@@ -348,8 +374,8 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
   constexpr int kKeys = 8;
   static_assert(kBc % kKeys == 0, "whole groups of keys in a block");
   // As ForEachScoreTile walks: kLanes keys for every head, in groups of kKeys keys per block of rows. Keys past
-  // `cols` are computed (their rows repeat a real one); with one group their scores are stored too, into the
-  // block's columns that the softmax sets to −∞. The first block of rows carries the prefetches.
+  // `cols` are computed (their rows repeat a real one) and their scores stored too, into the block's columns
+  // that the softmax sets to −∞. The first block of rows carries the prefetches.
   // Blocks i … i + kBlocks − 1 of head h's rows against the keys [g0, g0 + kLanes): their dots stored or added
   const auto row_blocks = [&](auto kN, std::int64_t g0, std::int64_t h, std::int64_t i) FLASHATTN_INLINE_LAMBDA {
     constexpr int kBlocks = decltype(kN)::value;
@@ -365,12 +391,8 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
             StoreBlockDots<kKeys>(dots[n], rows, c0, S + row0 * kBc);
             continue;
           }
-          alignas(64) float lanes[kKeys / 4][kLanes];
-          for (int k = 0; k < kKeys / 4; ++k) hn::Store(dots[n][k], DF(), lanes[k]);
-          for (std::int64_t b = 0; b < rows; ++b)
-            for (std::int64_t c = c0; c < std::min(cols, c0 + kKeys); ++c) {
-              store(row0 + b, c, h, group, lanes[(c - c0) / 4][b * 4 + (c - c0) % 4]);
-            }
+          AddGroupTerms<kKeys>(dots[n], rows, x.scale + row0 * x.groups + group, x.groups, k_scale,
+                               h * scale_head_stride + group, c0, group == 0, S + row0 * kBc);
         }
       }
   };
