@@ -25,8 +25,8 @@ DType ParseDType(std::string_view name, std::string_view argument = "--dtype");
 CacheElement ParseCacheElement(std::string_view name, std::string_view argument = "--cache-dtype");
 
 // The scales the benchmark gives a quantized cache: per token for int8, per K/V head for FP8 E4M3 (the
-// library's defaults, as llama.cpp's q8_0 and vLLM's fp8 caches use them).
-ScaleGranularity BenchScaleGranularity(CacheElement element);
+// library's defaults, as llama.cpp's q8_0 and vLLM's fp8 caches use them); per token with scale groups.
+ScaleGranularity BenchScaleGranularity(CacheElement element, std::int64_t scale_group_size);
 
 struct BenchCase {
   Mode mode = Mode::kForward;
@@ -45,7 +45,7 @@ struct BenchCase {
   CacheElement cache_element = CacheElement::kFloat;  // decode only: kFloat = a cache of dtype
   bool quantize_query = false;  // decode over an int8 cache only: integer scores (quantize_query_int8)
   bool quantize_probs = false;  // decode over an int8 cache only: u8-rounded weights of P̃V (quantize_probs_u8)
-  std::int64_t scale_group_size = 0;  // decode over an int8 cache only: features per scale g (0 = one per row)
+  std::int64_t scale_group_size = 0;  // decode over a quantized cache only: features per scale g (0 = one per row)
   int threads = 2;  // already resolved: never 0
   std::optional<Algorithm> algorithm;  // forward only; unset: whatever flashattn::forward defaults to
   std::int64_t num_splits = 0;  // decode only: DecodeParams::num_splits (0 = choose_num_splits)

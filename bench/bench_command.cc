@@ -98,9 +98,8 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
   }
   c.quantize_probs = o.quantize_probs;
   if (o.scale_group_size) {
-    if (c.cache_element != CacheElement::kInt8) {
-      support::Fail("--scale-group-size applies to --mode decode --cache-dtype int8, got --cache-dtype ",
-                    o.cache_dtype.empty() ? std::string("(none)") : o.cache_dtype);
+    if (c.cache_element == CacheElement::kFloat) {
+      support::Fail("--scale-group-size applies to --mode decode with --cache-dtype int8 or fp8_e4m3");
     }
     if (*o.scale_group_size <= 0 || o.headdim % *o.scale_group_size != 0) {
       support::Fail("--scale-group-size must divide --headdim (", o.headdim, "), got ", *o.scale_group_size);
@@ -223,8 +222,8 @@ void AddBenchCommand(CLI::App& app) {
                 "Decode over --cache-dtype int8 with one scale per row: P̃V from u8-rounded weights and integer "
                 "dot products (quantize_probs_u8; AVX-512 VNNI where the CPU has it)");
   cmd->add_option("--scale-group-size", o.scale_group_size,
-                  "Decode over --cache-dtype int8: one scale per group of this many features of each row, dividing "
-                  "--headdim (default: one per row; 32 is llama.cpp's q8_0 granularity)");
+                  "Decode over a quantized cache: per-token scales, one per group of this many features of each "
+                  "row, dividing --headdim (default: one per row for int8; 32 is llama.cpp's q8_0 granularity)");
   cmd->add_option("--headdim", o.headdim, "Head dimension d")->capture_default_str();
   cmd->add_option("--headdim-v", o.headdim_v,
                   "Head dimension dv of V and O (default: d); decode reads V as the first dv features of the K "

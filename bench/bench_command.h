@@ -32,7 +32,7 @@ struct BenchOptions {
   std::string cache_dtype;                 // decode: "int8" or "fp8_e4m3"; empty = a float cache of dtype
   bool quantize_query = false;             // decode, int8 cache: DecodeParams::quantize_query_int8
   bool quantize_probs = false;             // decode, int8 cache: DecodeParams::quantize_probs_u8
-  std::optional<std::int64_t> scale_group_size;  // decode, int8 cache: DecodeParams::scale_group_size
+  std::optional<std::int64_t> scale_group_size;  // decode, quantized cache: DecodeParams::scale_group_size
   std::int64_t headdim = 128;
   std::optional<std::int64_t> headdim_v;
   bool sinks = false;

@@ -334,7 +334,7 @@ TEST(DecodeMode, QuantizedCacheRowsCountValuesAndScalesAndCompareWithAFloat16Cac
   for (const auto& [element, quantize_query, quantize_probs, group_size] :
        {std::tuple{CacheElement::kInt8, false, false, 0}, std::tuple{CacheElement::kFp8E4M3, false, false, 0},
         std::tuple{CacheElement::kInt8, true, false, 0}, std::tuple{CacheElement::kInt8, false, true, 0},
-        std::tuple{CacheElement::kInt8, true, false, 8}}) {
+        std::tuple{CacheElement::kInt8, true, false, 8}, std::tuple{CacheElement::kFp8E4M3, false, false, 8}}) {
     BenchCase c;
     c.mode = Mode::kDecode;
     c.batch = 2, c.heads = 4, c.heads_kv = 2, c.seqlen_q = 1, c.seqlen_k = 300, c.headdim = 24;
@@ -345,9 +345,10 @@ TEST(DecodeMode, QuantizedCacheRowsCountValuesAndScalesAndCompareWithAFloat16Cac
     const std::string json = ToJson(row);
     SCOPED_TRACE(json);
     // Values: b · N · Hkv · d bytes each of K and V; scales: 4 bytes per (key, K/V head) for int8, or per
-    // (key, K/V head, group of g features), per K/V head for FP8.
+    // (key, K/V head, group of g features) with groups, per K/V head for FP8 without.
     const double groups = group_size > 0 ? 24.0 / group_size : 1.0;
-    const double scales = element == CacheElement::kInt8 ? 4.0 * 2 * 300 * 2 * groups : 4.0 * 2;
+    const bool per_token = element == CacheElement::kInt8 || group_size > 0;
+    const double scales = per_token ? 4.0 * 2 * 300 * 2 * groups : 4.0 * 2;
     EXPECT_EQ(JsonNumber(json, "bytes_read"), 2 * (2.0 * 300 * 2 * 24 + scales));
     EXPECT_EQ(CountBytesRead(c), 2 * (2.0 * 300 * 2 * 24 + scales));
     EXPECT_NE(json.find(std::string("\"cache_dtype\": \"") + std::string(to_string(element)) + "\""),

@@ -378,7 +378,8 @@ TEST(DecodeQuantized, EveryTargetWithinTwiceTheFloat32PathsErrorOfTheOracle) {
                             {CacheElement::kInt8, ScaleGranularity::kPerToken, 32},
                             {CacheElement::kFp8E4M3, ScaleGranularity::kPerHead, 0},
                             {CacheElement::kFp8E4M3, ScaleGranularity::kPerTensor, 0},
-                            {CacheElement::kFp8E4M3, ScaleGranularity::kPerToken, 0}};
+                            {CacheElement::kFp8E4M3, ScaleGranularity::kPerToken, 0},
+                            {CacheElement::kFp8E4M3, ScaleGranularity::kPerToken, 32}};
   for (const Format& format : formats)
     for (const std::int64_t d : {40, 64, 111, 128, 256})
       for (const std::int64_t page_size : {0, 7}) {

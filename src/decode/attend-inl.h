@@ -9,8 +9,8 @@
 // widened once into zero-padded float32 rows. The software prefetches are described at AttendChunk.
 // A quantized cache (int8, FP8 E4M3) with one scale per row is read straight too, its scales applied per
 // key: S_j = scale_k[j]·(q·k_j) after the dot product, and P̃_j·scale_v[j] before the accumulation of V
-// (l sums the unscaled P̃_j). With scales per group of features an int8 cache's rows are scaled group by group
-// as the tiles load them (groups of whole vectors) or else dequantized as they are widened.
+// (l sums the unscaled P̃_j). With scales per group of features its rows are scaled group by group as the
+// tiles load them (groups of whole vectors) or else dequantized as they are widened.
 // An int8 cache may take integer dot products instead, for the scores (integer_scores-inl.h) and for P̃_j V_j
 // (integer_pv-inl.h), each an option that rounds one more operand to 8 bits.
 #if defined(FLASHATTN_DECODE_ATTEND_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -200,15 +200,15 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   // docs/performance.md). Otherwise they are widened once per block into zero-padded float32 rows.
   constexpr bool kQuantized = std::is_same_v<T, std::int8_t> || std::is_same_v<T, Fp8E4M3>;
   const KvScales& scales = t.scales;
-  // An int8 cache's scale groups of 2^k features, each a whole number of vectors, are applied as the tiles load
-  // the rows (GroupScales), read straight; other groups are dequantized as the rows are widened.
+  // Scale groups of 2^k features, each a whole number of vectors, are applied as the tiles load the rows
+  // (GroupScales), read straight; other groups are dequantized as the rows are widened.
   const std::int64_t g = scales.group_size;
-  const bool group_scales = kInt8 && g != d && g % N == 0 && (g & (g - 1)) == 0;
+  const bool group_scales = kQuantized && g != d && g % N == 0 && (g & (g - 1)) == 0;
   const bool widen = d % N != 0 || dv % N != 0 || (kQuantized && g != d && !group_scales);
   // f(the scales the tiles apply to rows read straight): with group scales, those at rows[c] (head 0's of each
   // key), else none
   const auto with_scales = [&](const float* const* rows, const auto& f) {
-    if constexpr (kInt8) {
+    if constexpr (kQuantized) {
       const int log2_g = std::countr_zero(static_cast<std::uint64_t>(g));
       if (group_scales) return f(GroupScales{rows, scales.head_stride, 0, log2_g});
     }
@@ -311,11 +311,13 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
           PrefetchLineToL2(reinterpret_cast<const char*>(K_next[c] + head) + byte);
         }
       };
-      if constexpr (kInt8) {
+      if constexpr (kQuantized) {
         for (std::int64_t c = 0; c < kBc && (integer_scores || group_scales); ++c) {
           k_scale[c] = scales.k + scale_offset[c];
           v_scale[c] = scales.v + scale_offset[c];
         }
+      }
+      if constexpr (kInt8) {
         if (integer_scores) {
           IntegerScoreBlock(q_int8, H, R, K, t.head_stride, k_scale, scales.head_stride, d, cols, x.S,
                             prefetch_lines);

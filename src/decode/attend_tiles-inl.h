@@ -123,14 +123,16 @@ struct GroupScales {
   }
 };
 
-// Features [e, e + Lanes) of `row` (key c's), widened, and scaled as `scales` says.
+// Features [e, e + Lanes) of `row` (key c's), widened, and scaled as `scales` says (with what LoadF32 leaves out
+// of an FP8 value, kWideningFactor, as the widened rows have it).
 template <typename T>
 HWY_INLINE VF LoadScaled(DF df, const T* row, std::int64_t e, std::int64_t, const RowScales&) {
   return LoadF32(df, row + e);
 }
 template <typename T>
 HWY_INLINE VF LoadScaled(DF df, const T* row, std::int64_t e, std::int64_t c, const GroupScales& scales) {
-  return hn::Mul(hn::Set(df, scales.rows[c][scales.head + (e >> scales.log2_g)]), LoadF32(df, row + e));
+  const float scale = scales.rows[c][scales.head + (e >> scales.log2_g)] * kWideningFactor<T>;
+  return hn::Mul(hn::Set(df, scale), LoadF32(df, row + e));
 }
 
 // The request callbacks for the tiles and passes that carry no prefetches: (c0, keys, head, byte) for the lines
