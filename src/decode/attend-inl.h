@@ -205,12 +205,12 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   const std::int64_t g = scales.group_size;
   const bool group_scales = kQuantized && g != d && g % N == 0 && (g & (g - 1)) == 0;
   const bool widen = d % N != 0 || dv % N != 0 || (kQuantized && g != d && !group_scales);
-  // f(the scales the tiles apply to rows read straight): with group scales, those at rows[c] (head 0's of each
-  // key), else none
-  const auto with_scales = [&](const float* const* rows, const auto& f) {
+  // f(the scales the tiles apply to rows read straight): with group scales, K's or V's (`base`, the block's keys
+  // at scale_offset), else none
+  const auto with_scales = [&](const float* base, const std::int64_t* scale_offset, const auto& f) {
     if constexpr (kQuantized) {
       const int log2_g = std::countr_zero(static_cast<std::uint64_t>(g));
-      if (group_scales) return f(GroupScales{rows, scales.head_stride, 0, log2_g});
+      if (group_scales) return f(GroupScales{base, scale_offset, scales.head_stride, 0, log2_g});
     }
     return f(RowScales());
   };
@@ -225,8 +225,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   const T* V[kBc];
   const T* V_h[kBc];
   const T* K_next[kBc];
-  const float* k_scale[kBc];  // with integer scores or group scales, head 0's scales of each key
-  const float* v_scale[kBc];  // with group scales, likewise V's
+  const float* k_scale[kBc];  // with integer scores, head 0's scales of each key
   const float* K_wide[kBc];
   const float* V_wide[kBc];
   for (std::int64_t c = 0; c < kBc; ++c) K_wide[c] = x.K + c * d_pad, V_wide[c] = x.V + c * dv_pad;
@@ -311,20 +310,15 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
           PrefetchLineToL2(reinterpret_cast<const char*>(K_next[c] + head) + byte);
         }
       };
-      if constexpr (kQuantized) {
-        for (std::int64_t c = 0; c < kBc && (integer_scores || group_scales); ++c) {
-          k_scale[c] = scales.k + scale_offset[c];
-          v_scale[c] = scales.v + scale_offset[c];
-        }
-      }
       if constexpr (kInt8) {
         if (integer_scores) {
+          for (std::int64_t c = 0; c < kBc; ++c) k_scale[c] = scales.k + scale_offset[c];
           IntegerScoreBlock(q_int8, H, R, K, t.head_stride, k_scale, scales.head_stride, d, cols, x.S,
                             prefetch_lines);
         }
       }
       if (!integer_scores) {
-        with_scales(k_scale, [&](const auto& k_scales) {
+        with_scales(scales.k, scale_offset, [&](const auto& k_scales) {
           ScoreBlock(x.Q, H, R, d_pad, K, t.head_stride, d, cols, x.S, k_scales, prefetch_lines);
         });
       }
@@ -437,7 +431,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
         accumulate(V_wide, dv_pad, kNoPassRequests, RowScales());
       } else {
         for (std::int64_t c = 0; c < kBc; ++c) V_h[c] = V[c] + hk * t.head_stride;
-        with_scales(v_scale, [&](const auto& v_scales) {
+        with_scales(scales.v, scale_offset, [&](const auto& v_scales) {
           accumulate(V_h, dv, prefetch_next_v, v_scales.ForHead(hk));  // pass by pass
         });
       }

@@ -102,13 +102,14 @@ HWY_INLINE void PrefetchKey(const T* k_row, const T* v_row, std::int64_t row_byt
 // How the tiles scale the quantized rows they read straight. RowScales: not at all (a row's one scale acts on
 // its scores or weights outside the tiles). GroupScales: each widened vector times its scale group's scale as it
 // is loaded, for groups of 2^log2_g features that hold whole vectors; key c's scales for the head are at
-// rows[c] + head, one per group. The products are those of rows dequantized into float32 blocks first.
+// base + offset[c] + head, one per group. The products are those of rows dequantized into float32 blocks first.
 struct RowScales {
   RowScales ForHead(std::int64_t) const { return *this; }
   RowScales FromKey(std::int64_t) const { return *this; }
 };
 struct GroupScales {
-  const float* const* rows = nullptr;
+  const float* base = nullptr;
+  const std::int64_t* offset = nullptr;
   std::int64_t head_stride = 0, head = 0;
   int log2_g = 0;
   GroupScales ForHead(std::int64_t h) const {
@@ -118,7 +119,7 @@ struct GroupScales {
   }
   GroupScales FromKey(std::int64_t c0) const {  // for a tile handed the rows from key c0 on
     GroupScales s = *this;
-    s.rows += c0;
+    s.offset += c0;
     return s;
   }
 };
@@ -131,7 +132,7 @@ HWY_INLINE VF LoadScaled(DF df, const T* row, std::int64_t e, std::int64_t, cons
 }
 template <typename T>
 HWY_INLINE VF LoadScaled(DF df, const T* row, std::int64_t e, std::int64_t c, const GroupScales& scales) {
-  const float scale = scales.rows[c][scales.head + (e >> scales.log2_g)] * kWideningFactor<T>;
+  const float scale = scales.base[scales.offset[c] + scales.head + (e >> scales.log2_g)] * kWideningFactor<T>;
   return hn::Mul(hn::Set(df, scale), LoadF32(df, row + e));
 }
 

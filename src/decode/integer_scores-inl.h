@@ -195,9 +195,11 @@ template <int kKeys>
 HWY_INLINE void AddGroupTerms(const VF (&dots)[kKeys / 4], std::int64_t rows, const float* q_scale,
                               std::int64_t q_stride, const float* const* k_scale, std::int64_t at, std::int64_t c0,
                               bool first_group, float* S) {
-  alignas(64) float row_scales[16];  // row b's scale in the lanes of block b
-  for (std::int64_t b = 0; b < 4; ++b) std::fill_n(row_scales + 4 * b, 4, b < rows ? q_scale[b * q_stride] : 0.0f);
-  const __m512 q = _mm512_load_ps(row_scales);
+  // row b's scale in the lanes of block b (0 for rows past `rows`)
+  const auto row_scale = [&](std::int64_t b) { return b < rows ? q_scale[b * q_stride] : 0.0f; };
+  const __m128 four_rows = _mm_setr_ps(row_scale(0), row_scale(1), row_scale(2), row_scale(3));
+  const __m512i block_of_lane = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const __m512 q = _mm512_permutexvar_ps(block_of_lane, _mm512_castps128_ps512(four_rows));
   HWY_UNROLL(4) for (int k = 0; k < kKeys / 4; ++k) {
     const float* const* keys = k_scale + c0 + 4 * k;
     const __m128 four = _mm_setr_ps(keys[0][at], keys[1][at], keys[2][at], keys[3][at]);
