@@ -373,12 +373,16 @@ TEST(DecodeQuantized, EveryTargetWithinTwiceTheFloat32PathsErrorOfTheOracle) {
     ScaleGranularity granularity;
     std::int64_t group_size;
   };
+  // Groups of 2, 4 and 8 features are half a vector of 4, 8 and 16 lanes; 32 holds whole vectors.
   const Format formats[] = {{CacheElement::kInt8, ScaleGranularity::kPerToken, 0},
+                            {CacheElement::kInt8, ScaleGranularity::kPerToken, 2},
+                            {CacheElement::kInt8, ScaleGranularity::kPerToken, 4},
                             {CacheElement::kInt8, ScaleGranularity::kPerToken, 8},
                             {CacheElement::kInt8, ScaleGranularity::kPerToken, 32},
                             {CacheElement::kFp8E4M3, ScaleGranularity::kPerHead, 0},
                             {CacheElement::kFp8E4M3, ScaleGranularity::kPerTensor, 0},
                             {CacheElement::kFp8E4M3, ScaleGranularity::kPerToken, 0},
+                            {CacheElement::kFp8E4M3, ScaleGranularity::kPerToken, 8},
                             {CacheElement::kFp8E4M3, ScaleGranularity::kPerToken, 32}};
   for (const Format& format : formats)
     for (const std::int64_t d : {40, 64, 111, 128, 256})

@@ -10,7 +10,7 @@
 // A quantized cache (int8, FP8 E4M3) with one scale per row is read straight too, its scales applied per
 // key: S_j = scale_k[j]·(q·k_j) after the dot product, and P̃_j·scale_v[j] before the accumulation of V
 // (l sums the unscaled P̃_j). With scales per group of features its rows are scaled group by group as the
-// tiles load them (groups of whole vectors) or else dequantized as they are widened.
+// tiles load them (groups of whole vectors or of half a vector) or else dequantized as they are widened.
 // An int8 cache may take integer dot products instead, for the scores (integer_scores-inl.h) and for P̃_j V_j
 // (integer_pv-inl.h), each an option that rounds one more operand to 8 bits.
 #if defined(FLASHATTN_DECODE_ATTEND_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -200,17 +200,18 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   // docs/performance.md). Otherwise they are widened once per block into zero-padded float32 rows.
   constexpr bool kQuantized = std::is_same_v<T, std::int8_t> || std::is_same_v<T, Fp8E4M3>;
   const KvScales& scales = t.scales;
-  // Scale groups of 2^k features, each a whole number of vectors, are applied as the tiles load the rows
-  // (GroupScales), read straight; other groups are dequantized as the rows are widened.
+  // Scale groups of 2^k features, each a whole number of vectors or half of one, are applied as the tiles load
+  // the rows (GroupScales), read straight; other groups are dequantized as the rows are widened.
   const std::int64_t g = scales.group_size;
-  const bool group_scales = kQuantized && g != d && g % N == 0 && (g & (g - 1)) == 0;
+  const bool group_scales = kQuantized && g != d && (g % N == 0 || 2 * g == N) && (g & (g - 1)) == 0;
   const bool widen = d % N != 0 || dv % N != 0 || (kQuantized && g != d && !group_scales);
   // f(the scales the tiles apply to rows read straight): with group scales, K's or V's (`base`, the block's keys
   // at scale_offset), else none
   const auto with_scales = [&](const float* base, const std::int64_t* scale_offset, const auto& f) {
     if constexpr (kQuantized) {
       const int log2_g = std::countr_zero(static_cast<std::uint64_t>(g));
-      if (group_scales) return f(GroupScales{base, scale_offset, scales.head_stride, 0, log2_g});
+      if (group_scales && g >= N) return f(GroupScales<1>{base, scale_offset, scales.head_stride, 0, log2_g});
+      if (group_scales) return f(GroupScales<2>{base, scale_offset, scales.head_stride, 0, log2_g});
     }
     return f(RowScales());
   };

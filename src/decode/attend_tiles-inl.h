@@ -100,14 +100,17 @@ HWY_INLINE void PrefetchKey(const T* k_row, const T* v_row, std::int64_t row_byt
 }
 
 // How the tiles scale the quantized rows they read straight. RowScales: not at all (a row's one scale acts on
-// its scores or weights outside the tiles). GroupScales: each widened vector times its scale group's scale as it
-// is loaded, for groups of 2^log2_g features that hold whole vectors; key c's scales for the head are at
+// its scores or weights outside the tiles). GroupScales<kGroupsPerVector>: each widened vector times its scale
+// groups' scales as it is loaded, for groups of 2^log2_g features that hold whole vectors (1) or half a vector
+// (2: the lower lanes take one group's scale, the upper lanes the next's); key c's scales for the head are at
 // base + offset[c] + head, one per group. The products are those of rows dequantized into float32 blocks first.
 struct RowScales {
   RowScales ForHead(std::int64_t) const { return *this; }
   RowScales FromKey(std::int64_t) const { return *this; }
 };
+template <int kGroupsPerVector>
 struct GroupScales {
+  static_assert(kGroupsPerVector == 1 || kGroupsPerVector == 2);
   const float* base = nullptr;
   const std::int64_t* offset = nullptr;
   std::int64_t head_stride = 0, head = 0;
@@ -130,10 +133,18 @@ template <typename T>
 HWY_INLINE VF LoadScaled(DF df, const T* row, std::int64_t e, std::int64_t, const RowScales&) {
   return LoadF32(df, row + e);
 }
-template <typename T>
-HWY_INLINE VF LoadScaled(DF df, const T* row, std::int64_t e, std::int64_t c, const GroupScales& scales) {
-  const float scale = scales.base[scales.offset[c] + scales.head + (e >> scales.log2_g)] * kWideningFactor<T>;
-  return hn::Mul(hn::Set(df, scale), LoadF32(df, row + e));
+template <typename T, int kGroupsPerVector>
+HWY_INLINE VF LoadScaled(DF df, const T* row, std::int64_t e, std::int64_t c,
+                         const GroupScales<kGroupsPerVector>& scales) {
+  const float* scale = scales.base + scales.offset[c] + scales.head + (e >> scales.log2_g);
+  const VF lower = hn::Set(df, scale[0] * kWideningFactor<T>);
+  if constexpr (kGroupsPerVector == 1) {
+    return hn::Mul(lower, LoadF32(df, row + e));
+  } else {
+    const VF upper = hn::Set(df, scale[1] * kWideningFactor<T>);
+    const VF scale_of_lane = hn::IfThenElse(hn::FirstN(df, hn::Lanes(df) / 2), lower, upper);
+    return hn::Mul(scale_of_lane, LoadF32(df, row + e));
+  }
 }
 
 // The request callbacks for the tiles and passes that carry no prefetches: (c0, keys, head, byte) for the lines
