@@ -123,6 +123,22 @@ HWY_INLINE void BlockOffsets(const KvSource& kv, std::int64_t seq_stride, std::i
   std::fill(offset + n, offset + kBc, offset[0]);
 }
 
+// Requests into L2 the per-token scales of a block's `n` keys, key c's `key_floats` from base + scale_offset[c]
+// (its heads' scales), each line once where keys' scales adjoin. Groups of few features carry many scales (groups
+// of 8: half the bytes of the int8 rows); left to the hardware, they were read at the pace of demand misses
+// (docs/performance.md).
+HWY_INLINE void PrefetchKeyScales(const float* base, const std::int64_t* scale_offset, std::int64_t n,
+                                  std::int64_t key_floats) {
+  const char* last_line = nullptr;
+  for (std::int64_t c = 0; c < n; ++c) {
+    const auto* begin = reinterpret_cast<const char*>(base + scale_offset[c]);
+    const auto* end = reinterpret_cast<const char*>(base + scale_offset[c] + key_floats);
+    const char* line = begin - reinterpret_cast<std::uintptr_t>(begin) % 64;
+    if (line == last_line) line += 64;
+    for (; line < end; line += 64) PrefetchLineToL2(last_line = line);
+  }
+}
+
 // Lines of the next block's V that the softmax of one row requests (AttendChunk).
 inline constexpr std::int64_t kSoftmaxRowRequests = 4;
 
@@ -219,7 +235,9 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
     std::fill(x.K, x.K + kBc * d_pad, 0.0f);
     std::fill(x.V, x.V + kBc * dv_pad, 0.0f);
   }
-  std::int64_t scale_offset[kBc];            // offsets of the block's key scales (K/V head 0), quantized
+  std::int64_t block_scale_offsets[2][kBc];  // offsets of the block's key scales (K/V head 0), and the next's
+  std::int64_t* scale_offset = block_scale_offsets[0];
+  std::int64_t* next_scale_offset = block_scale_offsets[1];
   alignas(64) float k_scale_h[kBc];           // one head's per-key scales, quantized (0 past `cols`)
   alignas(64) float v_scale_h[kBc];
   const T* K[kBc];
@@ -265,13 +283,21 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   const std::int64_t row_bytes = d * static_cast<std::int64_t>(sizeof(T));
   const bool rows_fill_heads = kv.seq_stride == H * t.head_stride;  // the task's heads fill each key's row
 
-  BlockOffsets(kv, kv.seq_stride, kv.page_stride, t.j_begin, std::clamp<std::int64_t>(t.j_end - t.j_begin, 0, kBc),
-               offset);
+  const std::int64_t first_cols = std::clamp<std::int64_t>(t.j_end - t.j_begin, 0, kBc);
+  BlockOffsets(kv, kv.seq_stride, kv.page_stride, t.j_begin, first_cols, offset);
+  if constexpr (kQuantized) BlockOffsets(kv, scales.seq_stride, scales.page_stride, t.j_begin, first_cols, scale_offset);
   for (std::int64_t j0 = t.j_begin; j0 < t.j_end; j0 += kBc) {
     const std::int64_t cols = std::min(kBc, t.j_end - j0);
     const std::int64_t next_cols = std::clamp<std::int64_t>(t.j_end - j0 - kBc, 0, kBc);
     BlockOffsets(kv, kv.seq_stride, kv.page_stride, j0 + kBc, next_cols, next_offset);
-    if constexpr (kQuantized) BlockOffsets(kv, scales.seq_stride, scales.page_stride, j0, cols, scale_offset);
+    if constexpr (kQuantized) {  // the next block's scale offsets, and its per-token scales requested into L2
+      BlockOffsets(kv, scales.seq_stride, scales.page_stride, j0 + kBc, next_cols, next_scale_offset);
+      if (scales.seq_stride != 0) {
+        const std::int64_t key_floats = (H - 1) * scales.head_stride + d / g;
+        PrefetchKeyScales(scales.k, next_scale_offset, next_cols, key_floats);
+        PrefetchKeyScales(scales.v, next_scale_offset, next_cols, key_floats);
+      }
+    }
     // Whether every row sees every key of the block (the window covers [j0, j0 + cols)), and so whether
     // the block's scores need nothing but Q K_jᵀ.
     const bool block_seen_whole =
@@ -438,6 +464,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
       }
     }
     std::swap(offset, next_offset);
+    std::swap(scale_offset, next_scale_offset);
   }
   for (std::int64_t row = 0; row < H * R; ++row) {
     float* O_row = x.O + row * dv_pad;
