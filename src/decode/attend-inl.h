@@ -290,9 +290,11 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
     const std::int64_t cols = std::min(kBc, t.j_end - j0);
     const std::int64_t next_cols = std::clamp<std::int64_t>(t.j_end - j0 - kBc, 0, kBc);
     BlockOffsets(kv, kv.seq_stride, kv.page_stride, j0 + kBc, next_cols, next_offset);
-    if constexpr (kQuantized) {  // the next block's scale offsets, and its per-token scales requested into L2
+    // The next block's scale offsets, and its per-token group scales requested into L2 (one scale per row, a
+    // few bytes a key, read no faster with requests)
+    if constexpr (kQuantized) {
       BlockOffsets(kv, scales.seq_stride, scales.page_stride, j0 + kBc, next_cols, next_scale_offset);
-      if (scales.seq_stride != 0) {
+      if (scales.seq_stride != 0 && g != d) {
         const std::int64_t key_floats = (H - 1) * scales.head_stride + d / g;
         PrefetchKeyScales(scales.k, next_scale_offset, next_cols, key_floats);
         PrefetchKeyScales(scales.v, next_scale_offset, next_cols, key_floats);
