@@ -42,6 +42,8 @@ std::string BenchCase::AlgorithmName() const {
   return algorithm ? std::string(to_string(*algorithm)) : std::string("default");
 }
 
+std::int64_t BenchCase::ScaleGroups() const { return scale_group_size > 0 ? headdim / scale_group_size : 1; }
+
 std::string BenchCase::Name() const {
   std::ostringstream s;
   s << ToString(mode) << "_" << AlgorithmName() << "_" << to_string(dtype) << "_b" << batch << "_h" << heads
@@ -94,8 +96,8 @@ double CountBytesRead(const BenchCase& c) {
     return rows * row * static_cast<double>(size_of(c.dtype));
   }
   const bool per_token = BenchScaleGranularity(c.cache_element, c.scale_group_size) == ScaleGranularity::kPerToken;
-  const double groups = c.scale_group_size > 0 ? static_cast<double>(c.headdim / c.scale_group_size) : 1.0;
-  const double scale_bytes = per_token ? 4.0 * rows * groups : 4.0 * static_cast<double>(c.heads_kv);
+  const double scale_bytes =
+      per_token ? 4.0 * rows * static_cast<double>(c.ScaleGroups()) : 4.0 * static_cast<double>(c.heads_kv);
   return 2.0 * (rows * static_cast<double>(c.headdim) + scale_bytes);
 }
 

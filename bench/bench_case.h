@@ -55,6 +55,7 @@ struct BenchCase {
   // d128_splits4_paged256": unique per configuration.
   std::string Name() const;
   std::string AlgorithmName() const;  // "default" when unset
+  std::int64_t ScaleGroups() const;   // a quantized cache's scales per (token, K/V head): d / g, or 1
   // The attention parameters of this case for contiguous (batch, seq, head, dim) tensors; pointers unset.
   // For the forward and backward modes (decode builds DecodeParams, see modes.h).
   AttentionParams Params() const;

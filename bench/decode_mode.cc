@@ -87,9 +87,8 @@ void FillCache(const BenchCase& c, std::int64_t elements, DecodeParams* p, Cache
   q.granularity = BenchScaleGranularity(c.cache_element, c.scale_group_size);
   q.group_size = c.scale_group_size;
   q.set_contiguous_strides();
-  const std::int64_t groups = c.scale_group_size > 0 ? q.head_dim / c.scale_group_size : 1;
   const std::int64_t scales =
-      q.granularity == ScaleGranularity::kPerToken ? q.outer * q.seqlen * q.heads * groups : q.heads;
+      q.granularity == ScaleGranularity::kPerToken ? q.outer * q.seqlen * q.heads * c.ScaleGroups() : q.heads;
   for (auto [x, values, scale] : {std::tuple{&cache->k, &cache->k_values, &cache->k_scale},
                                   std::tuple{&cache->v, &cache->v_values, &cache->v_scale}}) {
     values->resize(static_cast<std::size_t>(elements));
