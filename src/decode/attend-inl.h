@@ -285,7 +285,9 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
 
   const std::int64_t first_cols = std::clamp<std::int64_t>(t.j_end - t.j_begin, 0, kBc);
   BlockOffsets(kv, kv.seq_stride, kv.page_stride, t.j_begin, first_cols, offset);
-  if constexpr (kQuantized) BlockOffsets(kv, scales.seq_stride, scales.page_stride, t.j_begin, first_cols, scale_offset);
+  if constexpr (kQuantized) {
+    BlockOffsets(kv, scales.seq_stride, scales.page_stride, t.j_begin, first_cols, scale_offset);
+  }
   for (std::int64_t j0 = t.j_begin; j0 < t.j_end; j0 += kBc) {
     const std::int64_t cols = std::min(kBc, t.j_end - j0);
     const std::int64_t next_cols = std::clamp<std::int64_t>(t.j_end - j0 - kBc, 0, kBc);
