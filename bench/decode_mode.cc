@@ -106,6 +106,20 @@ void FillCache(const BenchCase& c, std::int64_t elements, DecodeParams* p, Cache
   p->v_scale = cache->v_scale.data();
 }
 
+// p over a float cache of `dtype` at k and v (same shape and strides), without a quantized cache's scales and
+// options: the float16 cache timed beside a quantized one, and the values the baseline reads.
+DecodeParams OverFloatCache(DecodeParams p, DType dtype, void* k, void* v) {
+  p.cache_element = CacheElement::kFloat;
+  p.cache_dtype = dtype;
+  p.k_cache = k;
+  p.v_cache = v;
+  p.k_scale = p.v_scale = nullptr;
+  p.scale_group_size = 0;
+  p.quantize_query_int8 = false;
+  p.quantize_probs_u8 = false;
+  return p;
+}
+
 }  // namespace
 
 DecodeParams DecodeParamsOf(const BenchCase& c, std::vector<std::int32_t>* cache_seqlens,
@@ -179,30 +193,17 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   }
   TimeLibraryCall([&] { decode(p); }, run, &row);
   if (c.cache_element != CacheElement::kFloat) {  // the same call over a float16 cache, in the same run
-    DecodeParams f16 = p;
-    f16.cache_element = CacheElement::kFloat;
-    f16.cache_dtype = DType::kF16;
-    f16.k_scale = f16.v_scale = nullptr;
-    f16.scale_group_size = 0;
-    f16.quantize_query_int8 = false;
-    f16.quantize_probs_u8 = false;
     std::vector<std::uint16_t> k16 = RandomElements(cache_elems, DType::kF16, 0x5eed + 1);
     std::vector<std::uint16_t> v16 = RandomElements(cache_elems, DType::kF16, 0x5eed + 2);
-    f16.k_cache = k16.data();
-    f16.v_cache = v16.data();
+    const DecodeParams f16 = OverFloatCache(p, DType::kF16, k16.data(), v16.data());
     traffic.f16_cache_median_ms = TimeCalls([&] { decode(f16); }, run.timing).median_ms;
   }
 
   if (options.baseline && !c.sinks && !c.headdim_v) {  // the baseline has no sinks and no V inside K
     // A quantized cache's baseline reads the float32 values it was quantized from.
-    DecodeParams originals = p;
-    originals.cache_element = CacheElement::kFloat;
-    originals.quantize_query_int8 = false;
-    originals.quantize_probs_u8 = false;
-    originals.scale_group_size = 0;
-    originals.cache_dtype = c.cache_element == CacheElement::kFloat ? p.cache_dtype : DType::kF32;
-    originals.k_cache = cache.k.data();
-    originals.v_cache = cache.v.data();
+    const DecodeParams originals =
+        OverFloatCache(p, c.cache_element == CacheElement::kFloat ? p.cache_dtype : DType::kF32, cache.k.data(),
+                       cache.v.data());
     BaselineCache baseline_cache;
     MakeBaselineCache(originals, c.seqlen_k, &baseline_cache);
     traffic.baseline_cache = baseline_cache.description;

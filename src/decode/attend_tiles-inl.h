@@ -181,10 +181,10 @@ HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::
                            const Scales& k_scales, const PrefetchLines& prefetch_lines) {
   const DF df;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
-  for (std::int64_t r = 0; r < H * R; ++r)
+  for (std::int64_t r = 0; r < H * R; ++r) {
+    const std::int64_t head = r / R * head_stride;
+    const Scales head_scales = k_scales.ForHead(r / R);
     for (std::int64_t c = 0; c < cols; ++c) {
-      const std::int64_t head = r / R * head_stride;
-      const Scales head_scales = k_scales.ForHead(r / R);
       if (r % R == 0) {
         for (std::int64_t e = 0; e < width; e += 64 / sizeof(T)) prefetch_lines(c, 1, head, e * sizeof(T));
       }
@@ -194,6 +194,7 @@ HWY_INLINE void ScoreBlock(const float* Q, std::int64_t H, std::int64_t R, std::
       }
       S[r * kBc + c] = hn::GetLane(hn::SumOfLanes(df, acc));
     }
+  }
 }
 #else
 // S[r][c0 + c] = Q_r · K_{c0 + c} for a tile of kR rows × kC keys (kR·kC = kLanes) over `width` features
