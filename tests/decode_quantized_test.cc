@@ -363,7 +363,7 @@ std::vector<std::int64_t> Int8TargetsUnderTest() { return TargetsUnderTest(decod
 // The kernel over the quantized cache against the float64 reference over the same (dequantized) cache: at
 // most twice the error of the float32 kernel (on the same target) over those dequantized values in float32
 // caches, on every target, for direct rows (d a multiple of the vectors), widened ones (odd d) and grouped scales
-// (groups of whole vectors scaled as the rows are loaded, smaller ones as they are widened).
+// (groups of whole vectors or half of one scaled as the rows are loaded, smaller ones as they are widened).
 TEST(DecodeQuantized, EveryTargetWithinTwiceTheFloat32PathsErrorOfTheOracle) {
   const std::vector<std::int64_t> targets = TargetsUnderTest();
   const std::vector<std::int64_t> int8_targets = Int8TargetsUnderTest();
