@@ -33,11 +33,6 @@ CacheElement ParseCacheElement(std::string_view name, std::string_view argument)
   support::Fail(argument, " must be one of int8, fp8_e4m3; got '", name, "'");
 }
 
-ScaleGranularity BenchScaleGranularity(CacheElement element, std::int64_t scale_group_size) {
-  const bool per_token = element == CacheElement::kInt8 || scale_group_size > 0;
-  return per_token ? ScaleGranularity::kPerToken : ScaleGranularity::kPerHead;
-}
-
 std::string BenchCase::AlgorithmName() const {
   return algorithm ? std::string(to_string(*algorithm)) : std::string("default");
 }
@@ -95,7 +90,7 @@ double CountBytesRead(const BenchCase& c) {
     const double row = static_cast<double>(c.headdim_v ? c.headdim : 2 * c.headdim);  // V inside K: one row
     return rows * row * static_cast<double>(size_of(c.dtype));
   }
-  const bool per_token = BenchScaleGranularity(c.cache_element, c.scale_group_size) == ScaleGranularity::kPerToken;
+  const bool per_token = default_scale_granularity(c.cache_element, c.scale_group_size) == ScaleGranularity::kPerToken;
   const double scale_bytes =
       per_token ? 4.0 * rows * static_cast<double>(c.ScaleGroups()) : 4.0 * static_cast<double>(c.heads_kv);
   return 2.0 * (rows * static_cast<double>(c.headdim) + scale_bytes);

@@ -24,10 +24,6 @@ DType ParseDType(std::string_view name, std::string_view argument = "--dtype");
 // Parses "int8", "fp8_e4m3" (the quantized decode caches); throws Error naming `argument` otherwise.
 CacheElement ParseCacheElement(std::string_view name, std::string_view argument = "--cache-dtype");
 
-// The scales the benchmark gives a quantized cache: per token for int8, per K/V head for FP8 E4M3 (the
-// library's defaults, as llama.cpp's q8_0 and vLLM's fp8 caches use them); per token with scale groups.
-ScaleGranularity BenchScaleGranularity(CacheElement element, std::int64_t scale_group_size);
-
 struct BenchCase {
   Mode mode = Mode::kForward;
   std::int64_t batch = 1;

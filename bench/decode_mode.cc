@@ -84,7 +84,7 @@ void FillCache(const BenchCase& c, std::int64_t elements, DecodeParams* p, Cache
   q.heads = p->heads_kv;
   q.head_dim = p->head_dim;
   q.element = c.cache_element;
-  q.granularity = BenchScaleGranularity(c.cache_element, c.scale_group_size);
+  q.granularity = default_scale_granularity(c.cache_element, c.scale_group_size);
   q.group_size = c.scale_group_size;
   q.set_contiguous_strides();
   const std::int64_t scales =

@@ -172,7 +172,7 @@ std::string ToJson(const Row& row) {
     if (c.quantize_probs) json.Add("quantize_probs_u8", true);
     if (c.scale_group_size > 0) json.Add("scale_group_size", c.scale_group_size);
     if (t.f16_cache_median_ms) {
-      json.Add("scale_granularity", to_string(BenchScaleGranularity(c.cache_element, c.scale_group_size)))
+      json.Add("scale_granularity", to_string(default_scale_granularity(c.cache_element, c.scale_group_size)))
           .Add("f16_cache_median_ms", *t.f16_cache_median_ms)
           .Add("speedup_vs_f16_cache", *row.SpeedupOverF16Cache());
     }

@@ -177,8 +177,8 @@ TEST(PlanCases, DecodeTakesOneQueryRowAndTheCacheOptions) {
   options.cache_dtype = "fp8_e4m3";  // per-token scales then, as groups need
   c = PlanCases(options)[0];
   EXPECT_EQ(c.scale_group_size, 32);
-  EXPECT_EQ(BenchScaleGranularity(c.cache_element, c.scale_group_size), ScaleGranularity::kPerToken);
-  EXPECT_EQ(BenchScaleGranularity(c.cache_element, 0), ScaleGranularity::kPerHead);
+  EXPECT_EQ(default_scale_granularity(c.cache_element, c.scale_group_size), ScaleGranularity::kPerToken);
+  EXPECT_EQ(default_scale_granularity(c.cache_element, 0), ScaleGranularity::kPerHead);
   options.cache_dtype.clear();
   EXPECT_THROW(PlanCases(options), Error);
 }

@@ -147,6 +147,13 @@ TEST(QuantizeKv, ScalesAreMaxOverQmaxAndValuesRoundTheQuotient) {
   }
 }
 
+TEST(QuantizeKv, DefaultGranularityIsPerTokenForInt8AndForGroups) {
+  EXPECT_EQ(default_scale_granularity(CacheElement::kInt8), ScaleGranularity::kPerToken);
+  EXPECT_EQ(default_scale_granularity(CacheElement::kInt8, 32), ScaleGranularity::kPerToken);
+  EXPECT_EQ(default_scale_granularity(CacheElement::kFp8E4M3), ScaleGranularity::kPerHead);
+  EXPECT_EQ(default_scale_granularity(CacheElement::kFp8E4M3, 32), ScaleGranularity::kPerToken);
+}
+
 TEST(QuantizeKv, RejectsNonFiniteValuesAndWritesNothing) {
   std::vector<float> x(2 * 4 * 16, 0.5f);
   x[37] = kInf;

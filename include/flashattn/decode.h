@@ -39,6 +39,10 @@ enum class ScaleGranularity : std::uint8_t {
 // "per_token", "per_head", "per_tensor".
 FLASHATTN_API std::string_view to_string(ScaleGranularity granularity);
 
+// The granularity for a caller that names none, as llama.cpp's q8_0 and vLLM's fp8 caches use them: per token
+// for int8, per K/V head for fp8 E4M3; per token whenever a scale group size is given (groups exist per token only).
+FLASHATTN_API ScaleGranularity default_scale_granularity(CacheElement element, std::int64_t group_size = 0);
+
 //   q        (batch, Nq, Hq, d)                       Nq small: 1 for plain decoding, a few for speculation
 //   cache    contiguous: k_cache, v_cache (batch, Nmax, Hkv, d or dv)
 //            paged:      k_cache, v_cache (num_pages, page_size, Hkv, d or dv) and block_table (batch, max_pages)

@@ -335,9 +335,7 @@ py::tuple QuantizeKv(const py::handle& x_in, const std::string& dtype, const std
   if (dtype == "int8") p.element = CacheElement::kInt8;
   else if (dtype == "fp8_e4m3") p.element = CacheElement::kFp8E4M3;
   else throw py::value_error("dtype must be 'int8' or 'fp8_e4m3', got '" + dtype + "'");
-  // Scale groups exist per token only, so a group size asks for per-token scales whatever the element type
-  const bool per_token = p.element == CacheElement::kInt8 || group_size > 0;
-  p.granularity = per_token ? ScaleGranularity::kPerToken : ScaleGranularity::kPerHead;
+  p.granularity = default_scale_granularity(p.element, group_size);
   if (granularity) {
     const std::string& g = *granularity;
     if (g == "per_token") p.granularity = ScaleGranularity::kPerToken;

@@ -49,6 +49,11 @@ std::string_view to_string(ScaleGranularity granularity) {
   return "unknown";
 }
 
+ScaleGranularity default_scale_granularity(CacheElement element, std::int64_t group_size) {
+  const bool per_token = element == CacheElement::kInt8 || group_size > 0;
+  return per_token ? ScaleGranularity::kPerToken : ScaleGranularity::kPerHead;
+}
+
 void decode(const DecodeParams& p) {
   validate(p);
   decode_kernel::Decode(p);
