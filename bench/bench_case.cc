@@ -93,7 +93,7 @@ double CountBytesRead(const BenchCase& c) {
   const bool per_token = default_scale_granularity(c.cache_element, c.scale_group_size) == ScaleGranularity::kPerToken;
   const double scale_bytes =
       per_token ? 4.0 * rows * static_cast<double>(c.ScaleGroups()) : 4.0 * static_cast<double>(c.heads_kv);
-  return 2.0 * (rows * static_cast<double>(c.headdim) + scale_bytes);
+  return (c.headdim_v ? 1.0 : 2.0) * (rows * static_cast<double>(c.headdim) + scale_bytes);  // V inside K: K's
 }
 
 }  // namespace flashattn::bench

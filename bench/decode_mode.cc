@@ -74,10 +74,6 @@ void FillCache(const BenchCase& c, std::int64_t elements, DecodeParams* p, Cache
   p->k_cache = cache->k.data();
   p->v_cache = c.headdim_v ? cache->k.data() : cache->v.data();
   if (!quantized) return;
-  if (c.headdim_v) {
-    throw Error("--headdim-v (V inside the K cache) does not combine with --cache-dtype " +
-                std::string(to_string(c.cache_element)) + ": a quantized cache needs a V cache of its own");
-  }
   QuantizeParams q;
   q.outer = p->paged() ? p->num_pages : p->batch;
   q.seqlen = p->paged() ? p->page_size : p->cache_seqlen_max;
@@ -91,6 +87,7 @@ void FillCache(const BenchCase& c, std::int64_t elements, DecodeParams* p, Cache
       q.granularity == ScaleGranularity::kPerToken ? q.outer * q.seqlen * q.heads * c.ScaleGroups() : q.heads;
   for (auto [x, values, scale] : {std::tuple{&cache->k, &cache->k_values, &cache->k_scale},
                                   std::tuple{&cache->v, &cache->v_values, &cache->v_scale}}) {
+    if (x->empty()) continue;  // V inside K: K's values and scales
     values->resize(static_cast<std::size_t>(elements));
     scale->resize(static_cast<std::size_t>(std::max<std::int64_t>(1, scales)));
     q.x = x->data(), q.values = values->data(), q.scales = scale->data();
@@ -101,9 +98,9 @@ void FillCache(const BenchCase& c, std::int64_t elements, DecodeParams* p, Cache
   p->quantize_query_int8 = c.quantize_query;
   p->quantize_probs_u8 = c.quantize_probs;
   p->k_cache = cache->k_values.data();
-  p->v_cache = cache->v_values.data();
+  p->v_cache = c.headdim_v ? p->k_cache : cache->v_values.data();
   p->k_scale = cache->k_scale.data();
-  p->v_scale = cache->v_scale.data();
+  p->v_scale = c.headdim_v ? p->k_scale : cache->v_scale.data();
 }
 
 // p over a float cache of `dtype` at k and v (same shape and strides), without a quantized cache's scales and
@@ -194,8 +191,8 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   TimeLibraryCall([&] { decode(p); }, run, &row);
   if (c.cache_element != CacheElement::kFloat) {  // the same call over a float16 cache, in the same run
     std::vector<std::uint16_t> k16 = RandomElements(cache_elems, DType::kF16, 0x5eed + 1);
-    std::vector<std::uint16_t> v16 = RandomElements(cache_elems, DType::kF16, 0x5eed + 2);
-    const DecodeParams f16 = OverFloatCache(p, DType::kF16, k16.data(), v16.data());
+    std::vector<std::uint16_t> v16 = RandomElements(c.headdim_v ? 0 : cache_elems, DType::kF16, 0x5eed + 2);
+    const DecodeParams f16 = OverFloatCache(p, DType::kF16, k16.data(), c.headdim_v ? k16.data() : v16.data());
     traffic.f16_cache_median_ms = TimeCalls([&] { decode(f16); }, run.timing).median_ms;
   }
 

@@ -636,20 +636,24 @@ void validate(const DecodeParams& p) {
            "row once");
     }
   }
-  if (quantized && p.values_in_keys()) {
-    Fail("v_cache == k_cache (V read inside the K cache) is not supported with a quantized cache (cache_element=",
-         to_string(p.cache_element), "): V needs its own elements and v_scale");
+  if (quantized && p.values_in_keys() && p.v_scale != nullptr && p.v_scale != p.k_scale) {
+    Fail("v_scale must be null or k_scale when V is read inside the K cache (v_cache == k_cache): V's values "
+         "are K's, scaled by k_scale");
   }
   if (p.quantize_query_int8 && p.cache_element != CacheElement::kInt8) {
     Fail("quantize_query_int8 needs an int8 cache (cache_element=int8), got cache_element=",
          to_string(p.cache_element));
   }
-  if (quantized && dv != p.head_dim) {
+  if (quantized && !p.values_in_keys() && dv != p.head_dim) {
     Fail("head_dim_v=", dv, " must equal head_dim=", p.head_dim, " with a quantized cache (cache_element=",
-         to_string(p.cache_element), ")");
+         to_string(p.cache_element), ") whose V has a v_cache of its own");
   }
   const std::int64_t scale_groups =
       quantized ? CheckGroupSize("scale_group_size", p.scale_group_size, p.scale_granularity, p.head_dim) : 1;
+  if (scale_groups > 1 && dv % p.scale_group_size != 0) {
+    Fail("scale_group_size=", p.scale_group_size, " must divide head_dim_v=", dv,
+         " too: V read inside the K cache (v_cache == k_cache) takes the first groups of each K row's scales");
+  }
   if (p.quantize_probs_u8 && p.cache_element != CacheElement::kInt8) {
     Fail("quantize_probs_u8 needs an int8 cache (cache_element=int8), got cache_element=",
          to_string(p.cache_element));
@@ -725,7 +729,9 @@ void validate(const DecodeParams& p) {
   }
   std::vector<TensorView> fixed_scales;  // read, never written
   if (quantized) {
-    for (const auto& [name, scales] : {std::pair{"k_scale", p.k_scale}, std::pair{"v_scale", p.v_scale}}) {
+    std::vector<std::pair<const char*, const float*>> scale_tensors = {{"k_scale", p.k_scale}};
+    if (!p.values_in_keys()) scale_tensors.emplace_back("v_scale", p.v_scale);  // inside K, V's are k_scale
+    for (const auto& [name, scales] : scale_tensors) {
       const TensorView view = ScaleView(name, scales, p.scale_granularity, p.scale_strides, cache_outer, cache_seq,
                                         p.heads_kv, scale_groups);
       (p.scale_granularity == ScaleGranularity::kPerToken ? caches : fixed_scales).push_back(view);
@@ -742,7 +748,9 @@ void validate(const DecodeParams& p) {
   CheckSinkValues("sinks", p.sinks, p.heads_q);
   if (quantized && p.seqlen_new > 0) {
     CheckFinite("k_new", p.k_new, p.dtype, p.new_strides, p.batch, p.seqlen_new, p.heads_kv, p.head_dim);
-    CheckFinite("v_new", p.v_new, p.dtype, p.new_strides, p.batch, p.seqlen_new, p.heads_kv, dv);
+    if (!p.values_in_keys()) {
+      CheckFinite("v_new", p.v_new, p.dtype, p.new_strides, p.batch, p.seqlen_new, p.heads_kv, dv);
+    }
     for (const TensorView& scales : fixed_scales) CheckFixedScales(scales);
   }
 

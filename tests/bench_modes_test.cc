@@ -372,6 +372,25 @@ TEST(DecodeMode, QuantizedCacheRowsCountValuesAndScalesAndCompareWithAFloat16Cac
   }
 }
 
+// With --headdim-v over a quantized cache, V is read inside the K rows with K's scales: the bytes read are one
+// cache's values and scales, and the float16 cache timed beside it holds V inside K too.
+TEST(DecodeMode, QuantizedValuesInsideTheKeysCountOneCache) {
+  for (const auto& [element, group_size] : {std::pair{CacheElement::kInt8, 0}, std::pair{CacheElement::kInt8, 8},
+                                            std::pair{CacheElement::kFp8E4M3, 0}}) {
+    BenchCase c;
+    c.mode = Mode::kDecode;
+    c.batch = 2, c.heads = 8, c.heads_kv = 1, c.seqlen_q = 1, c.seqlen_k = 300, c.headdim = 40, c.headdim_v = 32;
+    c.dtype = DType::kF32, c.threads = 2, c.cache_element = element, c.scale_group_size = group_size;
+    const Row row = RunDecode(c, ThreeCalls(), MadeUpLimits());
+    const std::string json = ToJson(row);
+    SCOPED_TRACE(json);
+    // b · N · Hkv · d bytes of values; scales per (key, K/V head) and group for int8, one per K/V head for FP8
+    const double scales = element == CacheElement::kInt8 ? 4.0 * 2 * 300 * (group_size > 0 ? 40 / group_size : 1) : 4.0;
+    EXPECT_EQ(JsonNumber(json, "bytes_read"), 2.0 * 300 * 40 + scales);
+    ASSERT_TRUE(row.traffic && row.traffic->f16_cache_median_ms);
+  }
+}
+
 TEST(BackwardMode, RowHasTheIssueFieldsAndCountsTwoAndAHalfForwardFlops) {
   const Limits limits = MadeUpLimits();
   for (bool causal : {false, true}) {

@@ -67,8 +67,9 @@ FLASHATTN_API ScaleGranularity default_scale_granularity(CacheElement element, s
 //
 // Values inside the keys (multi-head latent attention, DeepSeek-V2/V3): with v_cache == k_cache, V is the first
 // dv = head_dim_v ≤ d features of each K row (the same pointer and strides, nothing stored twice). An append
-// then writes k_new's row once, and v_new must be null. A float cache only: a quantized cache needs
-// head_dim_v = head_dim and a V cache of its own.
+// then writes k_new's row once, and v_new must be null. In a quantized cache V's values are scaled by K's
+// scales: v_scale is null or k_scale, and scale groups divide dv too. A quantized cache with a V cache of its
+// own needs head_dim_v = head_dim.
 struct DecodeParams : ScoreSettings {
   const void* q = nullptr;
   void* k_cache = nullptr;
@@ -154,6 +155,8 @@ struct DecodeParams : ScoreSettings {
   std::int64_t value_head_dim() const { return head_dim_v.value_or(head_dim); }
   // V is the first dv features of the K cache's rows (v_cache == k_cache, see above).
   bool values_in_keys() const { return v_cache != nullptr && v_cache == k_cache; }
+  // The scales of V's values: k_scale when V is inside the K rows (V's groups are the first dv / g of K's).
+  float* value_scales() const { return values_in_keys() ? k_scale : v_scale; }
   // Fills q/new/o strides for contiguous (batch, seq, head, dim) tensors (o of dv, the others of d),
   // cache_strides for a contiguous (batch, cache_seqlen_max, Hkv, d) cache or, when paged, (num_pages,
   // page_size, Hkv, d), and scale_strides for contiguous per-token scales of the same (batch or page, seq,

@@ -159,10 +159,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     heads_kv) per token, with a last axis of head_dim / group_size per group of features, (heads_kv,) per
     K/V head, or () per tensor. Appended k and v (of q's type, finite) are quantized into the cache,
     rounding to nearest even and saturating; per-token scales are written for them (max|x| / 127 for int8,
-    / 448 for FP8). quantize_kv makes such a cache from float values. A quantized cache needs a v_cache of
-    its own (v_cache=None, V inside the keys, applies to float caches only). quantize_query_int8=True (int8
-    caches only) computes the scores as exact int8 dot products of the cache with each query row rounded to
-    int8 per scale group (AVX-512 VNNI where the CPU has it): faster, adding q's rounding error.
+    / 448 for FP8). quantize_kv makes such a cache from float values. With v_cache=None (V inside the keys)
+    k_scale scales V too and v_scale must be None; a group_size must then divide head_dim_v as well.
+    quantize_query_int8=True (int8 caches only) computes the scores as exact int8 dot products of the cache
+    with each query row rounded to int8 per scale group (AVX-512 VNNI where the CPU has it): faster, adding
+    q's rounding error.
     quantize_probs_u8=True (int8 caches with one scale per row, no group_size) computes P̃V as integer dot
     products of the cache with the weights P̃ · v_scale rounded to 8 bits per key block: faster, adding
     their rounding error.

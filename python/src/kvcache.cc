@@ -141,10 +141,6 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
   const Tensor q = AttentionTensor(q_in, "q", 4, "(batch, seqlen_q, heads_q, head_dim)", bf16);
   const CacheElement element = CacheElementOf(quantization.cache_dtype, k_cache_in);
   const bool quantized = element != CacheElement::kFloat;
-  if (quantized && values_in_keys) {
-    throw py::value_error("v_cache=None (V read inside k_cache) applies to a float cache only; a quantized cache (" +
-                          std::string(to_string(element)) + ") needs a v_cache and v_scale of its own");
-  }
   // A float cache of any float type: q and o keep their own.
   const auto cache_tensor = [&](const py::handle& object, const char* name) {
     return quantized ? ByteCacheTensor(object, name, cache_layout, element)
@@ -169,17 +165,23 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
   std::optional<Scales> k_scale, v_scale;
   if (quantized) {
     k_scale = ScalesOf(quantization.k_scale, "k_scale", k_cache);
-    v_scale = ScalesOf(quantization.v_scale, "v_scale", k_cache);
-    if (v_scale->shape != k_scale->shape || v_scale->byte_strides != k_scale->byte_strides) {
-      throw py::value_error("v_scale must have the shape and strides of k_scale (one set addresses both), got " +
-                            ShapeString(v_scale->shape) + " and " + ShapeString(k_scale->shape));
+    if (values_in_keys) {
+      if (!quantization.v_scale.is_none()) {
+        throw py::value_error("v_scale must be None when v_cache is None: V read inside k_cache is scaled by k_scale");
+      }
+    } else {
+      v_scale = ScalesOf(quantization.v_scale, "v_scale", k_cache);
+      if (v_scale->shape != k_scale->shape || v_scale->byte_strides != k_scale->byte_strides) {
+        throw py::value_error("v_scale must have the shape and strides of k_scale (one set addresses both), got " +
+                              ShapeString(v_scale->shape) + " and " + ShapeString(k_scale->shape));
+      }
     }
     p.scale_granularity = k_scale->granularity, p.scale_group_size = k_scale->group_size;
     p.scale_strides = k_scale->strides;
     p.k_scale = static_cast<float*>(k_scale->array.mutable_data());
     p.quantize_query_int8 = quantization.quantize_query_int8;
     p.quantize_probs_u8 = quantization.quantize_probs_u8;
-    p.v_scale = static_cast<float*>(v_scale->array.mutable_data());
+    if (v_scale) p.v_scale = static_cast<float*>(v_scale->array.mutable_data());
   } else if (quantization.quantize_query_int8 || quantization.quantize_probs_u8) {
     const char* flag = quantization.quantize_query_int8 ? "quantize_query_int8" : "quantize_probs_u8";
     throw py::value_error(std::string(flag) + " applies to an int8 cache; k_cache has dtype " +
@@ -229,14 +231,15 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
       if (!cache->array.writeable())
         throw py::value_error(cache->name + " is read-only but k and v are appended to it");
     }
-    for (const std::optional<Scales>* scales : {&k_scale, &v_scale}) {
-      if (*scales && (*scales)->granularity == ScaleGranularity::kPerToken && !(*scales)->array.writeable()) {
-        throw py::value_error(std::string(scales == &k_scale ? "k_scale" : "v_scale") +
-                              " is read-only but the scales of appended keys are written to it");
-      }
-    }
     p.seqlen_new = k->dim(1);
     p.k_new = k->data(), p.v_new = v->data(), p.new_strides = BatchStrides(*k);
+  }
+  for (const std::optional<Scales>* scales : {&k_scale, &v_scale}) {  // v_scale: none when V is inside k_cache
+    if (p.seqlen_new > 0 && *scales && (*scales)->granularity == ScaleGranularity::kPerToken &&
+        !(*scales)->array.writeable()) {
+      throw py::value_error(std::string(scales == &k_scale ? "k_scale" : "v_scale") +
+                            " is read-only but the scales of appended keys are written to it");
+    }
   }
 
   const auto cache_seqlens = ExactArray<std::int32_t>(cache_seqlens_in, "cache_seqlens", 1);

@@ -147,7 +147,7 @@ ChunkTask SplitKv::Task(std::int64_t item) {
   if (p.paged()) {
     task.kv = {p.k_cache, p.v_cache, p.cache_strides.seq, p.cache_strides.batch, p.page_size,
                p.block_table + b * p.block_table_stride};
-    task.scales.k = p.k_scale, task.scales.v = p.v_scale;
+    task.scales.k = p.k_scale, task.scales.v = p.value_scales();
     task.scales.seq_stride = scale_strides.seq, task.scales.page_stride = scale_strides.batch;
   } else {
     // An empty cache (cache_seqlen_max = 0) may be null; no offset on null (undefined), and no keys.
@@ -159,7 +159,7 @@ ChunkTask SplitKv::Task(std::int64_t item) {
     const auto scales_b = [&](const float* scales) {
       return scales == nullptr ? nullptr : scales + b * scale_strides.batch;
     };
-    task.scales.k = scales_b(p.k_scale), task.scales.v = scales_b(p.v_scale);
+    task.scales.k = scales_b(p.k_scale), task.scales.v = scales_b(p.value_scales());
     task.scales.seq_stride = scale_strides.seq;
   }
   task.O = O_partial_.data() + item * rows_per_item_ * task.dv;

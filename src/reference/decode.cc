@@ -96,7 +96,7 @@ AttentionState ChunkState(const DecodeParams& p, const Band& band, std::int64_t 
   for (std::int64_t j = j_begin; j < j_end; ++j) {
     if (!band.Sees(diagonal, j)) continue;
     const double P_j = std::exp(S[j - j_begin] - state.lse);
-    const std::vector<float> v = LoadKeyRow(p, p.v_cache, p.v_scale, b, j, hk, dv);
+    const std::vector<float> v = LoadKeyRow(p, p.v_cache, p.value_scales(), b, j, hk, dv);
     for (std::int64_t e = 0; e < dv; ++e) state.O[e] += P_j * v[e];
   }
   return state;

@@ -9,6 +9,7 @@
 #define FLASHATTN_SIMD_CONVERT_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstdint>
 
 #include "common/element.h"
@@ -117,7 +118,8 @@ template <typename T>
 HWY_INLINE void DequantizeRow(const T* HWY_RESTRICT src, std::int64_t width, std::int64_t width_pad,
                               const float* HWY_RESTRICT scales, std::int64_t g, float* HWY_RESTRICT dst) {
   for (std::int64_t e0 = 0; e0 < width; e0 += g) {
-    WidenRowTimes<true>(src + e0, g, g, scales[e0 / g] * kWideningFactor<T>, dst + e0);
+    const std::int64_t n = std::min(g, width - e0);  // V inside the K rows: one scale covers d > width features
+    WidenRowTimes<true>(src + e0, n, n, scales[e0 / g] * kWideningFactor<T>, dst + e0);
   }
   for (std::int64_t e = width; e < width_pad; ++e) dst[e] = 0.0f;
 }

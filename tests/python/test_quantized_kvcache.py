@@ -113,6 +113,41 @@ def test_attends_to_the_dequantized_cache_and_quantizes_the_append(rng, paged, d
             np.testing.assert_array_equal(old[~changed], new[~changed])
 
 
+@pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
+@pytest.mark.parametrize("dtype,group_size", [("int8", None), ("int8", 64), ("fp8_e4m3", None)])
+def test_values_inside_the_keys_of_a_quantized_cache(rng, paged, dtype, group_size):
+    """Multi-head latent attention over a quantized latent cache (d 576, dv 512, one K/V head): v_cache=None reads
+    V as the first head_dim_v features of each dequantized K row, scaled by k_scale; appending k writes each row
+    and its scales once."""
+    b, Nnew, Hq, d, dv, capacity, page_size = 2, 2, 16, 576, 512, 40, 16
+    seqlens = np.array([13, 37])
+    if paged:
+        max_pages = -(-capacity // page_size)
+        block_table = rng.permutation(b * max_pages + 1)[: b * max_pages].reshape(b, max_pages)
+        shape = (b * max_pages + 1, page_size, 1, d)
+    else:
+        block_table, shape = None, (b, capacity, 1, d)
+    k_values, k_scale = flashattn.quantize_kv(rng.standard_normal(shape).astype(np.float32), dtype, group_size)
+    q = rng.standard_normal((b, 1, Hq, d)).astype(np.float32)
+    k = rng.standard_normal((b, Nnew, 1, d)).astype(np.float32)
+    out, lse = flashattn.flash_attn_with_kvcache(
+        q, k_values, None, k, cache_seqlens=seqlens, block_table=block_table, causal=True, head_dim_v=dv,
+        return_softmax_lse=True, k_scale=k_scale, cache_dtype="fp8_e4m3" if dtype == "fp8_e4m3" else None,
+    )
+    assert out.shape == (b, 1, Hq, dv)
+    k_all = dequantize(k_values, k_scale, dtype)
+    for i in range(b):
+        slots = [(block_table[i, j // page_size], j % page_size) if paged else (i, j)
+                 for j in range(seqlens[i] + Nnew)]
+        keys = np.stack([k_all[s] for s in slots])[None]
+        ref = attention(q[i : i + 1], keys, keys[..., :dv], causal=True)
+        np.testing.assert_allclose(out[i : i + 1], ref["o"], atol=2e-5, rtol=0)
+        np.testing.assert_allclose(lse[i : i + 1], ref["lse"], atol=2e-5, rtol=0)
+        appended = np.stack([k_all[s] for s in slots[seqlens[i] :]])
+        bound = np.abs(k[i]).max() / 127 * 0.5 + 1e-6 if dtype == "int8" else np.abs(k[i]) / 16 + 1e-6
+        assert np.all(np.abs(appended - k[i]) <= bound)
+
+
 def test_float32_queries_over_a_float16_cache(rng):
     q = rng.standard_normal((2, 1, 4, 40)).astype(np.float32)
     k_cache = rng.standard_normal((2, 17, 2, 40)).astype(np.float16)
@@ -168,9 +203,13 @@ def test_errors_leave_the_cache_and_scales_unchanged(rng):
                                           v_scale=k_scale[0, 0])
     with pytest.raises(ValueError, match="apply to a quantized cache"):
         flashattn.flash_attn_with_kvcache(q, q, q, cache_seqlens=np.array([1]), k_scale=k_scale, v_scale=v_scale)
-    with pytest.raises(ValueError, match=r"v_cache=None .* a quantized cache \(int8\)"):
+    with pytest.raises(ValueError, match=r"^v_scale must be None when v_cache is None"):
         flashattn.flash_attn_with_kvcache(q, k_values, None, cache_seqlens=np.array([4]), k_scale=k_scale,
                                           v_scale=v_scale, head_dim_v=8)
+    grouped, group_scale = flashattn.quantize_kv(rng.standard_normal((1, 8, 1, 16)).astype(np.float32), "int8", 8)
+    with pytest.raises(ValueError, match=r"scale_group_size=8 must divide head_dim_v=12"):
+        flashattn.flash_attn_with_kvcache(q, grouped, None, cache_seqlens=np.array([4]), k_scale=group_scale,
+                                          head_dim_v=12)
     with pytest.raises(ValueError, match="x holds inf"):
         flashattn.quantize_kv(np.full((1, 1, 1, 4), np.inf, dtype=np.float32))
     with pytest.raises(ValueError, match="group_size must divide head_dim"):
