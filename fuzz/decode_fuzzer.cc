@@ -5,7 +5,8 @@
 // A third of the valid calls read a quantized cache instead (QuantizeCaches: int8 per token, per group, per
 // head or per tensor, FP8 E4M3 likewise; int8 sometimes with integer scores, and without scale groups
 // sometimes with u8-rounded weights of P̃V), filled by quantize_kv from the drawn values; the checks then read
-// the dequantized cache, with the rounding of appended rows, queries and weights.
+// the dequantized cache, with the rounding of appended rows, queries and weights. A quarter of the valid calls
+// read V inside the K rows (ReadValuesInsideKeys: multi-head latent attention's dv ≤ d, K's scales).
 // A valid call must (1) write exactly the appended slots of the caches, with the rotated k_new and v_new,
 // (2) give, per sequence, O and LSE within the bound of oracle_check.h of the float64 oracle over the cache
 // contents after the call and the rotated queries, (3) write nothing between O's elements and leave its
@@ -41,6 +42,7 @@ struct DecodeCall {
   std::vector<std::int32_t> cache_seqlens, block_table;
   std::vector<float> lse, alibi, cos, sin;
   std::int64_t capacity = 0;  // keys per sequence
+  bool values_in_keys = false;  // V is the first dv features of k_cache's rows, scaled by k_scale
   std::string invalid;
 };
 
@@ -75,11 +77,12 @@ std::vector<double> Row(const Tensor& t, std::int64_t n, std::int64_t s, std::in
 float CacheValue(const DecodeCall& call, bool key, std::int64_t outer, std::int64_t slot, std::int64_t hk,
                  std::int64_t c) {
   const DecodeParams& p = call.params;
-  const Tensor& t = key ? call.k_cache : call.v_cache;
+  const bool from_k = key || call.values_in_keys;
+  const Tensor& t = from_k ? call.k_cache : call.v_cache;
   if (!Quantized(p.cache_element)) return t.Get(outer, slot, hk, c);
   const Strides s = ScaleStridesOf(p);
   const std::int64_t g = ScaleGroupSize(p.scale_group_size, p.head_dim);
-  const float scale = (key ? call.k_scale : call.v_scale)[outer * s.batch + slot * s.seq + hk * s.head + c / g];
+  const float scale = (from_k ? call.k_scale : call.v_scale)[outer * s.batch + slot * s.seq + hk * s.head + c / g];
   return scale * LoadQuantized(t.bytes.data(), p.cache_element, t.Offset(outer, slot, hk, c));
 }
 
@@ -192,6 +195,22 @@ void QuantizeCaches(FuzzInput& in, Rng& rng, DecodeCall& call) {
   p.k_scale = call.k_scale.data(), p.v_scale = call.v_scale.data();
   p.quantize_query_int8 = element == CacheElement::kInt8 && in.Bool();
   p.quantize_probs_u8 = element == CacheElement::kInt8 && group_size == 0 && in.Bool();
+}
+
+// V read inside the K rows (multi-head latent attention): the first dv ≤ d features of each K row, with K's scales
+// (v_scale null or k_scale) and dv a multiple of their groups; appends pass k_new alone. O keeps its drawn rows of
+// d elements, of which dv are written: the rest are checked as lying between O's elements.
+void ReadValuesInsideKeys(FuzzInput& in, DecodeCall& call) {
+  DecodeParams& p = call.params;
+  const bool quantized = Quantized(p.cache_element);
+  const std::int64_t g = quantized ? ScaleGroupSize(p.scale_group_size, p.head_dim) : p.head_dim;
+  const std::int64_t dv = g == p.head_dim ? in.Range(1, p.head_dim) : g * in.Range(1, p.head_dim / g);
+  call.values_in_keys = true;
+  p.head_dim_v = dv;
+  p.v_cache = p.k_cache;
+  p.v_scale = quantized && in.Bool() ? p.k_scale : nullptr;
+  p.v_new = nullptr;
+  call.o.sizes[3] = dv;
 }
 
 void DrawRotary(FuzzInput& in, Rng& rng, DecodeCall& call) {
@@ -374,11 +393,13 @@ void CheckCaches(const DecodeCall& call, const Tensor& k_before, const Tensor& v
           const std::int64_t at =
               outer * scale_strides.batch + slot * scale_strides.seq + hk * scale_strides.head + c / g;
           if (quantized && p.scale_granularity == ScaleGranularity::kPerToken) appended_scale[at] = true;
-          const double v_error = std::fabs(CacheValue(call, false, outer, slot, hk, c) - call.v_new.Get(b, i, hk, c));
-          const double v_bound =
-              quantized ? QuantizedStoreError(p.cache_element, call.v_scale[at], call.v_new.Get(b, i, hk, c)) : 0.0;
-          if (!(v_error <= v_bound)) {
-            Fail(what + ": v_new not appended at sequence " + std::to_string(b) + " key " + std::to_string(j));
+          if (!call.values_in_keys) {
+            const double v = call.v_new.Get(b, i, hk, c);
+            const double v_error = std::fabs(CacheValue(call, false, outer, slot, hk, c) - v);
+            const double v_bound = quantized ? QuantizedStoreError(p.cache_element, call.v_scale[at], v) : 0.0;
+            if (!(v_error <= v_bound)) {
+              Fail(what + ": v_new not appended at sequence " + std::to_string(b) + " key " + std::to_string(j));
+            }
           }
           const double expected = Rotated(call, k, c, j);
           bool first;
@@ -416,10 +437,10 @@ void CheckCaches(const DecodeCall& call, const Tensor& k_before, const Tensor& v
 // (2): per sequence, forward semantics over the cache after the call, checked against the oracle.
 void CheckOutputs(const DecodeCall& call, const std::string& what) {
   const DecodeParams& p = call.params;
-  const std::int64_t Hq = p.heads_q, Hkv = p.heads_kv, d = p.head_dim, Nq = p.seqlen_q;
+  const std::int64_t Hq = p.heads_q, Hkv = p.heads_kv, d = p.head_dim, dv = p.value_head_dim(), Nq = p.seqlen_q;
   for (std::int64_t b = 0; b < p.batch; ++b) {
     const std::int64_t Nk = call.cache_seqlens[b] + p.seqlen_new;
-    std::vector<float> q(Nq * Hq * d), q_bound(Nq * Hq * d), o(Nq * Hq * d), k(Nk * Hkv * d), v(Nk * Hkv * d);
+    std::vector<float> q(Nq * Hq * d), q_bound(Nq * Hq * d), o(Nq * Hq * dv), k(Nk * Hkv * d), v(Nk * Hkv * dv);
     for (std::int64_t i = 0; i < Nq; ++i)
       for (std::int64_t h = 0; h < Hq; ++h) {
         const std::vector<double> row = Row(call.q, b, i, h);
@@ -430,21 +451,22 @@ void CheckOutputs(const DecodeCall& call, const std::string& what) {
           q_bound[n] = static_cast<float>(
               std::fabs(row[c]) +
               (c < p.rotary_dim ? std::fabs(row[RotaryPartner(c, p.rotary_dim, p.rotary_interleaved, &first)]) : 0));
-          o[n] = call.o.Get(b, i, h, c);
         }
+        for (std::int64_t c = 0; c < dv; ++c) o[(i * Hq + h) * dv + c] = call.o.Get(b, i, h, c);
       }
     for (std::int64_t j = 0; j < Nk; ++j) {
       const auto [outer, slot] = CacheSlot(call, b, j);
       for (std::int64_t hk = 0; hk < Hkv; ++hk)
         for (std::int64_t c = 0; c < d; ++c) {
           k[(j * Hkv + hk) * d + c] = CacheValue(call, true, outer, slot, hk, c);
-          v[(j * Hkv + hk) * d + c] = CacheValue(call, false, outer, slot, hk, c);
+          if (c < dv) v[(j * Hkv + hk) * dv + c] = CacheValue(call, false, outer, slot, hk, c);
         }
     }
     AttentionParams f;
     f.q = q.data(), f.k = k.data(), f.v = v.data(), f.o = o.data();
     f.lse = p.lse ? p.lse + b * Hq * Nq : nullptr;
     f.batch = 1, f.seqlen_q = Nq, f.seqlen_k = Nk, f.heads_q = Hq, f.heads_kv = Hkv, f.head_dim = d;
+    f.head_dim_v = dv;
     f.scale = p.scale, f.causal = p.causal, f.window_left = p.window_left, f.window_right = p.window_right;
     f.softcap = p.softcap;
     if (p.alibi_slopes) f.alibi_slopes = p.alibi_slopes + b * p.alibi_batch_stride;
@@ -482,6 +504,7 @@ void Run(const std::uint8_t* data, std::size_t size) {
   // Read after every other choice, so that an input that ends before it decodes to the float call it did
   Rng quantize_rng(in.U64());
   if (call.invalid.empty() && in.Range(0, 2) == 1) QuantizeCaches(in, quantize_rng, call);
+  if (call.invalid.empty() && call.params.k_cache != nullptr && in.Range(0, 3) == 1) ReadValuesInsideKeys(in, call);
   const DecodeParams& p = call.params;
   const std::string what = std::string(to_string(p.dtype)) + (p.paged() ? " paged" : " contiguous") +
                            (Quantized(p.cache_element) ? std::string(" ") + std::string(to_string(p.cache_element)) +
@@ -489,6 +512,7 @@ void Run(const std::uint8_t* data, std::size_t size) {
                                                              (p.quantize_query_int8 ? " integer scores" : "") +
                                                              (p.quantize_probs_u8 ? " u8 probabilities" : "")
                                                        : std::string()) +
+                           (call.values_in_keys ? " V inside K (dv " + std::to_string(p.value_head_dim()) + ")" : "") +
                            " on " + simd_target.Name() +
                            (call.invalid.empty() ? "" : " with " + call.invalid);
   const DecodeCall before = call;
