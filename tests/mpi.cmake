@@ -10,6 +10,7 @@ add_executable(mpi_test
   ${CMAKE_CURRENT_LIST_DIR}/mpi/ring_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi/sharded_decode_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi/sharded_decode_sinks_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/mpi/sharded_decode_quantized_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi/errors_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi/units_test.cc
 )

@@ -93,11 +93,15 @@ void ring_backward(const RingBackwardParams& params, MPI_Comm comm);
 // sequence's cache: rank 0 holds the oldest keys, rank r the next ones, and local.cache_seqlens[b] counts
 // the keys of sequence b on this rank (contiguous or paged cache). q, the shapes and the modifiers are the
 // same on every rank. The new keys k_new/v_new (when seqlen_new > 0) are appended on the rank that holds
-// the sequence's tail: the highest rank with at least one key of the sequence, or rank W−1 if no rank has
+// the sequence's tail: the highest rank with at least one key of the sequence, or rank 0 if no rank has
 // any; the other ranks ignore k_new/v_new (they may pass null) and leave their cache untouched. Rotary
 // embedding uses global positions. Causal masks, windows and ALiBi apply at global positions (the query
 // rows are the last rows of the whole sequence). head_dim_v may differ from head_dim, V may be read inside
-// the K cache (v_cache == k_cache, head_dim_v < head_dim) as decode() allows.
+// the K cache (v_cache == k_cache, head_dim_v < head_dim) as decode() allows. A quantized cache (int8, FP8
+// E4M3) works as in decode(), its per-token scales being this rank's rows of them (appended with the keys on
+// the tail rank); the ranks must agree on the element type, the scale granularity and group size, and the
+// integer options. With quantize_probs_u8 the weights are rounded per block of each rank's keys, so the result
+// differs from one process's by that rounding.
 // Every rank computes its partial (O_r, LSE_r) in float32 without the sinks, one collective gathers the
 // partials (O(batch·Nq·Hq·dv) floats per rank, whatever the cache length), and every rank merges them in
 // rank order (deterministic) into local.o and local.lse (optional). Attention sinks (the same values on

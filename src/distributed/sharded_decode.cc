@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/quantize.h"
 #include "distributed/agreement.h"
 #include "distributed/block.h"
 #include "distributed/comm.h"
@@ -34,6 +35,11 @@ std::vector<Field> DecodeFields(const DecodeParams& p) {
       {"dtype", static_cast<std::int64_t>(p.dtype)},
       {"cache_dtype", static_cast<std::int64_t>(p.cache_dtype)},
       {"cache_element", static_cast<std::int64_t>(p.cache_element)},
+      {"scale_granularity", static_cast<std::int64_t>(p.scale_granularity)},
+      {"scale_group_size", p.scale_group_size},
+      {"quantize_query_int8", p.quantize_query_int8},
+      {"quantize_probs_u8", p.quantize_probs_u8},
+      {"values inside the keys", p.values_in_keys()},
       {"scale given", p.scale.has_value()},
       FloatField("scale", p.scale.value_or(0.0f)),
       {"causal", p.causal},
@@ -136,9 +142,9 @@ class PartialCall {
   // and the rotary shift; without the sinks, which join once, after the ranks' partials are merged.
   DecodeParams Call() {
     const DecodeParams& local = local_;
-    // q and k_new/v_new hold the query's float type; the cache its own.
+    // q and k_new/v_new hold the query's float type; the cache its own (a byte per quantized element).
     const std::int64_t element = static_cast<std::int64_t>(size_of(local.dtype));
-    const std::int64_t cache_element = static_cast<std::int64_t>(size_of(local.cache_dtype));
+    const std::int64_t cache_element = CacheElementBytes(local);
     DecodeParams call = local;
     call.batch = count_;
     call.cache_seqlens = keys_.data();
@@ -149,6 +155,11 @@ class PartialCall {
     } else {
       call.k_cache = static_cast<char*>(local.k_cache) + first_ * local.cache_strides.batch * cache_element;
       call.v_cache = static_cast<char*>(local.v_cache) + first_ * local.cache_strides.batch * cache_element;
+      if (local.scale_granularity == ScaleGranularity::kPerToken) {  // per-token scales, row for row
+        const std::int64_t scale_offset = first_ * ScaleStridesOf(local).batch;
+        if (local.k_scale != nullptr) call.k_scale = local.k_scale + scale_offset;
+        if (local.v_scale != nullptr) call.v_scale = local.v_scale + scale_offset;
+      }
     }
     if (plan_.appends) {
       call.k_new = static_cast<const char*>(local.k_new) + first_ * local.new_strides.batch * element;
@@ -184,10 +195,6 @@ class PartialCall {
 void CheckLocalDecode(const DecodeParams& local, double timeout_seconds) {
   if (!(timeout_seconds > 0)) Fail("timeout_seconds must be > 0, got ", timeout_seconds);
   if (local.keys_after != nullptr) Fail("keys_after must be null: sharded_decode places each rank's keys itself");
-  if (local.cache_element != CacheElement::kFloat) {
-    Fail("cache_element: sharded_decode reads float caches only, got ", to_string(local.cache_element),
-         " (decode one process's quantized cache with flashattn::decode)");
-  }
   if (local.batch > 0 && local.cache_seqlens == nullptr) Fail("cache_seqlens is a null pointer");
   // The call as a rank that appends nothing makes it; the appending rank's call is checked once every
   // rank's counts are known.

@@ -103,4 +103,21 @@ double MaxOverRanks(double value) {
   return largest;
 }
 
+Shards ShardsOf(std::int64_t batch, int rank, const std::function<std::vector<std::int64_t>(std::int64_t)>& counts_of) {
+  Shards shards;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::vector<std::int64_t> counts = counts_of(b);
+    const int world = static_cast<int>(counts.size());
+    std::int64_t before = 0, total = 0;
+    for (int r = 0; r < world; ++r) (r < rank ? before : total) += counts[r];
+    int tail = world - 1;
+    while (tail > 0 && counts[tail] == 0) --tail;
+    shards.before.push_back(before);
+    shards.mine.push_back(counts[rank]);
+    shards.total.push_back(before + total);
+    shards.tail.push_back(tail);
+  }
+  return shards;
+}
+
 }  // namespace flashattn::distributed::testing

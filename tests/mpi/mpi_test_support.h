@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "flashattn/flashattn.h"
@@ -38,6 +39,15 @@ double MaxAbs(const Tensor& tensor);
 
 // The largest of `value` over the ranks of MPI_COMM_WORLD (a NaN anywhere gives +inf).
 double MaxOverRanks(double value);
+
+// How a sharded cache's sequences lie over the ranks, as rank `rank` sees them: sequence b has counts_of(b)[r]
+// keys on rank r; before[b], mine[b] and total[b] count its keys on the lower ranks, on this one and on all, and
+// tail[b] is the rank that appends its new keys (the highest rank with a key of it, rank 0 when none has one).
+struct Shards {
+  std::vector<std::int64_t> before, mine, total;
+  std::vector<int> tail;
+};
+Shards ShardsOf(std::int64_t batch, int rank, const std::function<std::vector<std::int64_t>(std::int64_t)>& counts_of);
 
 }  // namespace flashattn::distributed::testing
 

@@ -218,16 +218,8 @@ TEST(ShardedDecode, MatchesOneProcessAndTheOracle) {
     const Tensor q = RandomTensor(kBatch, c.Nq, kHq, kD, c.dtype, seed + 2);
     const Tensor k_new = RandomTensor(kBatch, c.Nnew, kHkv, kD, c.dtype, seed + 3);
     const Tensor v_new = RandomTensor(kBatch, c.Nnew, kHkv, kD, c.dtype, seed + 4);
-    std::vector<std::int64_t> zeros(kBatch, 0), totals, mine, before;
-    for (std::int64_t b = 0; b < kBatch; ++b) {
-      const std::vector<std::int64_t> counts = KeysPerRank(b, world);
-      std::int64_t sum = 0;
-      for (int r = 0; r < rank; ++r) sum += counts[r];
-      before.push_back(sum);
-      for (int r = rank; r < world; ++r) sum += counts[r];
-      totals.push_back(sum);
-      mine.push_back(counts[rank]);
-    }
+    const Shards shards = ShardsOf(kBatch, rank, [world](std::int64_t b) { return KeysPerRank(b, world); });
+    const std::vector<std::int64_t> zeros(kBatch, 0), &totals = shards.total, &mine = shards.mine;
 
     // One process over the whole cache.
     Cache whole(global_k, global_v, zeros, totals, longest, c.paged);
@@ -236,7 +228,7 @@ TEST(ShardedDecode, MatchesOneProcessAndTheOracle) {
     decode(DecodeCall(c, q, k_new, v_new, whole, whole_counts, single, rotary));
 
     // This rank's part.
-    Cache part(global_k, global_v, before, mine, 37 / std::max(1, world - 1) + c.Nnew + 2, c.paged);
+    Cache part(global_k, global_v, shards.before, mine, 37 / std::max(1, world - 1) + c.Nnew + 2, c.paged);
     const Cache untouched = part;
     const std::vector<std::int32_t> part_counts(mine.begin(), mine.end());
     DecodeOutput ring = NanOutput(c, c.dtype);
@@ -244,11 +236,8 @@ TEST(ShardedDecode, MatchesOneProcessAndTheOracle) {
 
     // The new keys went to the tail (rotated as one process rotates them), and nowhere else.
     for (std::int64_t b = 0; b < kBatch; ++b) {
-      const std::vector<std::int64_t> counts = KeysPerRank(b, world);
-      int tail = world - 1;
-      while (tail > 0 && counts[tail] == 0) --tail;
       for (std::int64_t j = 0; j < part.capacity; ++j) {
-        const bool appended = rank == tail && j >= mine[b] && j < mine[b] + c.Nnew;
+        const bool appended = rank == shards.tail[b] && j >= mine[b] && j < mine[b] + c.Nnew;
         EXPECT_EQ(part.KeyRow(b, j), appended ? whole.KeyRow(b, totals[b] + j - mine[b]) : untouched.KeyRow(b, j))
             << c.Name() << " rank " << rank << " sequence " << b << " row " << j;
       }
@@ -308,16 +297,9 @@ TEST(ShardedDecode, RunsAreBitwiseIdenticalAndEveryRankGetsTheSameResult) {
   const Tensor global_k = RandomTensor(kBatch, 37, kHkv, kD, c.dtype, 1);
   const Tensor global_v = RandomTensor(kBatch, 37, kHkv, kD, c.dtype, 2);
   const Tensor q = RandomTensor(kBatch, c.Nq, kHq, kD, c.dtype, 3);
-  std::vector<std::int64_t> mine, before;
-  for (std::int64_t b = 0; b < kBatch; ++b) {
-    const std::vector<std::int64_t> counts = KeysPerRank(b, world);
-    std::int64_t sum = 0;
-    for (int r = 0; r < rank; ++r) sum += counts[r];
-    before.push_back(sum);
-    mine.push_back(counts[rank]);
-  }
-  Cache part(global_k, global_v, before, mine, 40, false);
-  const std::vector<std::int32_t> counts(mine.begin(), mine.end());
+  const Shards shards = ShardsOf(kBatch, rank, [world](std::int64_t b) { return KeysPerRank(b, world); });
+  Cache part(global_k, global_v, shards.before, shards.mine, 40, false);
+  const std::vector<std::int32_t> counts(shards.mine.begin(), shards.mine.end());
   DecodeOutput first = NanOutput(c, c.dtype), second = NanOutput(c, c.dtype);
   sharded_decode(DecodeCall(c, q, q, q, part, counts, first, rotary), MPI_COMM_WORLD);
   sharded_decode(DecodeCall(c, q, q, q, part, counts, second, rotary), MPI_COMM_WORLD);
@@ -359,14 +341,28 @@ TEST(ShardedDecode, BadInputOnOneRankFailsEveryRank) {
     EXPECT_THROW(sharded_decode(disagreeing, MPI_COMM_WORLD), Error);
   }
 
-  // A quantized cache is refused on every rank, naming the element type, with nothing written.
+  // A quantized cache whose scales the last rank leaves out, and ranks that disagree on the scale groups: every
+  // rank throws (naming the rank, or the field), with nothing written.
+  std::vector<float> scales(static_cast<std::size_t>(kBatch * 4 * kHkv * (kD / 8)), 1.0f);
   DecodeParams quantized = DecodeCall(c, q, q, q, part, counts, out, rotary);
   quantized.cache_element = CacheElement::kInt8;
+  quantized.k_scale = quantized.v_scale = rank == last ? nullptr : scales.data();
   try {
     sharded_decode(quantized, MPI_COMM_WORLD);
-    ADD_FAILURE() << "no Error for a quantized cache on rank " << rank;
+    ADD_FAILURE() << "no Error for missing scales on rank " << rank;
   } catch (const Error& error) {
-    EXPECT_NE(std::string(error.what()).find("int8"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("invalid input on rank " + std::to_string(last)), std::string::npos)
+        << error.what();
+  }
+  quantized.k_scale = quantized.v_scale = scales.data();
+  if (rank == last) quantized.scale_group_size = 8, quantized.set_contiguous_strides();
+  if (WorldSize() > 1) {
+    try {
+      sharded_decode(quantized, MPI_COMM_WORLD);
+      ADD_FAILURE() << "no Error for ranks that disagree on scale_group_size, on rank " << rank;
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("scale_group_size"), std::string::npos) << error.what();
+    }
   }
   EXPECT_EQ(part.k.bytes, untouched.k.bytes);
   for (float value : out.o.Floats()) EXPECT_TRUE(std::isnan(value));

@@ -157,6 +157,11 @@ def decode_with_kvcache(
     timeout=60.0,
     sinks=None,
     head_dim_v=None,
+    k_scale=None,
+    v_scale=None,
+    cache_dtype=None,
+    quantize_query_int8=False,
+    quantize_probs_u8=False,
 ):
     """flashattn.flash_attn_with_kvcache over a KV cache sharded along each sequence across the ranks of
     `comm`; returns (out, softmax_lse) merged over every rank, the same on every rank.
@@ -165,11 +170,15 @@ def decode_with_kvcache(
     part of every sequence's cache, contiguous (batch, seqlen_cache, heads_kv, d) or paged (num_blocks,
     page_block_size, heads_kv, d) with block_table; rank 0 holds the oldest keys. cache_seqlens: int or
     (batch,) integers, the keys of each sequence on this rank. k, v (batch, seqlen_new, heads_kv, d),
-    optional: appended on the rank that holds the sequence's tail (the highest rank with a key of it, the
-    last rank if none has any), ignored elsewhere. Rotary embedding, causal masks, windows and ALiBi
+    optional: appended on the rank that holds the sequence's tail (the highest rank with a key of it, or
+    rank 0 if none has any), ignored elsewhere. Rotary embedding, causal masks, windows and ALiBi
     apply at global positions, the queries being the last positions of the whole sequence. Every other keyword as
     in flash_attn_with_kvcache (num_splits is per rank), sinks and head_dim_v included: v_cache None reads V
-    as the first head_dim_v features of each k_cache row (v must then be None). Each rank computes its
+    as the first head_dim_v features of each k_cache row (v must then be None). A quantized cache (int8, or
+    uint8 with cache_dtype="fp8_e4m3") takes k_scale and v_scale as flash_attn_with_kvcache does, per-token
+    scales being this rank's rows of them; the ranks must agree on the element type, the scales' granularity
+    and the quantize_* options (with quantize_probs_u8 the weights are rounded per block of each rank's
+    keys, so the result differs from one process's by that rounding). Each rank computes its
     partial result without the sinks, one collective gathers them (O(batch·seqlen_q·heads_q·dv) floats per
     rank, whatever the cache length) and every rank merges them in rank order, where the sinks (the same
     values on every rank) join each row once.
@@ -198,6 +207,11 @@ def decode_with_kvcache(
             timeout=timeout,
             sinks=sinks,
             head_dim_v=head_dim_v,
+            k_scale=k_scale,
+            v_scale=v_scale,
+            cache_dtype=cache_dtype,
+            quantize_query_int8=quantize_query_int8,
+            quantize_probs_u8=quantize_probs_u8,
         )
 
     (call, seconds), _, _ = _mpi.agree(comm, prepare)

@@ -118,6 +118,11 @@ def prepare_decode(
     timeout,
     sinks,
     head_dim_v,
+    k_scale,
+    v_scale,
+    cache_dtype,
+    quantize_query_int8,
+    quantize_probs_u8,
 ):
     """decode_with_kvcache's prepared call: the side arrays converted as flash_attn_with_kvcache converts
     them, this rank's checks, and what the ranks must agree on (q itself among it)."""
@@ -155,6 +160,11 @@ def prepare_decode(
         rotary_interleaved=bool(rotary_interleaved),
         num_splits=int(num_splits),
         head_dim_v=None if head_dim_v is None else operator.index(head_dim_v),
+        k_scale=k_scale,
+        v_scale=v_scale,
+        cache_dtype=None if cache_dtype is None else str(cache_dtype),
+        quantize_query_int8=bool(quantize_query_int8),
+        quantize_probs_u8=bool(quantize_probs_u8),
     )
     params = dict(
         q=_arguments.digest(q),
@@ -169,5 +179,8 @@ def prepare_decode(
         softmax_scale=m.softmax_scale,
         alibi_slopes=None if m.alibi_slopes is None else _arguments.digest(m.alibi_slopes),
         sinks=None if m.sinks is None else _arguments.digest(m.sinks),
+        cache=(str(k_cache.dtype), None if cache_dtype is None else str(cache_dtype)),
+        scale_dims=None if k_scale is None else np.ndim(k_scale),
+        quantize=(bool(quantize_query_int8), bool(quantize_probs_u8)),
     )
     return _agreement.Prepared(params, call=(call, _arguments.check_timeout(timeout)))

@@ -2,7 +2,7 @@
 (contiguous or paged; some ranks hold none of a short sequence, nobody holds an empty one); the merged
 (out, lse) on every rank against the single-process flash_attn_with_kvcache over the whole cache, with
 causal masks, windows, softcap, GQA/MQA, ALiBi and rotary embedding at global positions and new tokens
-appended on the rank that holds the sequence's tail (the last rank when none holds a key of it)."""
+appended on the rank that holds the sequence's tail (rank 0 when none holds a key of it)."""
 
 import numpy as np
 import pytest
@@ -31,9 +31,9 @@ def parts(rank, world_size):
 
 
 def tail_rank(b, world_size):
-    """The highest rank with a key of sequence b (None when no rank has one)."""
+    """The highest rank with a key of sequence b (rank 0 when no rank has one)."""
     holders = [r for r in range(world_size) if np.diff(parts(r, world_size), axis=0)[0][b] > 0]
-    return holders[-1] if holders else None
+    return holders[-1] if holders else 0
 
 
 def problem(rng, options, heads_q, heads_kv, dtype, head_dim=40):
@@ -120,18 +120,53 @@ def test_sharded_decode_matches_single_process(comm, rng, options, heads_q, head
     check_appended(comm, k_cache, global_k, options.get("new", 0))
 
 
+@pytest.mark.parametrize("is_paged", [False, True])
+@pytest.mark.parametrize("cache_dtype, group_size", [("int8", None), ("int8", 8), ("fp8_e4m3", None)])
+def test_sharded_decode_of_a_quantized_cache(comm, rng, cache_dtype, group_size, is_paged):
+    """An int8 or FP8 E4M3 cache (quantize_kv of the global values; per-token scales sharded with their rows,
+    FP8's per-head scales whole on every rank): the merged result is one process's over the whole quantized
+    cache up to float32's rounding, and the new keys and their scales are quantized on the tail rank."""
+    new = 2
+    arrays = problem(rng, dict(new=new, seqlen_q=2), 4, 2, np.float32)
+    k_values, k_scale = flashattn.quantize_kv(arrays["k_cache"], cache_dtype, group_size)
+    v_values, v_scale = flashattn.quantize_kv(arrays["v_cache"], cache_dtype, group_size)
+    per_token = k_scale.ndim >= 3
+    fp8 = cache_dtype if cache_dtype == "fp8_e4m3" else None
+    whole = dict(k_cache=k_values.copy(), v_cache=v_values.copy(), k_scale=k_scale.copy(), v_scale=v_scale.copy())
+    base_out, base_lse = flashattn.flash_attn_with_kvcache(
+        arrays["q"], k=arrays["k"], v=arrays["v"], cache_seqlens=LENGTHS, causal=True, cache_dtype=fp8,
+        return_softmax_lse=True, **whole,
+    )
+
+    mine = {name: local_cache(x, comm.rank, comm.size) if name.endswith("cache") or per_token else x.copy()
+            for name, x in dict(k_cache=k_values, v_cache=v_values, k_scale=k_scale, v_scale=v_scale).items()}
+    start, stop = parts(comm.rank, comm.size)
+    extra = {}
+    if is_paged:
+        table = rng.permutation(len(LENGTHS) * CAPACITY // PAGE).reshape(len(LENGTHS), -1)
+        sharded = {"k_cache", "v_cache"} | ({"k_scale", "v_scale"} if per_token else set())
+        mine = {name: paged(x, table) if name in sharded else x for name, x in mine.items()}
+        extra["block_table"] = table
+    out, lse = fd.decode_with_kvcache(arrays["q"], comm=comm, cache_seqlens=stop - start, k=arrays["k"],
+                                      v=arrays["v"], causal=True, cache_dtype=fp8, **mine, **extra)
+    np.testing.assert_allclose(out, base_out, atol=1e-5 * max(1.0, np.abs(base_out).max()), rtol=0)
+    finite = np.isfinite(base_lse)
+    assert np.array_equal(lse[~finite], base_lse[~finite])
+    np.testing.assert_allclose(lse[finite], base_lse[finite], atol=1e-5, rtol=0)
+    for name in ("k_cache", "k_scale") if per_token else ("k_cache",):
+        local = mine[name]
+        if is_paged:
+            local = local[table].reshape((table.shape[0], CAPACITY) + local.shape[2:])
+        check_appended(comm, local, whole[name], new)
+
+
 def check_appended(comm, k_cache, global_k, new):
     """Each rank's cache holds its part of each sequence's keys and, on the sequence's tail rank, the new
     ones after them (rotated at their global positions, as the single-process call wrote them to
-    global_k); nothing else of it is written. A sequence no rank has a key of gets its new keys on one
-    rank."""
+    global_k); nothing else of it is written. A sequence no rank has a key of gets its new keys on rank 0."""
     start, stop = parts(comm.rank, comm.size)
-    appended_on = comm.allgather([bool(k_cache[b, stop[b] - start[b] :].any()) for b in range(len(LENGTHS))])
     for b in range(len(LENGTHS)):
-        tail = tail_rank(b, comm.size)
-        appends = new > 0 and (comm.rank == tail if tail is not None else appended_on[comm.rank][b])
-        if tail is None:
-            assert sum(a[b] for a in appended_on) == (1 if new else 0), b
+        appends = new > 0 and comm.rank == tail_rank(b, comm.size)
         count = stop[b] - start[b] + (new if appends else 0)
         expected = np.concatenate([global_k[b, start[b] : stop[b]], global_k[b, LENGTHS[b] : LENGTHS[b] + new]])
         assert np.array_equal(k_cache[b, :count], expected[:count]), b
