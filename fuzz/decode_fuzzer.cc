@@ -488,10 +488,14 @@ void CheckOutputs(const DecodeCall& call, const std::string& what) {
     // Σ_j w_j·v8_jc, w_j = P̃_j·v_scale_j, with |w_j − u_j·max w / 255| ≤ max w / 510. As P̃ ≤ 1,
     // max w·|v8_jc| ≤ max_j' v_scale_j'·127 = max_j'c' |v_j'c'| over the visible keys (a per-token scale is
     // max|row| / 127; a per-head or per-tensor one is shared, so max w·|v8_jc| ≤ |v_jc|), and l ≥ 1, so
-    // |ΔO_ic| ≤ (keys row i sees)·max_jc |v_jc| / 510; 1.01 covers the float rounding of 255·w_j / max w.
+    // |ΔO_ic| ≤ (keys row i sees)·max_jc |v_jc| / 510; 1.01 covers the float rounding of 255·w_j / max w. With V
+    // inside the K rows a row's scale is that of its whole K row: the bound takes the largest |k_jc| instead.
     const double weight_error = p.quantize_probs_u8 ? 1.01 / 510 : 0.0;
-    const std::string error = CheckAgainstOracle(
-        f, {.output = p.dtype, .q_error = q_error, .q_bound = q_bound.data(), .weight_error = weight_error});
+    const std::string error = CheckAgainstOracle(f, {.output = p.dtype,
+                                                     .q_error = q_error,
+                                                     .q_bound = q_bound.data(),
+                                                     .weight_error = weight_error,
+                                                     .weights_over_key_rows = call.values_in_keys});
     if (!error.empty()) Fail(what + ": sequence " + std::to_string(b) + " (" + std::to_string(Nk) + " keys): " + error);
   }
 }

@@ -55,7 +55,7 @@ std::string CheckAgainstOracle(const AttentionParams& p, const Rounding& roundin
         reference::HeadProblem(bound_params, b, h).LoadQ(0, Nq, Q_bound.data());
       }
       for (std::int64_t i = 0; i < Nq; ++i) {
-        double A = 0.0, A_q = 0.0, M = 0.0, V_max = 0.0;
+        double A = 0.0, A_q = 0.0, M = 0.0, V_max = 0.0, W_max = 0.0;  // W_max: what the weights' rounding scales
         std::int64_t visible = 0;
         for (std::int64_t j = 0; j < Nk; ++j) {
           double q_dot_k = 0.0, abs_dot = 0.0, bound_dot = 0.0;
@@ -71,6 +71,9 @@ std::string CheckAgainstOracle(const AttentionParams& p, const Rounding& roundin
           M = std::max(M, std::fabs(S_ij));
           ++visible;
           for (std::int64_t c = 0; c < dv; ++c) V_max = std::max(V_max, std::fabs(V[j * dv + c]));
+          if (rounding.weights_over_key_rows) {
+            for (std::int64_t c = 0; c < d; ++c) W_max = std::max(W_max, std::fabs(K[j * d + c]));
+          }
         }
         std::ostringstream where;
         where << "(b=" << b << ", h=" << h << ", i=" << i << ")";
@@ -90,7 +93,7 @@ std::string CheckAgainstOracle(const AttentionParams& p, const Rounding& roundin
         const bool bounded = dS <= 0.25;
         const double o_tolerance =
             2 * (2 * dS + (Nk + 16) * u + 2 * rounding.output_roundings * u_out) * V_max / keep +
-            static_cast<double>(visible) * rounding.weight_error * V_max / keep;
+            static_cast<double>(visible) * rounding.weight_error * std::max(V_max, W_max) / keep;
         const double lse_tolerance = 2 * (dS + (Nk + 16) * u) + 4 * u * std::fabs(ref.lse[i]);
         for (std::int64_t c = 0; c < dv; ++c) {
           const double error = std::fabs(O(c) - ref.o[i * dv + c]);

@@ -38,6 +38,9 @@ struct Rounding {
   double q_error = 0.0;               // queries computed by the kernel (rotary): see q_bound
   const float* q_bound = nullptr;     // float32 laid out like params.q (params.dtype must then be float32)
   double weight_error = 0.0;          // e_w: P̃V from weights rounded within e_w of their block's largest
+  // e_w applies to the largest value of each visible key's K row (all d features) rather than of its V row:
+  // V read inside K rows whose one scale covers the whole row
+  bool weights_over_key_rows = false;
 };
 
 // Compares params.o (and params.lse, if set) with the oracle over params' own inputs. Returns an empty
