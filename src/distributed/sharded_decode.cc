@@ -33,7 +33,7 @@ std::vector<Field> DecodeFields(const DecodeParams& p) {
       {"head_dim", p.head_dim},
       {"head_dim_v", p.value_head_dim()},
       {"dtype", static_cast<std::int64_t>(p.dtype)},
-      {"cache_dtype", static_cast<std::int64_t>(p.cache_dtype)},
+      {"cache_dtype", p.cache_element == CacheElement::kFloat ? static_cast<std::int64_t>(p.cache_dtype) : -1},
       {"cache_element", static_cast<std::int64_t>(p.cache_element)},
       {"scale_granularity", static_cast<std::int64_t>(p.scale_granularity)},
       {"scale_group_size", p.scale_group_size},

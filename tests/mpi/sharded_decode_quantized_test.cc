@@ -211,7 +211,9 @@ TEST(ShardedDecode, QuantizedCachesMatchOneProcess) {
     const Cache untouched = part;
     const std::vector<std::int32_t> part_counts(mine.begin(), mine.end());
     Output sharded = output();
-    sharded_decode(DecodeCall(c, q, k_new, v_new, part, part_counts, sharded), MPI_COMM_WORLD, 30);
+    DecodeParams call = DecodeCall(c, q, k_new, v_new, part, part_counts, sharded);
+    call.cache_dtype = rank % 2 == 0 ? DType::kF32 : DType::kBF16;  // a float cache's type: ignored, need not agree
+    sharded_decode(call, MPI_COMM_WORLD, 30);
 
     for (std::int64_t b = 0; b < kBatch; ++b) {
       for (std::int64_t j = 0; j < part.capacity; ++j) {
