@@ -736,8 +736,9 @@ TEST(DecodeQuantized, IntegerScoresRefuseOtherCaches) {
   }
 }
 
-// V inside the K cache (v_cache == k_cache) and head_dim_v ≠ head_dim are float-cache features: a quantized
-// cache refuses them with an Error naming the fields, before anything is written.
+// V inside the quantized K cache (v_cache == k_cache) takes K's scales: another v_scale, or scale groups that do
+// not divide head_dim_v, are refused with an Error naming the fields before anything is written, and so is a V
+// cache of its own narrower than K's; a null v_scale reads K's.
 TEST(DecodeQuantized, ValuesInsideTheKeysTakeKsScalesAndOthersTheHeadDim) {
   QuantShape shape{.Nnew = 2, .d = 64, .Nmax = 100, .cached = {90, 45}, .group_size = 16, .dv = 48};
   const auto expect_refused = [](DecodeParams p, const QuantCase& c, const std::string& field) {
