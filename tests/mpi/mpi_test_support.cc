@@ -109,12 +109,15 @@ Shards ShardsOf(std::int64_t batch, int rank, const std::function<std::vector<st
     const std::vector<std::int64_t> counts = counts_of(b);
     const int world = static_cast<int>(counts.size());
     std::int64_t before = 0, total = 0;
-    for (int r = 0; r < world; ++r) (r < rank ? before : total) += counts[r];
+    for (int r = 0; r < world; ++r) {
+      total += counts[r];
+      if (r < rank) before += counts[r];
+    }
     int tail = world - 1;
     while (tail > 0 && counts[tail] == 0) --tail;
     shards.before.push_back(before);
     shards.mine.push_back(counts[rank]);
-    shards.total.push_back(before + total);
+    shards.total.push_back(total);
     shards.tail.push_back(tail);
   }
   return shards;

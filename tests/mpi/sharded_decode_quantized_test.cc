@@ -5,7 +5,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <sstream>
