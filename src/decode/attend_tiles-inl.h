@@ -352,8 +352,13 @@ HWY_INLINE void AccumulatePV(const float* HWY_RESTRICT P, const T* const* V, std
 #if !FLASHATTN_DECODE_SIZELESS_VECTORS
   if constexpr (kLanes >= 16 && kR <= 4) {
     for (; e + 4 * N <= width; e += 4 * N) {
-      if (e == 0) AccumulateWideSlice<kR>(P, V, cols, e, O, ldo, v_scales, prefetch_key);
-      else AccumulateWideSlice<kR>(P, V, cols, e, O, ldo, v_scales, kNoKeyRequests);
+      // one instance of the slice for every e, the first one's requests switched on by a test: half the code to
+      // compile of a second instance without them, and the same time (docs/robustness.md)
+      const bool first_slice = e == 0;
+      const auto key = [&](std::int64_t c) FLASHATTN_INLINE_LAMBDA {
+        if (first_slice) prefetch_key(c);
+      };
+      AccumulateWideSlice<kR>(P, V, cols, e, O, ldo, v_scales, key);
     }
   }
 #endif
@@ -418,8 +423,11 @@ HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* con
     const auto tile = [&](auto kR, std::int64_t r) FLASHATTN_INLINE_LAMBDA {
       constexpr int kRows = decltype(kR)::value;
       const float* P_r = P + r * kBc + c0;
-      if (r == 0) AccumulatePV<kRows>(P_r, V + c0, keys, width, O + r * ldo, ldo, pass_scales, first);
-      else AccumulatePV<kRows>(P_r, V + c0, keys, width, O + r * ldo, ldo, pass_scales, kNoKeyRequests);
+      // one instance of each tile, its requests switched by the row (as in AccumulatePV)
+      const auto key = [&](std::int64_t c) FLASHATTN_INLINE_LAMBDA {
+        if (r == 0) first(c);
+      };
+      AccumulatePV<kRows>(P_r, V + c0, keys, width, O + r * ldo, ldo, pass_scales, key);
     };
     std::int64_t r = 0;
     if constexpr (kMaxAccumulateRows == 8) {

@@ -415,16 +415,18 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
       if (first) return IntegerDotTile<kRows, kCols>(x, row0, K, c0, h * head_stride, group, prefetch_lines);
       return IntegerDotTile<kRows, kCols>(x, row0, K, c0, h * head_stride, group, kNoLineRequests);
     };
-    if (x.groups == 1) {
-      StoreDotTile<kRows, kCols>(dot_tile(0), c0, cols, S + row0 * kBc);
-      return;
-    }
+    // one call for one group or several, so that each of the tile's two instances is inlined once
     for (std::int64_t group = 0; group < x.groups; ++group) {
-      alignas(64) float dots[kLanes];
-      hn::Store(dot_tile(group), DF(), dots);
+      const VF dots = dot_tile(group);
+      if (x.groups == 1) {
+        StoreDotTile<kRows, kCols>(dots, c0, cols, S + row0 * kBc);
+        return;
+      }
+      alignas(64) float lanes[kLanes];
+      hn::Store(dots, DF(), lanes);
       for (int i = 0; i < kRows; ++i)
         for (std::int64_t c = c0; c < std::min(cols, c0 + kCols); ++c) {
-          store(row0 + i, c, h, group, dots[i * kCols + (c - c0)]);
+          store(row0 + i, c, h, group, lanes[i * kCols + (c - c0)]);
         }
     }
   });
