@@ -1,6 +1,11 @@
 # flashattn_compile_for_every_simd_target(<target>): the Highway targets <target>'s foreach_target
-# translation units are compiled for. Every target Highway can build is compiled in, so that the tests can
-# run each one this CPU supports; the best is chosen at run time. On x86: scalar, SSSE3, SSE4, AVX2, AVX3.
+# translation units are compiled for. Every target Highway can build is compiled in but SSSE3, so that the
+# tests can run each one this CPU supports; the best is chosen at run time. On x86: scalar, SSE4, AVX2, AVX3.
+# SSSE3 is left out: the only x86-64 CPUs that have it without SSE4.1 are the first Core 2 and Atom cores
+# (2006-2008), which run the scalar baseline instead. Its kernels were about 15% of the release build's kernel
+# compile and a quarter of each test's runs over the targets on an AVX2 CPU (docs/robustness.md). The x86-64
+# microarchitecture levels likewise go from the baseline (v1) straight to SSE4.2 (v2), as do llama.cpp's CPU
+# builds.
 # On AArch64: the scalar baseline, NEON, and SVE, SVE2, SVE_256 and SVE2_128 (Arm's sizeless vectors: the
 # register tiles hold no arrays of them, docs/arm.md), run under emulation by scripts/arm.sh.
 # The library's kernels and the measurement tools that dispatch like them (tools/) share this one setting.
@@ -13,7 +18,9 @@
 #
 # FLASHATTN_SIMD_TARGETS=baseline compiles one target, the one the compiler's flags select (x86-64 without
 # -m flags: the scalar baseline; AArch64: NEON): for the shared library's consumer test, which checks the
-# install, the exported symbols and a small call, not the kernels.
+# install, the exported symbols and a small call, not the kernels, and for the ThreadSanitizer build
+# (CMakePresets.json): the threads, their loops and the scratch each one writes are the same code on every
+# target, so one target's kernels serve, and compiling two took that build twice as long.
 if(FLASHATTN_SANITIZE)
   set(flashattn_default_simd_targets reduced)
 else()
@@ -35,5 +42,7 @@ function(flashattn_compile_for_every_simd_target target)
   target_compile_definitions(${target} PRIVATE HWY_COMPILE_ALL_ATTAINABLE)
   if(FLASHATTN_SIMD_TARGETS STREQUAL "reduced")
     target_compile_definitions(${target} PRIVATE "HWY_DISABLED_TARGETS=(HWY_SSSE3|HWY_SSE4|HWY_AVX3|HWY_AVX3_DL)")
+  else()
+    target_compile_definitions(${target} PRIVATE "HWY_DISABLED_TARGETS=HWY_SSSE3")
   endif()
 endfunction()
