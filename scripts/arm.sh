@@ -8,7 +8,9 @@
 # The tests run every target the CPU supports (simd::RestrictTargetForTest) but those another CPU runs
 # (FLASHATTN_TEST_SKIP_TARGETS, tests/test_targets.h): the SVE CPUs leave NEON and the scalar baseline, whose
 # code does not depend on the vector length, to the NEON CPU, and the 256- and 512-bit ones leave SVE2 to
-# sve128, as the CPUs of those lengths named above have SVE without SVE2. simd_targets first checks that each
+# sve128, as the CPUs of those lengths named above have SVE without SVE2; sve256 runs SVE_256 alone, the
+# target such a CPU dispatches to, and leaves the sizeless SVE to the 128- and 512-bit CPUs, the shortest and
+# the longest vectors. simd_targets first checks that each
 # CPU runs the targets it is meant to, and fails otherwise. One thread: a program that starts a thread hangs
 # under Debian 12's qemu-user 7.2, so OMP_THREAD_LIMIT=1 keeps OpenMP from starting any, and the subset leaves
 # out the tests that start std::threads (thread safety is ThreadSanitizer's, on x86).
@@ -72,7 +74,7 @@ declare -A cpu_option=([neon]="max,sve=off" [sve128]="max,sve128=on" [sve256]="m
 declare -A cpu_targets=([neon]="NEON" [sve128]="NEON SVE SVE2 SVE2_128" [sve256]="NEON SVE SVE2 SVE_256"
                         [sve512]="NEON SVE SVE2")
 # The targets each CPU's tests leave to another CPU.
-declare -A cpu_skips=([neon]="" [sve128]="NEON SCALAR" [sve256]="NEON SCALAR SVE2" [sve512]="NEON SCALAR SVE2")
+declare -A cpu_skips=([neon]="" [sve128]="NEON SCALAR" [sve256]="NEON SCALAR SVE2 SVE" [sve512]="NEON SCALAR SVE2")
 cpus=("$@")
 ((${#cpus[@]})) || cpus=(neon sve128 sve256 sve512)
 for cpu in "${cpus[@]}"; do
