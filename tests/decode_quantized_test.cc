@@ -398,7 +398,8 @@ void ExpectWithinTwiceTheFloat32PathsError(QuantCase& c, const std::vector<std::
 // The kernel over the quantized cache against the float64 reference over the same (dequantized) cache: at
 // most twice the error of the float32 kernel (on the same target) over those dequantized values in float32
 // caches, on every target, for direct rows (d a multiple of the vectors), widened ones (odd d) and grouped scales
-// (groups of whole vectors or half of one scaled as the rows are loaded, smaller ones as they are widened).
+// (groups of whole vectors or half of one scaled as the rows are loaded, smaller ones as they are widened), with
+// 8, 4 and 1 query rows per K/V head (each takes tiles of its own shape where the rows are read straight).
 TEST(DecodeQuantized, EveryTargetWithinTwiceTheFloat32PathsErrorOfTheOracle) {
   const std::vector<std::int64_t> targets = TargetsUnderTest();
   const std::vector<std::int64_t> int8_targets = Int8TargetsUnderTest();
@@ -419,17 +420,22 @@ TEST(DecodeQuantized, EveryTargetWithinTwiceTheFloat32PathsErrorOfTheOracle) {
                             {CacheElement::kFp8E4M3, ScaleGranularity::kPerToken, 0},
                             {CacheElement::kFp8E4M3, ScaleGranularity::kPerToken, 8},
                             {CacheElement::kFp8E4M3, ScaleGranularity::kPerToken, 32}};
+  struct Rows {
+    std::int64_t Nq, Hq, Hkv;
+  };
   for (const Format& format : formats)
     for (const std::int64_t d : {40, 64, 111, 128, 256})
-      for (const std::int64_t page_size : {0, 7}) {
-        if (format.group_size > 0 && d % format.group_size != 0) continue;
-        QuantShape shape{.Nq = 2, .Hq = 8, .Hkv = 2, .d = d, .Nmax = 113, .cached = {113, 97, 1},
-                         .element = format.element, .granularity = format.granularity,
-                         .group_size = format.group_size, .page_size = page_size};
-        QuantCase c(shape, 7 + d);
-        c.params().num_splits = 2;
-        ExpectWithinTwiceTheFloat32PathsError(c, format.element == CacheElement::kInt8 ? int8_targets : targets);
-      }
+      for (const std::int64_t page_size : {0, 7})
+        for (const Rows rows : {Rows{2, 8, 2}, Rows{1, 8, 2}, Rows{1, 4, 4}}) {
+          if (format.group_size > 0 && d % format.group_size != 0) continue;
+          if (rows.Nq * rows.Hq / rows.Hkv != 8 && d % 16 != 0) continue;  // widened rows: the same float tiles
+          QuantShape shape{.Nq = rows.Nq, .Hq = rows.Hq, .Hkv = rows.Hkv, .d = d, .Nmax = 113,
+                           .cached = {113, 97, 1}, .element = format.element, .granularity = format.granularity,
+                           .group_size = format.group_size, .page_size = page_size};
+          QuantCase c(shape, 7 + d);
+          c.params().num_splits = 2;
+          ExpectWithinTwiceTheFloat32PathsError(c, format.element == CacheElement::kInt8 ? int8_targets : targets);
+        }
 }
 
 // V inside the K rows (multi-head latent attention: d 576, dv 512 on one K/V head; and tails): V's values are K's,
@@ -500,36 +506,50 @@ TEST(DecodeQuantized, IntegerOptionsReadValuesInsideTheKeysAsACopyOfThem) {
 // Every FP8 E4M3 code reads as its value in the scores and in the output, on every target: one cached key
 // whose K row holds the codes in order and whose V row holds them in reverse (d = 256; the NaN patterns,
 // which nothing writes, replaced by 0), scales of 1, and 256 query rows, row n one-hot at feature n. With one
-// key each row's LSE is its score, k[n], and its output is V's row.
+// key each row's LSE is its score, k[n], and its output is V's row. The rows are 16 per K/V head (tiles of 8
+// rows) or 4 on each of 64 K/V heads holding the same rows (score tiles of 4 keys, four vectors of V per key).
 TEST(DecodeQuantized, EveryFp8CodeReadsAsItsValueOnEveryTarget) {
-  constexpr std::int64_t d = 256, rows = 16, heads = 16;  // rows·heads = d query rows on one K/V head
-  std::vector<std::uint8_t> k(d), v(d);
-  for (std::int64_t n = 0; n < d; ++n) k[n] = (n & 0x7f) == 0x7f ? 0 : static_cast<std::uint8_t>(n);
-  for (std::int64_t n = 0; n < d; ++n) v[n] = k[d - 1 - n];
-  std::vector<float> q(rows * heads * d, 0.0f);
-  for (std::int64_t n = 0; n < rows * heads; ++n) q[n * d + n] = 1.0f;  // row (i, h) = n = i·heads + h
-  float k_scale = 1.0f, v_scale = 1.0f;
-  const std::int32_t cached = 1;
-  DecodeParams p;
-  p.seqlen_q = rows, p.heads_q = heads, p.heads_kv = 1, p.head_dim = d, p.scale = 1.0f;
-  p.cache_element = CacheElement::kFp8E4M3, p.scale_granularity = ScaleGranularity::kPerTensor;
-  p.cache_seqlen_max = 1, p.cache_seqlens = &cached;
-  p.set_contiguous_strides();
-  p.q = q.data(), p.k_cache = k.data(), p.v_cache = v.data(), p.k_scale = &k_scale, p.v_scale = &v_scale;
-  for (const std::int64_t target : TargetsUnderTest()) {
-    simd::RestrictTargetForTest(target);
-    const Output out = Attend(p, false);
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (std::int64_t h = 0; h < heads; ++h) {
-        const std::int64_t n = i * heads + h;
-        const float lse = out.lse[h * rows + i];  // LSE is (batch, Hq, Nq)
-        EXPECT_NEAR(lse, F32FromE4M3(k[n]), 1e-6 * std::fabs(F32FromE4M3(k[n])))
-            << "K code " << int(k[n]) << " on " << simd::TargetName(target);
-        for (std::int64_t e = 0; e < d; ++e) {
-          ASSERT_EQ(out.O[n * d + e], F32FromE4M3(v[e]))
-              << "V code " << int(v[e]) << ", row " << n << " on " << simd::TargetName(target);
+  constexpr std::int64_t d = 256;
+  std::vector<std::uint8_t> k_row(d), v_row(d);
+  for (std::int64_t n = 0; n < d; ++n) k_row[n] = (n & 0x7f) == 0x7f ? 0 : static_cast<std::uint8_t>(n);
+  for (std::int64_t n = 0; n < d; ++n) v_row[n] = k_row[d - 1 - n];
+  struct Layout {
+    std::int64_t rows, heads, heads_kv;  // rows·heads = d query rows
+  };
+  const std::vector<std::int64_t> targets = TargetsUnderTest();
+  for (const Layout layout : {Layout{16, 16, 1}, Layout{1, 256, 64}}) {
+    const std::int64_t rows = layout.rows, heads = layout.heads, heads_kv = layout.heads_kv;
+    std::vector<std::uint8_t> k, v;
+    for (std::int64_t h = 0; h < heads_kv; ++h) {
+      k.insert(k.end(), k_row.begin(), k_row.end());
+      v.insert(v.end(), v_row.begin(), v_row.end());
+    }
+    std::vector<float> q(rows * heads * d, 0.0f);
+    for (std::int64_t n = 0; n < rows * heads; ++n) q[n * d + n] = 1.0f;  // row (i, h) = n = i·heads + h
+    float k_scale = 1.0f, v_scale = 1.0f;
+    const std::int32_t cached = 1;
+    DecodeParams p;
+    p.seqlen_q = rows, p.heads_q = heads, p.heads_kv = heads_kv, p.head_dim = d, p.scale = 1.0f;
+    p.cache_element = CacheElement::kFp8E4M3, p.scale_granularity = ScaleGranularity::kPerTensor;
+    p.cache_seqlen_max = 1, p.cache_seqlens = &cached;
+    p.set_contiguous_strides();
+    p.q = q.data(), p.k_cache = k.data(), p.v_cache = v.data(), p.k_scale = &k_scale, p.v_scale = &v_scale;
+    for (const std::int64_t target : targets) {
+      simd::RestrictTargetForTest(target);
+      const Output out = Attend(p, false);
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t h = 0; h < heads; ++h) {
+          const std::int64_t n = i * heads + h;
+          const float lse = out.lse[h * rows + i];  // LSE is (batch, Hq, Nq)
+          EXPECT_NEAR(lse, F32FromE4M3(k_row[n]), 1e-6 * std::fabs(F32FromE4M3(k_row[n])))
+              << "K code " << int(k_row[n]) << " on " << simd::TargetName(target) << ", " << rows << " rows";
+          for (std::int64_t e = 0; e < d; ++e) {
+            ASSERT_EQ(out.O[n * d + e], F32FromE4M3(v_row[e]))
+                << "V code " << int(v_row[e]) << ", row " << n << " on " << simd::TargetName(target) << ", "
+                << rows << " rows";
+          }
         }
-      }
+    }
   }
   simd::RestrictTargetForTest(0);
 }
