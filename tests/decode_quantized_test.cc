@@ -147,6 +147,85 @@ TEST(QuantizeKv, ScalesAreMaxOverQmaxAndValuesRoundTheQuotient) {
   }
 }
 
+// quantize_kv's vector code stores the bytes and scales of the scalar rows the decode kernel's append and the
+// reference decode use (common/quantize.h's QuantizeRow), on every target, for inputs of every float type, head
+// dims with tails, and every format. The values span 2⁻¹² to 2⁸ times Gaussians, so that FP8 codes are subnormal
+// and normal; each head's first row also holds exact ties at a scale of 1 (its largest magnitude qmax).
+TEST(QuantizeKv, EveryTargetStoresTheBytesOfTheScalarRows) {
+  const std::int64_t outer = 2, seqlen = 5, heads = 3;
+  struct Format {
+    CacheElement element;
+    ScaleGranularity granularity;
+    std::int64_t group_size;
+  };
+  const Format formats[] = {{CacheElement::kInt8, ScaleGranularity::kPerToken, 0},
+                            {CacheElement::kInt8, ScaleGranularity::kPerToken, 8},
+                            {CacheElement::kInt8, ScaleGranularity::kPerToken, 32},
+                            {CacheElement::kFp8E4M3, ScaleGranularity::kPerHead, 0},
+                            {CacheElement::kFp8E4M3, ScaleGranularity::kPerTensor, 0},
+                            {CacheElement::kFp8E4M3, ScaleGranularity::kPerToken, 0}};
+  const std::vector<std::int64_t> targets = TargetsUnderTest();
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> exponent(-12, 4);
+  for (const DType dtype : {DType::kF32, DType::kF16, DType::kBF16})
+    for (const std::int64_t d : {40, 59, 128, 576})
+      for (const Format& f : formats) {
+        if (f.group_size > 0 && d % f.group_size != 0) continue;
+        const float qmax = QuantMax(f.element);
+        const std::int64_t rows = outer * seqlen * heads, n = rows * d;
+        std::vector<float> x(n);
+        for (float& v : x) v = std::ldexp(normal(rng), exponent(rng));
+        const std::vector<float> ties = f.element == CacheElement::kInt8
+                                            ? std::vector<float>{2.5f, -3.5f, 0.5f, -126.5f, 127.0f}
+                                            : std::vector<float>{1.0625f, -1.1875f, 0x1p-10f, 0x3p-10f, 448.0f};
+        for (std::int64_t h = 0; h < heads; ++h) std::copy(ties.begin(), ties.end(), x.begin() + h * d);
+        std::vector<std::uint8_t> input(n * size_of(dtype));
+        for (std::int64_t e = 0; e < n; ++e) StoreFromFloat(input.data(), dtype, e, x[e]);
+        // The scalar rows: the fixed scale max|x| / qmax over a head or the tensor, then QuantizeRow.
+        const std::int64_t groups = f.group_size > 0 ? d / f.group_size : 1;
+        std::vector<float> expected_scales(rows * groups, 0.0f), row(d);
+        std::vector<std::uint8_t> expected(n);
+        if (f.granularity != ScaleGranularity::kPerToken) {
+          for (std::int64_t e = 0; e < n; ++e) {
+            float& m = expected_scales[f.granularity == ScaleGranularity::kPerHead ? e / d % heads : 0];
+            m = std::max(m, std::fabs(LoadAsFloat(input.data(), dtype, e)));
+          }
+          for (float& scale : expected_scales) scale /= qmax;
+        }
+        for (std::int64_t r = 0; r < rows; ++r) {
+          for (std::int64_t e = 0; e < d; ++e) row[e] = LoadAsFloat(input.data(), dtype, r * d + e);
+          float* scales = f.granularity == ScaleGranularity::kPerToken ? &expected_scales[r * groups]
+                          : f.granularity == ScaleGranularity::kPerHead ? &expected_scales[r % heads]
+                                                                       : &expected_scales[0];
+          QuantizeRow(row.data(), d, f.element, f.granularity, f.group_size, scales, &expected[r * d]);
+        }
+        const std::int64_t scale_count = f.granularity == ScaleGranularity::kPerToken  ? rows * groups
+                                         : f.granularity == ScaleGranularity::kPerHead ? heads
+                                                                                       : 1;
+        expected_scales.resize(scale_count);
+        for (const std::int64_t target : targets) {
+          simd::RestrictTargetForTest(target);
+          QuantizeParams p;
+          p.x = input.data(), p.dtype = dtype, p.outer = outer, p.seqlen = seqlen, p.heads = heads, p.head_dim = d;
+          p.element = f.element, p.granularity = f.granularity, p.group_size = f.group_size;
+          p.set_contiguous_strides();
+          std::vector<std::uint8_t> values(n, 0xAA);
+          std::vector<float> scales(scale_count, kNaN);
+          p.values = values.data(), p.scales = scales.data();
+          quantize_kv(p);
+          std::ostringstream where;
+          where << to_string(dtype) << " d " << d << " " << to_string(f.element) << " " << to_string(f.granularity)
+                << " g " << f.group_size << " on " << simd::TargetName(target);
+          EXPECT_EQ(scales, expected_scales) << where.str();
+          for (std::int64_t e = 0; e < n; ++e) {
+            ASSERT_EQ(values[e], expected[e]) << "element " << e << ", " << where.str();
+          }
+        }
+        simd::RestrictTargetForTest(0);
+      }
+}
+
 TEST(QuantizeKv, DefaultGranularityIsPerTokenForInt8AndForGroups) {
   EXPECT_EQ(default_scale_granularity(CacheElement::kInt8), ScaleGranularity::kPerToken);
   EXPECT_EQ(default_scale_granularity(CacheElement::kInt8, 32), ScaleGranularity::kPerToken);

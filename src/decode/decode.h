@@ -68,6 +68,11 @@ void DecodeBF16(const DecodeParams& params);
 void DecodeI8(const DecodeParams& params);
 void DecodeFp8E4M3(const DecodeParams& params);
 
+// quantize_kv on the best target of this CPU, by the input's float type (quantize.cc).
+void QuantizeKvF32(const QuantizeParams& params);
+void QuantizeKvF16(const QuantizeParams& params);
+void QuantizeKvBF16(const QuantizeParams& params);
+
 // The targets DecodeI8 is compiled for that this CPU runs (call it before restricting the dispatch): those
 // of simd::CompiledTargets() and AVX3_DL, which only the int8 kernel is compiled for (decode_i8.cc).
 std::vector<std::int64_t> Int8KernelTargets();
