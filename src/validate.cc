@@ -9,6 +9,7 @@
 #include "validate.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -254,11 +255,11 @@ TensorView ScaleView(const char* name, const float* scales, ScaleGranularity gra
 // Values about to be quantized must be finite: an inf or NaN has no scale.
 // Whether n elements hold an inf or a NaN: all exponent bits set. Tested on the raw bits a row at a time, a loop
 // the compiler vectorizes, because quantize_kv's whole input passes through here first.
-template <typename Bits>
+template <typename T, typename Bits>
 bool HoldsNonFinite(const void* row, std::int64_t n, Bits exponent) {
-  const auto* bits = static_cast<const Bits*>(row);
+  const auto* x = static_cast<const T*>(row);
   bool non_finite = false;
-  for (std::int64_t e = 0; e < n; ++e) non_finite |= (bits[e] & exponent) == exponent;
+  for (std::int64_t e = 0; e < n; ++e) non_finite |= (std::bit_cast<Bits>(x[e]) & exponent) == exponent;
   return non_finite;
 }
 
@@ -270,9 +271,10 @@ void CheckFinite(const char* name, const void* x, DType dtype, const Strides& s,
       for (std::int64_t h = 0; h < heads; ++h) {
         const std::int64_t offset = o * s.batch + i * s.seq + h * s.head;
         const void* row = static_cast<const char*>(x) + offset * element_bytes;
-        const bool non_finite = dtype == DType::kF32   ? HoldsNonFinite<std::uint32_t>(row, d, 0x7f800000u)
-                                : dtype == DType::kF16 ? HoldsNonFinite<std::uint16_t>(row, d, 0x7c00u)
-                                                       : HoldsNonFinite<std::uint16_t>(row, d, 0x7f80u);
+        const bool non_finite = dtype == DType::kF32 ? HoldsNonFinite<float, std::uint32_t>(row, d, 0x7f800000u)
+                                : dtype == DType::kF16
+                                    ? HoldsNonFinite<std::uint16_t, std::uint16_t>(row, d, 0x7c00u)
+                                    : HoldsNonFinite<std::uint16_t, std::uint16_t>(row, d, 0x7f80u);
         if (!non_finite) continue;
         for (std::int64_t e = 0; e < d; ++e) {
           const float value = LoadAsFloat(x, dtype, offset + e);

@@ -346,7 +346,9 @@ void IntegerScoreBlock(const QueryInt8& x, std::int64_t H, std::int64_t R, const
                        [[maybe_unused]] std::int64_t d, std::int64_t cols, float* S,
                        const PrefetchLines& prefetch_lines) {
   // S[row][c] = dot, or += (dot · q_scale) · k_scale for one of several groups, in this order on every target
-  const auto store = [&](std::int64_t row, std::int64_t c, std::int64_t h, std::int64_t group, float dot) {
+  // (AVX3_DL's tiles add the terms themselves)
+  [[maybe_unused]] const auto store = [&](std::int64_t row, std::int64_t c, std::int64_t h, std::int64_t group,
+                                          float dot) {
     float& s = S[row * kBc + c];
     const float term = dot * x.scale[row * x.groups + group] * k_scale[c][h * scale_head_stride + group];
     s = group == 0 ? term : s + term;
