@@ -252,7 +252,6 @@ TensorView ScaleView(const char* name, const float* scales, ScaleGranularity gra
   return TensorView{name, scales, 4, {{"scale", 1, 1}}};
 }
 
-// Values about to be quantized must be finite: an inf or NaN has no scale.
 // Whether n elements hold an inf or a NaN: all exponent bits set. Tested on the raw bits a row at a time, a loop
 // the compiler vectorizes, because quantize_kv's whole input passes through here first.
 template <typename T, typename Bits>
@@ -263,6 +262,7 @@ bool HoldsNonFinite(const void* row, std::int64_t n, Bits exponent) {
   return non_finite;
 }
 
+// Values about to be quantized must be finite: an inf or NaN has no scale.
 void CheckFinite(const char* name, const void* x, DType dtype, const Strides& s, std::int64_t outer,
                  std::int64_t seqlen, std::int64_t heads, std::int64_t d) {
   const std::int64_t element_bytes = static_cast<std::int64_t>(size_of(dtype));
