@@ -120,7 +120,7 @@ T SinkGradientTerm(float sink, T lse, T D) {
   return sink == kNegInf ? T{0} : -std::exp(static_cast<T>(sink) - lse) * D;
 }
 
-// Everything that decides the scores of one (batch b, query head h) of a forward or backward call.
+// Everything that decides the scores of one (batch b, query head h) of a forward, backward or decode call.
 struct ScoreModifiers {
   std::int64_t offset = 0;  // row i's diagonal is i + offset: Nk − Nq for a whole problem (BlockPlacement)
   Band band;
@@ -147,6 +147,16 @@ struct ScoreModifiers {
       mask = static_cast<const char*>(p.mask.data) + (b * p.mask.stride_batch + h * p.mask.stride_head) * bytes;
     }
   }
+
+  // Query head h of sequence b of a decode call over its Nk keys: no mask tensor, row i on the diagonal
+  // i + DecodeDiagonalOffset(p, b, Nk).
+  ScoreModifiers(const DecodeParams& p, std::int64_t b, std::int64_t h, std::int64_t Nk)
+      : offset(DecodeDiagonalOffset(p, b, Nk)),
+        band(Band::Of(p)),
+        scale(SoftmaxScale(p)),
+        softcap(p.softcap),
+        alibi_slope(AlibiSlope(p, b, h)),
+        sink(SinkOf(p, h)) {}
 
   std::int64_t Diagonal(std::int64_t i) const { return i + offset; }
   // Row i's keys as far as the band is concerned, not clipped to the sequence.

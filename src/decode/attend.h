@@ -41,20 +41,18 @@ struct KvScales {
   std::int64_t group_size = 0;  // features per scale, dividing d
 };
 
-// For each of `heads` K/V heads hk: R query rows × keys [j_begin, j_end) → normalized partial O and LSE:
-// one Flash-Decoding chunk. Row r of head hk is Q[(hk·R + r)·d ...] (float32, already rotated), has diagonal
-// diagonal[r] and ALiBi slope slope[hk·R + r], and writes O[(hk·R + r)·dv ...] and lse[hk·R + r]. A row that
-// sees no key of the chunk gets O = 0, LSE = −∞. K/V head hk's rows are at kv.k + hk·head_stride (d
+// For each of `heads` K/V heads hk: R = G·Nq query rows × keys [j_begin, j_end) → normalized partial O and
+// LSE: one Flash-Decoding chunk. Row r = g·Nq + i of head hk is query i of query head hk·G + g, whose scores
+// mods[hk·G + g] describes (the shared ScoreModifiers: scale, band, softcap, ALiBi); its Q row is
+// Q[(hk·R + r)·d ...] (float32, already rotated), and it writes O[(hk·R + r)·dv ...] and lse[hk·R + r]. A row
+// that sees no key of the chunk gets O = 0, LSE = −∞. K/V head hk's rows are at kv.k + hk·head_stride (d
 // features) and kv.v + hk·head_stride (dv features; kv.v = kv.k when V is inside the K rows); a quantized
 // cache's values are scaled by `scales`.
 struct ChunkTask {
   const float* Q = nullptr;
   std::int64_t heads = 1, head_stride = 0;
-  std::int64_t R = 0, d = 0, dv = 0;
-  const std::int64_t* diagonal = nullptr;
-  const float* slope = nullptr;
-  Band band;
-  float scale = 1.0f, softcap = 0.0f;
+  std::int64_t G = 1, Nq = 0, R = 0, d = 0, dv = 0;
+  const ScoreModifiers* mods = nullptr;  // heads·G, one per query head
   KvSource kv;
   KvScales scales;
   std::int64_t j_begin = 0, j_end = 0;

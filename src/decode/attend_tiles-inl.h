@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "common/prefetch.h"
@@ -27,6 +28,13 @@ namespace flashattn::HWY_NAMESPACE::decode_kernel {
 using flashattn::decode_kernel::kDecodeBc;
 
 inline constexpr std::int64_t kBc = kDecodeBc;
+
+// What the kernel knows of a cache element type T: whether it is quantized (its values are scale·q), and
+// whether its elements may be inf or NaN.
+template <typename T>
+inline constexpr bool kQuantizedCache = std::is_same_v<T, std::int8_t> || std::is_same_v<T, Fp8E4M3>;
+template <typename T>
+inline constexpr bool kMayHoldNonFinite = !kQuantizedCache<T>;
 
 // Lanes of a float vector when the target fixes it at compile time and its vectors can form arrays (every
 // x86 and NEON target), else 0: scalable vectors, and Arm SVE's at every length (SVE_256 and SVE2_128 fix
@@ -160,10 +168,8 @@ template <int kR, int kC>
 HWY_INLINE void StoreDotTile(VF dots, std::int64_t c0, std::int64_t cols, float* HWY_RESTRICT S) {
   alignas(64) float lanes[kR * kC];
   hn::Store(dots, DF(), lanes);
-  if (c0 + kC <= cols) {  // a whole tile: fixed-size copies
-    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) {
-      HWY_UNROLL(16) for (int c = 0; c < kC; ++c) S[r * kBc + c0 + c] = lanes[r * kC + c];
-    }
+  if (c0 + kC <= cols) {  // a whole tile: one copy of kC floats per row
+    HWY_UNROLL(8) for (int r = 0; r < kR; ++r) std::memcpy(S + r * kBc + c0, lanes + r * kC, kC * sizeof(float));
   } else {
     for (int r = 0; r < kR; ++r)
       for (std::int64_t c = 0; c < cols - c0; ++c) S[r * kBc + c0 + c] = lanes[r * kC + c];

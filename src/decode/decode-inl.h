@@ -1,5 +1,6 @@
 // decode() per Highway target, for one element type T: the split-KV steps (decode.h, plain code) around
-// the chunks, which the thread team runs in parallel with this target's AttendChunk.
+// the chunks, which the thread team runs in parallel with this target's AttendBlocks, its key and value paths
+// chosen once for the call (WithPaths).
 #if defined(FLASHATTN_DECODE_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_DECODE_DECODE_INL_H_
 #undef FLASHATTN_DECODE_DECODE_INL_H_
@@ -37,12 +38,16 @@ void DecodeT(const DecodeParams& p) {
   };
   const simd::ScratchArena arena(call.Threads(), carve);  // all memory before the cache is touched
   if (!call.AppendAndGather()) return;
+  WithPaths<T>(p, [&](auto paths) {
+    using Keys = typename decltype(paths)::KeyPath;
+    using Values = typename decltype(paths)::ValuePath;
 #pragma omp parallel num_threads(call.Threads())
-  {
-    const AttendScratch x = arena.Share(omp_get_thread_num(), carve);
+    {
+      const AttendScratch x = arena.Share(omp_get_thread_num(), carve);
 #pragma omp for schedule(dynamic, 1)
-    for (std::int64_t item = 0; item < call.Items(); ++item) AttendChunk<T>(call.Task(item), x);
-  }
+      for (std::int64_t item = 0; item < call.Items(); ++item) AttendBlocks<T, Keys, Values>(call.Task(item), x);
+    }
+  });
   call.Merge();
 }
 

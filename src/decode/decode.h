@@ -42,11 +42,10 @@ class SplitKv {
 
  private:
   // The query rows of one sequence: row r = g·Nq + i of K/V head hk is query i of head hk·G + g, stored at
-  // (hk·R + r) of Q and slope.
+  // (hk·R + r) of Q.
   struct RowGroup {
-    std::vector<float> Q;                // Hkv·R×d
-    std::vector<std::int64_t> diagonal;  // per r: the same for every head
-    std::vector<float> slope;            // Hkv·R
+    std::vector<float> Q;                 // Hkv·R×d
+    std::vector<ScoreModifiers> mods;     // Hq, one per query head
     std::int64_t j_begin = 0, j_end = 0;  // the keys any row may see
   };
   RowGroup GatherRows(std::int64_t b) const;

@@ -92,8 +92,8 @@ SplitKv::RowGroup SplitKv::GatherRows(std::int64_t b) const {
   const std::int64_t offset = DecodeDiagonalOffset(p, b, Nk);  // row i's diagonal is i + offset
   RowGroup rows;
   rows.Q.resize(p.heads_kv * R * d);
-  rows.diagonal.resize(R);
-  rows.slope.resize(p.heads_kv * R);
+  rows.mods.reserve(p.heads_q);
+  for (std::int64_t h = 0; h < p.heads_q; ++h) rows.mods.emplace_back(p, b, h, Nk);
   for (std::int64_t h = 0; h < p.heads_q; ++h)
     for (std::int64_t i = 0; i < Nq; ++i) {
       const std::int64_t r = (h % G) * Nq + i, row = (h / G) * R + r;
@@ -105,8 +105,6 @@ SplitKv::RowGroup SplitKv::GatherRows(std::int64_t b) const {
         ApplyRotary(q, p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
         for (std::int64_t e = 0; e < d; ++e) q[e] = RoundTo(p.dtype, q[e]);
       }
-      rows.diagonal[r] = i + offset;
-      rows.slope[row] = AlibiSlope(p, b, h);
     }
   const IndexRange keys = band_.KeysOfDiagonals(offset, offset + Nq - 1, Nk);
   rows.j_begin = keys.begin, rows.j_end = keys.end;
@@ -132,11 +130,9 @@ ChunkTask SplitKv::Task(std::int64_t item) {
   task.R = R_;
   task.d = p.head_dim;
   task.dv = p.value_head_dim();
-  task.diagonal = rows.diagonal.data();
-  task.slope = rows.slope.data();
-  task.band = band_;
-  task.scale = SoftmaxScale(p);
-  task.softcap = p.softcap;
+  task.G = p.heads_q / p.heads_kv;
+  task.Nq = p.seqlen_q;
+  task.mods = rows.mods.data();
   task.j_begin = std::min(rows.j_end, rows.j_begin + s * chunk);
   task.j_end = std::min(rows.j_end, task.j_begin + chunk);
   task.integer_scores = p.quantize_query_int8;

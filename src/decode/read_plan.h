@@ -1,0 +1,189 @@
+// The read planner of the decode kernel: where the rows of each block of keys are, and the requests that
+// bring the next block into L2 while this one is computed. Plain C++ (no vector types); the per-target steps
+// of attend-inl.h read the rows it locates and pace its requests.
+//
+// A core reads main memory fastest with many lines in flight. A chunk reads two streams (K and V), which the
+// hardware prefetchers alone keep too few lines ahead of, so the next block's lines are requested in address
+// order, a few at a time as the current block's tiles run: its K lines while the scores of this block are
+// formed, its V lines while P̃ V is. One request per 64-byte line: requesting every other line and leaving the
+// rest to the hardware gave no gain over no requests at all.
+#ifndef FLASHATTN_DECODE_READ_PLAN_H_
+#define FLASHATTN_DECODE_READ_PLAN_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "common/prefetch.h"
+#include "decode/attend.h"
+
+namespace flashattn::decode_kernel {
+
+// Keys [j0, j0 + cols) of a chunk, cols ≤ kDecodeBc: the element offset of each key's row for K/V head 0, in
+// the cache and in its scales, through the block table when paged. Offsets past `cols` repeat the first
+// key's, so that pointers formed from any of them are readable.
+struct BlockRows {
+  std::int64_t j0 = 0, cols = 0;
+  std::int64_t offset[kDecodeBc];
+  std::int64_t scale_offset[kDecodeBc];
+};
+
+// Requests lines into L2 in address order over the segments of one block's rows of one tensor (K or V): runs
+// of keys whose rows are adjacent, each run one segment across every head where a key's heads fill its row,
+// else one per head. Issue(n) requests the next n lines; past the last segment it does nothing.
+class LineRequests {
+ public:
+  // The next block of `rows` from `base` (elements of `element_bytes`): row span `row_elements` per head,
+  // `heads` heads head_stride apart, rows seq_stride apart in the cache.
+  void Plan(const void* base, std::int64_t element_bytes, const BlockRows& rows, std::int64_t heads,
+            std::int64_t head_stride, std::int64_t row_elements, std::int64_t seq_stride);
+  std::int64_t Lines() const { return lines_; }  // in all segments
+  void Issue(std::int64_t lines) {
+    for (; lines > 0; --lines) {
+      if (next_ >= end_ && !NextSegment()) return;
+      PrefetchLineToL2(next_);
+      next_ += 64;
+    }
+  }
+
+ private:
+  bool NextSegment();
+
+  const char* base_ = nullptr;
+  std::int64_t run_start_[kDecodeBc + 1] = {}, runs_ = 0, run_ = 0;
+  std::int64_t head_ = 0, heads_per_run_ = 1;  // segments per run: 1 where a key's heads fill its row
+  std::int64_t run_bytes_per_key_ = 0, head_bytes_ = 0, lines_ = 0;
+  const std::int64_t* offset_ = nullptr;
+  std::int64_t element_bytes_ = 1;
+  const char* next_ = nullptr;
+  const char* end_ = nullptr;
+};
+
+inline void LineRequests::Plan(const void* base, std::int64_t element_bytes, const BlockRows& rows,
+                               std::int64_t heads, std::int64_t head_stride, std::int64_t row_elements,
+                               std::int64_t seq_stride) {
+  base_ = static_cast<const char*>(base);
+  element_bytes_ = element_bytes;
+  offset_ = rows.offset;
+  // A key's heads fill its row: one segment per run across them; else one per (run, head), whose rows are
+  // adjacent only where the cache holds a head's rows one after another (seq_stride = row_elements).
+  const bool heads_fill_rows = seq_stride == heads * head_stride;
+  const std::int64_t key_span = heads_fill_rows ? seq_stride : row_elements;
+  heads_per_run_ = heads_fill_rows ? 1 : heads;
+  head_bytes_ = head_stride * element_bytes;
+  run_bytes_per_key_ = key_span * element_bytes;
+  runs_ = 0;
+  const bool adjacent_rows = heads_fill_rows || seq_stride == row_elements;
+  for (std::int64_t c = 0; c < rows.cols; ++c) {
+    if (c == 0 || !adjacent_rows || rows.offset[c] != rows.offset[c - 1] + seq_stride) run_start_[runs_++] = c;
+  }
+  run_start_[runs_] = rows.cols;
+  lines_ = rows.cols * heads_per_run_ * ((run_bytes_per_key_ + 63) / 64);
+  run_ = 0, head_ = 0;
+  next_ = end_ = nullptr;
+  if (runs_ > 0) {
+    run_ = -1, head_ = heads_per_run_ - 1;  // NextSegment moves to run 0, head 0
+    NextSegment();
+  }
+}
+
+inline bool LineRequests::NextSegment() {
+  if (++head_ == heads_per_run_) {
+    head_ = 0;
+    if (++run_ >= runs_) {
+      next_ = end_ = nullptr;
+      return false;
+    }
+  }
+  const std::int64_t first = run_start_[run_], keys = run_start_[run_ + 1] - first;
+  const auto begin = reinterpret_cast<std::uintptr_t>(base_ + offset_[first] * element_bytes_ + head_ * head_bytes_);
+  next_ = reinterpret_cast<const char*>(begin / 64 * 64);
+  end_ = reinterpret_cast<const char*>(begin) + keys * run_bytes_per_key_;
+  return true;
+}
+
+
+// The blocks of one chunk (ChunkTask), kDecodeBc keys each, in order: this block's rows, and the requests for
+// the next block's K and V lines, which the steps issue as they read this block's. A quantized cache's scales
+// of the next block's keys are requested all at once as it is planned, when there are several per key (groups:
+// one scale per row is a few bytes a key, read no faster with requests).
+class ReadPlan {
+ public:
+  ReadPlan(const ChunkTask& t, std::int64_t element_bytes) : t_(t), element_bytes_(element_bytes) {
+    Locate(t.j_begin, block_);
+    Locate(t.j_begin + kDecodeBc, next_);
+    PlanRequests();
+  }
+  bool Done() const { return block_->cols == 0; }
+  const BlockRows& Block() const { return *block_; }
+  LineRequests& NextKeys() { return next_k_; }
+  LineRequests& NextValues() { return next_v_; }
+  void Advance() {
+    std::swap(block_, next_);
+    Locate(block_->j0 + kDecodeBc, next_);
+    PlanRequests();
+  }
+
+ private:
+  void Locate(std::int64_t j0, BlockRows* rows) const;
+  void PlanRequests();
+
+  const ChunkTask& t_;
+  const std::int64_t element_bytes_;
+  BlockRows rows_[2];
+  BlockRows* block_ = &rows_[0];
+  BlockRows* next_ = &rows_[1];
+  LineRequests next_k_, next_v_;
+};
+
+// offset[c] of key j0 + c: contiguous, (j0 + c)·seq_stride; paged, page pages[j / page_size], slot j mod
+// page_size (likewise the scales with their strides). The paged test is made once per block, not per key.
+inline void ReadPlan::Locate(std::int64_t j0, BlockRows* rows) const {
+  const KvSource& kv = t_.kv;
+  const KvScales& scales = t_.scales;
+  rows->j0 = j0;
+  rows->cols = std::clamp<std::int64_t>(t_.j_end - j0, 0, kDecodeBc);
+  const std::int64_t n = rows->cols;
+  if (n == 0) return;
+  if (kv.page_size == 0) {
+    for (std::int64_t c = 0; c < n; ++c) {
+      rows->offset[c] = (j0 + c) * kv.seq_stride;
+      rows->scale_offset[c] = (j0 + c) * scales.seq_stride;
+    }
+  } else {
+    for (std::int64_t c = 0; c < n; ++c) {
+      const std::int64_t page = kv.pages[(j0 + c) / kv.page_size], slot = (j0 + c) % kv.page_size;
+      rows->offset[c] = page * kv.page_stride + slot * kv.seq_stride;
+      rows->scale_offset[c] = page * scales.page_stride + slot * scales.seq_stride;
+    }
+  }
+  std::fill(rows->offset + n, rows->offset + kDecodeBc, rows->offset[0]);
+  std::fill(rows->scale_offset + n, rows->scale_offset + kDecodeBc, rows->scale_offset[0]);
+}
+
+inline void ReadPlan::PlanRequests() {
+  const KvSource& kv = t_.kv;
+  const BlockRows& next = *next_;
+  next_k_.Plan(kv.k, element_bytes_, next, t_.heads, t_.head_stride, t_.d, kv.seq_stride);
+  // V inside the K rows: its lines come with K's
+  BlockRows none;
+  none.cols = 0;
+  next_v_.Plan(kv.v, element_bytes_, kv.v == kv.k ? none : next, t_.heads, t_.head_stride, t_.dv, kv.seq_stride);
+  const KvScales& scales = t_.scales;
+  if (scales.k == nullptr || scales.seq_stride == 0 || scales.group_size == t_.d) return;
+  const std::int64_t key_floats = (t_.heads - 1) * scales.head_stride + t_.d / scales.group_size;
+  for (const float* base : {scales.k, scales.v}) {
+    const char* last_line = nullptr;
+    for (std::int64_t c = 0; c < next.cols; ++c) {
+      const auto* begin = reinterpret_cast<const char*>(base + next.scale_offset[c]);
+      const auto* end = reinterpret_cast<const char*>(base + next.scale_offset[c] + key_floats);
+      const char* line = begin - reinterpret_cast<std::uintptr_t>(begin) % 64;
+      if (line == last_line) line += 64;
+      for (; line < end; line += 64) PrefetchLineToL2(last_line = line);
+    }
+  }
+}
+
+}  // namespace flashattn::decode_kernel
+
+#endif  // FLASHATTN_DECODE_READ_PLAN_H_
