@@ -228,7 +228,8 @@ void RunBench(const BenchOptions& options, std::ostream& out) {
   if (options.rounds < 1) support::Fail("--rounds must be >= 1, got ", options.rounds);
   const std::vector<BenchCase> cases = PlanCases(options);
   const int threads = cases.front().threads;
-  const bool decode = std::any_of(cases.begin(), cases.end(), [](const BenchCase& c) { return c.mode == Mode::kDecode; });
+  const bool decode =
+      std::any_of(cases.begin(), cases.end(), [](const BenchCase& c) { return c.mode == Mode::kDecode; });
 
   Limits limits;
   limits.peak = measure::MeasureFmaPeak(threads);

@@ -1,7 +1,7 @@
 // The measuring parts of the benchmark, checked on what they compute rather than on how fast: the median
 // loop's call counts, the peak-RSS probe against a known allocation, the FMA chains and the int8 dot-product
-// chains (on every target) against their closed forms, and the baseline's vectorized safe softmax against scalar code. (The baseline's row conversions are
-// the library's: tests/support_test.cc.)
+// chains (on every target) against their closed forms, and the baseline's vectorized safe softmax against
+// scalar code. (The baseline's row conversions are the library's: tests/support_test.cc.)
 #include <gtest/gtest.h>
 
 #include <chrono>
