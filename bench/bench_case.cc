@@ -1,5 +1,9 @@
 #include "bench/bench_case.h"
 
+#include <algorithm>
+#include <charconv>
+#include <numeric>
+#include <random>
 #include <sstream>
 
 #include "support/fail.h"
@@ -33,6 +37,27 @@ CacheElement ParseCacheElement(std::string_view name, std::string_view argument)
   support::Fail(argument, " must be one of int8, fp8_e4m3; got '", name, "'");
 }
 
+CacheLenRange ParseCacheLen(std::string_view text, std::string_view argument) {
+  const auto fail = [&] {
+    support::Fail(argument, " must be N or A:B, integers with 1 <= A <= B <= 2147483647 (N >= 1); got '", text,
+                  "'");
+  };
+  // A whole integer in [1, 2³¹ − 1], or fail
+  const auto parse = [&](std::string_view digits) {
+    std::int64_t value = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || value < 1 ||
+        value > std::int64_t{0x7fffffff})
+      fail();
+    return value;
+  };
+  const std::size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return {.min = 0, .max = parse(text)};
+  const CacheLenRange range{.min = parse(text.substr(0, colon)), .max = parse(text.substr(colon + 1))};
+  if (range.min > range.max) fail();
+  return range;
+}
+
 std::string BenchCase::AlgorithmName() const {
   return algorithm ? std::string(to_string(*algorithm)) : std::string("default");
 }
@@ -42,8 +67,9 @@ std::int64_t BenchCase::ScaleGroups() const { return scale_group_size > 0 ? head
 std::string BenchCase::Name() const {
   std::ostringstream s;
   s << ToString(mode) << "_" << AlgorithmName() << "_" << to_string(dtype) << "_b" << batch << "_h" << heads
-    << "_hkv" << heads_kv << "_nq" << seqlen_q << "_nk" << seqlen_k << "_d" << headdim
-    << (causal ? "_causal" : "");
+    << "_hkv" << heads_kv << "_nq" << seqlen_q << "_nk";
+  if (cache_len_min > 0) s << cache_len_min << "-";
+  s << seqlen_k << "_d" << headdim << (causal ? "_causal" : "");
   if (num_splits > 0) s << "_splits" << num_splits;
   if (page_size > 0) s << "_paged" << page_size;
   if (headdim_v) s << "_dv" << *headdim_v;
@@ -52,6 +78,7 @@ std::string BenchCase::Name() const {
   if (quantize_query) s << "_quantize_query";
   if (quantize_probs) s << "_quantize_probs";
   if (scale_group_size > 0) s << "_g" << scale_group_size;
+  if (cache_len_min > 0) s << "_seed" << seed;
   return s.str();
 }
 
@@ -71,29 +98,52 @@ AttentionParams BenchCase::Params() const {
   return p;
 }
 
+std::vector<std::int64_t> CacheLengths(const BenchCase& c) {
+  std::vector<std::int64_t> lengths(static_cast<std::size_t>(c.batch), c.seqlen_k);
+  if (c.cache_len_min <= 0) return lengths;
+  std::mt19937_64 random(c.seed);
+  const std::uint64_t span = static_cast<std::uint64_t>(c.seqlen_k - c.cache_len_min + 1);
+  for (std::int64_t& length : lengths) length = c.cache_len_min + static_cast<std::int64_t>(random() % span);
+  return lengths;
+}
+
+std::int64_t TotalCacheLength(const BenchCase& c) {
+  const std::vector<std::int64_t> lengths = CacheLengths(c);
+  return std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});
+}
+
+DecodeFlops CountDecodeFlops(const BenchCase& c) {
+  const double rows_by_keys =
+      2.0 * static_cast<double>(c.heads) * static_cast<double>(c.seqlen_q) * static_cast<double>(TotalCacheLength(c));
+  return {.scores = rows_by_keys * static_cast<double>(c.headdim),
+          .pv = rows_by_keys * static_cast<double>(c.headdim_v.value_or(c.headdim))};
+}
+
 double CountFlops(const BenchCase& c) {
+  if (c.mode == Mode::kDecode) {
+    const DecodeFlops flops = CountDecodeFlops(c);
+    return flops.scores + flops.pv;
+  }
   const double dense = 2.0 * static_cast<double>(c.batch) * static_cast<double>(c.heads) *
                        static_cast<double>(c.seqlen_q) * static_cast<double>(c.seqlen_k) *
                        static_cast<double>(c.headdim + c.headdim_v.value_or(c.headdim));
-  switch (c.mode) {
-    case Mode::kForward: return c.causal ? dense / 2 : dense;
-    case Mode::kBackward: return 2.5 * (c.causal ? dense / 2 : dense);
-    case Mode::kDecode: return dense;
-  }
-  return dense;
+  return c.mode == Mode::kBackward ? 2.5 * (c.causal ? dense / 2 : dense) : (c.causal ? dense / 2 : dense);
 }
 
 double CountBytesRead(const BenchCase& c) {
   if (c.mode != Mode::kDecode) return 0;
-  const double rows = static_cast<double>(c.batch) * static_cast<double>(c.seqlen_k) * static_cast<double>(c.heads_kv);
+  const double element = static_cast<double>(size_of(c.dtype));
+  const double query_rows = static_cast<double>(c.batch * c.seqlen_q * c.heads);
+  const double q_and_o = query_rows * static_cast<double>(c.headdim + c.headdim_v.value_or(c.headdim)) * element;
+  const double rows = static_cast<double>(TotalCacheLength(c)) * static_cast<double>(c.heads_kv);
+  const double caches = c.headdim_v ? 1.0 : 2.0;  // V inside K: K's row, values and scales alone
   if (c.cache_element == CacheElement::kFloat) {
-    const double row = static_cast<double>(c.headdim_v ? c.headdim : 2 * c.headdim);  // V inside K: one row
-    return rows * row * static_cast<double>(size_of(c.dtype));
+    return caches * rows * static_cast<double>(c.headdim) * element + q_and_o;
   }
   const bool per_token = default_scale_granularity(c.cache_element, c.scale_group_size) == ScaleGranularity::kPerToken;
   const double scale_bytes =
       per_token ? 4.0 * rows * static_cast<double>(c.ScaleGroups()) : 4.0 * static_cast<double>(c.heads_kv);
-  return (c.headdim_v ? 1.0 : 2.0) * (rows * static_cast<double>(c.headdim) + scale_bytes);  // V inside K: K's
+  return caches * (rows * static_cast<double>(c.headdim) + scale_bytes) + q_and_o;
 }
 
 }  // namespace flashattn::bench

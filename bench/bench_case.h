@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "flashattn/flashattn.h"
 
@@ -24,17 +25,26 @@ DType ParseDType(std::string_view name, std::string_view argument = "--dtype");
 // Parses "int8", "fp8_e4m3" (the quantized decode caches); throws Error naming `argument` otherwise.
 CacheElement ParseCacheElement(std::string_view name, std::string_view argument = "--cache-dtype");
 
+// Decode's cache lengths: one for every sequence (min = 0), or each sequence's drawn from [min, max].
+struct CacheLenRange {
+  std::int64_t min = 0;
+  std::int64_t max = 0;
+};
+// Parses "N" or "A:B", integers with 1 ≤ A ≤ B (and N ≥ 1) that fit in int32; throws Error naming `argument` and
+// the text otherwise.
+CacheLenRange ParseCacheLen(std::string_view text, std::string_view argument = "--cache-len");
+
 struct BenchCase {
   Mode mode = Mode::kForward;
   std::int64_t batch = 1;
   std::int64_t heads = 8;     // Hq
   std::int64_t heads_kv = 8;  // Hkv, divides Hq
   std::int64_t seqlen_q = 4096;  // decode: the new query rows per sequence (1 for plain decoding)
-  std::int64_t seqlen_k = 4096;  // decode: the cache length N (keys already cached per sequence)
+  std::int64_t seqlen_k = 4096;  // decode: the cache length N (keys already cached per sequence), or the longest
   std::int64_t headdim = 128;  // d
   // dv, of V and O; unset = d. Decode reads V as the first dv features of the K cache (v_cache == k_cache,
   // multi-head latent attention), so there dv ≤ d.
-  std::optional<std::int64_t> headdim_v;
+  std::optional<std::int64_t> headdim_v = std::nullopt;
   bool sinks = false;  // an attention sink per query head (forward, backward and decode)
   bool causal = false;
   DType dtype = DType::kF32;   // decode: of q, o and (unless quantized) the cache
@@ -43,12 +53,17 @@ struct BenchCase {
   bool quantize_probs = false;  // decode over an int8 cache only: u8-rounded weights of P̃V (quantize_probs_u8)
   std::int64_t scale_group_size = 0;  // decode over a quantized cache only: features per scale g (0 = one per row)
   int threads = 2;  // already resolved: never 0
-  std::optional<Algorithm> algorithm;  // forward only; unset: whatever flashattn::forward defaults to
+  std::optional<Algorithm> algorithm = std::nullopt;  // forward only; unset: whatever flashattn::forward defaults to
   std::int64_t num_splits = 0;  // decode only: DecodeParams::num_splits (0 = choose_num_splits)
   std::int64_t page_size = 0;   // decode only: 0 = contiguous cache, else a paged cache with this page size
+  // decode only: 0 = every sequence holds seqlen_k keys; else each holds a length drawn from
+  // [cache_len_min, seqlen_k] with `seed` (CacheLengths)
+  std::int64_t cache_len_min = 0;
+  std::uint64_t seed = 1;
 
   // "forward_default_f32_b1_h8_hkv8_nq4096_nk4096_d128_causal", "decode_default_f16_b1_h32_hkv8_nq1_nk32768_
-  // d128_splits4_paged256": unique per configuration.
+  // d128_splits4_paged256", "decode_default_bf16_b64_h32_hkv8_nq1_nk256-8192_d128_paged16_seed1" (lengths drawn
+  // from a range): unique per configuration.
   std::string Name() const;
   std::string AlgorithmName() const;  // "default" when unset
   std::int64_t ScaleGroups() const;   // a quantized cache's scales per (token, K/V head): d / g, or 1
@@ -57,17 +72,35 @@ struct BenchCase {
   AttentionParams Params() const;
 };
 
+// The keys cached for each of a decode case's sequences: seqlen_k each, or, with cache_len_min, each drawn
+// uniformly from [cache_len_min, seqlen_k] as cache_len_min + x mod (seqlen_k − cache_len_min + 1) for the
+// successive outputs x of std::mt19937_64(seed) (the same lengths on every platform).
+std::vector<std::int64_t> CacheLengths(const BenchCase& c);
+// Σ of CacheLengths: the keys a decode call attends, over all its sequences.
+std::int64_t TotalCacheLength(const BenchCase& c);
+
+// The multiply-adds of a decode call's two products, as FLOP: S = QKᵀ 2·Hq·Nq·keys·d, P̃V 2·Hq·Nq·keys·dv,
+// keys = TotalCacheLength.
+struct DecodeFlops {
+  double scores = 0;
+  double pv = 0;
+};
+DecodeFlops CountDecodeFlops(const BenchCase& c);
+
 // Floating-point operations credited to one call, by the usual conventions (exponentials and the softmax
 // bookkeeping are not counted):
 //   forward   2·b·h·Nq·Nk·(d + dv) (the products S = QKᵀ and PV), halved for causal;
 //   backward  2.5× the forward count (flash-attn's convention: five products instead of two), causal halved;
-//   decode    2·b·h·Nq·N·(d + dv) (a decode call is bound by memory unless many query rows share a K/V head;
-//             see CountBytesRead).
+//   decode    CountDecodeFlops: 2·h·Nq·keys·(d + dv), keys summed over the sequences (a decode call is bound by
+//             memory unless many query rows share a K/V head; see CountBytesRead).
 double CountFlops(const BenchCase& c);
 
-// Bytes of K and V a decode call must read from its cache: b·N·Hkv·(d + dv)·sizeof(dtype), each cached key and
-// value once, or b·N·Hkv·d·sizeof(dtype) when V is inside the K rows; a quantized cache 2·b·N·Hkv·d bytes plus
-// its scales (4 bytes per key and K/V head per token, or per K/V head); 0 for the other modes.
+// Bytes a decode call must move, for keys = TotalCacheLength (0 for the other modes):
+//   the cache  keys·Hkv·(d + dv)·sizeof(dtype), each cached key and value once, or keys·Hkv·d·sizeof(dtype) when
+//              V is inside the K rows; a quantized cache keys·Hkv·d bytes of K and as many of V (none when V is
+//              inside K), plus their scales: 4 bytes per (key, K/V head, scale group) per token, else 4 per K/V
+//              head;
+//   q and o    b·Nq·Hq·d and b·Nq·Hq·dv elements of dtype.
 double CountBytesRead(const BenchCase& c);
 
 }  // namespace flashattn::bench

@@ -9,6 +9,7 @@
 
 #include "bench/blas_core.h"
 #include "bench/modes.h"
+#include "bench/presets.h"
 #include "bench/report.h"
 #include "support/fail.h"
 
@@ -54,15 +55,31 @@ std::vector<BenchCase> DefaultSweep(int threads, std::optional<Algorithm> algori
   return cases;
 }
 
-}  // namespace
+// The quantized cache's options of the single configuration `o`, into c.
+void ApplyCacheOptions(const BenchOptions& o, BenchCase& c) {
+  if (!o.cache_dtype.empty()) c.cache_element = ParseCacheElement(o.cache_dtype, "--cache-dtype");
+  const std::string cache_dtype = o.cache_dtype.empty() ? std::string("(none)") : o.cache_dtype;
+  if (o.quantize_query && c.cache_element != CacheElement::kInt8) {
+    support::Fail("--quantize-query applies to --mode decode --cache-dtype int8, got --cache-dtype ", cache_dtype);
+  }
+  c.quantize_query = o.quantize_query;
+  if (o.quantize_probs && c.cache_element != CacheElement::kInt8) {
+    support::Fail("--quantize-probs applies to --mode decode --cache-dtype int8, got --cache-dtype ", cache_dtype);
+  }
+  c.quantize_probs = o.quantize_probs;
+  if (o.scale_group_size) {
+    if (c.cache_element == CacheElement::kFloat) {
+      support::Fail("--scale-group-size applies to --mode decode with --cache-dtype int8 or fp8_e4m3");
+    }
+    if (*o.scale_group_size <= 0 || o.headdim % *o.scale_group_size != 0) {
+      support::Fail("--scale-group-size must divide --headdim (", o.headdim, "), got ", *o.scale_group_size);
+    }
+    c.scale_group_size = *o.scale_group_size;
+  }
+}
 
-std::vector<BenchCase> PlanCases(const BenchOptions& o) {
-  if (o.threads < 0) support::Fail("--threads must be >= 0 (0 = all cores), got ", o.threads);
-  const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
-  std::optional<Algorithm> algorithm;
-  if (!o.algorithm.empty()) algorithm = parse_algorithm(o.algorithm, "--algorithm");
-  if (!o.single) return DefaultSweep(threads, algorithm);
-
+// The one configuration the shape options of `o` describe.
+BenchCase SingleCase(const BenchOptions& o, int threads, std::optional<Algorithm> algorithm) {
   BenchCase c;
   c.mode = ParseMode(o.mode, "--mode");
   c.dtype = ParseDType(o.dtype, "--dtype");
@@ -86,34 +103,16 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
   only_for("--num-splits", o.num_splits.has_value(), Mode::kDecode);
   only_for("--paged", o.paged.has_value(), Mode::kDecode);
   only_for("--cache-dtype", !o.cache_dtype.empty(), Mode::kDecode);
-  if (!o.cache_dtype.empty()) c.cache_element = ParseCacheElement(o.cache_dtype, "--cache-dtype");
-  if (o.quantize_query && c.cache_element != CacheElement::kInt8) {
-    support::Fail("--quantize-query applies to --mode decode --cache-dtype int8, got --cache-dtype ",
-                  o.cache_dtype.empty() ? std::string("(none)") : o.cache_dtype);
-  }
-  c.quantize_query = o.quantize_query;
-  if (o.quantize_probs && c.cache_element != CacheElement::kInt8) {
-    support::Fail("--quantize-probs applies to --mode decode --cache-dtype int8, got --cache-dtype ",
-                  o.cache_dtype.empty() ? std::string("(none)") : o.cache_dtype);
-  }
-  c.quantize_probs = o.quantize_probs;
-  if (o.scale_group_size) {
-    if (c.cache_element == CacheElement::kFloat) {
-      support::Fail("--scale-group-size applies to --mode decode with --cache-dtype int8 or fp8_e4m3");
-    }
-    if (*o.scale_group_size <= 0 || o.headdim % *o.scale_group_size != 0) {
-      support::Fail("--scale-group-size must divide --headdim (", o.headdim, "), got ", *o.scale_group_size);
-    }
-    c.scale_group_size = *o.scale_group_size;
-  }
+  ApplyCacheOptions(o, c);
   if (c.mode == Mode::kDecode) {
     if (o.seqlen_k) support::Fail("--seqlen-k does not apply to --mode decode (use --cache-len), got ", *o.seqlen_k);
     c.seqlen_q = o.seqlen.value_or(1);
-    c.seqlen_k = o.cache_len.value_or(kDefaultCacheLen);
+    const CacheLenRange lengths =
+        o.cache_len ? ParseCacheLen(*o.cache_len, "--cache-len") : CacheLenRange{.max = kDefaultCacheLen};
+    c.seqlen_k = lengths.max;
+    c.cache_len_min = lengths.min;
     c.num_splits = o.num_splits.value_or(0);
     c.page_size = o.paged.value_or(0);
-    positive("--cache-len", c.seqlen_k);
-    if (c.seqlen_k > std::int64_t{0x7fffffff}) support::Fail("--cache-len must fit in int32, got ", c.seqlen_k);
     if (c.num_splits < 0) support::Fail("--num-splits must be >= 0 (0 = heuristic), got ", c.num_splits);
     if (o.paged) positive("--paged", c.page_size);
   } else {
@@ -145,49 +144,126 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
   if (largest > 0x1p40)
     support::Fail("--batch, --seqlen, --seqlen-k, --cache-len, --heads, --headdim: a tensor would need ",
          largest / 0x1p30, " GiB");
-  return {c};
+  return c;
 }
+
+// The cases of preset `o.preset` on `threads` threads (its own count unless --threads is given).
+std::vector<BenchCase> PresetCases(const BenchOptions& o) {
+  const Preset& preset = FindPreset(o.preset, "--preset");
+  if (o.single) {
+    support::Fail("--preset ", o.preset, " runs its own shapes: give it no shape option (--mode, --batch, "
+                  "--heads, --cache-len, --dtype ...)");
+  }
+  if (!o.algorithm.empty()) support::Fail("--algorithm does not apply to --preset ", o.preset);
+  const int threads = !o.threads ? preset.threads : *o.threads > 0 ? *o.threads : omp_get_max_threads();
+  std::vector<BenchCase> cases(preset.cases.begin(), preset.cases.end());
+  for (BenchCase& c : cases) c.threads = threads;
+  return cases;
+}
+
+}  // namespace
+
+std::vector<BenchCase> PlanCases(const BenchOptions& o) {
+  if (o.threads.value_or(0) < 0) support::Fail("--threads must be >= 0 (0 = all cores), got ", *o.threads);
+  const int threads = o.threads.value_or(0) > 0 ? *o.threads : omp_get_max_threads();
+  std::optional<Algorithm> algorithm;
+  if (!o.algorithm.empty()) algorithm = parse_algorithm(o.algorithm, "--algorithm");
+  std::vector<BenchCase> cases;
+  if (!o.preset.empty()) cases = PresetCases(o);
+  else if (o.single) cases = {SingleCase(o, threads, algorithm)};
+  else cases = DefaultSweep(threads, algorithm);
+  if (o.seed) {
+    const auto drawn = [](const BenchCase& c) { return c.cache_len_min > 0; };
+    if (std::none_of(cases.begin(), cases.end(), drawn))
+      support::Fail("--seed applies to drawn cache lengths (--cache-len A:B, or a preset's), got --seed ", *o.seed);
+    for (BenchCase& c : cases) c.seed = *o.seed;
+  }
+  return cases;
+}
+
+bool RunsBaseline(const BenchOptions& options) {
+  return options.run.baseline && (options.preset.empty() || FindPreset(options.preset).baseline);
+}
+
+namespace {
+
+// The run's first line: the arithmetic peaks, how decode reads its cache, the baseline's BLAS and the timing rule.
+void PrintLimits(std::ostream& out, const Limits& limits, const RunOptions& run, const TimingOptions& timing) {
+  out << "FMA peak: " << limits.peak.gflops << " GFLOP/s on " << limits.peak.threads << " threads ("
+      << limits.peak.target << "), " << limits.peak.cpu_gflops << " per CPU time";
+  if (limits.int8_dot_peak) {
+    const measure::Int8DotPeak& int8 = *limits.int8_dot_peak;
+    out << "; int8 dot-product peak: " << int8.gops << " GOP/s (" << int8.instruction << ", " << int8.target
+        << "), " << int8.cpu_gops << " per CPU time; decode ";
+    if (run.evictor) out << "reads its cache from memory (" << (run.evictor->bytes() >> 20) << " MiB read first)";
+    else out << "with a warm cache";
+  }
+  if (run.baseline) out << "; OpenBLAS kernels: " << BlasCore();
+  out << "; times are medians of >= " << timing.repeats
+      << " calls; cpu* columns rate each call by its process CPU time / threads\n";
+}
+
+void PrintBandwidth(std::ostream& out, const measure::Bandwidth& bandwidth, int round, int rounds) {
+  out << "memory bandwidth";
+  if (rounds > 1) out << ", round " << round << " of " << rounds;
+  out << ": read " << bandwidth.read_gbs << " GB/s, triad " << bandwidth.triad_gbs << " GB/s (arrays of "
+      << (bandwidth.array_bytes >> 20) << " MiB)\n";
+}
+
+Row RunCase(const BenchCase& c, const RunOptions& run, const Limits& limits) {
+  switch (c.mode) {
+    case Mode::kForward: return RunForward(c, run, limits);
+    case Mode::kDecode: return RunDecode(c, run, limits);
+    case Mode::kBackward: return RunBackward(c, run, limits);
+  }
+  return {};
+}
+
+}  // namespace
 
 void RunBench(const BenchOptions& options, std::ostream& out) {
   if (options.run.timing.repeats < 1) support::Fail("--repeats must be >= 1, got ", options.run.timing.repeats);
   if (!(options.run.timing.min_time_s >= 0))
     support::Fail("--min-time must be >= 0 seconds, got ", options.run.timing.min_time_s);
+  if (options.rounds < 1) support::Fail("--rounds must be >= 1, got ", options.rounds);
   const std::vector<BenchCase> cases = PlanCases(options);
+  const int threads = cases.front().threads;
+  const bool decode =
+      std::any_of(cases.begin(), cases.end(), [](const BenchCase& c) { return c.mode == Mode::kDecode; });
 
   Limits limits;
-  limits.peak = measure::MeasureFmaPeak(cases.front().threads);
+  limits.peak = measure::MeasureFmaPeak(threads);
   RunOptions run = options.run;
-  if (std::any_of(cases.begin(), cases.end(), [](const BenchCase& c) { return c.mode == Mode::kDecode; })) {
-    const std::int64_t main_memory_bytes = measure::MainMemoryBytes();
-    limits.bandwidth = measure::MeasureBandwidth(cases.front().threads, main_memory_bytes);
-    if (!options.warm_cache)
-      run.evictor = std::make_shared<measure::CacheEvictor>(main_memory_bytes, cases.front().threads);
+  run.baseline = RunsBaseline(options);
+  const std::int64_t main_memory_bytes = measure::MainMemoryBytes();
+  if (decode) {
+    limits.int8_dot_peak = measure::MeasureInt8DotPeak(threads);
+    if (!options.warm_cache) run.evictor = std::make_shared<measure::CacheEvictor>(main_memory_bytes, threads);
   }
-  if (!options.json) {
-    out << "FMA peak: " << limits.peak.gflops << " GFLOP/s on " << limits.peak.threads << " threads ("
-        << limits.peak.target << "), " << limits.peak.cpu_gflops << " per CPU time";
-    if (limits.bandwidth) {
-      out << "; memory bandwidth: read " << limits.bandwidth->read_gbs << " GB/s, triad "
-          << limits.bandwidth->triad_gbs << " GB/s (arrays of " << (limits.bandwidth->array_bytes >> 20)
-          << " MiB); decode ";
-      if (run.evictor) out << "reads its cache from memory (" << (run.evictor->bytes() >> 20) << " MiB read first)";
-      else out << "with a warm cache";
+  if (!options.json) PrintLimits(out, limits, run, options.run.timing);
+
+  // Round after round over the whole list; each case's memory is allocated in its run and freed after it.
+  std::vector<CaseRounds> rounds(cases.size());
+  for (int round = 1; round <= options.rounds; ++round) {
+    if (decode) {  // again each round: the bandwidth of a shared machine varies from one minute to the next
+      limits.bandwidth = measure::MeasureBandwidth(threads, main_memory_bytes);
+      if (!options.json) PrintBandwidth(out, *limits.bandwidth, round, options.rounds);
     }
-    if (options.run.baseline) out << "; OpenBLAS kernels: " << BlasCore();
-    out << "; times are medians of >= " << options.run.timing.repeats
-        << " calls; cpu* columns rate each call by its process CPU time / threads\n";
-    PrintTableHeader(out);
+    if (!options.json && round == 1) PrintTableHeader(out);
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      Row row = RunCase(cases[i], run, limits);
+      if (options.rounds > 1) row.round = round;
+      if (options.json) out << ToJson(row) << "\n";
+      else PrintTableRow(out, row);
+      out.flush();
+      rounds[i].rows.push_back(std::move(row));
+    }
   }
-  for (const BenchCase& c : cases) {
-    Row row;
-    switch (c.mode) {
-      case Mode::kForward: row = RunForward(c, run, limits); break;
-      case Mode::kDecode: row = RunDecode(c, run, limits); break;
-      case Mode::kBackward: row = RunBackward(c, run, limits); break;
-    }
-    if (options.json) out << ToJson(row) << "\n";
-    else PrintTableRow(out, row);
-    out.flush();
+  if (options.rounds == 1) return;
+  if (!options.json) out << "medians over the rounds:\n";
+  for (const CaseRounds& summary : rounds) {
+    if (options.json) out << ToJson(summary) << "\n";
+    else PrintSummaryRow(out, summary);
   }
 }
 
@@ -200,7 +276,8 @@ void AddBenchCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench",
       "Time flashattn::forward, decode or backward against an OpenBLAS baseline, the measured FMA peak "
-      "and (decode) the measured memory bandwidth. Without shape options it runs a default sweep.");
+      "and (decode) the measured memory bandwidth and the call's roofline. Without shape options it runs a "
+      "default sweep, or a --preset.");
   bench::BenchOptions& o = *options;
   // Shape options.
   cmd->add_option("--mode", o.mode, "What to time: forward, decode, backward")->capture_default_str();
@@ -209,7 +286,9 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_option("--heads-kv", o.heads_kv, "Key/value heads Hkv, dividing Hq (default: Hq)");
   cmd->add_option("--seqlen", o.seqlen, "Query length Nq (default: 4096; decode: 1 new query row)");
   cmd->add_option("--seqlen-k", o.seqlen_k, "Key length Nk (default: Nq; not for decode)");
-  cmd->add_option("--cache-len", o.cache_len, "Decode: cached keys per sequence N (default: 32768)");
+  cmd->add_option("--cache-len", o.cache_len,
+                  "Decode: cached keys per sequence, N (default: 32768), or A:B: each sequence's length drawn "
+                  "uniformly from [A, B] (--seed)");
   cmd->add_option("--num-splits", o.num_splits, "Decode: key chunks per sequence (default 0: the heuristic)");
   cmd->add_option("--paged", o.paged, "Decode: a paged cache with this page size (default: contiguous)");
   cmd->add_option("--cache-dtype", o.cache_dtype,
@@ -231,9 +310,19 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_flag("--sinks", o.sinks, "An attention sink per query head (no OpenBLAS baseline then)");
   cmd->add_flag("--causal", o.causal, "Causal mask (bottom-right aligned)");
   cmd->add_option("--dtype", o.dtype, "Element type: f32, f16, bf16")->capture_default_str();
-  // Options for the single configuration and the sweep alike.
-  cmd->add_option("--threads", o.threads, "Threads for the kernel, the baseline and the peak (0 = all cores)")
+  // Options for the single configuration, the sweep and the presets alike.
+  cmd->add_option("--preset", o.preset,
+                  "Run a named list of cases instead of the sweep (no shape options, no baseline): " +
+                      bench::DescribePresets());
+  cmd->add_option("--rounds", o.rounds,
+                  "Run the whole list of cases this many times in turn, the bandwidth measured again before each "
+                  "round; then print each case's medians over the rounds")
       ->capture_default_str();
+  cmd->add_option("--seed", o.seed,
+                  "Seed of the cache lengths drawn for --cache-len A:B (std::mt19937_64; default 1)");
+  cmd->add_option("--threads", o.threads,
+                  "Threads for the kernel, the baseline and the peaks (0 = all cores; default: all cores, a "
+                  "preset's own count with --preset)");
   cmd->add_option("--algorithm", o.algorithm,
                   "Forward: algorithm passed to flashattn::forward (default: forward's own default)");
   cmd->add_flag("--json", o.json, "One JSON object per line instead of a table");
@@ -256,7 +345,7 @@ void AddBenchCommand(CLI::App& app) {
           "--num-splits", "--paged", "--cache-dtype", "--quantize-query", "--quantize-probs", "--headdim",
           "--headdim-v", "--sinks", "--causal", "--dtype"})
       if (cmd->count(shape_option) > 0) options->single = true;
-    if (options->run.baseline) bench::RunOnBestBlasCore();  // may re-execute the program (blas_core.h)
+    if (bench::RunsBaseline(*options)) bench::RunOnBestBlasCore();  // may re-execute the program (blas_core.h)
     bench::RunBench(*options, std::cout);
   });
 }

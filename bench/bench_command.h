@@ -26,7 +26,7 @@ struct BenchOptions {
   std::optional<std::int64_t> heads_kv;  // default: heads
   std::optional<std::int64_t> seqlen;    // default: 4096, or 1 query row for decode
   std::optional<std::int64_t> seqlen_k;  // default: seqlen (forward, backward)
-  std::optional<std::int64_t> cache_len;   // decode: keys in the cache (default 32768)
+  std::optional<std::string> cache_len;    // decode: keys in the cache, "N" (default 32768) or "A:B" (drawn)
   std::optional<std::int64_t> num_splits;  // decode: DecodeParams::num_splits (default 0 = heuristic)
   std::optional<std::int64_t> paged;       // decode: page size of a paged cache (default: contiguous)
   std::string cache_dtype;                 // decode: "int8" or "fp8_e4m3"; empty = a float cache of dtype
@@ -39,8 +39,11 @@ struct BenchOptions {
   bool causal = false;
   std::string dtype = "f32";
   bool single = false;
-  // Options for both.
-  int threads = 0;          // 0 = all cores
+  std::string preset;  // a named list of cases (presets.h) instead of the sweep; takes no shape options
+  // Options for all of them.
+  std::optional<std::uint64_t> seed;  // of the cache lengths drawn for --cache-len A:B (default 1)
+  std::optional<int> threads;  // 0 = all cores; default: all cores, or a preset's own count
+  int rounds = 1;              // the whole list of cases, run this many times in turn
   std::string algorithm;    // empty = whatever flashattn::forward defaults to
   bool json = false;
   bool warm_cache = false;  // decode: no eviction before each call (RunOptions::evictor stays null)
@@ -50,8 +53,12 @@ struct BenchOptions {
 // The cases `options` select, with threads resolved. Throws Error naming the option for bad values.
 std::vector<BenchCase> PlanCases(const BenchOptions& options);
 
-// Runs every planned case and writes the FMA peak (and, with decode rows, the bandwidth), then one table line
-// or JSON object per case to `out`.
+// Whether the OpenBLAS baseline runs: unless --no-baseline, or a preset without it.
+bool RunsBaseline(const BenchOptions& options);
+
+// Runs the planned cases `options.rounds` times in turn and writes the FMA peak (and, with decode rows, the
+// int8 dot-product peak and, before each round, the bandwidth), one table line or JSON object per case and
+// round to `out`, then with several rounds one summary per case.
 void RunBench(const BenchOptions& options, std::ostream& out);
 
 }  // namespace flashattn::bench

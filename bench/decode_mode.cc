@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "bench/decode_baseline.h"
+#include "bench/roofline.h"
 #include "support/elements.h"
 
 namespace flashattn::bench {
@@ -21,7 +22,8 @@ std::int64_t CacheRow(const DecodeParams& p, std::int64_t b, std::int64_t j) {
 }
 
 // The float32 cache the baseline reads: the library's cache itself when it already is contiguous float32,
-// else a contiguous (batch, N, Hkv, d) float32 copy of it (exact: every f16/bf16 value is a float).
+// else a contiguous (batch, N, Hkv, d) float32 copy of the rows each sequence holds (exact: every f16/bf16 value
+// is a float), zero past them.
 struct BaselineCache {
   std::vector<float> k, v;
   const float* k_data = nullptr;
@@ -41,7 +43,7 @@ void MakeBaselineCache(const DecodeParams& p, std::int64_t N, BaselineCache* cac
   cache->v.resize(cache->k.size());
   const std::int64_t elem = static_cast<std::int64_t>(size_of(p.cache_dtype));
   for (std::int64_t b = 0; b < p.batch; ++b)
-    for (std::int64_t j = 0; j < N; ++j) {
+    for (std::int64_t j = 0; j < p.cache_seqlens[b]; ++j) {
       const std::int64_t src = CacheRow(p, b, j) * elem, dst = (b * N + j) * row;
       support::ConvertToF32(static_cast<const char*>(p.k_cache) + src, p.cache_dtype, row, cache->k.data() + dst);
       support::ConvertToF32(static_cast<const char*>(p.v_cache) + src, p.cache_dtype, row, cache->v.data() + dst);
@@ -133,19 +135,32 @@ DecodeParams DecodeParamsOf(const BenchCase& c, std::vector<std::int32_t>* cache
   p.num_splits = c.num_splits;
   p.num_threads = c.threads;
   p.scale_group_size = c.scale_group_size;  // before the strides: the scales' strides count the groups
-  cache_seqlens->assign(static_cast<std::size_t>(c.batch), static_cast<std::int32_t>(c.seqlen_k));
+  const std::vector<std::int64_t> lengths = CacheLengths(c);
+  cache_seqlens->assign(lengths.begin(), lengths.end());
   p.cache_seqlens = cache_seqlens->data();
+  const std::int64_t longest = *std::max_element(lengths.begin(), lengths.end());
   if (c.page_size > 0) {
+    // Each sequence takes the pages its length needs, in the order of a shuffled list of all pages; the
+    // table's slots past a sequence's pages hold page 0 and are never read.
+    const auto pages_of = [&](std::int64_t length) { return (length + c.page_size - 1) / c.page_size; };
     p.page_size = c.page_size;
-    p.max_pages = (c.seqlen_k + c.page_size - 1) / c.page_size;
-    p.num_pages = c.batch * p.max_pages;
+    p.max_pages = pages_of(longest);
+    p.num_pages = 0;
+    for (const std::int64_t length : lengths) p.num_pages += pages_of(length);
     p.block_table_stride = p.max_pages;
-    block_table->resize(static_cast<std::size_t>(p.num_pages));
-    std::iota(block_table->begin(), block_table->end(), 0);
-    std::shuffle(block_table->begin(), block_table->end(), std::mt19937(1));
+    std::vector<std::int32_t> pages(static_cast<std::size_t>(p.num_pages));
+    std::iota(pages.begin(), pages.end(), 0);
+    std::shuffle(pages.begin(), pages.end(), std::mt19937(1));
+    block_table->assign(static_cast<std::size_t>(c.batch * p.max_pages), 0);
+    auto next = pages.begin();
+    for (std::int64_t b = 0; b < c.batch; ++b) {
+      const std::int64_t used = pages_of(lengths[static_cast<std::size_t>(b)]);
+      std::copy_n(next, used, block_table->begin() + b * p.max_pages);
+      next += used;
+    }
     p.block_table = block_table->data();
   } else {
-    p.cache_seqlen_max = c.seqlen_k;
+    p.cache_seqlen_max = longest;
   }
   p.set_contiguous_strides();
   return p;
@@ -157,8 +172,10 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   DecodeParams p = DecodeParamsOf(c, &cache_seqlens, &block_table);
   const std::int64_t q_elems = c.batch * c.seqlen_q * c.heads * c.headdim;
   const std::int64_t o_elems = c.batch * c.seqlen_q * c.heads * c.headdim_v.value_or(c.headdim);
+  // the longest sequence: the capacity of a contiguous cache (and of the baseline's copy)
+  const std::int64_t longest = *std::max_element(cache_seqlens.begin(), cache_seqlens.end());
   const std::int64_t cache_elems =
-      (p.paged() ? p.num_pages * p.page_size : c.batch * c.seqlen_k) * c.heads_kv * c.headdim;
+      (p.paged() ? p.num_pages * p.page_size : c.batch * longest) * c.heads_kv * c.headdim;
   std::vector<std::uint16_t> q = RandomElements(q_elems, c.dtype, 0x5eed);
   std::vector<std::uint16_t> o = RandomElements(o_elems, c.dtype, 0);
   std::vector<float> lse(static_cast<std::size_t>(c.batch * c.heads * c.seqlen_q));
@@ -178,7 +195,13 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
     traffic.read_gbs = limits.bandwidth->read_gbs;
     traffic.triad_gbs = limits.bandwidth->triad_gbs;
   }
-  traffic.num_splits = c.num_splits > 0 ? c.num_splits : choose_num_splits(c.batch, c.seqlen_k, c.threads);
+  traffic.num_splits = c.num_splits > 0 ? c.num_splits : choose_num_splits(c.batch, longest, c.threads);
+  MachineLimits machine{.read_gbs = traffic.read_gbs, .fma_gflops = limits.peak.gflops};
+  if (limits.int8_dot_peak) {
+    traffic.int8_dot_gops = machine.int8_dot_gops = limits.int8_dot_peak->gops;
+    machine.integer_pv = limits.int8_dot_peak->integer_pv;
+  }
+  traffic.roofline = DecodeRoofline(c, machine);
 
   // Every call of the row (the library's, the float16 cache's, the baseline's) after the evictor read its
   // buffer, when there is one: the cache comes from main memory, as it does for a model's layer.
@@ -202,7 +225,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
         OverFloatCache(p, c.cache_element == CacheElement::kFloat ? p.cache_dtype : DType::kF32, cache.k.data(),
                        cache.v.data());
     BaselineCache baseline_cache;
-    MakeBaselineCache(originals, c.seqlen_k, &baseline_cache);
+    MakeBaselineCache(originals, longest, &baseline_cache);
     traffic.baseline_cache = baseline_cache.description;
     if (c.cache_element != CacheElement::kFloat) {
       traffic.baseline_cache += std::string(" (the values of the ") + std::string(to_string(c.cache_element)) +
@@ -210,7 +233,7 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
     }
     std::vector<float> q32(static_cast<std::size_t>(q_elems)), o32(static_cast<std::size_t>(q_elems));
     support::ConvertToF32(q.data(), c.dtype, q_elems, q32.data());
-    DecodeBaselineProblem problem = BaselineProblemOf(originals, c.seqlen_k);
+    DecodeBaselineProblem problem = BaselineProblemOf(originals, longest);
     problem.q = q32.data();
     problem.k = baseline_cache.k_data;
     problem.v = baseline_cache.v_data;

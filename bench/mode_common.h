@@ -32,10 +32,12 @@ struct RunOptions {
   std::shared_ptr<const measure::CacheEvictor> evictor;
 };
 
-// Measured once per run, before the first row, on the rows' thread count.
+// Measured once per run, before the first row, on the rows' thread count; the bandwidth again before each
+// round of --rounds.
 struct Limits {
   measure::FmaPeak peak;
-  std::optional<measure::Bandwidth> bandwidth;  // only when a decode row is planned
+  std::optional<measure::Bandwidth> bandwidth;        // only when a decode row is planned
+  std::optional<measure::Int8DotPeak> int8_dot_peak;  // likewise
 };
 
 // n elements of `dtype` in 16-bit slots (float32 takes two), uniform in [−√3, √3) (unit variance) from a

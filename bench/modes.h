@@ -7,11 +7,12 @@
 // - decode: times flashattn::decode (one new query row per sequence by default) over a full cache of random
 //   keys and values, contiguous or paged (pages in shuffled order), then the unfused OpenBLAS decode over a
 //   float32 cache of the same shape and contents (for a float16/bfloat16 cache: its exact float32 copy, so
-//   the row compares the f16 cache with the f32 one). The row reports the K/V bytes the call must read per
-//   second against the read bandwidth measured in the same run. A quantized cache (--cache-dtype int8 or
-//   fp8_e4m3) holds random float32 values quantized by quantize_kv; its bytes read include the scales, the
-//   same call is timed over a float16 cache for the speedup, and the baseline reads the float32 values
-//   before quantization.
+//   the row compares the f16 cache with the f32 one). The row reports the bytes the call must move per
+//   second against the read bandwidth measured in the same run, and the call's roofline (bench/roofline.h).
+//   With --cache-len A:B each sequence holds a length of its own (CacheLengths). A quantized cache
+//   (--cache-dtype int8 or fp8_e4m3) holds random float32 values quantized by quantize_kv; its bytes read
+//   include the scales, the same call is timed over a float16 cache for the speedup, and the baseline reads
+//   the float32 values before quantization.
 #ifndef FLASHATTN_BENCH_MODES_H_
 #define FLASHATTN_BENCH_MODES_H_
 
@@ -29,9 +30,10 @@ Row RunForward(const BenchCase& c, const RunOptions& options, const Limits& limi
 Row RunBackward(const BenchCase& c, const RunOptions& options, const Limits& limits);
 Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limits);
 
-// The decode parameters of case `c` (mode decode), pointers unset: q, o (batch, Nq, Hq, d); every sequence
-// holds seqlen_k cached keys; a paged cache has ⌈seqlen_k / page_size⌉ pages per sequence, and `block_table`
-// receives a shuffled table of all batch·max_pages pages (deterministic).
+// The decode parameters of case `c` (mode decode), pointers unset: q, o (batch, Nq, Hq, d); sequence b holds
+// CacheLengths(c)[b] cached keys (`cache_seqlens`), in a contiguous cache of the longest's capacity or a paged
+// one where sequence b has ⌈its length / page_size⌉ pages: `block_table` (batch, pages of the longest)
+// receives all num_pages pages in a shuffled order (deterministic), page 0 in the slots no sequence uses.
 DecodeParams DecodeParamsOf(const BenchCase& c, std::vector<std::int32_t>* cache_seqlens,
                             std::vector<std::int32_t>* block_table);
 

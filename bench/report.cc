@@ -53,6 +53,28 @@ std::optional<double> Row::SpeedupOverF16Cache() const {
   return *traffic->f16_cache_median_ms / timing.median_ms;
 }
 
+std::optional<double> Row::RooflineFraction() const {
+  if (!traffic || !traffic->roofline || timing.median_ms <= 0) return std::nullopt;
+  return traffic->roofline->ms() / timing.median_ms;
+}
+
+double CaseRounds::MedianMs() const {
+  std::vector<double> medians;
+  for (const Row& row : rows) medians.push_back(row.timing.median_ms);
+  return Median(medians);
+}
+
+std::optional<double> CaseRounds::MedianRooflineFraction() const {
+  std::vector<double> fractions;
+  for (const Row& row : rows) {
+    const std::optional<double> fraction = row.RooflineFraction();
+    if (!fraction) return std::nullopt;
+    fractions.push_back(*fraction);
+  }
+  if (fractions.empty()) return std::nullopt;
+  return Median(fractions);
+}
+
 std::string JsonString(std::string_view text) {
   std::string out = "\"";
   for (char c : text) {
@@ -113,6 +135,18 @@ JsonLine& JsonLine::AddNull(std::string_view key) {
   return *this;
 }
 
+JsonLine& JsonLine::Add(std::string_view key, const std::vector<double>& values) {
+  Key(key);
+  text_ += "[";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    char number[32] = "null";
+    if (std::isfinite(values[i])) std::snprintf(number, sizeof(number), "%.6g", values[i]);
+    text_ += (i > 0 ? ", " : "") + std::string(number);
+  }
+  text_ += "]";
+  return *this;
+}
+
 std::string ToJson(const Row& row) {
   const BenchCase& c = row.config;
   JsonLine json;
@@ -127,8 +161,9 @@ std::string ToJson(const Row& row) {
       .Add("headdim", c.headdim)
       .Add("causal", c.causal)
       .Add("dtype", to_string(c.dtype))
-      .Add("threads", c.threads)
-      .Add("runs", row.timing.runs)
+      .Add("threads", c.threads);
+  if (row.round) json.Add("round", *row.round);
+  json.Add("runs", row.timing.runs)
       .Add("median_ms", row.timing.median_ms)
       .Add("min_ms", row.timing.min_ms)
       .Add("max_ms", row.timing.max_ms)
@@ -176,6 +211,24 @@ std::string ToJson(const Row& row) {
           .Add("f16_cache_median_ms", *t.f16_cache_median_ms)
           .Add("speedup_vs_f16_cache", *row.SpeedupOverF16Cache());
     }
+    if (c.cache_len_min > 0) {
+      json.Add("cache_len_min", c.cache_len_min)
+          .Add("cache_len_max", c.seqlen_k)
+          .Add("cache_len_seed", static_cast<std::int64_t>(c.seed))
+          .Add("cache_keys_total", TotalCacheLength(c));
+    }
+    if (t.int8_dot_gops > 0) json.Add("int8_dot_peak_gops", t.int8_dot_gops);
+    else json.AddNull("int8_dot_peak_gops");
+    if (t.roofline) {
+      json.Add("roofline_ms", t.roofline->ms())
+          .Add("roofline_memory_ms", t.roofline->memory_ms)
+          .Add("roofline_arithmetic_ms", t.roofline->arithmetic_ms)
+          .Add("roofline_bound", ToString(t.roofline->bound))
+          .Add("roofline_fraction", row.RooflineFraction().value_or(0));
+    } else {
+      json.AddNull("roofline_ms").AddNull("roofline_memory_ms").AddNull("roofline_arithmetic_ms")
+          .AddNull("roofline_bound").AddNull("roofline_fraction");
+    }
     if (row.baseline) json.Add("baseline_gbps", *row.BaselineGbps()).Add("baseline_cache", t.baseline_cache);
   }
   if (row.max_abs_diff_vs_baseline) json.Add("max_abs_diff_vs_baseline", *row.max_abs_diff_vs_baseline);
@@ -183,6 +236,31 @@ std::string ToJson(const Row& row) {
   if (row.load_average) json.Add("load_average", *row.load_average);
   if (row.peak_rss_growth_bytes) json.Add("peak_rss_growth_bytes", *row.peak_rss_growth_bytes);
   if (!row.note.empty()) json.Add("note", row.note);
+  return json.str();
+}
+
+std::string ToJson(const CaseRounds& rounds) {
+  const BenchCase& c = rounds.rows.front().config;
+  std::vector<double> medians, fractions, bandwidths;
+  for (const Row& row : rounds.rows) {
+    medians.push_back(row.timing.median_ms);
+    fractions.push_back(row.RooflineFraction().value_or(std::nan("")));
+    bandwidths.push_back(row.traffic ? row.traffic->read_gbs : std::nan(""));
+  }
+  JsonLine json;
+  json.Add("summary", true)
+      .Add("name", c.Name())
+      .Add("mode", ToString(c.mode))
+      .Add("rounds", static_cast<std::int64_t>(rounds.rows.size()))
+      .Add("median_ms", rounds.MedianMs());
+  if (const std::optional<double> fraction = rounds.MedianRooflineFraction())
+    json.Add("median_roofline_fraction", *fraction);
+  else
+    json.AddNull("median_roofline_fraction");
+  json.Add("median_ms_per_round", medians);
+  if (c.mode == Mode::kDecode) {
+    json.Add("roofline_fraction_per_round", fractions).Add("read_bandwidth_gbps_per_round", bandwidths);
+  }
   return json.str();
 }
 
@@ -223,6 +301,17 @@ void PrintTableRow(std::ostream& out, const Row& row) {
                   100 * row.BandwidthFraction(), row.traffic->triad_gbs, 100 * row.ReadBandwidthFraction(),
                   row.traffic->read_gbs, static_cast<long long>(row.traffic->num_splits));
     out << traffic;
+    if (c.cache_len_min > 0) {
+      std::snprintf(traffic, sizeof(traffic), ", cache lengths %lld-%lld (seed %llu, %lld keys)",
+                    static_cast<long long>(c.cache_len_min), static_cast<long long>(c.seqlen_k),
+                    static_cast<unsigned long long>(c.seed), static_cast<long long>(TotalCacheLength(c)));
+      out << traffic;
+    }
+    if (row.traffic->roofline) {
+      std::snprintf(traffic, sizeof(traffic), "; roofline %.2f ms (%s): %.0f%%", row.traffic->roofline->ms(),
+                    std::string(ToString(row.traffic->roofline->bound)).c_str(), 100 * *row.RooflineFraction());
+      out << traffic;
+    }
     if (row.traffic->f16_cache_median_ms) {
       const std::string groups = c.scale_group_size > 0 ? ", g " + std::to_string(c.scale_group_size) : "";
       std::snprintf(traffic, sizeof(traffic), "  %s cache%s%s%s: %.2fx the speed of f16 (%.2f ms)",
@@ -246,6 +335,27 @@ void PrintTableRow(std::ostream& out, const Row& row) {
   }
   if (!row.note.empty()) out << "  (" << row.note << ")";
   out << "\n";
+}
+
+void PrintSummaryRow(std::ostream& out, const CaseRounds& rounds) {
+  out << "summary " << rounds.rows.front().config.Name() << ": " << rounds.rows.size() << " rounds, median ";
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.2f ms", rounds.MedianMs());
+  out << text;
+  if (const std::optional<double> fraction = rounds.MedianRooflineFraction()) {
+    std::snprintf(text, sizeof(text), ", roofline fraction %.0f%%", 100 * *fraction);
+    out << text;
+  }
+  out << " (rounds:";
+  for (const Row& row : rounds.rows) {
+    std::snprintf(text, sizeof(text), "%s %.2f ms", &row == &rounds.rows.front() ? "" : ",", row.timing.median_ms);
+    out << text;
+    if (const std::optional<double> fraction = row.RooflineFraction()) {
+      std::snprintf(text, sizeof(text), " %.0f%%", 100 * *fraction);
+      out << text;
+    }
+  }
+  out << ")\n";
 }
 
 }  // namespace flashattn::bench

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/bench_case.h"
+#include "bench/roofline.h"
 #include "bench/timing.h"
 
 namespace flashattn::bench {
@@ -22,7 +23,7 @@ struct BaselineResult {
   std::string blas_core;  // the OpenBLAS kernel family it ran on (blas_core.h)
 };
 
-// Decode rows: the bytes the call must read, against the bandwidth measured in the same run.
+// Decode rows: the bytes the call must read, against the bandwidth measured in the same run, and its roofline.
 struct Traffic {
   double bytes_read = 0;       // CountBytesRead
   double triad_gbs = 0;  // measure::Bandwidth::triad_gbs: the denominator of bandwidth_fraction
@@ -32,6 +33,8 @@ struct Traffic {
   std::string baseline_cache;  // what the baseline reads, e.g. "f32 contiguous copy"
   // A quantized cache: the median of the same call over a float16 cache, timed in the same run.
   std::optional<double> f16_cache_median_ms;
+  double int8_dot_gops = 0;  // measure::Int8DotPeak::gops of the run (0: not measured)
+  std::optional<Roofline> roofline;  // DecodeRoofline with this run's limits
 };
 
 struct Row {
@@ -47,6 +50,7 @@ struct Row {
   std::optional<double> load_average;  // 1-minute load average when the row started
   std::int64_t tensor_bytes = 0;  // inputs and outputs the caller owns (Q, K, V, O, LSE; gradients)
   std::optional<Traffic> traffic;  // decode rows
+  std::optional<int> round;  // with --rounds R > 1: which round, from 1
   std::string note;
 
   double Gflops() const;
@@ -66,6 +70,17 @@ struct Row {
   std::optional<double> BaselineGbps() const;
   // A quantized cache's row: the float16 cache's median / this median.
   std::optional<double> SpeedupOverF16Cache() const;
+  // Decode rows with a roofline: its time / this median (1 = as fast as the machine allows).
+  std::optional<double> RooflineFraction() const;
+};
+
+// One case over the rounds of --rounds R: its rows, one per round, in order.
+struct CaseRounds {
+  std::vector<Row> rows;
+
+  double MedianMs() const;  // median over the rounds of each round's median time
+  // Median over the rounds of each round's roofline fraction; nullopt when a round has none.
+  std::optional<double> MedianRooflineFraction() const;
 };
 
 // Builds one JSON object on one line; keys keep the order they were added in.
@@ -78,6 +93,7 @@ class JsonLine {
   JsonLine& Add(std::string_view key, int value) { return Add(key, static_cast<std::int64_t>(value)); }
   JsonLine& Add(std::string_view key, bool value);
   JsonLine& AddNull(std::string_view key);
+  JsonLine& Add(std::string_view key, const std::vector<double>& values);  // a list of numbers
   std::string str() const { return text_ + "}"; }
 
  private:
@@ -89,10 +105,14 @@ class JsonLine {
 std::string JsonString(std::string_view text);
 
 std::string ToJson(const Row& row);
+// {"summary": true, "name", "mode", "rounds", "median_ms", "median_roofline_fraction" (decode), then the
+// per-round lists "median_ms_per_round", "roofline_fraction_per_round", "read_bandwidth_gbps_per_round"}.
+std::string ToJson(const CaseRounds& rounds);
 
-// The table: a header, then one line per row as rows complete.
+// The table: a header, then one line per row as rows complete; after the rounds, one summary line per case.
 void PrintTableHeader(std::ostream& out);
 void PrintTableRow(std::ostream& out, const Row& row);
+void PrintSummaryRow(std::ostream& out, const CaseRounds& rounds);
 
 }  // namespace flashattn::bench
 

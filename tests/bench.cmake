@@ -1,6 +1,8 @@
-# The benchmark program's checkable logic (bench/): FLOP and byte counts, option handling, JSON and table
-# output, the median loop, the peak-RSS probe, the FMA chains and bandwidth kernels, and that the OpenBLAS
-# baselines (forward, decode, backward) compute what the library computes. No timings are asserted.
+# The benchmark program's checkable logic (bench/): FLOP and byte counts, drawn cache lengths, the roofline,
+# option handling and presets, JSON and table output with the rounds' summaries, the median loop, the
+# peak-RSS probe, the FMA and int8 dot-product chains (the latter on every target) and bandwidth kernels, and
+# that the OpenBLAS baselines (forward, decode, backward) compute what the library computes. No timings are
+# asserted.
 if(FLASHATTN_ENABLE_BENCH)
   flashattn_add_test(bench_case_test bench_case_test.cc)
   target_link_libraries(bench_case_test PRIVATE flashattn_bench)

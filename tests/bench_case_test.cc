@@ -1,12 +1,16 @@
-// The benchmark's bookkeeping that needs no timing: FLOP counts, names, and which cases the options select.
+// The benchmark's bookkeeping that needs no timing: FLOP and byte counts, cache lengths, names, the roofline,
+// and which cases the options and presets select.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <set>
 #include <string>
 #include <tuple>
 
 #include "bench/bench_case.h"
 #include "bench/bench_command.h"
+#include "bench/roofline.h"
 
 namespace flashattn::bench {
 namespace {
@@ -32,20 +36,159 @@ TEST(BenchCase, BackwardCountsTwoAndAHalfForwardsCausalHalved) {
   EXPECT_EQ(CountBytesRead(c), 0);
 }
 
-TEST(BenchCase, DecodeReadsEveryCachedKeyAndValueOnce) {
+TEST(BenchCase, DecodeReadsEveryCachedKeyAndValueOnceAndQAndO) {
   BenchCase c{.mode = Mode::kDecode, .batch = 1, .heads = 32, .heads_kv = 8, .seqlen_q = 1, .seqlen_k = 32768,
               .headdim = 128, .dtype = DType::kF16};
-  EXPECT_EQ(CountBytesRead(c), 128.0 * (1 << 20));  // 128 MiB of K and V
+  const double q_and_o = 2 * 32 * 128 * 2;              // one query row of 32 heads, and its output
+  EXPECT_EQ(CountBytesRead(c), 128.0 * (1 << 20) + q_and_o);  // 128 MiB of K and V
   c.dtype = DType::kF32;
-  EXPECT_EQ(CountBytesRead(c), 256.0 * (1 << 20));
+  EXPECT_EQ(CountBytesRead(c), 256.0 * (1 << 20) + 2 * q_and_o);
   c.batch = 3;
   c.heads_kv = 1;
   c.headdim = 64;
   c.dtype = DType::kBF16;
-  EXPECT_EQ(CountBytesRead(c), 2.0 * 3 * 32768 * 1 * 64 * 2);
+  EXPECT_EQ(CountBytesRead(c), 2.0 * 3 * 32768 * 1 * 64 * 2 + 2.0 * 3 * 32 * 64 * 2);
   EXPECT_EQ(CountFlops(c), 4.0 * 3 * 32 * 1 * 32768 * 64);
   c.mode = Mode::kForward;
   EXPECT_EQ(CountBytesRead(c), 0);
+}
+
+// Per-sequence lengths: keys = Σ_b N_b. A quantized cache reads keys·Hkv·d bytes of values and 4 bytes of scale
+// per (key, K/V head, group) for each of K and V (once when V is inside K), or 4 per K/V head; q and o are b·Nq·Hq
+// elements of d and dv.
+TEST(BenchCase, DecodeBytesAndFlopsSumOverEachSequencesLength) {
+  BenchCase c{.mode = Mode::kDecode, .batch = 5, .heads = 8, .heads_kv = 2, .seqlen_q = 3, .seqlen_k = 900,
+              .headdim = 64, .dtype = DType::kBF16, .cache_element = CacheElement::kInt8, .scale_group_size = 16,
+              .cache_len_min = 100, .seed = 7};
+  const std::vector<std::int64_t> lengths = CacheLengths(c);
+  ASSERT_EQ(lengths.size(), 5u);
+  double keys = 0;
+  for (std::int64_t n : lengths) keys += static_cast<double>(n);
+  ASSERT_NE(keys, 5.0 * 900);  // drawn, not all the longest
+  EXPECT_EQ(TotalCacheLength(c), keys);
+  const double q_and_o = 5.0 * 3 * 8 * (64 + 64) * 2;
+  const double values = keys * 2 * 64, scales = 4.0 * keys * 2 * (64 / 16);
+  EXPECT_EQ(CountBytesRead(c), 2 * (values + scales) + q_and_o);
+  EXPECT_EQ(CountDecodeFlops(c).scores, 2.0 * 8 * 3 * keys * 64);
+  EXPECT_EQ(CountDecodeFlops(c).pv, 2.0 * 8 * 3 * keys * 64);
+  EXPECT_EQ(CountFlops(c), 2.0 * 8 * 3 * keys * 128);
+
+  c.headdim_v = 48;  // V inside K: K's values and scales only, o of dv
+  EXPECT_EQ(CountBytesRead(c), values + scales + 5.0 * 3 * 8 * (64 + 48) * 2);
+  EXPECT_EQ(CountDecodeFlops(c).pv, 2.0 * 8 * 3 * keys * 48);
+
+  c.cache_element = CacheElement::kFp8E4M3;  // per head without groups: 4 bytes per K/V head
+  c.scale_group_size = 0;
+  EXPECT_EQ(CountBytesRead(c), values + 4.0 * 2 + 5.0 * 3 * 8 * (64 + 48) * 2);
+  c.cache_element = CacheElement::kFloat;  // bf16 rows of K holding V
+  EXPECT_EQ(CountBytesRead(c), keys * 2 * 64 * 2 + 5.0 * 3 * 8 * (64 + 48) * 2);
+}
+
+TEST(BenchCase, CacheLengthsAreDrawnUniformlyFromTheRangeBySeed) {
+  BenchCase c{.mode = Mode::kDecode, .batch = 64, .seqlen_k = 8192, .cache_len_min = 256};
+  const std::vector<std::int64_t> lengths = CacheLengths(c);
+  ASSERT_EQ(lengths.size(), 64u);
+  for (std::int64_t n : lengths) {
+    EXPECT_GE(n, 256);
+    EXPECT_LE(n, 8192);
+  }
+  EXPECT_GT(std::set<std::int64_t>(lengths.begin(), lengths.end()).size(), 32u);
+  // The documented draw: A + x mod (B − A + 1) for the outputs x of std::mt19937_64(seed), seed 1 by default.
+  std::mt19937_64 random(1);
+  for (std::int64_t n : lengths) EXPECT_EQ(n, 256 + static_cast<std::int64_t>(random() % (8192 - 256 + 1)));
+  EXPECT_EQ(CacheLengths(c), lengths);  // the same every time
+  c.seed = 2;
+  EXPECT_NE(CacheLengths(c), lengths);
+  c.cache_len_min = c.seqlen_k;  // a range of one length
+  EXPECT_EQ(CacheLengths(c), std::vector<std::int64_t>(64, 8192));
+  c.cache_len_min = 0;  // no range: every sequence the longest
+  EXPECT_EQ(CacheLengths(c), std::vector<std::int64_t>(64, 8192));
+}
+
+TEST(BenchCase, ParseCacheLenTakesNOrARangeAndNamesTheOptionAndValueOtherwise) {
+  EXPECT_EQ(ParseCacheLen("32768").min, 0);
+  EXPECT_EQ(ParseCacheLen("32768").max, 32768);
+  EXPECT_EQ(ParseCacheLen("256:8192").min, 256);
+  EXPECT_EQ(ParseCacheLen("256:8192").max, 8192);
+  EXPECT_EQ(ParseCacheLen("7:7").min, 7);
+  EXPECT_EQ(ParseCacheLen("1:2147483647").max, 2147483647);
+  for (const char* bad : {"0", "-3", "8192:256", "0:5", "5:0", "1:", ":5", "a:b", "3.5", "1:2:3", "", " 5",
+                          "2147483648", "1:4294967296", "12k"}) {
+    try {
+      ParseCacheLen(bad);
+      ADD_FAILURE() << "'" << bad << "' accepted";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("--cache-len"), std::string::npos) << message;
+      EXPECT_NE(message.find("'" + std::string(bad) + "'"), std::string::npos) << message;
+    }
+  }
+}
+
+// T_roof = max(B / β, F_scores / φ_scores + F_pv / φ_pv), φ the FMA peak for float products and the int8 dot
+// peak for integer ones.
+TEST(Roofline, TakesTheSlowerOfMemoryAndArithmeticAndNamesIt) {
+  const BenchCase gqa{.mode = Mode::kDecode, .heads = 32, .heads_kv = 8, .seqlen_q = 1, .seqlen_k = 32768,
+                      .headdim = 128, .dtype = DType::kF16};
+  const MachineLimits limits{.read_gbs = 40, .fma_gflops = 200, .int8_dot_gops = 800};
+  std::optional<Roofline> roof = DecodeRoofline(gqa, limits);
+  ASSERT_TRUE(roof);
+  const double bytes = CountBytesRead(gqa), flops = 2.0 * 32 * 32768 * 128;  // per product
+  EXPECT_DOUBLE_EQ(roof->memory_ms, bytes / 40e9 * 1e3);
+  EXPECT_DOUBLE_EQ(roof->arithmetic_ms, 2 * flops / 200e9 * 1e3);
+  EXPECT_EQ(roof->bound, RooflineBound::kBandwidth);
+  EXPECT_DOUBLE_EQ(roof->ms(), roof->memory_ms);
+
+  // 128 query heads on one K/V head of d = 576 (V inside K, dv = 512): the FMAs bind
+  const BenchCase mla{.mode = Mode::kDecode, .heads = 128, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 8192,
+                      .headdim = 576, .headdim_v = 512, .dtype = DType::kBF16};
+  roof = DecodeRoofline(mla, limits);
+  ASSERT_TRUE(roof);
+  EXPECT_DOUBLE_EQ(roof->arithmetic_ms, 2.0 * 128 * 8192 * (576 + 512) / 200e9 * 1e3);
+  EXPECT_EQ(roof->bound, RooflineBound::kFma);
+  EXPECT_DOUBLE_EQ(roof->ms(), roof->arithmetic_ms);
+  EXPECT_EQ(ToString(roof->bound), "fma");
+}
+
+TEST(Roofline, IntegerProductsRunAtTheInt8DotPeak) {
+  BenchCase c{.mode = Mode::kDecode, .heads = 128, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 8192, .headdim = 128,
+              .dtype = DType::kF16, .cache_element = CacheElement::kInt8};
+  MachineLimits limits{.read_gbs = 40, .fma_gflops = 200, .int8_dot_gops = 800};
+  const double per_product = 2.0 * 128 * 8192 * 128;
+  c.quantize_query = true;  // integer scores, float P̃V
+  std::optional<Roofline> roof = DecodeRoofline(c, limits);
+  ASSERT_TRUE(roof);
+  EXPECT_DOUBLE_EQ(roof->arithmetic_ms, (per_product / 800e9 + per_product / 200e9) * 1e3);
+  EXPECT_EQ(roof->bound, RooflineBound::kMixed);
+  EXPECT_EQ(ToString(roof->bound), "mixed");
+  c.quantize_probs = true;  // both integer
+  roof = DecodeRoofline(c, limits);
+  EXPECT_DOUBLE_EQ(roof->arithmetic_ms, 2 * per_product / 800e9 * 1e3);
+  EXPECT_EQ(roof->bound, RooflineBound::kInt8Dot);
+  EXPECT_EQ(ToString(roof->bound), "int8 dot");
+  limits.integer_pv = false;  // a target that forms P̃V on FMAs
+  roof = DecodeRoofline(c, limits);
+  EXPECT_DOUBLE_EQ(roof->arithmetic_ms, (per_product / 800e9 + per_product / 200e9) * 1e3);
+  EXPECT_EQ(roof->bound, RooflineBound::kMixed);
+  c.quantize_query = c.quantize_probs = false;  // float arithmetic over the int8 cache
+  roof = DecodeRoofline(c, limits);
+  EXPECT_DOUBLE_EQ(roof->arithmetic_ms, 2 * per_product / 200e9 * 1e3);
+  EXPECT_EQ(roof->bound, RooflineBound::kFma);
+  c.heads = 1;  // one query row per key: memory binds
+  roof = DecodeRoofline(c, limits);
+  EXPECT_EQ(roof->bound, RooflineBound::kBandwidth);
+  EXPECT_EQ(ToString(roof->bound), "bandwidth");
+}
+
+TEST(Roofline, NeedsEveryLimitItUses) {
+  BenchCase c{.mode = Mode::kDecode, .heads = 8, .heads_kv = 8, .seqlen_q = 1, .seqlen_k = 100, .headdim = 64,
+              .cache_element = CacheElement::kInt8};
+  EXPECT_FALSE(DecodeRoofline(c, {.read_gbs = 0, .fma_gflops = 200}));
+  EXPECT_FALSE(DecodeRoofline(c, {.read_gbs = 40, .fma_gflops = 0}));
+  EXPECT_TRUE(DecodeRoofline(c, {.read_gbs = 40, .fma_gflops = 200}));  // float arithmetic: no int8 peak needed
+  c.quantize_query = true;
+  EXPECT_FALSE(DecodeRoofline(c, {.read_gbs = 40, .fma_gflops = 200}));
+  EXPECT_TRUE(DecodeRoofline(c, {.read_gbs = 40, .fma_gflops = 200, .int8_dot_gops = 800}));
 }
 
 TEST(BenchCase, NameSpellsOutEveryShapeField) {
@@ -60,6 +203,10 @@ TEST(BenchCase, NameSpellsOutEveryShapeField) {
   c.num_splits = 4;
   c.page_size = 256;
   EXPECT_EQ(c.Name(), "decode_default_bf16_b2_h8_hkv2_nq100_nk300_d64_splits4_paged256");
+  c.cache_len_min = 20;  // lengths drawn from [20, 300]
+  EXPECT_EQ(c.Name(), "decode_default_bf16_b2_h8_hkv2_nq100_nk20-300_d64_splits4_paged256_seed1");
+  c.seed = 9;
+  EXPECT_EQ(c.Name(), "decode_default_bf16_b2_h8_hkv2_nq100_nk20-300_d64_splits4_paged256_seed9");
 }
 
 TEST(BenchCase, ParamsAreContiguousAndValidOnceAttached) {
@@ -130,7 +277,7 @@ TEST(PlanCases, DecodeTakesOneQueryRowAndTheCacheOptions) {
   EXPECT_EQ(c.seqlen_k, 32768);  // the default cache length
   EXPECT_EQ(c.num_splits, 0);
   EXPECT_EQ(c.page_size, 0);
-  options.cache_len = 131072;
+  options.cache_len = "131072";
   options.num_splits = 8;
   options.paged = 16;
   options.seqlen = 4;  // speculative decoding
@@ -139,6 +286,7 @@ TEST(PlanCases, DecodeTakesOneQueryRowAndTheCacheOptions) {
   EXPECT_EQ(c.num_splits, 8);
   EXPECT_EQ(c.page_size, 16);
   EXPECT_EQ(c.seqlen_q, 4);
+  EXPECT_EQ(c.cache_len_min, 0);  // one length for every sequence
   EXPECT_FALSE(c.quantize_query);
   EXPECT_FALSE(c.quantize_probs);
   // --quantize-query (integer scores) and --quantize-probs (u8-rounded weights of P̃V): over an int8 cache
@@ -240,12 +388,13 @@ TEST(PlanCases, RejectsBadValuesNamingTheOption) {
       {"--algorithm", "fastest", [](BenchOptions& o) { o.algorithm = "fastest"; }},
       {"--mode", "sideways", [](BenchOptions& o) { o.mode = "sideways"; }},
       {"--seqlen", "1099511627776", [](BenchOptions& o) { o.seqlen = std::int64_t{1} << 40; }},
-      {"--cache-len", "0", [](BenchOptions& o) { o.mode = "decode"; o.cache_len = 0; }},
-      {"--cache-len", "4294967296",
-       [](BenchOptions& o) { o.mode = "decode"; o.cache_len = std::int64_t{1} << 32; }},
+      {"--cache-len", "0", [](BenchOptions& o) { o.mode = "decode"; o.cache_len = "0"; }},
+      {"--cache-len", "4294967296", [](BenchOptions& o) { o.mode = "decode"; o.cache_len = "4294967296"; }},
+      {"--cache-len", "9:3", [](BenchOptions& o) { o.mode = "decode"; o.cache_len = "9:3"; }},
       {"--num-splits", "-1", [](BenchOptions& o) { o.mode = "decode"; o.num_splits = -1; }},
       {"--paged", "0", [](BenchOptions& o) { o.mode = "decode"; o.paged = 0; }},
-      {"--cache-len", "forward", [](BenchOptions& o) { o.cache_len = 100; }},
+      {"--cache-len", "forward", [](BenchOptions& o) { o.cache_len = "100"; }},
+      {"--seed", "5", [](BenchOptions& o) { o.mode = "decode"; o.seed = 5; }},  // no drawn lengths
       {"--paged", "backward", [](BenchOptions& o) { o.mode = "backward"; o.paged = 16; }},
       {"--seqlen-k", "decode", [](BenchOptions& o) { o.mode = "decode"; o.seqlen_k = 100; }},
       {"--algorithm", "decode", [](BenchOptions& o) { o.mode = "decode"; o.algorithm = "fused"; }},
@@ -261,6 +410,103 @@ TEST(PlanCases, RejectsBadValuesNamingTheOption) {
       const std::string message = e.what();
       EXPECT_NE(message.find(b.option), std::string::npos) << message;
     }
+  }
+}
+
+TEST(PlanCases, CacheLenRangeDrawsEachSequencesLength) {
+  BenchOptions options;
+  options.single = true;
+  options.mode = "decode";
+  options.batch = 64;
+  options.cache_len = "256:8192";
+  options.paged = 16;
+  options.threads = 2;
+  BenchCase c = PlanCases(options)[0];
+  EXPECT_EQ(c.cache_len_min, 256);
+  EXPECT_EQ(c.seqlen_k, 8192);
+  EXPECT_EQ(c.seed, 1u);
+  EXPECT_NE(c.Name().find("_nk256-8192_"), std::string::npos) << c.Name();
+  options.seed = 3;
+  c = PlanCases(options)[0];
+  EXPECT_EQ(c.seed, 3u);
+  EXPECT_NE(c.Name().find("_seed3"), std::string::npos) << c.Name();
+}
+
+// The eleven cases of --preset decode-roofline, all decode on one query row, 2 threads, no baseline.
+TEST(PlanCases, PresetDecodeRooflineExpandsToItsElevenCases) {
+  BenchOptions options;
+  options.preset = "decode-roofline";
+  const std::vector<BenchCase> cases = PlanCases(options);
+  ASSERT_EQ(cases.size(), 11u);
+  EXPECT_FALSE(RunsBaseline(options));
+  std::set<std::string> names;
+  for (const BenchCase& c : cases) {
+    names.insert(c.Name());
+    EXPECT_EQ(c.mode, Mode::kDecode);
+    EXPECT_EQ(c.seqlen_q, 1);
+    EXPECT_EQ(c.threads, 2);
+    EXPECT_EQ(c.num_splits, 0);
+    EXPECT_FALSE(c.sinks || c.causal);
+  }
+  EXPECT_EQ(names.size(), 11u);
+  // (batch, Hq, Hkv, d, dv or 0, shortest or 0, keys, page size, dtype, cache element, g, integer q, integer P̃V)
+  using Shape = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                           std::int64_t, std::int64_t, DType, CacheElement, std::int64_t, bool, bool>;
+  const CacheElement f = CacheElement::kFloat, i8 = CacheElement::kInt8, fp8 = CacheElement::kFp8E4M3;
+  const Shape expected[] = {
+      {1, 32, 8, 128, 0, 0, 32768, 0, DType::kF16, f, 0, false, false},
+      {1, 32, 8, 128, 0, 0, 32768, 0, DType::kBF16, f, 0, false, false},
+      {1, 32, 8, 128, 0, 0, 32768, 0, DType::kF16, i8, 0, false, false},
+      {1, 32, 8, 128, 0, 0, 32768, 0, DType::kF16, i8, 32, false, false},
+      {1, 32, 8, 128, 0, 0, 32768, 0, DType::kF16, i8, 0, true, true},
+      {1, 32, 8, 128, 0, 0, 32768, 0, DType::kF16, i8, 32, true, false},
+      {1, 32, 8, 128, 0, 0, 32768, 0, DType::kF16, fp8, 0, false, false},
+      {1, 8, 1, 128, 0, 0, 131072, 0, DType::kF16, f, 0, false, false},
+      {1, 128, 1, 576, 512, 0, 8192, 0, DType::kBF16, f, 0, false, false},
+      {64, 32, 8, 128, 0, 256, 8192, 16, DType::kBF16, f, 0, false, false},
+      {64, 32, 8, 128, 0, 256, 8192, 16, DType::kBF16, i8, 0, false, false},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const BenchCase& c = cases[i];
+    EXPECT_EQ(Shape(c.batch, c.heads, c.heads_kv, c.headdim, c.headdim_v.value_or(0), c.cache_len_min, c.seqlen_k,
+                    c.page_size, c.dtype, c.cache_element, c.scale_group_size, c.quantize_query, c.quantize_probs),
+              expected[i])
+        << "case " << i + 1 << ": " << c.Name();
+  }
+  EXPECT_EQ(default_scale_granularity(cases[6].cache_element, cases[6].scale_group_size), ScaleGranularity::kPerHead);
+
+  options.threads = 1;  // --threads overrides the preset's; --seed reaches its drawn lengths
+  options.seed = 4;
+  for (const BenchCase& c : PlanCases(options)) {
+    EXPECT_EQ(c.threads, 1);
+    EXPECT_EQ(c.seed, 4u);
+  }
+  options.run.baseline = true;
+  EXPECT_FALSE(RunsBaseline(options));
+  options.preset.clear();
+  EXPECT_TRUE(RunsBaseline(options));
+}
+
+TEST(PlanCases, PresetRejectsShapeOptionsAndUnknownNames) {
+  BenchOptions options;
+  options.preset = "decode-roofline";
+  options.single = true;  // a shape option was given
+  try {
+    PlanCases(options);
+    ADD_FAILURE() << "a shape option accepted with --preset";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--preset"), std::string::npos) << e.what();
+  }
+  options.single = false;
+  options.preset = "decode-fastest";
+  try {
+    PlanCases(options);
+    ADD_FAILURE() << "an unknown preset accepted";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("--preset"), std::string::npos) << message;
+    EXPECT_NE(message.find("decode-fastest"), std::string::npos) << message;
+    EXPECT_NE(message.find("decode-roofline"), std::string::npos) << message;  // the names there are
   }
 }
 

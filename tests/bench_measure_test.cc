@@ -1,7 +1,7 @@
 // The measuring parts of the benchmark, checked on what they compute rather than on how fast: the median
-// loop's call counts, the peak-RSS probe against a known allocation, the FMA chains against their closed
-// form, and the baseline's vectorized safe softmax against scalar code. (The baseline's row conversions are
-// the library's: tests/support_test.cc.)
+// loop's call counts, the peak-RSS probe against a known allocation, the FMA chains and the int8 dot-product
+// chains (on every target) against their closed forms, and the baseline's vectorized safe softmax against
+// scalar code. (The baseline's row conversions are the library's: tests/support_test.cc.)
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -16,6 +16,8 @@
 #include "bench/timing.h"
 #include "common/cpu_caches.h"
 #include "measure/measure.h"
+#include "simd/targets.h"
+#include "test_targets.h"
 
 namespace flashattn::bench {
 namespace {
@@ -146,6 +148,41 @@ TEST(FmaPeak, MeasuresAPositiveRateOnOneThread) {
   EXPECT_TRUE(std::isfinite(peak.gflops));
   EXPECT_EQ(peak.threads, 1);
   EXPECT_FALSE(peak.target.empty());
+}
+
+// Each chain adds products_per_lane products u·s to every int32 lane per update: after n updates the sum over
+// 12 chains and L lanes is L·(1 + … + 12) + 12·L·n·products·u·s. The instruction each target runs adds 4
+// products per lane (vpdpbusd, SDOT), 2 (int16 pairs), or 1 (the scalar target).
+TEST(Int8DotPeak, ChainsComputeTheClosedFormOnEveryTarget) {
+  const std::uint8_t u = 3;
+  const std::int8_t s = -2;
+  const std::int64_t n = 1000;
+  for (const std::int64_t target : testing::TargetsUnderTest(measure::Int8DotTargets())) {
+    simd::RestrictTargetForTest(target);
+    const std::string name = simd::TargetName(target);
+    SCOPED_TRACE(name);
+    const measure::Int8DotChainsRun run = measure::RunInt8DotChains(n, u, s);
+    EXPECT_EQ(run.target, name);
+    const int expected_products = name == "AVX3_DL" || name.rfind("SVE", 0) == 0 ? 4 : name == "SCALAR" ? 1 : 2;
+    EXPECT_EQ(run.products_per_lane, expected_products);
+    EXPECT_TRUE(run.lanes == 1 || run.lanes == 4 || run.lanes == 8 || run.lanes == 16) << run.lanes;
+    EXPECT_EQ(run.sum, run.lanes * (78 + measure::kInt8DotChains * n * run.products_per_lane * u * s));
+    EXPECT_EQ(run.ops, 2.0 * run.products_per_lane * run.lanes * measure::kInt8DotChains * n);
+    EXPECT_EQ(run.integer_pv, name != "SCALAR" && name.rfind("SVE", 0) != 0);
+    // Zero updates leave the starting values: the sum above is the chains' work, not a constant.
+    EXPECT_EQ(measure::RunInt8DotChains(0, u, s).sum, run.lanes * 78);
+  }
+  simd::RestrictTargetForTest(0);
+}
+
+TEST(Int8DotPeak, MeasuresAPositiveRateOnOneThread) {
+  const measure::Int8DotPeak peak = measure::MeasureInt8DotPeak(1, 0.05);
+  EXPECT_GT(peak.gops, 0);
+  EXPECT_TRUE(std::isfinite(peak.gops));
+  EXPECT_GT(peak.cpu_gops, 0);
+  EXPECT_EQ(peak.threads, 1);
+  EXPECT_FALSE(peak.target.empty());
+  EXPECT_FALSE(peak.instruction.empty());
 }
 
 TEST(Bandwidth, KernelsComputeTheSumAndTheTriadOnTheirRange) {

@@ -4,7 +4,8 @@
 // oracle's gradients (shapes with tails, Nq ≠ Nk under the causal mask, GQA, d ≠ dv, three element types), in
 // both threading arrangements. Also the decode parameters the benchmark builds (contiguous and paged), and
 // each mode's row end to end on a tiny shape: the JSON fields of bench/report.h, the FLOPs (2.5× the
-// forward's for the backward pass), a decode row's bytes and bandwidth fractions.
+// forward's for the backward pass), a decode row's bytes, bandwidth fractions and roofline, with one cache
+// length or each sequence's own.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -128,6 +130,39 @@ TEST(DecodeMode, ParamsDescribeTheCaseContiguousAndPaged) {
   EXPECT_EQ(*std::min_element(table.begin(), table.end()), 0);
   EXPECT_EQ(*std::max_element(table.begin(), table.end()), 125);
   EXPECT_FALSE(std::is_sorted(table.begin(), table.end()));
+}
+
+// Drawn lengths: each sequence has the pages of its own length, all pages once in a shuffled order; a contiguous
+// cache has the capacity of the longest.
+TEST(DecodeMode, ParamsGiveEachSequenceItsOwnLengthAndPages) {
+  BenchCase c{.mode = Mode::kDecode, .batch = 6, .heads = 4, .heads_kv = 2, .seqlen_q = 1, .seqlen_k = 700,
+              .headdim = 32, .dtype = DType::kBF16, .threads = 2, .page_size = 16, .cache_len_min = 20};
+  std::vector<std::int32_t> seqlens, table;
+  DecodeParams p = DecodeParamsOf(c, &seqlens, &table);
+  const std::vector<std::int64_t> lengths = CacheLengths(c);
+  ASSERT_EQ(seqlens, std::vector<std::int32_t>(lengths.begin(), lengths.end()));
+  const std::int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  EXPECT_EQ(p.max_pages, (longest + 15) / 16);
+  EXPECT_EQ(p.block_table_stride, p.max_pages);
+  std::int64_t pages = 0;
+  std::vector<std::int32_t> used;
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    const std::int64_t n = (lengths[b] + 15) / 16;
+    pages += n;
+    used.insert(used.end(), table.begin() + b * p.max_pages, table.begin() + b * p.max_pages + n);
+  }
+  EXPECT_EQ(p.num_pages, pages);
+  EXPECT_LT(pages, c.batch * p.max_pages);  // fewer than every sequence at the longest length
+  std::vector<std::int32_t> sorted = used;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::int32_t> every(static_cast<std::size_t>(pages));
+  std::iota(every.begin(), every.end(), 0);
+  EXPECT_EQ(sorted, every);  // each page once
+  EXPECT_FALSE(std::is_sorted(used.begin(), used.end()));
+
+  c.page_size = 0;
+  p = DecodeParamsOf(c, &seqlens, &table);
+  EXPECT_EQ(p.cache_seqlen_max, longest);
 }
 
 // Relative gradient error of the baseline against the oracle; the baseline rounds its gradients once to the
@@ -292,7 +327,8 @@ TEST(DecodeMode, RowReportsTheBytesReadAndItsFractionsOfTheMeasuredBandwidth) {
     EXPECT_EQ(JsonNumber(json, "page_size"), page_size);
     EXPECT_EQ(JsonNumber(json, "num_splits"), 3);
 
-    const double bytes = 2.0 * 2 * 300 * 2 * 24 * 2;  // K and V: b · N · Hkv · d float16 elements each
+    // K and V: b · N · Hkv · d float16 elements each; q and o: b · Hq · d each
+    const double bytes = 2.0 * 2 * 300 * 2 * 24 * 2 + 2.0 * 2 * 4 * 24 * 2;
     EXPECT_EQ(JsonNumber(json, "bytes_read"), bytes);
     ASSERT_GT(row.timing.median_ms, 0.0);
     const double gbps = bytes / (row.timing.median_ms * 1e-3) * 1e-9;
@@ -301,6 +337,14 @@ TEST(DecodeMode, RowReportsTheBytesReadAndItsFractionsOfTheMeasuredBandwidth) {
     ExpectJsonNear(json, "bandwidth_fraction", gbps / 25.0);
     ExpectJsonNear(json, "read_bandwidth_fraction", gbps / 20.0);
     EXPECT_EQ(JsonNumber(json, "evicted_bytes_before_each_call"), 0);  // no evictor: a warm cache
+    // The roofline: max(bytes / 20 GB/s, 2·Hq·keys·(d + dv) / 40 GFLOP/s)
+    const double memory_ms = bytes / 20e9 * 1e3, arithmetic_ms = 2.0 * 4 * 2 * 300 * 48 / 40e9 * 1e3;
+    ExpectJsonNear(json, "roofline_memory_ms", memory_ms);
+    ExpectJsonNear(json, "roofline_arithmetic_ms", arithmetic_ms);
+    ExpectJsonNear(json, "roofline_ms", std::max(memory_ms, arithmetic_ms));
+    ExpectJsonNear(json, "roofline_fraction", std::max(memory_ms, arithmetic_ms) / row.timing.median_ms);
+    const std::string bound = memory_ms >= arithmetic_ms ? "bandwidth" : "fma";
+    EXPECT_NE(json.find("\"roofline_bound\": \"" + bound + "\""), std::string::npos);
 
     // The OpenBLAS decode over the cache's float32 copy: the same result up to float16 output rounding.
     ASSERT_TRUE(row.baseline.has_value()) << row.note;
@@ -308,6 +352,35 @@ TEST(DecodeMode, RowReportsTheBytesReadAndItsFractionsOfTheMeasuredBandwidth) {
     const std::optional<double> diff = JsonNumber(json, "max_abs_diff_vs_baseline");
     ASSERT_TRUE(diff.has_value());
     EXPECT_LE(*diff, 1e-3);
+  }
+}
+
+// Each sequence with a length of its own, contiguous and paged, in a float and an int8 cache: the row counts
+// the keys each holds, and the baseline (over the float32 copy of the rows each holds) agrees with the library.
+TEST(DecodeMode, RowOverDrawnLengthsCountsTheirKeysAndMatchesTheBaseline) {
+  Limits limits = MadeUpLimits();
+  limits.bandwidth = measure::Bandwidth{.read_gbs = 20.0, .triad_gbs = 25.0, .threads = 2, .array_bytes = 1};
+  limits.int8_dot_peak = measure::Int8DotPeak{.gops = 160.0};
+  for (const auto& [page_size, element] : {std::pair{std::int64_t{0}, CacheElement::kFloat},
+                                            std::pair{std::int64_t{16}, CacheElement::kFloat},
+                                            std::pair{std::int64_t{16}, CacheElement::kInt8}}) {
+    BenchCase c{.mode = Mode::kDecode, .batch = 5, .heads = 4, .heads_kv = 2, .seqlen_q = 1, .seqlen_k = 300,
+                .headdim = 24, .dtype = DType::kF16, .cache_element = element, .threads = 2,
+                .page_size = page_size, .cache_len_min = 10, .seed = 3};
+    const Row row = RunDecode(c, ThreeCalls(), limits);
+    const std::string json = ToJson(row);
+    SCOPED_TRACE(json);
+    const double keys = static_cast<double>(TotalCacheLength(c));
+    EXPECT_LT(keys, 5.0 * 300);
+    EXPECT_EQ(JsonNumber(json, "cache_keys_total"), keys);
+    EXPECT_EQ(JsonNumber(json, "cache_len_min"), 10);
+    EXPECT_EQ(JsonNumber(json, "bytes_read"), CountBytesRead(c));
+    ExpectJsonNear(json, "int8_dot_peak_gops", 160.0);
+    ExpectJsonNear(json, "gflops", 2.0 * 4 * keys * 48 / (row.timing.median_ms * 1e-3) * 1e-9);
+    ASSERT_TRUE(row.baseline.has_value()) << row.note;
+    const std::optional<double> diff = JsonNumber(json, "max_abs_diff_vs_baseline");
+    ASSERT_TRUE(diff.has_value());
+    EXPECT_LE(*diff, element == CacheElement::kInt8 ? 0.02 : 1e-3);
   }
 }
 
@@ -349,8 +422,9 @@ TEST(DecodeMode, QuantizedCacheRowsCountValuesAndScalesAndCompareWithAFloat16Cac
     const double groups = group_size > 0 ? 24.0 / group_size : 1.0;
     const bool per_token = element == CacheElement::kInt8 || group_size > 0;
     const double scales = per_token ? 4.0 * 2 * 300 * 2 * groups : 4.0 * 2;
-    EXPECT_EQ(JsonNumber(json, "bytes_read"), 2 * (2.0 * 300 * 2 * 24 + scales));
-    EXPECT_EQ(CountBytesRead(c), 2 * (2.0 * 300 * 2 * 24 + scales));
+    const double q_and_o = 2.0 * 2 * 4 * 24 * 4;  // float32
+    EXPECT_EQ(JsonNumber(json, "bytes_read"), 2 * (2.0 * 300 * 2 * 24 + scales) + q_and_o);
+    EXPECT_EQ(CountBytesRead(c), 2 * (2.0 * 300 * 2 * 24 + scales) + q_and_o);
     EXPECT_NE(json.find(std::string("\"cache_dtype\": \"") + std::string(to_string(element)) + "\""),
               std::string::npos);
     EXPECT_EQ(json.find("\"quantize_query_int8\": true") != std::string::npos, quantize_query);
@@ -386,7 +460,8 @@ TEST(DecodeMode, QuantizedValuesInsideTheKeysCountOneCache) {
     SCOPED_TRACE(json);
     // b · N · Hkv · d bytes of values; scales per (key, K/V head) and group for int8, one per K/V head for FP8
     const double scales = element == CacheElement::kInt8 ? 4.0 * 2 * 300 * (group_size > 0 ? 40 / group_size : 1) : 4.0;
-    EXPECT_EQ(JsonNumber(json, "bytes_read"), 2.0 * 300 * 40 + scales);
+    const double q_and_o = 2.0 * 8 * (40 + 32) * 4;  // float32
+    EXPECT_EQ(JsonNumber(json, "bytes_read"), 2.0 * 300 * 40 + scales + q_and_o);
     ASSERT_TRUE(row.traffic && row.traffic->f16_cache_median_ms);
   }
 }

@@ -92,7 +92,7 @@ Row DecodeRow() {
   row.timing = {8.0, 7.5, 9.0, 60, 16.0};
   row.peak_gflops = 200.0;
   Traffic traffic;
-  traffic.bytes_read = CountBytesRead(row.config);  // 134217728
+  traffic.bytes_read = 134217728;  // 128 MiB
   traffic.triad_gbs = 24.0;
   traffic.read_gbs = 32.0;
   traffic.num_splits = 2;
@@ -131,6 +131,88 @@ TEST(BenchReport, DecodeJsonHasTheTrafficFields) {
       << line.str();
 }
 
+// A decode row with its roofline: 4 ms of memory traffic against 8 ms measured is a fraction of 0.5.
+Row RooflineRow() {
+  Row row = DecodeRow();
+  row.traffic->int8_dot_gops = 1600.0;
+  row.traffic->roofline = Roofline{.memory_ms = 4.0, .arithmetic_ms = 1.5, .bound = RooflineBound::kBandwidth};
+  return row;
+}
+
+TEST(BenchReport, DecodeRowsCarryTheirRooflineInJsonAndTable) {
+  const Row row = RooflineRow();
+  EXPECT_EQ(row.RooflineFraction(), 0.5);
+  const std::string json = ToJson(row);
+  for (const char* field :
+       {"\"bytes_read\": 134217728", "\"read_bandwidth_gbps\": 32", "\"int8_dot_peak_gops\": 1600",
+        "\"roofline_ms\": 4", "\"roofline_memory_ms\": 4", "\"roofline_arithmetic_ms\": 1.5",
+        "\"roofline_bound\": \"bandwidth\"", "\"roofline_fraction\": 0.5"})
+    EXPECT_NE(json.find(field), std::string::npos) << field << " not in " << json;
+  EXPECT_EQ(json.find("\"round\""), std::string::npos) << json;  // one round: no round field
+  std::ostringstream line;
+  PrintTableRow(line, row);
+  EXPECT_NE(line.str().find("splits 2; roofline 4.00 ms (bandwidth): 50%"), std::string::npos) << line.str();
+
+  // Without a roofline (a limit not measured), the fields are there and null.
+  Row without = DecodeRow();
+  const std::string null_json = ToJson(without);
+  for (const char* field : {"\"roofline_ms\": null", "\"roofline_bound\": null", "\"roofline_fraction\": null",
+                            "\"int8_dot_peak_gops\": null"})
+    EXPECT_NE(null_json.find(field), std::string::npos) << field << " not in " << null_json;
+  EXPECT_EQ(without.RooflineFraction(), std::nullopt);
+  EXPECT_EQ(ToJson(ExampleRow()).find("roofline"), std::string::npos);  // forward rows have none
+}
+
+TEST(BenchReport, DrawnCacheLengthsAreReportedWithTheirSeed) {
+  Row row = RooflineRow();
+  row.config.batch = 4;
+  row.config.cache_len_min = 100;
+  row.config.seqlen_k = 200;
+  row.config.seed = 5;
+  const std::string keys = std::to_string(TotalCacheLength(row.config));
+  const std::string json = ToJson(row);
+  const std::string name = "\"name\": \"decode_default_f16_b4_h32_hkv8_nq1_nk100-200_d128_seed5\"";
+  for (const std::string& field : {std::string("\"cache_len_min\": 100"), std::string("\"cache_len_max\": 200"),
+                                   std::string("\"cache_len_seed\": 5"), "\"cache_keys_total\": " + keys, name})
+    EXPECT_NE(json.find(field), std::string::npos) << field << " not in " << json;
+  std::ostringstream line;
+  PrintTableRow(line, row);
+  EXPECT_NE(line.str().find("cache lengths 100-200 (seed 5, " + keys + " keys)"), std::string::npos) << line.str();
+}
+
+// Three rounds of one case: each row carries its round, and the summary the medians over the rounds.
+TEST(BenchReport, RoundsSummaryTakesTheMediansOverTheRounds) {
+  CaseRounds rounds;
+  const double medians[] = {8.0, 10.0, 5.0};
+  const double read_gbs[] = {32.0, 30.0, 34.0};
+  for (int i = 0; i < 3; ++i) {
+    Row row = RooflineRow();
+    row.round = i + 1;
+    row.timing.median_ms = medians[i];
+    row.traffic->read_gbs = read_gbs[i];
+    row.traffic->roofline->memory_ms = 4.0 * i + 1.0;  // fractions 1/8, 5/10, 9/5
+    row.traffic->roofline->arithmetic_ms = 0.5;
+    rounds.rows.push_back(row);
+  }
+  EXPECT_EQ(rounds.MedianMs(), 8.0);
+  EXPECT_EQ(rounds.MedianRooflineFraction(), 0.5);
+  EXPECT_NE(ToJson(rounds.rows[1]).find("\"threads\": 2, \"round\": 2, "), std::string::npos);
+  EXPECT_EQ(ToJson(rounds),
+            "{\"summary\": true, \"name\": \"decode_default_f16_b1_h32_hkv8_nq1_nk32768_d128\", \"mode\": \"decode\", "
+            "\"rounds\": 3, \"median_ms\": 8, \"median_roofline_fraction\": 0.5, "
+            "\"median_ms_per_round\": [8, 10, 5], \"roofline_fraction_per_round\": [0.125, 0.5, 1.8], "
+            "\"read_bandwidth_gbps_per_round\": [32, 30, 34]}");
+  std::ostringstream line;
+  PrintSummaryRow(line, rounds);
+  EXPECT_EQ(line.str(),
+            "summary decode_default_f16_b1_h32_hkv8_nq1_nk32768_d128: 3 rounds, median 8.00 ms, roofline fraction "
+            "50% (rounds: 8.00 ms 12%, 10.00 ms 50%, 5.00 ms 180%)\n");
+  rounds.rows[1].traffic->roofline.reset();  // a round without a roofline: no median fraction
+  EXPECT_EQ(rounds.MedianRooflineFraction(), std::nullopt);
+  EXPECT_NE(ToJson(rounds).find("\"median_roofline_fraction\": null"), std::string::npos);
+  EXPECT_NE(ToJson(rounds).find("[0.125, null, 1.8]"), std::string::npos) << ToJson(rounds);
+}
+
 TEST(BenchReport, JsonEscapesStringsAndWritesNonFiniteAsNull) {
   EXPECT_EQ(JsonString("a\"b\\c\nd\x01"), "\"a\\\"b\\\\c\\nd\\u0001\"");
   JsonLine json;
@@ -140,6 +222,8 @@ TEST(BenchReport, JsonEscapesStringsAndWritesNonFiniteAsNull) {
       .Add("n", std::int64_t{-3})
       .Add("t", true);
   EXPECT_EQ(json.str(), "{\"nan\": null, \"inf\": null, \"x\": 0.25, \"n\": -3, \"t\": true}");
+  EXPECT_EQ(JsonLine().Add("list", std::vector<double>{1.5, std::nan(""), 2}).Add("empty", std::vector<double>{}).str(),
+            "{\"list\": [1.5, null, 2], \"empty\": []}");
   EXPECT_EQ(JsonLine().str(), "{}");
 }
 

@@ -428,8 +428,19 @@ TEST_F(CliTest, BenchTakesEachModesOptionsFromTheCommandLine) {
                                   "--dtype", "f16"});
   for (const char* field : {"\"mode\": \"decode\"", "\"seqlen_q\": 1", "\"cache_len\": 100",
                             "\"num_splits\": 3", "\"page_size\": 7", "\"dtype\": \"f16\"",
-                            "\"bytes_read\": 38400", "\"bandwidth_fraction\": "})
+                            "\"bytes_read\": 39168", "\"bandwidth_fraction\": ", "\"roofline_fraction\": ",
+                            "\"int8_dot_peak_gops\": "})
     has(decode, field);
+  // Two rounds: a row per round, then the case's summary over the rounds (forward: a decode run measures the
+  // bandwidth before each round, which takes seconds on a machine with a large L3).
+  std::vector<std::string> rounds_args = common;
+  for (const char* arg : {"--mode", "forward", "--seqlen", "33", "--rounds", "2"}) rounds_args.push_back(arg);
+  const Outcome rounds = Run(rounds_args);
+  EXPECT_EQ(rounds.status, 0) << rounds.err;
+  EXPECT_EQ(std::count(rounds.out.begin(), rounds.out.end(), '\n'), 3) << rounds.out;
+  for (const char* field : {"\"round\": 1", "\"round\": 2", "\"summary\": true", "\"rounds\": 2",
+                            "\"median_ms_per_round\": [", "\"median_roofline_fraction\": null"})
+    has(rounds.out, field);
   const std::string backward = run({"--mode", "backward", "--seqlen", "20", "--seqlen-k", "31"});
   for (const char* field : {"\"mode\": \"backward\"", "\"seqlen_q\": 20", "\"seqlen_k\": 31",
                             "\"causal\": false", "\"dtype\": \"f32\""})
@@ -440,6 +451,14 @@ TEST_F(CliTest, BenchTakesEachModesOptionsFromTheCommandLine) {
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
   EXPECT_NE(bad.err.find("--mode"), std::string::npos) << bad.err;
   EXPECT_NE(bad.err.find("sideways"), std::string::npos) << bad.err;
+  const Outcome bad_range = Run({"bench", "--mode", "decode", "--cache-len", "9:3", "--no-baseline"});
+  EXPECT_NE(bad_range.status, 0);
+  EXPECT_EQ(std::count(bad_range.err.begin(), bad_range.err.end(), '\n'), 1) << bad_range.err;
+  EXPECT_NE(bad_range.err.find("--cache-len"), std::string::npos) << bad_range.err;
+  EXPECT_NE(bad_range.err.find("9:3"), std::string::npos) << bad_range.err;
+  const Outcome preset_with_shape = Run({"bench", "--preset", "decode-roofline", "--heads", "4"});
+  EXPECT_NE(preset_with_shape.status, 0);
+  EXPECT_NE(preset_with_shape.err.find("--preset"), std::string::npos) << preset_with_shape.err;
 }
 
 TEST_F(CliTest, DemoPrintsARowPerAlgorithmAndPassesTheOracleCheck) {

@@ -53,25 +53,13 @@ double FmaChains(std::int64_t iterations, float a, float b, std::int64_t* lanes,
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include <omp.h>
-
-#include <algorithm>
-#include <chrono>
-#include <ctime>
+#include "measure/peak_trials.h"
 
 namespace flashattn::measure {
 
 HWY_EXPORT(FmaChains);
 
 namespace {
-
-// CPU time of the calling thread. Read by each thread itself, it includes the running time slice, which the
-// process-wide clock may not yet have accounted for threads running on other cores.
-double ThreadCpuSeconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 double DispatchFmaChains(std::int64_t iterations, float a, float b, double* flops, const char** target) {
   std::int64_t lanes = 0;
@@ -88,52 +76,18 @@ double RunFmaChains(std::int64_t iterations, float a, float b, double* flops) {
 }
 
 FmaPeak MeasureFmaPeak(int threads, double seconds) {
-  using Clock = std::chrono::steady_clock;
   // x ← x·a + b with a < 1 converges to b / (1 − a) = 1: no overflow, no subnormals, however long it runs.
   constexpr float a = 0.9999f, b = 0.0001f;
   FmaPeak peak;
   peak.threads = threads;
   const char* target = "unknown";
-  double flops_per_thread = 0;
-  DispatchFmaChains(1 << 16, a, b, &flops_per_thread, &target);  // warm-up, and learn the target's name
+  double flops = 0;
+  DispatchFmaChains(1, a, b, &flops, &target);  // learn the target's name
   peak.target = target;
-
-  // Size one trial to about 20 ms of single-thread work, then run trials until `seconds` have passed.
-  const auto probe_start = Clock::now();
-  DispatchFmaChains(1 << 20, a, b, &flops_per_thread, &target);
-  const double probe_s = std::chrono::duration<double>(Clock::now() - probe_start).count();
-  const std::int64_t iterations =
-      std::max<std::int64_t>(1 << 16, static_cast<std::int64_t>((1 << 20) * 0.02 / std::max(probe_s, 1e-6)));
-
-  volatile double sink = 0;  // keeps the chains' results alive
-  const auto start = Clock::now();
-  int trials = 0;
-  while (trials < 3 || std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
-    double trial_flops = 0;
-    double trial_s = 0;
-    double checksum = 0;
-    double cpu_rate = 0;  // Σ over threads of flops / own CPU seconds
-#pragma omp parallel num_threads(threads) reduction(+ : trial_flops, checksum, cpu_rate)
-    {
-      Clock::time_point t0;
-#pragma omp barrier
-#pragma omp master
-      t0 = Clock::now();
-      double flops = 0;
-      const double cpu_start = ThreadCpuSeconds();
-      checksum += RunFmaChains(iterations, a, b, &flops);
-      const double cpu_s = ThreadCpuSeconds() - cpu_start;
-      trial_flops += flops;
-      if (cpu_s > 0) cpu_rate += flops / cpu_s;
-#pragma omp barrier
-#pragma omp master
-      trial_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    }
-    sink = sink + checksum;
-    peak.gflops = std::max(peak.gflops, trial_flops / trial_s * 1e-9);
-    peak.cpu_gflops = std::max(peak.cpu_gflops, cpu_rate * 1e-9);
-    ++trials;
-  }
+  const PeakRates rates = BestTrialRates(
+      threads, seconds, [](std::int64_t iterations, double* ops) { return RunFmaChains(iterations, a, b, ops); });
+  peak.gflops = rates.wall_gops;
+  peak.cpu_gflops = rates.cpu_gops;
   return peak;
 }
 

@@ -3,6 +3,8 @@
 // and `flashattn demo` (extra memory per algorithm).
 //   FMA peak:   every thread runs many independent chains of fused multiply-adds on full float32 vectors of
 //               the widest SIMD target this CPU supports (Highway picks it at run time).
+//   Int8 dot:   the same for the integer dot products of the int8 cache's decode (vpdpbusd with AVX-512 VNNI,
+//               SDOT on SVE, int16 pairs elsewhere), in the int8 decode kernel's dispatch.
 //   Bandwidth:  STREAM-style kernels over arrays far larger than the last-level cache, all threads at once;
 //               the same size read before a timed call evicts what the caches held (CacheEvictor).
 //   Peak RSS:   Linux's VmHWM, reset through /proc/self/clear_refs.
@@ -14,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace flashattn::measure {
 
@@ -35,6 +38,42 @@ FmaPeak MeasureFmaPeak(int threads, double seconds = 0.3);
 // operations performed (2 per lane per update). Exposed so a test can check the chains really ran.
 inline constexpr int kFmaChains = 12;
 double RunFmaChains(std::int64_t iterations, float a, float b, double* flops);
+
+// ---- Int8 dot-product peak --------------------------------------------------------------------------------
+// Operations count as FLOP do: one multiply-add of an unsigned or signed byte by a signed byte is 2.
+struct Int8DotPeak {
+  double gops = 0;      // best rate over the trials, all threads together (wall clock)
+  double cpu_gops = 0;  // best rate per CPU time, as FmaPeak::cpu_gflops
+  int threads = 0;
+  std::string target;       // Highway target that ran, e.g. "AVX3_DL"
+  std::string instruction;  // what the chains run on it, e.g. "vpdpbusd"
+  // Whether the int8 decode's integer P̃V (quantize_probs_u8) runs on these instructions on this target; where it
+  // does not (the scalar and SVE targets), it runs on float32 FMAs.
+  bool integer_pv = true;
+};
+
+// Runs `threads` threads of integer dot-product chains for about `seconds` in total and reports the best trial.
+Int8DotPeak MeasureInt8DotPeak(int threads, double seconds = 0.3);
+
+// One thread's work: kInt8DotChains vectors of int32 lanes x_c, started at c + 1 in every lane, each updated
+// `iterations` times by x_c ← x_c + (products_per_lane products u·s per lane), on the dispatched target. Exposed
+// so that a test can check the chains really ran: sum = lanes · Σ_c (c + 1 + iterations · products_per_lane ·
+// u · s), wrapping in int32 per lane (u < 128 where SDOT multiplies signed bytes).
+inline constexpr int kInt8DotChains = 12;
+struct Int8DotChainsRun {
+  std::int64_t sum = 0;               // Σ over chains and lanes
+  std::int64_t lanes = 0;             // int32 lanes per vector
+  int products_per_lane = 0;          // per update: 4 (vpdpbusd, SDOT), 2 (int16 pairs), 1 (scalar)
+  const char* target = "";
+  const char* instruction = "";
+  bool integer_pv = true;
+  double ops = 0;                     // 2 per product
+};
+Int8DotChainsRun RunInt8DotChains(std::int64_t iterations, std::uint8_t u, std::int8_t s);
+
+// The targets RunInt8DotChains is compiled for that this CPU runs (AVX3_DL among them where it has it), for
+// tests that restrict the dispatch to each.
+std::vector<std::int64_t> Int8DotTargets();
 
 // ---- Main-memory bandwidth -------------------------------------------------------------------------------
 struct Bandwidth {

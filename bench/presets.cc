@@ -1,0 +1,72 @@
+#include "bench/presets.h"
+
+#include "support/fail.h"
+
+namespace flashattn::bench {
+
+namespace {
+
+constexpr Mode kDecode = Mode::kDecode;
+constexpr CacheElement kInt8 = CacheElement::kInt8;
+
+// One query row per sequence. Grouped-query attention (32 query heads on 8 K/V heads, d = 128, 32768 keys) in
+// every cache element type and arithmetic; one K/V head for 8 query heads over 131072 keys (multi-query);
+// multi-head latent attention (128 heads on one latent K/V head, d = 576 with V the first 512 features); and a
+// serving batch of 64 sequences of 256 to 8192 keys in pages of 16.
+const BenchCase kDecodeRoofline[] = {
+    {.mode = kDecode, .heads = 32, .heads_kv = 8, .seqlen_q = 1, .seqlen_k = 32768, .headdim = 128,
+     .dtype = DType::kF16},
+    {.mode = kDecode, .heads = 32, .heads_kv = 8, .seqlen_q = 1, .seqlen_k = 32768, .headdim = 128,
+     .dtype = DType::kBF16},
+    {.mode = kDecode, .heads = 32, .heads_kv = 8, .seqlen_q = 1, .seqlen_k = 32768, .headdim = 128,
+     .dtype = DType::kF16, .cache_element = kInt8},
+    {.mode = kDecode, .heads = 32, .heads_kv = 8, .seqlen_q = 1, .seqlen_k = 32768, .headdim = 128,
+     .dtype = DType::kF16, .cache_element = kInt8, .scale_group_size = 32},
+    {.mode = kDecode, .heads = 32, .heads_kv = 8, .seqlen_q = 1, .seqlen_k = 32768, .headdim = 128,
+     .dtype = DType::kF16, .cache_element = kInt8, .quantize_query = true, .quantize_probs = true},
+    // integer P̃V takes one scale per row: integer scores alone with groups
+    {.mode = kDecode, .heads = 32, .heads_kv = 8, .seqlen_q = 1, .seqlen_k = 32768, .headdim = 128,
+     .dtype = DType::kF16, .cache_element = kInt8, .quantize_query = true, .scale_group_size = 32},
+    {.mode = kDecode, .heads = 32, .heads_kv = 8, .seqlen_q = 1, .seqlen_k = 32768, .headdim = 128,
+     .dtype = DType::kF16, .cache_element = CacheElement::kFp8E4M3},
+    {.mode = kDecode, .heads = 8, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 131072, .headdim = 128,
+     .dtype = DType::kF16},
+    {.mode = kDecode, .heads = 128, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 8192, .headdim = 576,
+     .headdim_v = 512, .dtype = DType::kBF16},
+    {.mode = kDecode, .batch = 64, .heads = 32, .heads_kv = 8, .seqlen_q = 1, .seqlen_k = 8192, .headdim = 128,
+     .dtype = DType::kBF16, .page_size = 16, .cache_len_min = 256},
+    {.mode = kDecode, .batch = 64, .heads = 32, .heads_kv = 8, .seqlen_q = 1, .seqlen_k = 8192, .headdim = 128,
+     .dtype = DType::kBF16, .cache_element = kInt8, .page_size = 16, .cache_len_min = 256},
+};
+
+const Preset kPresets[] = {
+    {.name = "decode-roofline",
+     .description = "the decode cases judged by their roofline fraction: GQA over 32768 keys in f16, bf16, int8 "
+                    "(per token, groups of 32, integer arithmetic) and fp8_e4m3; MQA over 131072 keys; MLA; a "
+                    "paged batch of 64 sequences of 256-8192 keys in bf16 and int8",
+     .threads = 2,
+     .baseline = false,
+     .cases = kDecodeRoofline},
+};
+
+}  // namespace
+
+std::span<const Preset> Presets() { return kPresets; }
+
+const Preset& FindPreset(std::string_view name, std::string_view argument) {
+  for (const Preset& preset : kPresets)
+    if (preset.name == name) return preset;
+  std::string names;
+  for (const Preset& preset : kPresets) names += (names.empty() ? "" : ", ") + std::string(preset.name);
+  support::Fail(argument, " must be one of ", names, "; got '", name, "'");
+}
+
+std::string DescribePresets() {
+  std::string text;
+  for (const Preset& preset : kPresets) {
+    text += (text.empty() ? "" : "; ") + std::string(preset.name) + ": " + std::string(preset.description);
+  }
+  return text;
+}
+
+}  // namespace flashattn::bench
