@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <type_traits>
 
 #include "common/prefetch.h"
@@ -389,29 +390,39 @@ HWY_INLINE void AccumulatePV(const float* HWY_RESTRICT P, const T* const* V, std
 // (AVX-512: 16 accumulators), 4 rows elsewhere.
 inline constexpr std::int64_t kMaxAccumulateRows = kLanes >= 16 ? 8 : 4;
 
-// Keys per pass of AccumulatePV. A pass reads its keys' V rows a slice of features at a time, so the rows
-// must stay in L1 from one slice to the next; in a (seq, head, dim) cache with 8 heads at d = 128 they are
-// 2 KiB apart and all fall into 2 of the 64 sets of a 32 KiB 8-way L1, which hold 16 lines: a pass over the
-// block's 32 keys evicted each line before its second half was read. A cache of 1-byte elements (int8, FP8)
-// takes twice as many: its rows are half as long and half as far apart, 16 keys on the lines of 8 float16
-// keys, and each slice of Õ is loaded and stored half as often.
-template <typename T>
-inline constexpr std::int64_t kAccumulateKeys = sizeof(T) == 1 ? 16 : 8;
-// From this many rows per K/V head on, a pass takes the whole block instead: each row tile loads and stores
-// its Õ once per pass, and with many rows (multi-head latent attention: 128 query heads on one K/V head,
-// dv = 512, an Õ of 256 KiB in L2) those round trips cost more than the V lines re-read from L2
-// (docs/performance.md).
+// From this many rows per K/V head on, a pass of AccumulateBlock takes the whole block: each row tile loads and
+// stores its Õ once per pass, and with many rows (multi-head latent attention: 128 query heads on one K/V
+// head, dv = 512, an Õ of 256 KiB in L2) those round trips cost more than the V lines re-read from L2.
 inline constexpr std::int64_t kWholeBlockPassRows = 32;
 
+// Keys per pass of AccumulateBlock for R rows over V rows of `row_bytes`, `stride_bytes` apart from key to key.
+// A pass reads its keys' V rows a slice of features at a time, so the rows must stay in L1 from one slice to
+// the next. Rows whose starts fall on few of the 64 sets of an L1 evict each other: in a (seq, head, dim)
+// cache with 8 heads at d = 128 they are 2 KiB apart and all fall into 8 sets, which a pass over the block's
+// 32 keys filled twice over on an 8-way L1 (the smallest the kernel meets). A pass takes the most keys (a
+// power of two) that put at most 4 lines on any set; rows one after another take the whole block.
+inline std::int64_t AccumulatePassKeys(std::int64_t R, std::int64_t stride_bytes, std::int64_t row_bytes) {
+  constexpr std::int64_t kSets = 64, kLinesPerSet = 4;
+  if (R >= kWholeBlockPassRows) return kBc;
+  const std::int64_t row_lines = (row_bytes + 63) / 64 + (row_bytes % 64 != 0 ? 1 : 0);
+  const std::int64_t stride_lines = stride_bytes / 64;
+  const std::int64_t starts = stride_bytes % 64 != 0 || stride_lines == 0 ? kSets
+                                                                          : kSets / std::gcd(stride_lines, kSets);
+  const std::int64_t sets = std::min(kSets, starts * row_lines);
+  std::int64_t keys = kBc;
+  while (keys > 4 && (keys * row_lines + sets - 1) / sets > kLinesPerSet) keys /= 2;
+  return keys;
+}
+
 // Õ = diag(α) Õ + P̃ V_j for all R rows (α null: Õ + P̃ V_j): Õ scaled first, then the keys in passes of
-// kAccumulateKeys (all `cols` from kWholeBlockPassRows rows on), each pass over the rows in tiles of
+// `pass_keys` (AccumulatePassKeys), each pass over the rows in tiles of
 // kMaxAccumulateRows rows, then 4 and 1; V's rows scaled as `v_scales` says. `prefetch_pass(c, 1)` runs for each
 // key c of a pass as the pass's first tile of rows reads it (AccumulatePV), so that the requests keep pace with
 // the reads.
 template <typename T, class Scales, class PrefetchPass>
 HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* const* V, std::int64_t R,
                                 std::int64_t cols, std::int64_t width, float* O, std::int64_t ldo,
-                                const Scales& v_scales, const PrefetchPass& prefetch_pass) {
+                                std::int64_t pass_keys, const Scales& v_scales, const PrefetchPass& prefetch_pass) {
   const DF df;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
   for (std::int64_t r = 0; r < R && alpha != nullptr; ++r) {
@@ -420,7 +431,6 @@ HWY_INLINE void AccumulateBlock(const float* P, const float* alpha, const T* con
     float* O_r = O + r * ldo;
     for (std::int64_t e = 0; e < width; e += N) hn::Store(hn::Mul(a, hn::Load(df, O_r + e)), df, O_r + e);
   }
-  const std::int64_t pass_keys = R >= kWholeBlockPassRows ? cols : kAccumulateKeys<T>;
   for (std::int64_t c0 = 0; c0 < cols; c0 += pass_keys) {
     const std::int64_t keys = std::min(pass_keys, cols - c0);
     // the pass's prefetches go out key by key with its first tile of rows

@@ -239,12 +239,13 @@ HWY_INLINE void IntegerPvSlice(const std::uint8_t* u, const std::int8_t* const* 
 // overwritten), V[c] key c's int8 row (raw, readable for dv features; keys past `cols` repeat a real row),
 // V_wide[c] the same row widened to float32 and zero-padded to dv_pad where the caller widened it (when d leaves
 // a partial vector and !kIntegerPvReadsRawRows), else null. `prefetch_pass(c0, keys)` runs as the keys
-// [c0, c0 + keys) are first read, as in AccumulateBlock.
+// [c0, c0 + keys) are first read, as in AccumulateBlock; `pass_keys` is AccumulateBlock's where it serves.
 template <class PrefetchPass>
 HWY_INLINE void IntegerAccumulateBlock(float* P, const float* v_scale, const float* alpha,
                                        const std::int8_t* const* V, const float* const* V_wide, std::int64_t R,
                                        std::int64_t cols, std::int64_t dv, std::int64_t dv_pad, float* O,
-                                       const IntegerPv& x, const PrefetchPass& prefetch_pass) {
+                                       const IntegerPv& x, [[maybe_unused]] std::int64_t pass_keys,
+                                       const PrefetchPass& prefetch_pass) {
   RoundWeights(P, v_scale, R, x);
 #if HWY_TARGET == HWY_AVX3_DL
   (void)V_wide;
@@ -295,7 +296,7 @@ HWY_INLINE void IntegerAccumulateBlock(float* P, const float* v_scale, const flo
   // the float tiles over the integers u_c and v_c: exact, as the int32 sum
   std::fill(x.sum, x.sum + R * dv_pad, 0.0f);
   const auto sums = [&](const auto* const* rows) {
-    AccumulateBlock(P, nullptr, rows, R, cols, dv_pad, x.sum, dv_pad, RowScales(), prefetch_pass);
+    AccumulateBlock(P, nullptr, rows, R, cols, dv_pad, x.sum, dv_pad, pass_keys, RowScales(), prefetch_pass);
   };
   if (V_wide != nullptr) sums(V_wide);
   else sums(V);

@@ -5,8 +5,8 @@
 // A core reads main memory fastest with many lines in flight. A chunk reads two streams (K and V), which the
 // hardware prefetchers alone keep too few lines ahead of, so the next block's lines are requested in address
 // order, a few at a time as the current block's tiles run: its K lines while the scores of this block are
-// formed, its V lines while P̃ V is. One request per 64-byte line: requesting every other line and leaving the
-// rest to the hardware gave no gain over no requests at all.
+// formed, its V lines while P̃ V is (PrefetchLine, into every level). One request per 64-byte line: requesting
+// every other line and leaving the rest to the hardware gave no gain over no requests at all.
 #ifndef FLASHATTN_DECODE_READ_PLAN_H_
 #define FLASHATTN_DECODE_READ_PLAN_H_
 
@@ -39,15 +39,25 @@ class LineRequests {
             std::int64_t head_stride, std::int64_t row_elements, std::int64_t seq_stride);
   std::int64_t Lines() const { return lines_; }  // in all segments
   void Issue(std::int64_t lines) {
-    for (; lines > 0; --lines) {
-      if (next_ >= end_ && !NextSegment()) return;
-      PrefetchLineToL2(next_);
-      next_ += 64;
+    if (lines <= left_) {  // within the segment: the common case, unrolled where `lines` is a constant
+      for (std::int64_t line = 0; line < lines; ++line) PrefetchLine(next_ + 64 * line);
+      next_ += 64 * lines;
+      left_ -= lines;
+      return;
     }
+    IssueAcrossSegments(lines);
   }
 
  private:
   bool NextSegment();
+  void IssueAcrossSegments(std::int64_t lines) {
+    for (; lines > 0; --lines) {
+      if (left_ == 0 && !NextSegment()) return;
+      PrefetchLine(next_);
+      next_ += 64;
+      --left_;
+    }
+  }
 
   const char* base_ = nullptr;
   std::int64_t run_start_[kDecodeBc + 1] = {}, runs_ = 0, run_ = 0;
@@ -56,7 +66,7 @@ class LineRequests {
   const std::int64_t* offset_ = nullptr;
   std::int64_t element_bytes_ = 1;
   const char* next_ = nullptr;
-  const char* end_ = nullptr;
+  std::int64_t left_ = 0;  // lines of the segment from next_ on
 };
 
 inline void LineRequests::Plan(const void* base, std::int64_t element_bytes, const BlockRows& rows,
@@ -80,7 +90,7 @@ inline void LineRequests::Plan(const void* base, std::int64_t element_bytes, con
   run_start_[runs_] = rows.cols;
   lines_ = rows.cols * heads_per_run_ * ((run_bytes_per_key_ + 63) / 64);
   run_ = 0, head_ = 0;
-  next_ = end_ = nullptr;
+  next_ = nullptr, left_ = 0;
   if (runs_ > 0) {
     run_ = -1, head_ = heads_per_run_ - 1;  // NextSegment moves to run 0, head 0
     NextSegment();
@@ -91,14 +101,15 @@ inline bool LineRequests::NextSegment() {
   if (++head_ == heads_per_run_) {
     head_ = 0;
     if (++run_ >= runs_) {
-      next_ = end_ = nullptr;
+      next_ = nullptr, left_ = 0;
       return false;
     }
   }
   const std::int64_t first = run_start_[run_], keys = run_start_[run_ + 1] - first;
   const auto begin = reinterpret_cast<std::uintptr_t>(base_ + offset_[first] * element_bytes_ + head_ * head_bytes_);
+  const std::uintptr_t end = begin + static_cast<std::uintptr_t>(keys * run_bytes_per_key_);
   next_ = reinterpret_cast<const char*>(begin / 64 * 64);
-  end_ = reinterpret_cast<const char*>(begin) + keys * run_bytes_per_key_;
+  left_ = static_cast<std::int64_t>((end + 63) / 64 - begin / 64);
   return true;
 }
 
@@ -179,7 +190,7 @@ inline void ReadPlan::PlanRequests() {
       const auto* end = reinterpret_cast<const char*>(base + next.scale_offset[c] + key_floats);
       const char* line = begin - reinterpret_cast<std::uintptr_t>(begin) % 64;
       if (line == last_line) line += 64;
-      for (; line < end; line += 64) PrefetchLineToL2(last_line = line);
+      for (; line < end; line += 64) PrefetchLine(last_line = line);
     }
   }
 }

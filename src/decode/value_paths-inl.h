@@ -79,7 +79,11 @@ HWY_INLINE void AccumulateSeenValues(const ChunkTask& t, const BlockRows& rows, 
 template <typename T, class Scales>
 class StraightValues {
  public:
-  StraightValues(const ChunkTask& t, const AttendScratch& x) : t_(t), x_(x), dv_pad_(PaddedToLanes(t.dv)) {
+  StraightValues(const ChunkTask& t, const AttendScratch& x)
+      : t_(t),
+        x_(x),
+        dv_pad_(PaddedToLanes(t.dv)),
+        pass_keys_(AccumulatePassKeys(t.R, t.kv.seq_stride * sizeof(T), t.dv * sizeof(T))) {
     for (std::int64_t c = 0; c < kBc; ++c) V_wide_[c] = x.V + c * dv_pad_;
   }
   void Accumulate(const BlockRows& rows, std::int64_t h, float* P, const float* alpha, float* O,
@@ -97,14 +101,14 @@ class StraightValues {
       ScaleScores(P, t_.R, nullptr, v_scale_h);
     }
     const Scales v_scales = TileScalesOf<Scales>(t_.scales.v, rows, t_).ForHead(h);
-    AccumulateBlock(P, alpha, V, t_.R, rows.cols, t_.dv, O, dv_pad_, v_scales,
+    AccumulateBlock(P, alpha, V, t_.R, rows.cols, t_.dv, O, dv_pad_, pass_keys_, v_scales,
                     ValueLineRequests{&next_values, LinesOf<T>(t_.dv)});
   }
 
  private:
   const ChunkTask& t_;
   const AttendScratch& x_;
-  const std::int64_t dv_pad_;
+  const std::int64_t dv_pad_, pass_keys_;
   const float* V_wide_[kBc];
 };
 
@@ -121,7 +125,7 @@ class WidenedValues {
     if (kMayHoldNonFinite<T> && hides_keys && HasNonFiniteRow(V_wide_, rows.cols, dv_pad_)) {
       return AccumulateSeenValues(t_, rows, P, alpha, V_wide_, dv_pad_, O, dv_pad_);
     }
-    AccumulateBlock(P, alpha, V_wide_, t_.R, rows.cols, dv_pad_, O, dv_pad_, RowScales(), kNoPassRequests);
+    AccumulateBlock(P, alpha, V_wide_, t_.R, rows.cols, dv_pad_, O, dv_pad_, kBc, RowScales(), kNoPassRequests);
   }
 
  private:
@@ -151,10 +155,11 @@ class IntegerValues {
     if (widen_) {
       for (std::int64_t c = 0; c < rows.cols; ++c) WidenRow(V[c], t_.dv, dv_pad_, x_.V + c * dv_pad_);
       requests(0, rows.cols);
-      IntegerAccumulateBlock(P, v_scale_h, alpha, V, V_wide_, t_.R, rows.cols, t_.dv, dv_pad_, O, x_.pv,
+      IntegerAccumulateBlock(P, v_scale_h, alpha, V, V_wide_, t_.R, rows.cols, t_.dv, dv_pad_, O, x_.pv, kBc,
                              kNoPassRequests);
     } else {
-      IntegerAccumulateBlock(P, v_scale_h, alpha, V, nullptr, t_.R, rows.cols, t_.dv, dv_pad_, O, x_.pv, requests);
+      IntegerAccumulateBlock(P, v_scale_h, alpha, V, nullptr, t_.R, rows.cols, t_.dv, dv_pad_, O, x_.pv,
+                             AccumulatePassKeys(t_.R, t_.kv.seq_stride, t_.dv), requests);
     }
   }
 
