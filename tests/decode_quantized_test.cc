@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/cache_element_traits.h"
 #include "common/element.h"
 #include "common/quantize.h"
 #include "common/score.h"
@@ -33,6 +34,8 @@ namespace {
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+std::int8_t Int8Of(float x) { return static_cast<std::int8_t>(Int8Traits::Encode(x)); }
+
 // ---- The scalar formats -------------------------------------------------------------------------------------
 
 TEST(Fp8E4M3, EveryCodeDecodesToItsValueAndEncodesBack) {
@@ -40,57 +43,57 @@ TEST(Fp8E4M3, EveryCodeDecodesToItsValueAndEncodesBack) {
     const auto bits = static_cast<std::uint8_t>(code);
     const int exponent = (code >> 3) & 15, mantissa = code & 7;
     const double sign = code & 0x80 ? -1.0 : 1.0;
-    const float value = F32FromE4M3(bits);
+    const float value = E4M3Traits::Decode(bits);
     if (exponent == 15 && mantissa == 7) {  // S.1111.111: NaN
       EXPECT_TRUE(std::isnan(value)) << code;
-      EXPECT_EQ(E4M3FromF32(value) & 0x7f, 0x7f) << code;
+      EXPECT_EQ(E4M3Traits::Encode(value) & 0x7f, 0x7f) << code;
       continue;
     }
     const double expected = exponent == 0 ? sign * mantissa * std::ldexp(1.0, -9)
                                           : sign * (1.0 + mantissa / 8.0) * std::ldexp(1.0, exponent - 7);
     EXPECT_EQ(value, expected) << code;
-    EXPECT_EQ(E4M3FromF32(value), bits) << code;
+    EXPECT_EQ(E4M3Traits::Encode(value), bits) << code;
   }
-  EXPECT_EQ(F32FromE4M3(0x7e), 448.0f);
+  EXPECT_EQ(E4M3Traits::Decode(0x7e), 448.0f);
 }
 
 TEST(Fp8E4M3, RoundsToNearestEvenAndSaturates) {
-  EXPECT_EQ(F32FromE4M3(E4M3FromF32(1.0625f)), 1.0f);    // halfway 1 and 1.125: even mantissa 0
-  EXPECT_EQ(F32FromE4M3(E4M3FromF32(1.1875f)), 1.25f);   // halfway 1.125 and 1.25: even mantissa 2
-  EXPECT_EQ(F32FromE4M3(E4M3FromF32(1.07f)), 1.125f);    // above halfway
-  EXPECT_EQ(F32FromE4M3(E4M3FromF32(-3.3f)), -3.25f);
-  EXPECT_EQ(F32FromE4M3(E4M3FromF32(440.0f)), 448.0f);   // above halfway between 416 and 448
-  EXPECT_EQ(F32FromE4M3(E4M3FromF32(432.0f)), 448.0f);   // halfway 416 (mantissa 5) and 448 (6): even
-  EXPECT_EQ(F32FromE4M3(E4M3FromF32(431.0f)), 416.0f);
+  EXPECT_EQ(E4M3Traits::Decode(E4M3Traits::Encode(1.0625f)), 1.0f);    // halfway 1 and 1.125: even mantissa 0
+  EXPECT_EQ(E4M3Traits::Decode(E4M3Traits::Encode(1.1875f)), 1.25f);   // halfway 1.125 and 1.25: even mantissa 2
+  EXPECT_EQ(E4M3Traits::Decode(E4M3Traits::Encode(1.07f)), 1.125f);    // above halfway
+  EXPECT_EQ(E4M3Traits::Decode(E4M3Traits::Encode(-3.3f)), -3.25f);
+  EXPECT_EQ(E4M3Traits::Decode(E4M3Traits::Encode(440.0f)), 448.0f);   // above halfway between 416 and 448
+  EXPECT_EQ(E4M3Traits::Decode(E4M3Traits::Encode(432.0f)), 448.0f);   // halfway 416 (mantissa 5) and 448 (6): even
+  EXPECT_EQ(E4M3Traits::Decode(E4M3Traits::Encode(431.0f)), 416.0f);
   for (float big : {449.0f, 464.0f, 500.0f, 1e30f, kInf}) {
-    EXPECT_EQ(F32FromE4M3(E4M3FromF32(big)), 448.0f) << big;
-    EXPECT_EQ(F32FromE4M3(E4M3FromF32(-big)), -448.0f) << big;
+    EXPECT_EQ(E4M3Traits::Decode(E4M3Traits::Encode(big)), 448.0f) << big;
+    EXPECT_EQ(E4M3Traits::Decode(E4M3Traits::Encode(-big)), -448.0f) << big;
   }
 }
 
 TEST(Fp8E4M3, Subnormals) {
   const float tiny = std::ldexp(1.0f, -9);  // the smallest subnormal, code 1
-  EXPECT_EQ(E4M3FromF32(tiny), 0x01);
-  EXPECT_EQ(E4M3FromF32(0.5f * tiny), 0x00);         // halfway 0 and tiny: even (0)
-  EXPECT_EQ(E4M3FromF32(0.51f * tiny), 0x01);
-  EXPECT_EQ(E4M3FromF32(1.5f * tiny), 0x02);         // halfway 1 and 2: even (2)
-  EXPECT_EQ(E4M3FromF32(2.5f * tiny), 0x02);         // halfway 2 and 3: even (2)
-  EXPECT_EQ(E4M3FromF32(-7.0f * tiny), 0x87);        // the largest subnormal
-  EXPECT_EQ(E4M3FromF32(7.5f * tiny), 0x08);         // halfway 7·tiny and 2⁻⁶ rounds up to the smallest normal
-  EXPECT_EQ(F32FromE4M3(0x08), std::ldexp(1.0f, -6));
-  EXPECT_EQ(E4M3FromF32(1e-30f), 0x00);
-  EXPECT_EQ(E4M3FromF32(-0.0f), 0x80);
+  EXPECT_EQ(E4M3Traits::Encode(tiny), 0x01);
+  EXPECT_EQ(E4M3Traits::Encode(0.5f * tiny), 0x00);         // halfway 0 and tiny: even (0)
+  EXPECT_EQ(E4M3Traits::Encode(0.51f * tiny), 0x01);
+  EXPECT_EQ(E4M3Traits::Encode(1.5f * tiny), 0x02);         // halfway 1 and 2: even (2)
+  EXPECT_EQ(E4M3Traits::Encode(2.5f * tiny), 0x02);         // halfway 2 and 3: even (2)
+  EXPECT_EQ(E4M3Traits::Encode(-7.0f * tiny), 0x87);        // the largest subnormal
+  EXPECT_EQ(E4M3Traits::Encode(7.5f * tiny), 0x08);         // halfway 7·tiny and 2⁻⁶ rounds up to the smallest normal
+  EXPECT_EQ(E4M3Traits::Decode(0x08), std::ldexp(1.0f, -6));
+  EXPECT_EQ(E4M3Traits::Encode(1e-30f), 0x00);
+  EXPECT_EQ(E4M3Traits::Encode(-0.0f), 0x80);
 }
 
 TEST(Int8, RoundsToNearestEvenAndSaturates) {
-  EXPECT_EQ(I8FromF32(2.5f), 2);
-  EXPECT_EQ(I8FromF32(3.5f), 4);
-  EXPECT_EQ(I8FromF32(-2.5f), -2);
-  EXPECT_EQ(I8FromF32(-0.49f), 0);
-  EXPECT_EQ(I8FromF32(126.5f), 126);
-  EXPECT_EQ(I8FromF32(127.4f), 127);
-  EXPECT_EQ(I8FromF32(1000.0f), 127);
-  EXPECT_EQ(I8FromF32(-1000.0f), -127);  // symmetric: −128 is never produced
+  EXPECT_EQ(Int8Of(2.5f), 2);
+  EXPECT_EQ(Int8Of(3.5f), 4);
+  EXPECT_EQ(Int8Of(-2.5f), -2);
+  EXPECT_EQ(Int8Of(-0.49f), 0);
+  EXPECT_EQ(Int8Of(126.5f), 126);
+  EXPECT_EQ(Int8Of(127.4f), 127);
+  EXPECT_EQ(Int8Of(1000.0f), 127);
+  EXPECT_EQ(Int8Of(-1000.0f), -127);  // symmetric: −128 is never produced
 }
 
 // ---- quantize_kv ------------------------------------------------------------------------------------------
@@ -133,7 +136,7 @@ TEST(QuantizeKv, ScalesAreMaxOverQmaxAndValuesRoundTheQuotient) {
       const float scale = scales[scale_index];
       ASSERT_EQ(scale, max_abs / qmax) << n;
       const float q = element == CacheElement::kInt8 ? static_cast<float>(static_cast<std::int8_t>(values[n]))
-                                                     : F32FromE4M3(values[n]);
+                                                     : E4M3Traits::Decode(values[n]);
       if (scale == 0.0f) {
         EXPECT_EQ(values[n], 0) << "an all-zero group stores zeros";
         continue;
@@ -141,7 +144,7 @@ TEST(QuantizeKv, ScalesAreMaxOverQmaxAndValuesRoundTheQuotient) {
       if (element == CacheElement::kInt8) {
         EXPECT_EQ(q, std::nearbyint(x[n] / scale)) << n;  // the default rounding mode: to nearest even
       } else {
-        EXPECT_EQ(q, F32FromE4M3(E4M3FromF32(x[n] / scale))) << n;
+        EXPECT_EQ(q, E4M3Traits::Decode(E4M3Traits::Encode(x[n] / scale))) << n;
       }
     }
   }
@@ -620,10 +623,10 @@ TEST(DecodeQuantized, EveryFp8CodeReadsAsItsValueOnEveryTarget) {
         for (std::int64_t h = 0; h < heads; ++h) {
           const std::int64_t n = i * heads + h;
           const float lse = out.lse[h * rows + i];  // LSE is (batch, Hq, Nq)
-          EXPECT_NEAR(lse, F32FromE4M3(k_row[n]), 1e-6 * std::fabs(F32FromE4M3(k_row[n])))
+          EXPECT_NEAR(lse, E4M3Traits::Decode(k_row[n]), 1e-6 * std::fabs(E4M3Traits::Decode(k_row[n])))
               << "K code " << int(k_row[n]) << " on " << simd::TargetName(target) << ", " << rows << " rows";
           for (std::int64_t e = 0; e < d; ++e) {
-            ASSERT_EQ(out.O[n * d + e], F32FromE4M3(v_row[e]))
+            ASSERT_EQ(out.O[n * d + e], E4M3Traits::Decode(v_row[e]))
                 << "V code " << int(v_row[e]) << ", row " << n << " on " << simd::TargetName(target) << ", "
                 << rows << " rows";
           }

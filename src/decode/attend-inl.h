@@ -7,7 +7,7 @@
 // then, head after head, the softmax and the accumulation. Each K and V row is read from main memory once:
 // straight into the register tiles when d fills whole vectors (further row tiles find it in L1), else
 // widened once into zero-padded float32 rows. The software prefetches are described at AttendChunk.
-// A quantized cache (int8, FP8 E4M3) with one scale per row is read straight too, its scales applied per
+// A quantized cache (int8, FP8) with one scale per row is read straight too, its scales applied per
 // key: S_j = scale_k[j]·(q·k_j) after the dot product, and P̃_j·scale_v[j] before the accumulation of V
 // (l sums the unscaled P̃_j). With scales per group of features its rows are scaled group by group as the
 // tiles load them (groups of whole vectors or of half a vector) or else dequantized as they are widened.
@@ -97,9 +97,11 @@ struct AttendScratch {
   }
 };
 
-// Whether any of the `cols` rows V[c] (`width` elements each, a multiple of Lanes) holds an inf or a NaN.
+// Whether any of the `cols` rows V[c] (`width` elements each, a multiple of Lanes) holds an inf or a NaN; never
+// for an element type whose codes all read as finite values.
 template <typename T>
 bool HasNonFiniteRow(const T* const* V, std::int64_t cols, std::int64_t width) {
+  if constexpr (!CacheElementTraits<T>::kMayHoldNonFinite) return false;
   for (std::int64_t c = 0; c < cols; ++c)
     if (HasNonFinite(V[c], width)) return true;
   return false;
@@ -197,7 +199,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   }
   // With integer scores (an int8 cache only) the rows s·q are quantized per scale group of the cache, and K
   // is read straight from the cache whatever d and the groups are; only V may be widened.
-  constexpr bool kInt8 = std::is_same_v<T, std::int8_t>;
+  constexpr bool kInt8 = CacheElementTraits<T>::kIntegerDots;
   const bool integer_scores = kInt8 && t.integer_scores;
   const bool integer_pv = kInt8 && t.integer_pv;  // P̃ V from u8-rounded weights (integer_pv-inl.h)
   QueryInt8 q_int8 = x.q_int8;
@@ -214,12 +216,14 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
   // take several register tiles: the tiles of one key group (ScoreBlock) or of one block (AccumulateBlock)
   // follow each other, so the rows a second tile reads are in L1 (faster than widening them first:
   // docs/performance.md). Otherwise they are widened once per block into zero-padded float32 rows.
-  constexpr bool kQuantized = std::is_same_v<T, std::int8_t> || std::is_same_v<T, Fp8E4M3>;
+  constexpr bool kQuantized = CacheElementTraits<T>::kQuantized;
   const KvScales& scales = t.scales;
   // Scale groups of 2^k features, each a whole number of vectors or half of one, are applied as the tiles load
-  // the rows (GroupScales), read straight; other groups are dequantized as the rows are widened.
+  // the rows (GroupScales), read straight; other groups, and those of codes that may be inf or NaN (whose V
+  // rows may take AccumulateSeenPairs, which reads rows unscaled), are dequantized as the rows are widened.
   const std::int64_t g = scales.group_size;
-  const bool group_scales = kQuantized && g != d && (g % N == 0 || 2 * g == N) && (g & (g - 1)) == 0;
+  const bool group_scales = kQuantized && !CacheElementTraits<T>::kMayHoldNonFinite && g != d &&
+                            (g % N == 0 || 2 * g == N) && (g & (g - 1)) == 0;
   const bool widen = d % N != 0 || dv % N != 0 || (kQuantized && g != d && !group_scales);
   // f(the scales the tiles apply to rows read straight): with group scales, K's or V's (`base`, the block's keys
   // at scale_offset), else none
@@ -426,7 +430,7 @@ void AttendChunk(const ChunkTask& t, const AttendScratch& x) {
       // P̃_j·scale_v[j], after l took the unscaled P̃_j (integer P̃ V scales them as it rounds them)
       if (scale_probs && !integer_pv) ScaleScores(S_h, R, nullptr, v_scale_h);
       // Õ += P̃ V_j over rows of `width` features scaled as `v_scales` says, leaving out the keys a row does not
-      // see when V_j is not all finite (float rows only: quantized values are finite)
+      // see when V_j is not all finite (HasNonFiniteRow: rows whose element type may hold inf or NaN)
       const auto accumulate = [&](const auto* const* V_rows, std::int64_t width, const auto& prefetch_pass,
                                   const auto& v_scales) {
         if (!block_seen_whole && HasNonFiniteRow(V_rows, cols, width)) {
