@@ -180,7 +180,7 @@ struct CacheElementTraits<Fp8E5M2> {
     bits += 0xfffffu + ((bits >> 21) & 1u);
     return sign | static_cast<std::uint8_t>(bits >> 21);
   }
-  static float Widened(std::uint8_t code) { return Decode(code); }
+  static float Widened(std::uint8_t code) { return Decode(code); }  // exactly, through float16
   // Half a step: 2⁻³ of x's binade, and 2⁻¹⁷ among subnormals.
   static double MaxRoundingError(double x) { return std::max(std::fabs(x) * 0x1p-3, 0x1p-17); }
 };
