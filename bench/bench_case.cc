@@ -32,9 +32,9 @@ DType ParseDType(std::string_view name, std::string_view argument) {
 }
 
 CacheElement ParseCacheElement(std::string_view name, std::string_view argument) {
-  for (CacheElement element : {CacheElement::kInt8, CacheElement::kFp8E4M3})
+  for (CacheElement element : {CacheElement::kInt8, CacheElement::kFp8E4M3, CacheElement::kFp8E5M2})
     if (name == to_string(element)) return element;
-  support::Fail(argument, " must be one of int8, fp8_e4m3; got '", name, "'");
+  support::Fail(argument, " must be one of int8, fp8_e4m3, fp8_e5m2; got '", name, "'");
 }
 
 CacheLenRange ParseCacheLen(std::string_view text, std::string_view argument) {

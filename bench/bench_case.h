@@ -22,7 +22,7 @@ Mode ParseMode(std::string_view name, std::string_view argument = "--mode");
 // Parses "f32", "f16", "bf16"; throws Error naming `argument` for anything else.
 DType ParseDType(std::string_view name, std::string_view argument = "--dtype");
 
-// Parses "int8", "fp8_e4m3" (the quantized decode caches); throws Error naming `argument` otherwise.
+// Parses "int8", "fp8_e4m3", "fp8_e5m2" (the quantized decode caches); throws Error naming `argument` otherwise.
 CacheElement ParseCacheElement(std::string_view name, std::string_view argument = "--cache-dtype");
 
 // Decode's cache lengths: one for every sequence (min = 0), or each sequence's drawn from [min, max].

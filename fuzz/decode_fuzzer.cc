@@ -3,7 +3,7 @@
 // past each sequence's keys), appended keys, rotary in both styles, splits, threads, causal, windows,
 // softcap, ALiBi, layouts, every compiled SIMD target (simd_target.h); and now and then one invalid value.
 // A third of the valid calls read a quantized cache instead (QuantizeCaches: int8 per token, per group, per
-// head or per tensor, FP8 E4M3 likewise; int8 sometimes with integer scores, and without scale groups
+// head or per tensor, FP8 E4M3 and E5M2 likewise; int8 sometimes with integer scores, and without scale groups
 // sometimes with u8-rounded weights of P̃V), filled by quantize_kv from the drawn values; the checks then read
 // the dequantized cache, with the rounding of appended rows, queries and weights. A quarter of the valid calls
 // read V inside the K rows (ReadValuesInsideKeys: multi-head latent attention's dv ≤ d, K's scales).
@@ -86,14 +86,15 @@ float CacheValue(const DecodeCall& call, bool key, std::int64_t outer, std::int6
   return scale * LoadQuantized(t.bytes.data(), p.cache_element, t.Offset(outer, slot, hk, c));
 }
 
-// How far a value x stored into a quantized cache may land from it: half a step at its scale (int8: the
-// scale; FP8: 2⁻³ of x's binade, 2⁻⁹·scale among subnormals) after saturation at ±qmax·scale, plus the
-// float32 roundings of x / scale and scale·q.
+// How far a value x stored into a quantized cache may land from it: half a step at its scale (the traits'
+// MaxRoundingError: int8's is half the scale; FP8's half of 2⁻³ (E4M3) or 2⁻² (E5M2) of x's binade, more
+// among subnormals) after saturation at ±qmax·scale, plus the float32 roundings of x / scale and scale·q.
 double QuantizedStoreError(CacheElement element, double scale, double x) {
   const double limit = QuantMax(element) * scale;
   const double saturated = std::clamp(x, -limit, limit);
-  const double half_step = element == CacheElement::kInt8 ? 0.5 * scale
-                                                          : std::max(std::fabs(saturated) / 16, scale * 0x1p-10);
+  const double half_step = VisitQuantizedElement(element, [&](auto traits) {
+    return scale * decltype(traits)::MaxRoundingError(scale == 0.0 ? 0.0 : saturated / scale);
+  });
   return std::fabs(x - saturated) + 1.001 * half_step + 4 * 0x1p-24 * std::fabs(x);
 }
 
@@ -160,7 +161,7 @@ void QuantizeCaches(FuzzInput& in, Rng& rng, DecodeCall& call) {
   DecodeParams& p = call.params;
   const Strides& cs = call.k_cache.strides;
   if (call.k_cache.Empty() || cs.batch == 0 || cs.seq == 0 || cs.head == 0) return;
-  const CacheElement element = in.Bool() ? CacheElement::kInt8 : CacheElement::kFp8E4M3;
+  const CacheElement element = in.Pick({CacheElement::kInt8, CacheElement::kFp8E4M3, CacheElement::kFp8E5M2});
   const ScaleGranularity granularity =
       in.Pick({ScaleGranularity::kPerToken, ScaleGranularity::kPerHead, ScaleGranularity::kPerTensor});
   std::int64_t group_size = 0;

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/cache_element_traits.h"
 #include "common/checked.h"
 #include "common/element.h"
 #include "common/quantize.h"
@@ -203,14 +204,7 @@ void CheckLseValues(const char* name, const float* lse, std::int64_t batch, std:
 
 void CheckQuantization(const char* element_name, CacheElement element, const char* granularity_name,
                        ScaleGranularity granularity) {
-  switch (element) {
-    case CacheElement::kFloat:
-    case CacheElement::kInt8:
-    case CacheElement::kFp8E4M3:
-      break;
-    default:
-      Fail(element_name, " has an unknown value ", static_cast<int>(element));
-  }
+  if (!IsCacheElement(element)) Fail(element_name, " has an unknown value ", static_cast<int>(element));
   switch (granularity) {
     case ScaleGranularity::kPerToken:
     case ScaleGranularity::kPerHead:
@@ -660,7 +654,10 @@ void validate(const DecodeParams& p) {
     Fail("v_scale must be null or k_scale when V is read inside the K cache (v_cache == k_cache): V's values "
          "are K's, scaled by k_scale");
   }
-  if (p.quantize_query_int8 && p.cache_element != CacheElement::kInt8) {
+  // the integer options need a cache whose codes multiply as integers
+  const bool integer_dots =
+      VisitCacheElement(p.cache_element, [](auto traits) { return decltype(traits)::kIntegerDots; });
+  if (p.quantize_query_int8 && !integer_dots) {
     Fail("quantize_query_int8 needs an int8 cache (cache_element=int8), got cache_element=",
          to_string(p.cache_element));
   }
@@ -674,7 +671,7 @@ void validate(const DecodeParams& p) {
     Fail("scale_group_size=", p.scale_group_size, " must divide head_dim_v=", dv,
          " too: V read inside the K cache (v_cache == k_cache) takes the first groups of each K row's scales");
   }
-  if (p.quantize_probs_u8 && p.cache_element != CacheElement::kInt8) {
+  if (p.quantize_probs_u8 && !integer_dots) {
     Fail("quantize_probs_u8 needs an int8 cache (cache_element=int8), got cache_element=",
          to_string(p.cache_element));
   }
@@ -819,7 +816,7 @@ void validate(const DecodeParams& p) {
 void validate(const QuantizeParams& p) {
   CheckDType("dtype", p.dtype);
   CheckQuantization("element", p.element, "granularity", p.granularity);
-  if (!Quantized(p.element)) Fail("element must be int8 or fp8_e4m3, got float");
+  if (!Quantized(p.element)) Fail("element must be int8, fp8_e4m3 or fp8_e5m2, got float");
   CheckSize("outer", p.outer, 0);
   CheckSize("seqlen", p.seqlen, 0);
   CheckSize("heads", p.heads, 1);

@@ -327,6 +327,12 @@ TEST(PlanCases, DecodeTakesOneQueryRowAndTheCacheOptions) {
   EXPECT_EQ(c.scale_group_size, 32);
   EXPECT_EQ(default_scale_granularity(c.cache_element, c.scale_group_size), ScaleGranularity::kPerToken);
   EXPECT_EQ(default_scale_granularity(c.cache_element, 0), ScaleGranularity::kPerHead);
+  options.cache_dtype = "fp8_e5m2";
+  c = PlanCases(options)[0];
+  EXPECT_EQ(c.cache_element, CacheElement::kFp8E5M2);
+  EXPECT_NE(c.Name().find("_cache_fp8_e5m2"), std::string::npos) << c.Name();
+  options.cache_dtype = "fp8_e6m1";
+  EXPECT_THROW(PlanCases(options), Error);
   options.cache_dtype.clear();
   EXPECT_THROW(PlanCases(options), Error);
 }

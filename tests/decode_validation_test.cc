@@ -134,6 +134,8 @@ TEST(DecodeValidation, ProbsU8NeedsAnInt8CacheWithOneScalePerRow) {
   const std::tuple<CacheElement, std::int64_t, const char*> refused[] = {
       {CacheElement::kFp8E4M3, 0,
        "quantize_probs_u8 needs an int8 cache (cache_element=int8), got cache_element=fp8_e4m3"},
+      {CacheElement::kFp8E5M2, 0,
+       "quantize_probs_u8 needs an int8 cache (cache_element=int8), got cache_element=fp8_e5m2"},
       {CacheElement::kInt8, 32,
        "quantize_probs_u8 needs one V scale per row (scale_group_size 0), got scale_group_size=32"},
   };

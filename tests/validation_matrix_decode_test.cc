@@ -309,8 +309,8 @@ std::vector<Row> PagedRows() {
   };
 }
 
-// An int8 cache with per-token scales (and the FP8 E4M3 one's fixed scales): the scales are checked like
-// the cache, and the appended values must be finite.
+// An int8 cache with per-token scales (and the FP8 ones' fixed scales): the scales are checked like the cache,
+// and the appended values must be finite.
 std::vector<Row> QuantizedRows() {
   return {
       {"null_k_scale", [](F& f) { f.params.k_scale = nullptr; }, {"k_scale is a null pointer but holds"}},
@@ -353,6 +353,25 @@ std::vector<Row> QuantizedRows() {
          f.v_scale[0] = kNaN;
        },
        {"v_scale[0] must be finite and > 0", "got nan"}},
+      {"e5m2_per_head_scale_infinite",
+       [](F& f) {
+         f.params.cache_element = CacheElement::kFp8E5M2;
+         f.params.scale_granularity = ScaleGranularity::kPerHead;
+         f.k_scale[0] = kInf;
+       },
+       {"k_scale[0] must be finite and > 0", "got inf"}},
+      {"e5m2_k_new_nan",
+       [](F& f) {
+         f.params.cache_element = CacheElement::kFp8E5M2;
+         f.k_new[3] = kNaN;
+       },
+       {"k_new holds nan at (0, 0, 0, 3): a quantized cache stores finite values only"}},
+      {"e5m2_integer_scores",
+       [](F& f) {
+         f.params.cache_element = CacheElement::kFp8E5M2;
+         f.params.quantize_query_int8 = true;
+       },
+       {"quantize_query_int8 needs an int8 cache (cache_element=int8), got cache_element=fp8_e5m2"}},
   };
 }
 
@@ -388,11 +407,11 @@ TEST(DecodeValidationMatrix, FixtureCallsAreAcceptedAndWriteOAndLse) {
     ASSERT_NO_THROW(decode(f.params));
     for (std::int64_t n = 0; n < F::B * F::Nq * F::Hq * F::d; ++n) ASSERT_TRUE(std::isfinite(f.o[n])) << n;
     for (std::int64_t n = 0; n < F::B * F::Hq * F::Nq; ++n) ASSERT_TRUE(std::isfinite(f.lse[n])) << n;
-    for (const CacheElement element : {CacheElement::kInt8, CacheElement::kFp8E4M3}) {
+    for (const CacheElement element : {CacheElement::kInt8, CacheElement::kFp8E4M3, CacheElement::kFp8E5M2}) {
       F quantized;
       quantized.Make(paged, element);
       ASSERT_NO_THROW(decode(quantized.params)) << to_string(element);
-      if (element != CacheElement::kInt8) continue;  // random bytes may hold FP8's NaN pattern; int8 has none
+      if (element != CacheElement::kInt8) continue;  // random bytes may hold FP8's inf and NaN; int8 has none
       for (std::int64_t n = 0; n < F::B * F::Nq * F::Hq * F::d; ++n) ASSERT_TRUE(std::isfinite(quantized.o[n])) << n;
     }
   }

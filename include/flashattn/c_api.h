@@ -52,7 +52,8 @@ typedef enum flashattn_dtype { FLASHATTN_DTYPE_F32 = 0, FLASHATTN_DTYPE_F16 = 1,
 typedef enum flashattn_cache_element {
   FLASHATTN_CACHE_FLOAT = 0,   /* elements of cache_dtype, no scales */
   FLASHATTN_CACHE_INT8 = 1,    /* int8_t q: value = scale·q */
-  FLASHATTN_CACHE_FP8_E4M3 = 2 /* uint8_t OCP FP8 E4M3 bytes: value = scale·e4m3(q) */
+  FLASHATTN_CACHE_FP8_E4M3 = 2, /* uint8_t OCP FP8 E4M3 bytes: value = scale·e4m3(q) */
+  FLASHATTN_CACHE_FP8_E5M2 = 3  /* uint8_t OCP FP8 E5M2 bytes: value = scale·e5m2(q) */
 } flashattn_cache_element;
 
 /* flashattn::ScaleGranularity: which cached values share one float32 scale of a quantized cache. */
@@ -263,7 +264,7 @@ typedef struct flashattn_decode_params {
   int64_t num_splits; /* 0 = flashattn_choose_num_splits's heuristic, 1 = no splitting */
   int num_threads;
 
-  /* A quantized cache (cache_element INT8 or FP8_E4M3): k_scale and v_scale float32, shaped as
+  /* A quantized cache (cache_element INT8, FP8_E4M3 or FP8_E5M2): k_scale and v_scale float32, shaped as
    * scale_granularity says, per-token ones with scale_strides (batch or page, seq, head) and a group stride
    * of 1; NULL for a float cache. quantize_query_int8: an int8 cache's scores from integer dot products of
    * int8-rounded queries (DecodeParams::quantize_query_int8). quantize_probs_u8: an int8 cache with one
@@ -287,7 +288,7 @@ typedef struct flashattn_quantize_params {
   flashattn_strides x_strides, value_strides, scale_strides;
   int64_t outer, seqlen, heads, head_dim;
   flashattn_dtype dtype;
-  flashattn_cache_element element; /* INT8 or FP8_E4M3 */
+  flashattn_cache_element element; /* INT8, FP8_E4M3 or FP8_E5M2 */
   flashattn_scale_granularity granularity;
   int64_t group_size; /* per token: features per scale, divides head_dim; 0 = head_dim */
 } flashattn_quantize_params;

@@ -20,9 +20,13 @@ enum class CacheElement : std::uint8_t {
   kFp8E4M3,  // OCP FP8 E4M3 byte (sign, 4 exponent bits of bias 7, 3 mantissa bits; max 448, no infinities,
              // NaN = S.1111.111): value = scale·e4m3(q). Never written by decode or quantize_kv; a NaN byte
              // in a cache decode is given is not tested for and reads as ±480·scale (finite, no error).
+  kFp8E5M2,  // OCP FP8 E5M2 byte (sign, 5 exponent bits of bias 15, 2 mantissa bits: the upper byte of an IEEE
+             // float16; max 57344, ±inf = S.11111.00, NaN = S.11111.xx with xx ≠ 0): value = scale·e5m2(q).
+             // Quantizing saturates at ±57344 and never writes inf or NaN; an inf or NaN byte in a cache decode
+             // is given reads as inf or NaN, as in a float cache.
 };
 
-// "float", "int8", "fp8_e4m3".
+// "float", "int8", "fp8_e4m3", "fp8_e5m2".
 FLASHATTN_API std::string_view to_string(CacheElement element);
 
 // Which cached values share one float32 scale of a quantized cache.
@@ -30,7 +34,7 @@ enum class ScaleGranularity : std::uint8_t {
   // One per (key position, K/V head), or per group of scale_group_size features of it: a float32 tensor
   // (batch or num_pages, Nmax or page_size, Hkv, d / g) with strides scale_strides (the group stride is 1).
   // The scales of appended keys are written by the append: scale = max|x| / qmax over the group (qmax = 127
-  // for int8, 448 for fp8 E4M3; 0 for an all-zero group, whose values are then all 0).
+  // for int8, 448 for fp8 E4M3, 57344 for fp8 E5M2; 0 for an all-zero group, whose values are then all 0).
   kPerToken,
   kPerHead,    // one per K/V head: Hkv contiguous floats, fixed; appended keys are quantized with it
   kPerTensor,  // one float for the whole cache, fixed
@@ -40,7 +44,7 @@ enum class ScaleGranularity : std::uint8_t {
 FLASHATTN_API std::string_view to_string(ScaleGranularity granularity);
 
 // The granularity for a caller that names none, as llama.cpp's q8_0 and vLLM's fp8 caches use them: per token
-// for int8, per K/V head for fp8 E4M3; per token whenever a scale group size is given (groups exist per token only).
+// for int8, per K/V head for fp8; per token whenever a scale group size is given (groups exist per token only).
 FLASHATTN_API ScaleGranularity default_scale_granularity(CacheElement element, std::int64_t group_size = 0);
 
 //   q        (batch, Nq, Hq, d)                       Nq small: 1 for plain decoding, a few for speculation
@@ -58,8 +62,8 @@ FLASHATTN_API ScaleGranularity default_scale_granularity(CacheElement element, s
 // The score modifiers (inherited ScoreSettings, include/flashattn/types.h) align the Nq queries with the
 // last key positions: query row i of sequence b sits at position cache_seqlens[b] + Nnew − Nq + i.
 // q, k_new, v_new and o share one float type (`dtype`); the caches hold elements of `cache_element`: of
-// the float type `cache_dtype` (which may differ from `dtype`), or quantized int8 / fp8 E4M3 with float32
-// scales (k_scale, v_scale). Appended keys and values are rounded to the cache's float type, or quantized
+// the float type `cache_dtype` (which may differ from `dtype`), or quantized int8 / fp8 E4M3 / fp8 E5M2 with
+// float32 scales (k_scale, v_scale). Appended keys and values are rounded to the cache's float type, or quantized
 // (round to nearest even, saturating at ±qmax); a quantized cache rejects an inf or NaN in k_new or v_new.
 // The cache strides describe both k_cache and v_cache (for paged caches `cache_strides.batch` is the page
 // stride), in elements; scale_strides likewise describe both k_scale and v_scale; new_strides both k_new and

@@ -97,8 +97,8 @@ void ring_backward(const RingBackwardParams& params, MPI_Comm comm);
 // any; the other ranks ignore k_new/v_new (they may pass null) and leave their cache untouched. Rotary
 // embedding uses global positions. Causal masks, windows and ALiBi apply at global positions (the query
 // rows are the last rows of the whole sequence). head_dim_v may differ from head_dim, V may be read inside
-// the K cache (v_cache == k_cache, head_dim_v < head_dim) as decode() allows. A quantized cache (int8, FP8
-// E4M3) works as in decode(), its per-token scales being this rank's rows of them (appended with the keys on
+// the K cache (v_cache == k_cache, head_dim_v < head_dim) as decode() allows. A quantized cache (int8, FP8)
+// works as in decode(), its per-token scales being this rank's rows of them (appended with the keys on
 // the tail rank); the ranks must agree on the element type, the scale granularity and group size, and the
 // integer options. With quantize_probs_u8 the weights are rounded per block of each rank's keys, so the result
 // differs from one process's by that rounding.

@@ -154,12 +154,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     (v=None), which writes each row once.
 
     The cache may hold another float type than q (float32 queries over a float16 cache), or be quantized
-    (docs/quantized_cache.md): int8 arrays, or uint8 arrays of FP8 E4M3 bytes with cache_dtype="fp8_e4m3",
-    with float32 k_scale and v_scale of one shape: (batch or num_blocks, seqlen_cache or page_block_size,
+    (docs/quantized_cache.md): int8 arrays, or uint8 arrays of FP8 bytes with cache_dtype="fp8_e4m3" or
+    "fp8_e5m2", with float32 k_scale and v_scale of one shape: (batch or num_blocks, seqlen_cache or page_block_size,
     heads_kv) per token, with a last axis of head_dim / group_size per group of features, (heads_kv,) per
     K/V head, or () per tensor. Appended k and v (of q's type, finite) are quantized into the cache,
     rounding to nearest even and saturating; per-token scales are written for them (max|x| / 127 for int8,
-    / 448 for FP8). quantize_kv makes such a cache from float values. With v_cache=None (V inside the keys)
+    / 448 for FP8 E4M3, / 57344 for FP8 E5M2). quantize_kv makes such a cache from float values. With v_cache=None (V inside the keys)
     k_scale scales V too and v_scale must be None; a group_size must then divide head_dim_v as well.
     quantize_query_int8=True (int8 caches only) computes the scores as exact int8 dot products of the cache
     with each query row rounded to int8 per scale group (AVX-512 VNNI where the CPU has it): faster, adding
@@ -181,11 +181,12 @@ def quantize_kv(x, dtype="int8", group_size=None, granularity=None):
     """Quantizes x (batch or num_blocks, seqlen, heads_kv, head_dim), float32 or float16, into a cache for
     flash_attn_with_kvcache: returns (values, scales).
 
-    dtype "int8" (values int8) or "fp8_e4m3" (values uint8 holding FP8 E4M3 bytes). granularity "per_token"
-    (scales (batch, seqlen, heads_kv), or (…, head_dim / group_size) with group_size), "per_head" (scales
-    (heads_kv,)) or "per_tensor" (scales ()); None = per token for int8 or with a group_size, else per head
-    for fp8_e4m3. Each scale is max|x| / 127 (int8) or / 448 (fp8) over the values it covers, 0 when they are
-    all 0, and each value round(x / scale) to nearest even. x must be finite.
+    dtype "int8" (values int8), "fp8_e4m3" or "fp8_e5m2" (values uint8 holding FP8 bytes). granularity
+    "per_token" (scales (batch, seqlen, heads_kv), or (…, head_dim / group_size) with group_size), "per_head"
+    (scales (heads_kv,)) or "per_tensor" (scales ()); None = per token for int8 or with a group_size, else per
+    head for fp8. Each scale is max|x| / 127 (int8), / 448 (fp8_e4m3) or / 57344 (fp8_e5m2) over the values it
+    covers, 0 when they are all 0, and each value round(x / scale) to nearest even, saturating. x must be
+    finite.
     """
     return _kvcache.quantize_kv(_arguments.call_of(locals()))
 

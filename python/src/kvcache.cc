@@ -1,7 +1,7 @@
 // flash_attn_with_kvcache: q attends to a contiguous or paged key/value cache, after k and v (if given) are
 // rotated and written into the cache in place at cache_seqlens. Every check, the library's included, runs
 // before the cache is written: a call that raises leaves k_cache and v_cache unchanged. The cache may be
-// quantized (int8, or FP8 E4M3 bytes) with float32 scales (docs/quantized_cache.md); quantize_kv fills one.
+// quantized (int8, or FP8 E4M3 or E5M2 bytes) with float32 scales (docs/quantized_cache.md); quantize_kv fills one.
 #include "kvcache.h"
 
 #include <pybind11/numpy.h>
@@ -21,25 +21,33 @@ namespace {
 
 std::string TypeName(const py::handle& object) { return std::string(py::str(object.get_type().attr("__name__"))); }
 
-// The cache's element type: cache_dtype "int8" or "fp8_e4m3", or, when it is empty, int8 for an int8
-// k_cache and a float cache otherwise (a uint8 k_cache is an FP8 cache that lacks its cache_dtype).
+// The quantized element type to_string names `name` ("int8", "fp8_e4m3", "fp8_e5m2"), or none.
+std::optional<CacheElement> QuantizedElementNamed(const std::string& name) {
+  for (const CacheElement element : {CacheElement::kInt8, CacheElement::kFp8E4M3, CacheElement::kFp8E5M2}) {
+    if (name == to_string(element)) return element;
+  }
+  return std::nullopt;
+}
+
+// The cache's element type: cache_dtype "int8", "fp8_e4m3" or "fp8_e5m2", or, when it is empty, int8 for an
+// int8 k_cache and a float cache otherwise (a uint8 k_cache is an FP8 cache that lacks its cache_dtype).
 CacheElement CacheElementOf(const std::string& cache_dtype, const py::handle& k_cache) {
-  if (cache_dtype == "int8") return CacheElement::kInt8;
-  if (cache_dtype == "fp8_e4m3") return CacheElement::kFp8E4M3;
+  if (const std::optional<CacheElement> element = QuantizedElementNamed(cache_dtype)) return *element;
   if (!cache_dtype.empty()) {
-    throw py::value_error("cache_dtype must be None, 'int8' or 'fp8_e4m3', got '" + cache_dtype + "'");
+    throw py::value_error("cache_dtype must be None, 'int8', 'fp8_e4m3' or 'fp8_e5m2', got '" + cache_dtype + "'");
   }
   const auto has_dtype = [&](const char* dtype) {
     return py::isinstance<py::array>(k_cache) &&
            py::reinterpret_borrow<py::array>(k_cache).dtype().equal(py::dtype(dtype));
   };
   if (has_dtype("uint8")) {
-    throw py::type_error("k_cache has dtype uint8, which holds an FP8 E4M3 cache only with cache_dtype='fp8_e4m3'");
+    throw py::type_error(
+        "k_cache has dtype uint8, which holds an FP8 cache only with cache_dtype='fp8_e4m3' or 'fp8_e5m2'");
   }
   return has_dtype("int8") ? CacheElement::kInt8 : CacheElement::kFloat;
 }
 
-// A quantized cache: a 4-dimensional ndarray of int8 (or uint8 holding FP8 E4M3) whose last dimension is
+// A quantized cache: a 4-dimensional ndarray of int8 (or uint8 holding FP8 bytes) whose last dimension is
 // contiguous; one byte per element, so its byte strides are its element strides.
 Tensor ByteCacheTensor(const py::handle& object, const std::string& name, const char* layout, CacheElement element) {
   if (!py::isinstance<py::array>(object)) throw py::type_error(name + " must be a numpy.ndarray, got " + TypeName(object));
@@ -187,8 +195,8 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
     throw py::value_error(std::string(flag) + " applies to an int8 cache; k_cache has dtype " +
                           std::string(py::str(k_cache.array.dtype())));
   } else if (!quantization.k_scale.is_none() || !quantization.v_scale.is_none()) {
-    throw py::value_error("k_scale and v_scale apply to a quantized cache (int8, or cache_dtype='fp8_e4m3'); "
-                          "k_cache has dtype " + std::string(py::str(k_cache.array.dtype())));
+    throw py::value_error("k_scale and v_scale apply to a quantized cache (int8, or cache_dtype='fp8_e4m3' or "
+                          "'fp8_e5m2'); k_cache has dtype " + std::string(py::str(k_cache.array.dtype())));
   }
   p.batch = q.dim(0), p.seqlen_q = q.dim(1), p.heads_q = q.dim(2), p.head_dim = q.dim(3);
   p.heads_kv = k_cache.dim(2);
@@ -335,9 +343,9 @@ py::tuple QuantizeKv(const py::handle& x_in, const std::string& dtype, const std
                      std::int64_t group_size, bool bf16) {
   const Tensor x = AttentionTensor(x_in, "x", 4, "(batch or num_blocks, seqlen, heads_kv, head_dim)", bf16);
   QuantizeParams p;
-  if (dtype == "int8") p.element = CacheElement::kInt8;
-  else if (dtype == "fp8_e4m3") p.element = CacheElement::kFp8E4M3;
-  else throw py::value_error("dtype must be 'int8' or 'fp8_e4m3', got '" + dtype + "'");
+  const std::optional<CacheElement> element = QuantizedElementNamed(dtype);
+  if (!element) throw py::value_error("dtype must be 'int8', 'fp8_e4m3' or 'fp8_e5m2', got '" + dtype + "'");
+  p.element = *element;
   p.granularity = default_scale_granularity(p.element, group_size);
   if (granularity) {
     const std::string& g = *granularity;

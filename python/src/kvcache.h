@@ -27,7 +27,7 @@ struct KvcacheCall {
 };
 
 // A quantized cache's scales (float32 arrays, None for a float cache) and cache_dtype ("int8", "fp8_e4m3",
-// or empty: an int8 k_cache is int8, any other a float cache).
+// "fp8_e5m2", or empty: an int8 k_cache is int8, any other a float cache).
 struct KvcacheQuantization {
   py::object k_scale = py::none();
   py::object v_scale = py::none();

@@ -106,9 +106,10 @@ CacheElement ToCacheElement(flashattn_cache_element element, const char* argumen
     case FLASHATTN_CACHE_FLOAT: return CacheElement::kFloat;
     case FLASHATTN_CACHE_INT8: return CacheElement::kInt8;
     case FLASHATTN_CACHE_FP8_E4M3: return CacheElement::kFp8E4M3;
+    case FLASHATTN_CACHE_FP8_E5M2: return CacheElement::kFp8E5M2;
   }
-  Fail(argument, " must be FLASHATTN_CACHE_FLOAT, FLASHATTN_CACHE_INT8 or FLASHATTN_CACHE_FP8_E4M3, got ",
-       static_cast<int>(element));
+  Fail(argument, " must be FLASHATTN_CACHE_FLOAT, FLASHATTN_CACHE_INT8, FLASHATTN_CACHE_FP8_E4M3 or ",
+       "FLASHATTN_CACHE_FP8_E5M2, got ", static_cast<int>(element));
 }
 
 ScaleGranularity ToScaleGranularity(flashattn_scale_granularity granularity, const char* argument) {

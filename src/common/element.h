@@ -1,7 +1,7 @@
-// Scalar conversions between float32 and the element types of the API (IEEE binary16 and bfloat16, and
-// the quantized caches' int8 and OCP FP8 E4M3), rounding to nearest even: on raw bit patterns and
-// DType-tagged arrays (the reference layer, the steps around the kernels), and on the kernels' element
-// types (their scalar tails; simd/convert-inl.h widens whole vectors).
+// Scalar conversions between float32 and the float types of the API (IEEE binary16 and bfloat16), rounding to
+// nearest even: on raw bit patterns and DType-tagged arrays (the reference layer, the steps around the
+// kernels), and on the kernels' element types (their scalar tails; simd/convert-inl.h widens whole vectors).
+// The quantized caches' elements are common/cache_element_traits.h's.
 #ifndef FLASHATTN_COMMON_ELEMENT_H_
 #define FLASHATTN_COMMON_ELEMENT_H_
 
@@ -55,73 +55,11 @@ inline std::uint16_t F16FromF32(float x) {
   return sign | static_cast<std::uint16_t>(bits >> 13);
 }
 
-// OCP FP8 E4M3: sign, 4 exponent bits of bias 7, 3 mantissa bits. Exponent 0 holds subnormals m·2⁻⁹;
-// S.1111.111 is NaN, and there are no infinities, so the largest value is 1.75·2⁸ = 448.
-inline constexpr float kFp8E4M3Max = 448.0f;
-
-inline float F32FromE4M3(std::uint8_t bits) {
-  const std::uint32_t magnitude = bits & 0x7fu;
-  const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x80u) << 24;
-  if (magnitude == 0x7fu) return std::bit_cast<float>(sign | 0x7fc00000u);
-  if (magnitude < 8) {  // subnormal or zero: m·2⁻⁹, exact in float32
-    const float value = static_cast<float>(magnitude) * 0x1p-9f;
-    return sign ? -value : value;
-  }
-  // Normal: the exponent rebiased by 127 − 7, the 3 mantissa bits on top of float32's 23.
-  return std::bit_cast<float>(sign | ((magnitude << 20) + (120u << 23)));
-}
-
-// Rounds to nearest even; beyond ±448 saturates to ±448 (OCP's saturating conversion); NaN gives NaN.
-inline std::uint8_t E4M3FromF32(float x) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
-  const std::uint8_t sign = static_cast<std::uint8_t>((u >> 24) & 0x80u);
-  const std::uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7fu;                          // NaN
-  if (abs >= std::bit_cast<std::uint32_t>(kFp8E4M3Max)) return sign | 0x7eu;  // saturate (inf too)
-  if (abs < 0x3c800000u) {  // below 2⁻⁶: subnormal, m = x·2⁹ rounded to nearest even (8 becomes 2⁻⁶)
-    const float scaled = std::bit_cast<float>(abs) * 0x1p9f;
-    const float rounded = scaled + 0x1p23f - 0x1p23f;
-    return sign | static_cast<std::uint8_t>(rounded);
-  }
-  // Normal: rebias the exponent and round the 20 dropped mantissa bits to nearest even (below 448, so the
-  // result stays below the NaN pattern).
-  std::uint32_t bits = abs - (120u << 23);
-  bits += 0x7ffffu + ((bits >> 20) & 1u);
-  return sign | static_cast<std::uint8_t>(bits >> 20);
-}
-
-// int8 of a symmetric quantization: x rounded to nearest even and saturated to [−127, 127].
-inline std::int8_t I8FromF32(float x) {
-  const float clamped = x > 127.0f ? 127.0f : x < -127.0f ? -127.0f : x;
-  const float magnitude = clamped < 0.0f ? -clamped : clamped;
-  const float rounded = magnitude + 0x1p23f - 0x1p23f;  // round to integer, ties to even
-  return static_cast<std::int8_t>(clamped < 0.0f ? -rounded : rounded);
-}
-
-// The kernels' element type of an FP8 E4M3 cache: the byte, distinct from std::uint8_t.
-struct Fp8E4M3 {
-  std::uint8_t bits;
-};
-
-// The kernels widen an E4M3 byte s.eeee.mmm through float16: the half with bits (s << 15) | (eeeemmm << 7)
-// is 2⁻⁸ times the byte's value, normal and subnormal alike (float16's exponent bias 15 = 7 + 8; its subnormal
-// 2⁻¹⁴·(mmm << 7)/2¹⁰ = 2⁻⁸·mmm·2⁻⁹), so the hardware's float16 conversion does the work and the kernels
-// fold 2⁸ into the scales (kE4M3WideningFactor). The NaN pattern S.1111.111 is not tested for: it widens to
-// ±1.875, i.e. reads as ±480.
-inline constexpr float kE4M3WideningFactor = 256.0f;
-
-inline std::uint16_t F16BitsOfE4M3(std::uint8_t bits) {
-  return static_cast<std::uint16_t>(((bits & 0x80u) << 8) | ((bits & 0x7fu) << 7));
-}
-
 // One element of the kernels' types as float32, and back. Through the 16 bits, with bit_cast: Highway's
 // float16_t is a struct of them on x86 but the native __fp16 on Arm.
 HWY_INLINE float ToF32(float x) { return x; }
 HWY_INLINE float ToF32(hwy::float16_t x) { return F32FromF16(std::bit_cast<std::uint16_t>(x)); }
 HWY_INLINE float ToF32(hwy::bfloat16_t x) { return F32FromBF16(std::bit_cast<std::uint16_t>(x)); }
-HWY_INLINE float ToF32(std::int8_t x) { return static_cast<float>(x); }
-// An FP8 E4M3 element widens to its value / kE4M3WideningFactor (see F16BitsOfE4M3), as LoadF32 widens it.
-HWY_INLINE float ToF32(Fp8E4M3 x) { return F32FromF16(F16BitsOfE4M3(x.bits)); }
 template <typename T>
 HWY_INLINE T FromF32(float x) {
   if constexpr (std::is_same_v<T, float>) return x;

@@ -10,19 +10,25 @@
 #include <cmath>
 #include <cstdint>
 
+#include "common/cache_element_traits.h"
 #include "common/element.h"
 #include "flashattn/flashattn.h"
 
 namespace flashattn {
 
-// The largest magnitude of a quantized element: 127 for int8, 448 for FP8 E4M3.
-inline float QuantMax(CacheElement element) { return element == CacheElement::kInt8 ? 127.0f : kFp8E4M3Max; }
+// The largest magnitude of a quantized element (its traits' kMax).
+inline float QuantMax(CacheElement element) {
+  return VisitQuantizedElement(element, [](auto traits) { return decltype(traits)::kMax; });
+}
 
 inline bool Quantized(CacheElement element) { return element != CacheElement::kFloat; }
 
 // Bytes per cache element.
 inline std::int64_t CacheElementBytes(const DecodeParams& p) {
-  return Quantized(p.cache_element) ? 1 : static_cast<std::int64_t>(size_of(p.cache_dtype));
+  return VisitCacheElement(p.cache_element, [&](auto traits) -> std::int64_t {
+    if constexpr (decltype(traits)::kQuantized) return decltype(traits)::kBytes;
+    else return static_cast<std::int64_t>(size_of(p.cache_dtype));
+  });
 }
 
 // Features per scale: the group size of per-token scales, else the whole row.
@@ -43,21 +49,27 @@ inline Strides ScaleStridesOf(const DecodeParams& p) { return ScaleStridesOf(p.s
 
 // The unscaled value of element `index` of a quantized array.
 inline float LoadQuantized(const void* base, CacheElement element, std::int64_t index) {
-  const std::uint8_t byte = static_cast<const std::uint8_t*>(base)[index];
-  return element == CacheElement::kInt8 ? static_cast<float>(static_cast<std::int8_t>(byte)) : F32FromE4M3(byte);
+  const std::uint8_t code = static_cast<const std::uint8_t*>(base)[index];
+  return VisitQuantizedElement(element, [&](auto traits) { return decltype(traits)::Decode(code); });
 }
 
-// x / scale rounded to the element type (to nearest even, saturating); every element 0 when scale is 0.
+// x / scale rounded to the element type of Traits (to nearest even, saturating); 0 when scale is 0.
+template <typename Traits>
+std::uint8_t EncodeScaled(float x, float scale) {
+  return Traits::Encode(scale == 0.0f ? 0.0f : x / scale);
+}
+
+// EncodeScaled for the run-time element type.
 inline std::uint8_t EncodeQuantized(float x, float scale, CacheElement element) {
-  const float unscaled = scale == 0.0f ? 0.0f : x / scale;
-  return element == CacheElement::kInt8 ? static_cast<std::uint8_t>(I8FromF32(unscaled)) : E4M3FromF32(unscaled);
+  return VisitQuantizedElement(element, [&](auto traits) { return EncodeScaled<decltype(traits)>(x, scale); });
 }
 
 // max|x| / qmax over x[0, n): the per-token scale of a group.
-inline float GroupScale(const float* x, std::int64_t n, CacheElement element) {
+template <typename Traits>
+float GroupScale(const float* x, std::int64_t n) {
   float max_abs = 0.0f;
   for (std::int64_t e = 0; e < n; ++e) max_abs = std::max(max_abs, std::fabs(x[e]));
-  return max_abs / QuantMax(element);
+  return max_abs / Traits::kMax;
 }
 
 // Cache row `offset` (an element offset) of `width` values (d for a K row, dv for a V row) as float32: its
@@ -70,7 +82,10 @@ inline void LoadCacheRow(const DecodeParams& p, const void* cache, const float* 
     return;
   }
   const std::int64_t g = ScaleGroupSize(p.scale_group_size, p.head_dim);
-  for (std::int64_t e = 0; e < width; ++e) out[e] = scales[e / g] * LoadQuantized(cache, p.cache_element, offset + e);
+  const auto* codes = static_cast<const std::uint8_t*>(cache) + offset;
+  VisitQuantizedElement(p.cache_element, [&](auto traits) {
+    for (std::int64_t e = 0; e < width; ++e) out[e] = scales[e / g] * decltype(traits)::Decode(codes[e]);
+  });
 }
 
 // x (d floats) quantized into dst: with per-token scales, one per group of g features computed and written
@@ -79,11 +94,14 @@ inline void QuantizeRow(const float* x, std::int64_t d, CacheElement element, Sc
                         std::int64_t group_size, float* scales, std::uint8_t* dst) {
   const bool per_token = granularity == ScaleGranularity::kPerToken;
   const std::int64_t g = per_token ? ScaleGroupSize(group_size, d) : d;
-  for (std::int64_t e0 = 0; e0 < d; e0 += g) {
-    if (per_token) scales[e0 / g] = GroupScale(x + e0, g, element);
-    const float scale = scales[per_token ? e0 / g : 0];
-    for (std::int64_t e = e0; e < e0 + g; ++e) dst[e] = EncodeQuantized(x[e], scale, element);
-  }
+  VisitQuantizedElement(element, [&](auto traits) {
+    using Traits = decltype(traits);
+    for (std::int64_t e0 = 0; e0 < d; e0 += g) {
+      if (per_token) scales[e0 / g] = GroupScale<Traits>(x + e0, g);
+      const float scale = scales[per_token ? e0 / g : 0];
+      for (std::int64_t e = e0; e < e0 + g; ++e) dst[e] = EncodeScaled<Traits>(x[e], scale);
+    }
+  });
 }
 
 // Writes x (`width` floats: d for a K row, dv for a V row) into cache row `offset`: rounded to cache_dtype,

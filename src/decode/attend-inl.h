@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/cache_element_traits.h"
 #include "common/constants.h"
 #include "common/quantize.h"
 #include "common/score.h"
@@ -129,14 +130,14 @@ void WithPaths(const DecodeParams& p, const Run& run) {
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(DF()));
   const std::int64_t d = p.head_dim, dv = p.value_head_dim();
   const bool whole_vectors = d % N == 0 && dv % N == 0;
-  if constexpr (!kQuantizedCache<T>) {
+  if constexpr (!CacheElementTraits<T>::kQuantized) {
     if (!whole_vectors) return run(Paths<WidenedKeys<T>, WidenedValues<T>>());
     return run(Paths<StraightKeys<T, RowScales>, StraightValues<T, RowScales>>());
   } else {
     const std::int64_t g = ScaleGroupSize(p.scale_group_size, d);
     const bool power_of_two = (g & (g - 1)) == 0;
     const bool groups_in_tiles = g != d && power_of_two && (g % N == 0 || 2 * g == N);
-    constexpr bool kInt8 = std::is_same_v<T, std::int8_t>;
+    constexpr bool kInt8 = CacheElementTraits<T>::kIntegerDots;
     // Keys: integer scores where asked, else the float path of the scale kind; values likewise.
     const auto with_keys = [&](auto float_keys, auto float_values, auto integer_values) {
       using FloatKeys = typename decltype(float_keys)::type;

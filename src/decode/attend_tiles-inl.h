@@ -30,12 +30,6 @@ using flashattn::decode_kernel::kDecodeBc;
 
 inline constexpr std::int64_t kBc = kDecodeBc;
 
-// What the kernel knows of a cache element type T: whether it is quantized (its values are scale·q), and
-// whether its elements may be inf or NaN.
-template <typename T>
-inline constexpr bool kQuantizedCache = std::is_same_v<T, std::int8_t> || std::is_same_v<T, Fp8E4M3>;
-template <typename T>
-inline constexpr bool kMayHoldNonFinite = !kQuantizedCache<T>;
 
 // Lanes of a float vector when the target fixes it at compile time and its vectors can form arrays (every
 // x86 and NEON target), else 0: scalable vectors, and Arm SVE's at every length (SVE_256 and SVE2_128 fix

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/cache_element_traits.h"
 #include "decode/decode.h"
 #include "flashattn/decode.h"
 
@@ -32,12 +33,8 @@ void DecodeParams::set_contiguous_strides() {
 }
 
 std::string_view to_string(CacheElement element) {
-  switch (element) {
-    case CacheElement::kFloat: return "float";
-    case CacheElement::kInt8: return "int8";
-    case CacheElement::kFp8E4M3: return "fp8_e4m3";
-  }
-  return "unknown";
+  if (!IsCacheElement(element)) return "unknown";
+  return VisitCacheElement(element, [](auto traits) { return decltype(traits)::kName; });
 }
 
 std::string_view to_string(ScaleGranularity granularity) {
@@ -50,8 +47,11 @@ std::string_view to_string(ScaleGranularity granularity) {
 }
 
 ScaleGranularity default_scale_granularity(CacheElement element, std::int64_t group_size) {
-  const bool per_token = element == CacheElement::kInt8 || group_size > 0;
-  return per_token ? ScaleGranularity::kPerToken : ScaleGranularity::kPerHead;
+  if (group_size > 0) return ScaleGranularity::kPerToken;  // groups exist per token only
+  return VisitCacheElement(element, [](auto traits) {
+    if constexpr (decltype(traits)::kQuantized) return decltype(traits)::kDefaultGranularity;
+    else return ScaleGranularity::kPerHead;  // a float cache has no scales
+  });
 }
 
 void decode(const DecodeParams& p) {

@@ -11,7 +11,8 @@ target_sources(flashattn PRIVATE
   ${PROJECT_SOURCE_DIR}/src/decode/split_kv.cc
   ${PROJECT_SOURCE_DIR}/src/decode/decode_f16.cc
   ${PROJECT_SOURCE_DIR}/src/decode/decode_bf16.cc
-  ${PROJECT_SOURCE_DIR}/src/decode/decode_fp8.cc
+  ${PROJECT_SOURCE_DIR}/src/decode/decode_fp8_e4m3.cc
+  ${PROJECT_SOURCE_DIR}/src/decode/decode_fp8_e5m2.cc
   ${PROJECT_SOURCE_DIR}/src/decode/quantize.cc
   ${PROJECT_SOURCE_DIR}/src/decode/merge.cc
   ${PROJECT_SOURCE_DIR}/src/reference/decode.cc
@@ -23,4 +24,5 @@ target_sources(flashattn PRIVATE
 flashattn_sanitize_kernel_sources(${PROJECT_SOURCE_DIR}/src/decode/decode_f16.cc
                                   ${PROJECT_SOURCE_DIR}/src/decode/decode_bf16.cc
                                   ${PROJECT_SOURCE_DIR}/src/decode/decode_i8.cc
-                                  ${PROJECT_SOURCE_DIR}/src/decode/decode_fp8.cc)
+                                  ${PROJECT_SOURCE_DIR}/src/decode/decode_fp8_e4m3.cc
+                                  ${PROJECT_SOURCE_DIR}/src/decode/decode_fp8_e5m2.cc)

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/cache_element_traits.h"
 #include "common/score.h"
 #include "decode/attend.h"
 #include "flashattn/decode.h"
@@ -60,12 +61,29 @@ class SplitKv {
 };
 
 // The kernel for one cache element type on the best target of this CPU (decode_f32.cc, ..., decode_i8.cc,
-// decode_fp8.cc); the queries and outputs may be of any float type.
+// decode_fp8_e4m3.cc, decode_fp8_e5m2.cc); the queries and outputs may be of any float type.
 void DecodeF32(const DecodeParams& params);
 void DecodeF16(const DecodeParams& params);
 void DecodeBF16(const DecodeParams& params);
 void DecodeI8(const DecodeParams& params);
 void DecodeFp8E4M3(const DecodeParams& params);
+void DecodeFp8E5M2(const DecodeParams& params);
+
+// The kernel of a quantized cache by its storage type (simd::CallForCacheElement).
+template <typename Storage>
+struct QuantizedDecode;
+template <>
+struct QuantizedDecode<std::int8_t> {
+  static void Call(const DecodeParams& params) { DecodeI8(params); }
+};
+template <>
+struct QuantizedDecode<Fp8E4M3> {
+  static void Call(const DecodeParams& params) { DecodeFp8E4M3(params); }
+};
+template <>
+struct QuantizedDecode<Fp8E5M2> {
+  static void Call(const DecodeParams& params) { DecodeFp8E5M2(params); }
+};
 
 // quantize_kv on the best target of this CPU, by the input's float type (quantize.cc).
 void QuantizeKvF32(const QuantizeParams& params);
@@ -78,8 +96,8 @@ std::vector<std::int64_t> Int8KernelTargets();
 
 // Appends the new keys, attends, and writes O (and LSE): one dispatch, by cache element type and SIMD target.
 inline void Decode(const DecodeParams& params) {
-  simd::CallForCacheElement<DecodeF32, DecodeF16, DecodeBF16, DecodeI8, DecodeFp8E4M3>(
-      params.cache_element, params.cache_dtype, params);
+  simd::CallForCacheElement<DecodeF32, DecodeF16, DecodeBF16, QuantizedDecode>(params.cache_element,
+                                                                               params.cache_dtype, params);
 }
 
 }  // namespace flashattn::decode_kernel

@@ -19,6 +19,7 @@
 #include <bit>
 #include <cstdint>
 
+#include "common/cache_element_traits.h"
 #include "common/constants.h"
 #include "decode/attend.h"
 #include "decode/attend_scratch-inl.h"
@@ -93,7 +94,7 @@ class StraightKeys {
     ScoreBlock(x_.Q, t_.heads, t_.R, d_pad_, K, t_.head_stride, t_.d, rows.cols, S,
                TileScalesOf<Scales>(t_.scales.k, rows, t_), KeyLineRequests{&next_keys});
     // a row's one scale: S_j = scale_k[j]·(q·k_j)
-    if constexpr (kQuantizedCache<T> && std::is_same_v<Scales, RowScales>) {
+    if constexpr (CacheElementTraits<T>::kQuantized && std::is_same_v<Scales, RowScales>) {
       alignas(64) float k_scale_h[kBc];
       for (std::int64_t h = 0; h < t_.heads; ++h) {
         GatherRowScales<T>(t_.scales.k, rows, h * t_.scales.head_stride, k_scale_h);
@@ -121,7 +122,7 @@ class WidenedKeys {
     for (std::int64_t h = 0; h < t_.heads; ++h) {
       for (std::int64_t c = 0; c < rows.cols; ++c) {
         const T* row = base + h * t_.head_stride + rows.offset[c];
-        if constexpr (kQuantizedCache<T>) {
+        if constexpr (CacheElementTraits<T>::kQuantized) {
           const float* scales = t_.scales.k + rows.scale_offset[c] + h * t_.scales.head_stride;
           DequantizeRow(row, t_.d, d_pad_, scales, t_.scales.group_size, x_.K + c * d_pad_);
         } else {

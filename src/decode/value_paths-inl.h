@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/cache_element_traits.h"
 #include "decode/attend.h"
 #include "decode/attend_scratch-inl.h"
 #include "decode/attend_tiles-inl.h"
@@ -48,7 +49,7 @@ HWY_INLINE void WidenValueRows(const ChunkTask& t, const BlockRows& rows, std::i
   const auto* base = static_cast<const T*>(t.kv.v);
   for (std::int64_t c = 0; c < rows.cols; ++c) {
     const T* row = base + h * t.head_stride + rows.offset[c];
-    if constexpr (kQuantizedCache<T>) {
+    if constexpr (CacheElementTraits<T>::kQuantized) {
       const float* scales = t.scales.v + rows.scale_offset[c] + h * t.scales.head_stride;
       DequantizeRow(row, t.dv, dv_pad, scales, t.scales.group_size, V_wide + c * dv_pad);
     } else {
@@ -91,14 +92,21 @@ class StraightValues {
     const T* V[kBc];
     const auto* base = static_cast<const T*>(t_.kv.v) + h * t_.head_stride;
     for (std::int64_t c = 0; c < kBc; ++c) V[c] = base + rows.offset[c];
-    if (kMayHoldNonFinite<T> && hides_keys && HasNonFiniteRow(V, rows.cols, t_.dv)) {
-      WidenValueRows<T>(t_, rows, h, dv_pad_, next_values, x_.V);
-      return AccumulateSeenValues(t_, rows, P, alpha, V_wide_, dv_pad_, O, dv_pad_);
-    }
-    if constexpr (kQuantizedCache<T> && std::is_same_v<Scales, RowScales>) {  // P̃_j·scale_v[j]
+    constexpr bool kScaledWeights = CacheElementTraits<T>::kQuantized && std::is_same_v<Scales, RowScales>;
+    if constexpr (kScaledWeights) {  // P̃_j·scale_v[j]
       alignas(64) float v_scale_h[kBc];
       GatherRowScales<T>(t_.scales.v, rows, h * t_.scales.head_stride, v_scale_h);
       ScaleScores(P, t_.R, nullptr, v_scale_h);
+    }
+    // The rows widened as the tiles would load them (scaled weights: unscaled rows), so that the pairs a row
+    // sees get the products of the tiles
+    if (CacheElementTraits<T>::kMayHoldNonFinite && hides_keys && HasNonFiniteRow(V, rows.cols, t_.dv)) {
+      if constexpr (kScaledWeights) {
+        for (std::int64_t c = 0; c < rows.cols; ++c) WidenRow(V[c], t_.dv, dv_pad_, x_.V + c * dv_pad_);
+      } else {
+        WidenValueRows<T>(t_, rows, h, dv_pad_, next_values, x_.V);
+      }
+      return AccumulateSeenValues(t_, rows, P, alpha, V_wide_, dv_pad_, O, dv_pad_);
     }
     const Scales v_scales = TileScalesOf<Scales>(t_.scales.v, rows, t_).ForHead(h);
     AccumulateBlock(P, alpha, V, t_.R, rows.cols, t_.dv, O, dv_pad_, pass_keys_, v_scales,
@@ -122,7 +130,7 @@ class WidenedValues {
   void Accumulate(const BlockRows& rows, std::int64_t h, float* P, const float* alpha, float* O,
                   LineRequests& next_values, bool hides_keys) const {
     WidenValueRows<T>(t_, rows, h, dv_pad_, next_values, x_.V);
-    if (kMayHoldNonFinite<T> && hides_keys && HasNonFiniteRow(V_wide_, rows.cols, dv_pad_)) {
+    if (CacheElementTraits<T>::kMayHoldNonFinite && hides_keys && HasNonFiniteRow(V_wide_, rows.cols, dv_pad_)) {
       return AccumulateSeenValues(t_, rows, P, alpha, V_wide_, dv_pad_, O, dv_pad_);
     }
     AccumulateBlock(P, alpha, V_wide_, t_.R, rows.cols, dv_pad_, O, dv_pad_, kBc, RowScales(), kNoPassRequests);

@@ -1,7 +1,8 @@
 // Element conversion for every kernel, per Highway target (include after hwy/highway.h): float16/bfloat16
-// and the quantized caches' int8 and FP8 E4M3 widened to float32 a vector at a time as they are loaded, whole rows widened (and scaled) into zero-padded
-// float32 rows, and the test for inf and NaN that sends a tile to the paths that leave hidden keys out. The
-// scalar conversions of single elements are common/element.h's.
+// and the quantized caches' elements (VectorCodec: int8, FP8 E4M3, FP8 E5M2) widened to float32 a vector at a
+// time as they are loaded, the quantized codes of float32 vectors, whole rows widened (and scaled) into
+// zero-padded float32 rows, and the test for inf and NaN that sends a tile to the paths that leave hidden keys
+// out. The scalar conversions of single elements are common/element.h's and common/cache_element_traits.h's.
 #if defined(FLASHATTN_SIMD_CONVERT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_SIMD_CONVERT_INL_H_
 #undef FLASHATTN_SIMD_CONVERT_INL_H_
@@ -10,8 +11,10 @@
 #endif
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 
+#include "common/cache_element_traits.h"
 #include "common/element.h"
 #include "hwy/highway.h"
 
@@ -32,51 +35,140 @@ inline constexpr bool kNativeF16Widening = true;
 inline constexpr bool kNativeF16Widening = false;
 #endif
 
+// float32 of the float16 bit patterns `bits` (as many lanes as DF's): the hardware conversion, and where it is
+// emulated, the exponent-31 lanes (inf, NaN) set to sign, all-ones exponent, mantissa << 13 (payload kept).
+HWY_INLINE VF F32FromF16Bits(DF df, hn::Vec<hn::Rebind<std::uint16_t, DF>> bits) {
+  const VF wide = hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, DF>(), bits));
+  if constexpr (kNativeF16Widening) {
+    return wide;
+  } else {
+    const hn::RebindToUnsigned<DF> du;
+    const auto bits32 = hn::PromoteTo(du, bits);
+    const auto exponent_mask = hn::Set(du, 0x7C00u);
+    const auto special = hn::Eq(hn::And(bits32, exponent_mask), exponent_mask);
+    const auto inf_or_nan = hn::Or(hn::Or(hn::ShiftLeft<16>(hn::And(bits32, hn::Set(du, 0x8000u))),
+                                          hn::Set(du, 0x7F800000u)),
+                                   hn::ShiftLeft<13>(hn::And(bits32, hn::Set(du, 0x3FFu))));
+    return hn::IfThenElse(hn::RebindMask(df, special), hn::BitCast(df, inf_or_nan), wide);
+  }
+}
+
 // One vector of float32 from `Lanes(df)` consecutive elements of T.
 HWY_INLINE VF LoadF32(DF df, const float* p) { return hn::LoadU(df, p); }
 HWY_INLINE VF LoadF32(DF df, const hwy::float16_t* p) {
-  const hn::Rebind<hwy::float16_t, DF> df16;
-  const auto half = hn::LoadU(df16, p);
-  const VF wide = hn::PromoteTo(df, half);
-  if constexpr (kNativeF16Widening) {
-    return wide;
-  } else {  // exponent 31: sign, all-ones exponent, mantissa << 13 (inf or NaN, payload kept)
-    const hn::RebindToUnsigned<DF> du;
-    const auto bits = hn::PromoteTo(du, hn::BitCast(hn::Rebind<std::uint16_t, DF>(), half));
-    const auto exponent_mask = hn::Set(du, 0x7C00u);
-    const auto special = hn::Eq(hn::And(bits, exponent_mask), exponent_mask);
-    const auto inf_or_nan = hn::Or(hn::Or(hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000u))),
-                                          hn::Set(du, 0x7F800000u)),
-                                   hn::ShiftLeft<13>(hn::And(bits, hn::Set(du, 0x3FFu))));
-    return hn::IfThenElse(hn::RebindMask(df, special), hn::BitCast(df, inf_or_nan), wide);
-  }
+  const hn::Rebind<std::uint16_t, DF> d16;
+  return F32FromF16Bits(df, hn::LoadU(d16, reinterpret_cast<const std::uint16_t*>(p)));
 }
 HWY_INLINE VF LoadF32(DF df, const hwy::bfloat16_t* p) {
   return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
 }
 
-// int8: widened to int32, converted exactly.
-HWY_INLINE VF LoadF32(DF df, const std::int8_t* p) {
-  const hn::Rebind<std::int32_t, DF> di;
-  return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(hn::Rebind<std::int8_t, DF>(), p)));
-}
-// FP8 E4M3 through float16 (common/element.h, F16BitsOfE4M3): the bytes sign-extended to 16 bits and shifted
-// left by 7 put eeeemmm in place and the sign in bits 14 and 15; bit 14 cleared, the hardware's float16
-// conversion gives 2⁻⁸ times the value (kWideningFactor: the scales carry 2⁸).
-HWY_INLINE VF LoadF32(DF df, const Fp8E4M3* p) {
-  const hn::Rebind<std::int8_t, DF> d8;
-  const hn::Rebind<std::int16_t, DF> d16;
-  const auto bytes = hn::PromoteTo(d16, hn::LoadU(d8, reinterpret_cast<const std::int8_t*>(p)));
-  const auto half_bits = hn::And(hn::ShiftLeft<7>(bytes), hn::Set(d16, static_cast<std::int16_t>(0xBF80)));
-  return hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, DF>(), half_bits));
+// The vector side of each quantized cache element type, next to each other (common/cache_element_traits.h has
+// their scalar side): Widen loads Lanes(df) codes as float32, each its value / kWideningFactor (Widened), and
+// Codes gives each lane's code (Encode, the same operations lane by lane) as an int32 in [0, 255].
+template <typename Storage>
+struct VectorCodec;  // one specialization per quantized storage type
+
+using VCodes = hn::Vec<hn::RebindToSigned<DF>>;  // codes in int32 lanes
+
+template <>
+struct VectorCodec<std::int8_t> {
+  // Widened to int32, converted exactly.
+  static HWY_INLINE VF Widen(DF df, const std::int8_t* p) {
+    const hn::Rebind<std::int32_t, DF> di;
+    return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(hn::Rebind<std::int8_t, DF>(), p)));
+  }
+  // Saturated to ±127, rounded to nearest even; the two's complement byte.
+  static HWY_INLINE VCodes Codes(VF x) {
+    const DF df;
+    const hn::RebindToSigned<DF> di;
+    const VF clamped = hn::Min(hn::Max(x, hn::Set(df, -127.0f)), hn::Set(df, 127.0f));
+    const VF two23 = hn::Set(df, 0x1p23f);
+    const VF rounded = hn::Sub(hn::Add(hn::Abs(clamped), two23), two23);
+    const auto q = hn::ConvertTo(di, hn::IfThenElse(hn::Lt(clamped, hn::Zero(df)), hn::Neg(rounded), rounded));
+    return hn::And(q, hn::Set(di, 0xff));
+  }
+};
+
+template <>
+struct VectorCodec<Fp8E4M3> {
+  // Through float16 (E4M3Traits::F16Bits): the bytes sign-extended to 16 bits and shifted left by 7 put
+  // eeeemmm in place and the sign in bits 14 and 15; bit 14 cleared, the hardware's float16 conversion gives
+  // 2⁻⁸ times the value (the scales carry 2⁸).
+  static HWY_INLINE VF Widen(DF df, const Fp8E4M3* p) {
+    const hn::Rebind<std::int8_t, DF> d8;
+    const hn::Rebind<std::int16_t, DF> d16;
+    const auto bytes = hn::PromoteTo(d16, hn::LoadU(d8, reinterpret_cast<const std::int8_t*>(p)));
+    const auto half_bits = hn::And(hn::ShiftLeft<7>(bytes), hn::Set(d16, static_cast<std::int16_t>(0xBF80)));
+    return hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, DF>(), half_bits));
+  }
+  // NaN, saturation at 448, subnormals below 2⁻⁶ (x·2⁹ rounded to nearest even), and normals (the exponent
+  // rebiased, 20 mantissa bits rounded off to nearest even), each lane taking its case's result.
+  static HWY_INLINE VCodes Codes(VF x) {
+    const DF df;
+    const hn::RebindToSigned<DF> di;
+    const auto u = hn::BitCast(di, x);
+    const auto sign = hn::And(hn::ShiftRight<24>(u), hn::Set(di, 0x80));
+    const auto abs = hn::And(u, hn::Set(di, 0x7fffffff));
+    const VF two23 = hn::Set(df, 0x1p23f);
+    const VF subnormal_rounded =
+        hn::Sub(hn::Add(hn::Mul(hn::BitCast(df, abs), hn::Set(df, 0x1p9f)), two23), two23);
+    const auto subnormal = hn::ConvertTo(di, subnormal_rounded);
+    const auto rebiased = hn::Sub(abs, hn::Set(di, 120 << 23));
+    const auto normal = hn::ShiftRight<20>(
+        hn::Add(rebiased, hn::Add(hn::Set(di, 0x7ffff), hn::And(hn::ShiftRight<20>(rebiased), hn::Set(di, 1)))));
+    auto code = hn::IfThenElse(hn::Lt(abs, hn::Set(di, 0x3c800000)), subnormal, normal);
+    const auto max_bits = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(E4M3Traits::kMax));
+    code = hn::IfThenElse(hn::Gt(abs, hn::Set(di, max_bits - 1)), hn::Set(di, 0x7e), code);  // abs ≥ 448
+    code = hn::IfThenElse(hn::Gt(abs, hn::Set(di, 0x7f800000)), hn::Set(di, 0x7f), code);
+    return hn::Or(sign, code);
+  }
+};
+
+template <>
+struct VectorCodec<Fp8E5M2> {
+  // The upper byte of a float16: the bytes shifted into the upper half of 16-bit lanes widen exactly, inf and
+  // NaN included.
+  static HWY_INLINE VF Widen(DF df, const Fp8E5M2* p) {
+    const hn::Rebind<std::uint8_t, DF> d8;
+    const hn::Rebind<std::uint16_t, DF> d16;
+    const auto bytes = hn::PromoteTo(d16, hn::LoadU(d8, reinterpret_cast<const std::uint8_t*>(p)));
+    return F32FromF16Bits(df, hn::ShiftLeft<8>(bytes));
+  }
+  // NaN, saturation at 57344, subnormals below 2⁻¹⁴ (x·2¹⁶ rounded to nearest even), and normals (the
+  // exponent rebiased, 21 mantissa bits rounded off to nearest even), each lane taking its case's result.
+  static HWY_INLINE VCodes Codes(VF x) {
+    const DF df;
+    const hn::RebindToSigned<DF> di;
+    const auto u = hn::BitCast(di, x);
+    const auto sign = hn::And(hn::ShiftRight<24>(u), hn::Set(di, 0x80));
+    const auto abs = hn::And(u, hn::Set(di, 0x7fffffff));
+    const VF two23 = hn::Set(df, 0x1p23f);
+    const VF subnormal_rounded =
+        hn::Sub(hn::Add(hn::Mul(hn::BitCast(df, abs), hn::Set(df, 0x1p16f)), two23), two23);
+    const auto subnormal = hn::ConvertTo(di, subnormal_rounded);
+    const auto rebiased = hn::Sub(abs, hn::Set(di, 112 << 23));
+    const auto normal = hn::ShiftRight<21>(
+        hn::Add(rebiased, hn::Add(hn::Set(di, 0xfffff), hn::And(hn::ShiftRight<21>(rebiased), hn::Set(di, 1)))));
+    auto code = hn::IfThenElse(hn::Lt(abs, hn::Set(di, 0x38800000)), subnormal, normal);
+    const auto max_bits = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(E5M2Traits::kMax));
+    code = hn::IfThenElse(hn::Gt(abs, hn::Set(di, max_bits - 1)), hn::Set(di, 0x7b), code);  // abs ≥ 57344
+    code = hn::IfThenElse(hn::Gt(abs, hn::Set(di, 0x7f800000)), hn::Set(di, 0x7f), code);
+    return hn::Or(sign, code);
+  }
+};
+
+// A quantized cache's elements, widened by their codec.
+template <typename T>
+  requires CacheElementTraits<T>::kQuantized
+HWY_INLINE VF LoadF32(DF df, const T* p) {
+  return VectorCodec<T>::Widen(df, p);
 }
 
-// What LoadF32 and ToF32 leave out of an element's value: 2⁸ for FP8 E4M3, else 1. A quantized row's scales
-// are multiplied by it.
+// What LoadF32 and ToF32 leave out of an element's value (the traits' kWideningFactor: 2⁸ for FP8 E4M3, else
+// 1). A quantized row's scales are multiplied by it.
 template <typename T>
-inline constexpr float kWideningFactor = 1.0f;
-template <>
-inline constexpr float kWideningFactor<Fp8E4M3> = kE4M3WideningFactor;
+inline constexpr float kWideningFactor = CacheElementTraits<T>::kWideningFactor;
 
 // Whether n elements (n a multiple of Lanes) hold an inf or a NaN: the test that sends a tile with hidden
 // keys to the paths that leave them out instead of multiplying their zero weight by it (0·NaN = NaN).

@@ -11,6 +11,7 @@
 #ifndef FLASHATTN_SIMD_DISPATCH_H_
 #define FLASHATTN_SIMD_DISPATCH_H_
 
+#include "common/cache_element_traits.h"
 #include "flashattn/flashattn.h"
 
 namespace flashattn::simd {
@@ -25,15 +26,19 @@ void CallForElementType(DType dtype, const Args&... args) {
   }
 }
 
-// Calls the entry point of a cache's element type: a float cache's by `dtype` among the first three, then
-// the int8 and FP8 E4M3 caches' (decode reads the cache through its element type; its queries are float32).
-template <auto kF32, auto kF16, auto kBF16, auto kI8, auto kFp8E4M3, typename... Args>
+// Calls the entry point of a cache's element type: a float cache's by `dtype` among the first three, a quantized
+// cache's as QuantizedEntry<Storage>::Call (its storage type's, from its traits; decode reads the cache through
+// its element type, its queries are float32). A storage type without an entry point does not compile.
+template <auto kF32, auto kF16, auto kBF16, template <typename> class QuantizedEntry, typename... Args>
 void CallForCacheElement(CacheElement element, DType dtype, const Args&... args) {
-  switch (element) {
-    case CacheElement::kFloat: return CallForElementType<kF32, kF16, kBF16>(dtype, args...);
-    case CacheElement::kInt8: return kI8(args...);
-    case CacheElement::kFp8E4M3: return kFp8E4M3(args...);
-  }
+  VisitCacheElement(element, [&](auto traits) {
+    using Traits = decltype(traits);
+    if constexpr (Traits::kQuantized) {
+      QuantizedEntry<typename Traits::Storage>::Call(args...);
+    } else {
+      CallForElementType<kF32, kF16, kBF16>(dtype, args...);
+    }
+  });
 }
 
 }  // namespace flashattn::simd

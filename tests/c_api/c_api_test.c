@@ -500,8 +500,8 @@ static void test_varlen(float dropout_p) {
 }
 
 /* ------------------------------------------------------------------------------------------------------ */
-/* Quantized caches: flashattn_quantize_kv fills an int8 cache (per token, groups of 8) and an FP8 E4M3 one
- * (per K/V head); decode over each agrees with the reference over the dequantized values, int8 also with
+/* Quantized caches: flashattn_quantize_kv fills an int8 cache (per token, groups of 8) and FP8 E4M3 and E5M2
+ * ones (per K/V head); decode over each agrees with the reference over the dequantized values, int8 also with
  * integer scores (within the queries' rounding); bad arguments are refused naming the field. */
 
 enum { kQuantBatch = 2, kQuantMax = 40, kQuantHq = 4, kQuantHkv = 2, kQuantD = 40, kQuantGroup = 8 };
@@ -513,12 +513,21 @@ static float e4m3_value(uint8_t bits) {
   return bits & 0x80 ? -magnitude : magnitude;
 }
 
+static float e5m2_value(uint8_t bits) { /* finite codes only */
+  const int exponent = (bits >> 2) & 31, mantissa = bits & 3;
+  const float magnitude =
+      exponent ? ldexpf(1.0f + (float)mantissa / 4.0f, exponent - 15) : ldexpf((float)mantissa, -16);
+  return bits & 0x80 ? -magnitude : magnitude;
+}
+
 static void test_quantized_decode(void) {
   const size_t cache_size = (size_t)kQuantBatch * kQuantMax * kQuantHkv * kQuantD;
   const size_t q_size = (size_t)kQuantBatch * kQuantHq * kQuantD;
   const int32_t seqlens[kQuantBatch] = {kQuantMax, 23};
   float* q = random_array(q_size);
-  for (int fp8 = 0; fp8 <= 1; ++fp8) {
+  const flashattn_cache_element elements[] = {FLASHATTN_CACHE_INT8, FLASHATTN_CACHE_FP8_E4M3, FLASHATTN_CACHE_FP8_E5M2};
+  for (int format = 0; format < 3; ++format) {
+    const int fp8 = elements[format] != FLASHATTN_CACHE_INT8;
     float* x[2] = {random_array(cache_size), random_array(cache_size)};
     uint8_t* values[2] = {malloc(cache_size), malloc(cache_size)};
     float* scales[2] = {malloc(cache_size * sizeof(float)), malloc(cache_size * sizeof(float))};
@@ -526,17 +535,20 @@ static void test_quantized_decode(void) {
     flashattn_quantize_params qp;
     flashattn_quantize_params_init(&qp);
     qp.outer = kQuantBatch, qp.seqlen = kQuantMax, qp.heads = kQuantHkv, qp.head_dim = kQuantD;
-    qp.element = fp8 ? FLASHATTN_CACHE_FP8_E4M3 : FLASHATTN_CACHE_INT8;
+    qp.element = elements[format];
     qp.granularity = fp8 ? FLASHATTN_SCALE_PER_HEAD : FLASHATTN_SCALE_PER_TOKEN;
     qp.group_size = fp8 ? 0 : kQuantGroup;
     flashattn_quantize_params_set_contiguous_strides(&qp);
     for (int t = 0; t < 2; ++t) {
       qp.x = x[t], qp.values = values[t], qp.scales = scales[t];
-      CHECK(flashattn_quantize_kv(&qp) == FLASHATTN_OK, "quantize_kv fp8=%d: %s", fp8, flashattn_last_error());
+      CHECK(flashattn_quantize_kv(&qp) == FLASHATTN_OK, "quantize_kv format %d: %s", format, flashattn_last_error());
       for (size_t n = 0; n < cache_size; ++n) {
         const size_t row = n / kQuantD, head = row % kQuantHkv;
         const float scale = fp8 ? scales[t][head] : scales[t][row * (kQuantD / kQuantGroup) + n % kQuantD / kQuantGroup];
-        dequantized[t][n] = scale * (fp8 ? e4m3_value(values[t][n]) : (float)(int8_t)values[t][n]);
+        const float value = !fp8 ? (float)(int8_t)values[t][n]
+                            : qp.element == FLASHATTN_CACHE_FP8_E4M3 ? e4m3_value(values[t][n])
+                                                                     : e5m2_value(values[t][n]);
+        dequantized[t][n] = scale * value;
       }
     }
     flashattn_quantize_params bad_quantize = qp;
@@ -579,9 +591,9 @@ static void test_quantized_decode(void) {
     check_invalid(flashattn_decode(&bad), "k_scale", "decode without k_scale");
     CHECK(all_equal(o, q_size, 7.0f), "a failed quantized decode wrote O");
 
-    CHECK(flashattn_decode(&p) == FLASHATTN_OK, "decode fp8=%d: %s", fp8, flashattn_last_error());
+    CHECK(flashattn_decode(&p) == FLASHATTN_OK, "decode format %d: %s", format, flashattn_last_error());
     double error = max_difference(o, expected_o, q_size, FLASHATTN_DTYPE_F32);
-    CHECK(error < 1e-5, "quantized decode fp8=%d: O differs from the dequantized reference by %g", fp8, error);
+    CHECK(error < 1e-5, "quantized decode format %d: O differs from the dequantized reference by %g", format, error);
     if (!fp8) {
       p.quantize_query_int8 = true;
       CHECK(flashattn_decode(&p) == FLASHATTN_OK, "decode with integer scores: %s", flashattn_last_error());

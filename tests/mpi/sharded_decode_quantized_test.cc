@@ -1,4 +1,4 @@
-// sharded_decode over int8 and FP8 E4M3 caches against decode over the whole quantized cache in one process:
+// sharded_decode over int8, FP8 E4M3 and FP8 E5M2 caches against decode over the whole quantized cache in one process:
 // every rank quantizes the same global values (quantize_kv), keeps its consecutive rows of each sequence with
 // their per-token scales, and checks the merged result and the rows and scales the tail rank appends.
 #include <gtest/gtest.h>
@@ -165,7 +165,7 @@ DecodeParams DecodeCall(const QuantCase& c, const Tensor& q, const Tensor& k_new
 }
 
 std::vector<QuantCase> Cases() {
-  constexpr auto kInt8 = CacheElement::kInt8, kFp8 = CacheElement::kFp8E4M3;
+  constexpr auto kInt8 = CacheElement::kInt8, kFp8 = CacheElement::kFp8E4M3, kE5M2 = CacheElement::kFp8E5M2;
   constexpr auto kToken = ScaleGranularity::kPerToken;
   return {
       {.element = kInt8, .granularity = kToken},
@@ -177,6 +177,8 @@ std::vector<QuantCase> Cases() {
       {.element = kInt8, .granularity = kToken, .paged = true, .Nnew = 2, .integer_scores = true, .integer_pv = true},
       {.element = kInt8, .granularity = kToken, .dv = 32, .Nnew = 2},
       {.element = kFp8, .granularity = kToken, .group_size = 16, .dv = 32, .paged = true, .Nnew = 2},
+      {.element = kE5M2, .granularity = ScaleGranularity::kPerHead, .paged = true, .Nnew = 2},
+      {.element = kE5M2, .granularity = kToken, .group_size = 16, .Nnew = 2},
   };
 }
 

@@ -175,8 +175,8 @@ def decode_with_kvcache(
     apply at global positions, the queries being the last positions of the whole sequence. Every other keyword as
     in flash_attn_with_kvcache (num_splits is per rank), sinks and head_dim_v included: v_cache None reads V
     as the first head_dim_v features of each k_cache row (v must then be None). A quantized cache (int8, or
-    uint8 with cache_dtype="fp8_e4m3") takes k_scale and v_scale as flash_attn_with_kvcache does, per-token
-    scales being this rank's rows of them; the ranks must agree on the element type, the scales' granularity
+    uint8 with cache_dtype="fp8_e4m3" or "fp8_e5m2") takes k_scale and v_scale as flash_attn_with_kvcache does,
+    per-token scales being this rank's rows of them; the ranks must agree on the element type, the scales' granularity
     and the quantize_* options (with quantize_probs_u8 the weights are rounded per block of each rank's
     keys, so the result differs from one process's by that rounding). Each rank computes its
     partial result without the sinks, one collective gathers them (O(batch·seqlen_q·heads_q·dv) floats per

@@ -121,9 +121,11 @@ def test_sharded_decode_matches_single_process(comm, rng, options, heads_q, head
 
 
 @pytest.mark.parametrize("is_paged", [False, True])
-@pytest.mark.parametrize("cache_dtype, group_size", [("int8", None), ("int8", 8), ("fp8_e4m3", None)])
+@pytest.mark.parametrize(
+    "cache_dtype, group_size", [("int8", None), ("int8", 8), ("fp8_e4m3", None), ("fp8_e5m2", None)]
+)
 def test_sharded_decode_of_a_quantized_cache(comm, rng, cache_dtype, group_size, is_paged):
-    """An int8 or FP8 E4M3 cache (quantize_kv of the global values; per-token scales sharded with their rows,
+    """An int8 or FP8 (E4M3, E5M2) cache (quantize_kv of the global values; per-token scales sharded with their rows,
     FP8's per-head scales whole on every rank): the merged result is one process's over the whole quantized
     cache up to float32's rounding, and the new keys and their scales are quantized on the tail rank."""
     new = 2
@@ -131,7 +133,7 @@ def test_sharded_decode_of_a_quantized_cache(comm, rng, cache_dtype, group_size,
     k_values, k_scale = flashattn.quantize_kv(arrays["k_cache"], cache_dtype, group_size)
     v_values, v_scale = flashattn.quantize_kv(arrays["v_cache"], cache_dtype, group_size)
     per_token = k_scale.ndim >= 3
-    fp8 = cache_dtype if cache_dtype == "fp8_e4m3" else None
+    fp8 = cache_dtype if cache_dtype.startswith("fp8") else None
     whole = dict(k_cache=k_values.copy(), v_cache=v_values.copy(), k_scale=k_scale.copy(), v_scale=v_scale.copy())
     base_out, base_lse = flashattn.flash_attn_with_kvcache(
         arrays["q"], k=arrays["k"], v=arrays["v"], cache_seqlens=LENGTHS, causal=True, cache_dtype=fp8,

@@ -1,6 +1,6 @@
 // The decode kernel for FP8 E4M3 caches, compiled for every Highway target (src/simd/dispatch.h).
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "decode/decode_fp8.cc"
+#define HWY_TARGET_INCLUDE "decode/decode_fp8_e4m3.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "decode/decode-inl.h"

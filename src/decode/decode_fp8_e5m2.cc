@@ -1,0 +1,19 @@
+// The decode kernel for FP8 E5M2 caches, compiled for every Highway target (src/simd/dispatch.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "decode/decode_fp8_e5m2.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "decode/decode-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace flashattn::HWY_NAMESPACE {
+void DecodeFp8E5M2(const DecodeParams& params) { decode_kernel::DecodeT<Fp8E5M2>(params); }
+}  // namespace flashattn::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace flashattn {
+HWY_EXPORT(DecodeFp8E5M2);
+void decode_kernel::DecodeFp8E5M2(const DecodeParams& params) { HWY_DYNAMIC_DISPATCH(DecodeFp8E5M2)(params); }
+}  // namespace flashattn
+#endif
