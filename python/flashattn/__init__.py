@@ -145,8 +145,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     the caches at positions cache_seqlens[b] + i, which must fit (the caches must then be writable); the
     queries then attend to cache_seqlens[b] + seqlen_new keys, the queries being the last positions (causal
     and window aligned so). rotary_cos, rotary_sin (seqlen_ro, rotary_dim / 2), converted to float32:
-    applied to q and k at their positions, GPT-J pairs when rotary_interleaved else GPT-NeoX halves (unlike
-    flash-attn, q is rotated at its own positions also when neither causal nor a window is set).
+    applied to k at positions cache_seqlens[b] + i and, as in flash-attn, to q at cache_seqlens[b] + i when
+    causal or a window is set, else to every query at cache_seqlens[b]; GPT-J pairs when rotary_interleaved,
+    else GPT-NeoX halves. Without k (nothing appended) the queries are rotated by the same rule.
     num_splits: key chunks computed in parallel and merged by LSE, 0 = heuristic.
     sinks: float32 (heads_q,) attention sinks as in flash_attn_func, added once per row however the keys
     are split. v_cache=None reads V inside the keys (multi-head latent attention): V is the first
