@@ -8,16 +8,17 @@ NumPy arrays in, NumPy arrays out. The functions follow the flash-attn package (
 Arrays and copies
     Q, K, V (and dout, out) are float32 or float16 and are used in place, without copies, whatever their
     strides, as long as the last dimension is contiguous and every stride is a whole number of elements;
-    otherwise the call raises ValueError (pass ``numpy.ascontiguousarray(x)``). Outputs are new C-contiguous
+    otherwise the call raises Error (pass ``numpy.ascontiguousarray(x)``). Outputs are new C-contiguous
     arrays. The small side arrays are converted when needed (a copy only then): ``alibi_slopes`` and rotary
     tables to float32, ``cu_seqlens``, ``cache_seqlens`` and ``block_table`` to int32 (their values must fit),
     ``attn_mask`` to float32 unless it is bool; ``merge_attention_states`` stacks its partials into one
     float32 array. The compute runs with the GIL released, on all cores.
 
 Errors
-    A wrong element type is a TypeError; wrong ranks, shapes, strides and values are ValueErrors whose
-    message names the argument and the values. Nothing passed in is modified by a call that raises
-    (``flash_attn_with_kvcache`` checks everything before it writes the cache).
+    A wrong element type is a TypeError; wrong ranks, shapes, strides and values raise ``flashattn.Error``,
+    whose message names the argument and the values. ``Error`` is a subclass of both ValueError and
+    RuntimeError (what flash-attn's checks raise), so either ``except`` catches it. Nothing passed in is
+    modified by a call that raises (``flash_attn_with_kvcache`` checks everything before it writes the cache).
 
 Conventions
     ``softmax_lse`` is float32 (batch, heads_q, seqlen_q), natural log, −inf for a row that sees no key (its
@@ -29,6 +30,7 @@ Conventions
 """
 
 from . import _arguments, _core, _kvcache
+from ._core import Error
 
 # The library's version, the CMake project version (as the package metadata's).
 __version__ = _core.__version__
@@ -42,6 +44,7 @@ __all__ = [
     "flash_attn_varlen_backward",
     "merge_attention_states",
     "scaled_dot_product_attention",
+    "Error",
 ]
 
 

@@ -8,9 +8,12 @@ inputs, output and log-sum-exp (and the dropout mask from the saved seed). ``fla
 ``flash_attn_varlen_backward`` call that backward pass directly, as the NumPy functions of the same names do.
 ``flash_attn_with_kvcache`` and ``merge_attention_states`` have no gradient, as in flash-attn. No gradient
 flows to ``alibi_slopes`` or ``attn_mask``.
+
+Invalid shapes and values raise ``Error`` (``flashattn.Error``), a ValueError and a RuntimeError.
 """
 
 from . import _arguments, _autograd, _core, _kvcache, _tensors
+from ._core import Error
 
 __all__ = [
     "flash_attn_func",
@@ -21,6 +24,7 @@ __all__ = [
     "quantize_kv",
     "merge_attention_states",
     "scaled_dot_product_attention",
+    "Error",
 ]
 
 
@@ -59,7 +63,7 @@ def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_
     incoming gradient dout, as new tensors of q's dtype (float32, float16 or bfloat16) and of the shapes of
     q, k, v, and dsinks (float32 (heads_q,)) when sinks are given. out and softmax_lse as
     flash_attn_func(..., return_attn_probs=True) returned them, every keyword as given to it (the seed is required when dropout_p > 0). Like the NumPy function: the tensors are used
-    without copies when their last dimension is contiguous, else ValueError. Not recorded by autograd."""
+    without copies when their last dimension is contiguous, else Error. Not recorded by autograd."""
     call = _arguments.call_of(locals())
     return _autograd.direct_backward(call)
 

@@ -15,10 +15,10 @@ This module's functions take NumPy arrays and an mpi4py communicator (``comm``) 
 library (flashattn::mpi); ``flashattn.distributed.torch`` runs the ring over a torch.distributed group
 with autograd, without MPI. Every function is a collective: every rank of the communicator calls it.
 Before any transfer the ranks exchange their arguments: if any rank's are invalid, or the ranks disagree
-(shapes, dtype, keywords, layout), every rank raises the same ValueError (TypeError for element types)
-naming the rank and the values, and nobody hangs. A transfer that does not complete within ``timeout``
-seconds (a rank left the call) raises ValueError. The outputs are new arrays; nothing passed in is modified
-(but the KV cache that decode_with_kvcache appends to).
+(shapes, dtype, keywords, layout), every rank raises the same flashattn.Error (TypeError for element
+types) naming the rank and the values, and nobody hangs. A transfer that does not complete within
+``timeout`` seconds (a rank left the call) raises flashattn.Error. The outputs are new arrays; nothing passed
+in is modified (but the KV cache that decode_with_kvcache appends to).
 """
 
 from . import _arguments, _layout, _mpi

@@ -5,6 +5,8 @@ of leaving the others waiting for a transfer that never comes."""
 
 import os
 
+from .._core import Error
+
 
 def draw_seed():
     return int.from_bytes(os.urandom(8), "little")
@@ -23,7 +25,7 @@ def _raise(failures, own_error):
     chained to this rank's own exception if it has one."""
     kinds = {kind for _, (kind, _) in failures}
     message = "; ".join(f"rank {rank}: {text}" for rank, (_, text) in failures)
-    raise (TypeError if kinds == {"TypeError"} else ValueError)(message) from own_error
+    raise (TypeError if kinds == {"TypeError"} else Error)(message) from own_error
 
 
 def agree(allgather, prepare):
@@ -49,7 +51,7 @@ def agree(allgather, prepare):
         values = [d["params"][name] for d in everyone]
         if any(v != values[0] for v in values):
             held = ", ".join(f"rank {rank} has {v!r}" for rank, v in enumerate(values))
-            raise ValueError(f"the ranks must agree on {name}, but {held}")
+            raise Error(f"the ranks must agree on {name}, but {held}")
     params = everyone[0]["params"]
     seed = params.get("seed")
     if seed is None:

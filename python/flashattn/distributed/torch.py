@@ -45,7 +45,7 @@ def ring_flash_attn_func(
     The keywords are flashattn.torch.flash_attn_func's, applied at global positions (causal, window_size,
     alibi_slopes, dropout: the mask a single process draws with the same seed; seed None = rank 0's draw).
     Before any transfer the ranks exchange their arguments: if any rank's are invalid or the ranks
-    disagree, every rank raises the same ValueError (TypeError for element types). timeout: seconds a
+    disagree, every rank raises the same flashattn.Error (TypeError for element types). timeout: seconds a
     transfer may take before the call raises RuntimeError (a rank left the call); the group's own timeout
     bounds its collectives. deterministic: accepted; the ring is deterministic for a given world size.
 
