@@ -25,7 +25,8 @@ Conventions
     output is 0). ``causal`` is aligned bottom-right as in flash-attn (query i sees key j ≤ i + Nk − Nq);
     ``scaled_dot_product_attention`` aligns it top-left as PyTorch does. Dropout is Philox-based and keyed by
     ``seed``; the same seed gives the same mask in the forward and the backward pass, where the fused kernels
-    regenerate it instead of storing it.
+    regenerate it instead of storing it. ``seed=None`` with ``dropout_p > 0`` draws the seed from NumPy's
+    global generator (``np.random.seed`` reproduces it; ``flashattn.torch`` draws from torch's).
     ``deterministic`` is accepted for compatibility: the backward pass is deterministic by construction.
 """
 
@@ -61,7 +62,8 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     keys i + Nk − Nq − left ≤ j ≤ i + Nk − Nq + right, −1 = unbounded. softcap > 0: S ← softcap·tanh(S /
     softcap). alibi_slopes: float32 (heads_q,) or (batch, heads_q), S += −slope·|i + Nk − Nq − j|.
     dropout_p: probability of dropping an element of P (kept ones scaled by 1/(1 − p)), keyed by seed
-    (None: a fresh random seed); regenerated inside the fused kernel, never stored.
+    (None: one np.random.randint(0, 2**64, dtype=np.uint64) draw from NumPy's global generator, so that
+    np.random.seed reproduces it); regenerated inside the fused kernel, never stored.
     deterministic: accepted; every pass is deterministic.
     sinks: attention sinks, float32 (heads_q,): a logit per query head in every row's softmax denominator,
     without a value (softmax_lse = log(Σ_j e^{S_ij} + e^{sinks[h]})); each finite or −inf (no sink).
@@ -217,7 +219,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     converted to float32); not together with is_causal. A row that sees no key gives 0 (as PyTorch ≥ 2.5).
     scale: default 1/sqrt(E). enable_gqa: heads_kv may divide heads (query head h uses K/V head
     h // (heads // heads_kv), as repeat_interleave does); otherwise the head counts must agree.
-    dropout_p with seed (None: fresh) as in flash_attn_func. Returns (batch, heads, L, Ev) of query's dtype.
+    dropout_p with seed (None: drawn) as in flash_attn_func. Returns (batch, heads, L, Ev) of query's dtype.
     """
     call = _arguments.call_of(locals())
     options = _arguments.sdpa_options(call, _arguments.sdpa_mask(call))

@@ -4,7 +4,6 @@ side arrays, the Modifiers object, the varlen offsets, the scaled_dot_product_at
 merged partials. Imports NumPy only, never torch."""
 
 import operator
-import os
 import types
 
 import numpy as np
@@ -21,12 +20,19 @@ def call_of(arguments):
     return types.SimpleNamespace(**arguments)
 
 
-def dropout_seed(seed, dropout_p, required=False):
-    """The dropout seed: the given one, or a fresh one (required=True: the caller must give it)."""
+def numpy_seed():
+    """A dropout seed drawn from NumPy's global generator (np.random.seed reproduces it): one
+    np.random.randint(0, 2**64, dtype=np.uint64) draw, which advances it by two 32-bit outputs."""
+    return int(np.random.randint(0, _UINT64, dtype=np.uint64))
+
+
+def dropout_seed(seed, dropout_p, required=False, draw=numpy_seed):
+    """The dropout seed: the given one, or with dropout_p > 0 one draw() (flash-attn takes its seed from
+    PyTorch's generator only when it drops); required=True: the caller must give it."""
     if seed is None:
         if required and dropout_p > 0:
             raise Error("seed must be given when dropout_p > 0 (the forward pass's seed), got None")
-        return int.from_bytes(os.urandom(8), "little")
+        return draw() if float(dropout_p) > 0 else 0
     seed = operator.index(seed)
     if not 0 <= seed < _UINT64:
         raise Error(f"seed must be in [0, 2**64), got {seed}")
@@ -64,11 +70,10 @@ def int32(x, name, ndim):
     return np.ascontiguousarray(array, dtype=np.int32)
 
 
-def modifiers(call, seed_required=False):
+def modifiers(call, seed_required=False, draw_seed=numpy_seed):
     """The score modifiers of a flash_attn_func, flash_attn_varlen_func or backward call (its bound
-    arguments, alibi_slopes as NumPy) as a _core.Modifiers object; the seed is drawn when None, unless
-    seed_required (a backward pass needs its forward pass's seed)."""
-    seed = dropout_seed(call.seed, call.dropout_p, required=seed_required)
+    arguments, alibi_slopes as NumPy) as a _core.Modifiers object; with dropout the seed is draw_seed()
+    when None, unless seed_required (a backward pass needs its forward pass's seed)."""
     m = _core.Modifiers()
     m.dropout_p = float(call.dropout_p)
     m.softmax_scale = None if call.softmax_scale is None else float(call.softmax_scale)
@@ -82,8 +87,8 @@ def modifiers(call, seed_required=False):
                 f"alibi_slopes must have shape (heads_q,) or (batch, heads_q), got {slopes.shape}"
             )
         m.alibi_slopes = slopes
-    m.seed = seed
     m.sinks = sinks(call.sinks)
+    m.seed = dropout_seed(call.seed, call.dropout_p, required=seed_required, draw=draw_seed)
     return m
 
 
@@ -150,16 +155,17 @@ def sdpa_mask(call):
     return broadcast_mask(attn_mask, (query.shape[0], query.shape[1], query.shape[2], key.shape[2]))
 
 
-def sdpa_options(call, attn_mask):
+def sdpa_options(call, attn_mask, draw_seed=numpy_seed):
     """The keywords of _core.sdpa_forward and sdpa_backward after the arrays, for a
-    scaled_dot_product_attention call; attn_mask is the call's, broadcast already."""
+    scaled_dot_product_attention call; attn_mask is the call's, broadcast already; with dropout and no seed,
+    the seed is draw_seed()."""
     return {
         "attn_mask": attn_mask,
         "dropout_p": float(call.dropout_p),
         "is_causal": bool(call.is_causal),
         "scale": None if call.scale is None else float(call.scale),
         "enable_gqa": bool(call.enable_gqa),
-        "seed": dropout_seed(call.seed, call.dropout_p),
+        "seed": dropout_seed(call.seed, call.dropout_p, draw=draw_seed),
     }
 
 

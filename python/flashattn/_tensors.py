@@ -8,6 +8,12 @@ from . import _arguments
 from ._core import Error
 
 
+def torch_seed():
+    """A dropout seed drawn from torch's default generator (torch.manual_seed reproduces it): one
+    torch.empty((), dtype=torch.int64).random_(-2**63, None) draw, taken as an unsigned 64-bit integer."""
+    return int(torch.empty((), dtype=torch.int64).random_(-(2**63), None)) % (1 << 64)
+
+
 def array(tensor, name):
     """A NumPy view of a CPU tensor (bfloat16 as int16), sharing its memory; None stays None."""
     if tensor is None:

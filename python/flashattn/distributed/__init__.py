@@ -69,7 +69,9 @@ def ring_flash_attn_func(
     q (batch, seqlen_local, heads_q, d), k (batch, seqlen_local, heads_kv, d), v (batch, seqlen_local,
     heads_kv, dv): this rank's rows, float32 or float16, used without copies (the last dimension
     contiguous). The keywords are flash_attn_func's, applied at global positions; with dropout_p > 0 and
-    seed None, rank 0 draws the seed (pass one to be able to call ring_flash_attn_backward). Blocks are
+    seed None, every rank draws one seed from NumPy's global generator (as flash_attn_func does) and all use
+    rank 0's, which the collective check carries to every rank (pass a seed to be able to call
+    ring_flash_attn_backward). Blocks are
     computed in float32 and out rounded once. deterministic: accepted; for a given number of ranks the
     results are the same bits on every run. sinks: float32 (heads_q,) attention sinks as in flash_attn_func,
     the same values on every rank; each row's sink joins it once, after the merge of its blocks.

@@ -33,8 +33,9 @@ def check_comm(comm):
 
 def agree(comm, prepare, layout=None):
     """The collective check around prepare() → (this rank's prepared call, seqlen = the sum of the ranks'
-    lengths, the agreed dropout seed). With a layout, each rank must hold its share of the rows."""
-    call, lengths, seed = _agreement.agree(comm.allgather, prepare)
+    lengths, the agreed dropout seed: rank 0's draw from NumPy's global generator when none is given).
+    With a layout, each rank must hold its share of the rows."""
+    call, lengths, seed = _agreement.agree(comm.allgather, prepare, draw_seed=_kernel_arguments.numpy_seed)
     if layout is not None:
         _layout.check_lengths(lengths, layout)
         return call, sum(lengths), seed

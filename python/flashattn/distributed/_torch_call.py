@@ -9,6 +9,7 @@ import torch.distributed as dist
 
 import flashattn.torch as fat
 
+from .. import _tensors
 from .._core import Error
 from . import _agreement, _arguments, _layout, _torch_ring
 
@@ -108,7 +109,9 @@ def ring_attention(q, k, v, group, layout, timeout, keywords):
         return gathered
 
     (modifiers, seconds), lengths, seed = _agreement.agree(
-        allgather, lambda: _prepare(q, k, v, layout, requires_grad, timeout, keywords)
+        allgather,
+        lambda: _prepare(q, k, v, layout, requires_grad, timeout, keywords),
+        draw_seed=_tensors.torch_seed,
     )
     modifiers = modifiers._replace(seed=seed)
     ring = _ring(group, layout, lengths, seconds)
