@@ -51,14 +51,16 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
         deterministic=False, return_attn_probs=False, *, seed=None, sinks=None):
     """flashattn.flash_attn_varlen_func for tensors, differentiable in q, k, v and sinks; the dropout seed as
-    in flash_attn_func. With return_attn_probs=True it returns (out, softmax_lse, None): the per-sequence
-    dropout masks are returned by the NumPy function only."""
+    in flash_attn_func. With return_attn_probs=True it returns (out, softmax_lse, masks), masks as the
+    NumPy function returns them: a list of one bool tensor (heads_q, seqlen_q_b, seqlen_k_b) per sequence,
+    True where P was kept, or None when dropout_p is 0."""
     call = _arguments.call_of(locals())
     _tensors.convert(call, side_arrays=("alibi_slopes", "sinks", "cu_seqlens_q", "cu_seqlens_k"))
     m = _arguments.modifiers(call, draw_seed=_tensors.torch_seed)
     sequences = _arguments.packed_sequences(call)
-    out, lse = _autograd.FlashAttnVarlenFunc.apply(call.q, call.k, call.v, sinks, sequences, m)
-    return (out, lse, None) if call.return_attn_probs else out
+    probs = bool(call.return_attn_probs)
+    out, lse, masks = _autograd.FlashAttnVarlenFunc.apply(call.q, call.k, call.v, sinks, sequences, m, probs)
+    return (out, lse, masks) if probs else out
 
 
 def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_scale=None, causal=False,
