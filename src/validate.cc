@@ -786,7 +786,10 @@ void validate(const DecodeParams& p) {
            p.paged() ? " (max_pages·page_size)" : " (cache_seqlen_max)");
     }
     if (p.rotary_dim > 0) {
-      const std::int64_t last_pos = cached + std::max(p.seqlen_new, p.seqlen_q) - 1;
+      // The queries' last position: cache_seqlens[b] + seqlen_q − 1, or cache_seqlens[b] for them all.
+      const std::int64_t query_rows =
+          p.rotary_queries_at_cache_end ? std::min<std::int64_t>(p.seqlen_q, 1) : p.seqlen_q;
+      const std::int64_t last_pos = cached + std::max(p.seqlen_new, query_rows) - 1;
       if (last_pos >= p.rotary_max_pos) {
         Fail("rotary position ", last_pos, " of sequence ", b, " (cache_seqlens[", b, "]=", cached,
              ") is beyond the rotary tables' rotary_max_pos=", p.rotary_max_pos);

@@ -186,6 +186,13 @@ TEST(Decode, RotaryMatchesThePlainReferenceInBothStyles) {
       DecodeCase c(shape, mods, 13);
       decode(c.params());
       EXPECT_LE(CompareWithForward(c, Algorithm::kOracle).o_error, Tolerance(DType::kF32)) << mods.ToString();
+      // With rotary_queries_at_cache_end every query is rotated at cache_seqlens[b] (flash-attn's rule
+      // without causal or window), the new keys still at cache_seqlens[b] + i.
+      DecodeCase at_end(shape, DecodeMods{.rotary_dim = rotary_dim, .interleaved = interleaved}, 13);
+      at_end.params().rotary_queries_at_cache_end = true;
+      decode(at_end.params());
+      EXPECT_LE(CompareWithForward(at_end, Algorithm::kOracle).o_error, Tolerance(DType::kF32))
+          << at_end.mods().ToString();
     }
 }
 
@@ -200,8 +207,10 @@ TEST(Decode, RotaryStylesDiffer) {
 TEST(Decode, AgreesWithTheReferenceDecode) {
   for (std::int64_t page_size : {0, 3}) {
     const DecodeShape shape = BatchShape(DType::kBF16, page_size, 3, 2);
-    const DecodeMods mods{.causal = true, .softcap = 10.0f, .alibi = true, .rotary_dim = 8};
+    const DecodeMods mods{.causal = page_size == 0, .softcap = 10.0f, .alibi = true, .rotary_dim = 8};
     DecodeCase fast(shape, mods, 17), slow(shape, mods, 17);
+    // Not causal: every query rotated at cache_seqlens[b], as flash_attn_with_kvcache asks then.
+    fast.params().rotary_queries_at_cache_end = slow.params().rotary_queries_at_cache_end = !mods.causal;
     decode(fast.params());
     slow.params().num_splits = 4;
     validate(slow.params());

@@ -189,7 +189,7 @@ ForwardResult ForwardOverCache(const DecodeCase& c, std::int64_t b, std::optiona
   for (std::int64_t i = 0; i < s.Nq; ++i)
     for (std::int64_t h = 0; h < s.Hq; ++h) {
       std::vector<float> row = c.QRow(b, i, h);
-      const std::int64_t pos = s.cached[b] + i;
+      const std::int64_t pos = s.cached[b] + (dp.rotary_queries_at_cache_end ? 0 : i);
       if (c.mods().rotary_dim > 0) {
         row = PlainRotary(row, c.mods().rotary_dim, c.RotaryCos(pos), c.RotarySin(pos), c.mods().interleaved);
       }

@@ -258,6 +258,7 @@ typedef struct flashattn_decode_params {
   int64_t rotary_dim;
   int64_t rotary_max_pos;
   bool rotary_interleaved;
+  bool rotary_queries_at_cache_end; /* every query row rotated at cache_seqlens[b], not cache_seqlens[b] + i */
 
   flashattn_score_settings score;
 

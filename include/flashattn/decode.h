@@ -137,17 +137,20 @@ struct DecodeParams : ScoreSettings {
   std::int64_t num_pages = 0;                 // pages in the cache
   std::int64_t page_size = 0;
 
-  // Rotary embedding of the first rotary_dim features of q and k_new, both at positions cache_seqlens[b] + i
-  // (flash-attn's rule when causal or local; it rotates every query at cache_seqlens[b] otherwise, and
-  // only when k_new is given, where this applies it to q in every case). Tables are float32 (rotary_max_pos,
-  // rotary_dim / 2), contiguous. interleaved = GPT-J pairs (x[2c], x[2c+1]); otherwise GPT-NeoX halves
-  // (x[c], x[c + rotary_dim/2]). For each pair (x0, x1) and angle index c at position pos:
+  // Rotary embedding of the first rotary_dim features of q and k_new: k_new row i at position
+  // cache_seqlens[b] + i; query row i there too, or every query row at cache_seqlens[b] when
+  // rotary_queries_at_cache_end is set (flash-attn's rule when neither causal nor local, which the Python
+  // package's flash_attn_with_kvcache follows). flash-attn rotates only when k_new is given; this rotates q
+  // in every case. Tables are float32 (rotary_max_pos, rotary_dim / 2), contiguous. interleaved = GPT-J pairs
+  // (x[2c], x[2c+1]); otherwise GPT-NeoX halves (x[c], x[c + rotary_dim/2]). For each pair (x0, x1) and angle
+  // index c at position pos:
   //   x0' = x0·cos[pos][c] − x1·sin[pos][c],   x1' = x0·sin[pos][c] + x1·cos[pos][c]
   const float* rotary_cos = nullptr;
   const float* rotary_sin = nullptr;
   std::int64_t rotary_dim = 0;  // even, ≤ d; 0 = no rotary
   std::int64_t rotary_max_pos = 0;
   bool rotary_interleaved = false;
+  bool rotary_queries_at_cache_end = false;
 
   // Chunks of each sequence's key range, processed in parallel (a chunk covers every K/V head, so the cache
   // is read in address order) and merged by LSE. 0 = heuristic (see choose_num_splits), 1 = no splitting,

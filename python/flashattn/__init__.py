@@ -8,27 +8,30 @@ NumPy arrays in, NumPy arrays out. The functions follow the flash-attn package (
 Arrays and copies
     Q, K, V (and dout, out) are float32 or float16 and are used in place, without copies, whatever their
     strides, as long as the last dimension is contiguous and every stride is a whole number of elements;
-    otherwise the call raises ValueError (pass ``numpy.ascontiguousarray(x)``). Outputs are new C-contiguous
+    otherwise the call raises Error (pass ``numpy.ascontiguousarray(x)``). Outputs are new C-contiguous
     arrays. The small side arrays are converted when needed (a copy only then): ``alibi_slopes`` and rotary
     tables to float32, ``cu_seqlens``, ``cache_seqlens`` and ``block_table`` to int32 (their values must fit),
     ``attn_mask`` to float32 unless it is bool; ``merge_attention_states`` stacks its partials into one
     float32 array. The compute runs with the GIL released, on all cores.
 
 Errors
-    A wrong element type is a TypeError; wrong ranks, shapes, strides and values are ValueErrors whose
-    message names the argument and the values. Nothing passed in is modified by a call that raises
-    (``flash_attn_with_kvcache`` checks everything before it writes the cache).
+    A wrong element type is a TypeError; wrong ranks, shapes, strides and values raise ``flashattn.Error``,
+    whose message names the argument and the values. ``Error`` is a subclass of both ValueError and
+    RuntimeError (what flash-attn's checks raise), so either ``except`` catches it. Nothing passed in is
+    modified by a call that raises (``flash_attn_with_kvcache`` checks everything before it writes the cache).
 
 Conventions
     ``softmax_lse`` is float32 (batch, heads_q, seqlen_q), natural log, −inf for a row that sees no key (its
     output is 0). ``causal`` is aligned bottom-right as in flash-attn (query i sees key j ≤ i + Nk − Nq);
     ``scaled_dot_product_attention`` aligns it top-left as PyTorch does. Dropout is Philox-based and keyed by
     ``seed``; the same seed gives the same mask in the forward and the backward pass, where the fused kernels
-    regenerate it instead of storing it.
+    regenerate it instead of storing it. ``seed=None`` with ``dropout_p > 0`` draws the seed from NumPy's
+    global generator (``np.random.seed`` reproduces it; ``flashattn.torch`` draws from torch's).
     ``deterministic`` is accepted for compatibility: the backward pass is deterministic by construction.
 """
 
 from . import _arguments, _core, _kvcache
+from ._core import Error
 
 # The library's version, the CMake project version (as the package metadata's).
 __version__ = _core.__version__
@@ -42,6 +45,7 @@ __all__ = [
     "flash_attn_varlen_backward",
     "merge_attention_states",
     "scaled_dot_product_attention",
+    "Error",
 ]
 
 
@@ -58,7 +62,8 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     keys i + Nk − Nq − left ≤ j ≤ i + Nk − Nq + right, −1 = unbounded. softcap > 0: S ← softcap·tanh(S /
     softcap). alibi_slopes: float32 (heads_q,) or (batch, heads_q), S += −slope·|i + Nk − Nq − j|.
     dropout_p: probability of dropping an element of P (kept ones scaled by 1/(1 − p)), keyed by seed
-    (None: a fresh random seed); regenerated inside the fused kernel, never stored.
+    (None: one np.random.randint(0, 2**64, dtype=np.uint64) draw from NumPy's global generator, so that
+    np.random.seed reproduces it); regenerated inside the fused kernel, never stored.
     deterministic: accepted; every pass is deterministic.
     sinks: attention sinks, float32 (heads_q,): a logit per query head in every row's softmax denominator,
     without a value (softmax_lse = log(Σ_j e^{S_ij} + e^{sinks[h]})); each finite or −inf (no sink).
@@ -145,8 +150,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     the caches at positions cache_seqlens[b] + i, which must fit (the caches must then be writable); the
     queries then attend to cache_seqlens[b] + seqlen_new keys, the queries being the last positions (causal
     and window aligned so). rotary_cos, rotary_sin (seqlen_ro, rotary_dim / 2), converted to float32:
-    applied to q and k at their positions, GPT-J pairs when rotary_interleaved else GPT-NeoX halves (unlike
-    flash-attn, q is rotated at its own positions also when neither causal nor a window is set).
+    applied to k at positions cache_seqlens[b] + i and, as in flash-attn, to q at cache_seqlens[b] + i when
+    causal or a window is set, else to every query at cache_seqlens[b]; GPT-J pairs when rotary_interleaved,
+    else GPT-NeoX halves. Without k (nothing appended) the queries are rotated by the same rule.
     num_splits: key chunks computed in parallel and merged by LSE, 0 = heuristic.
     sinks: float32 (heads_q,) attention sinks as in flash_attn_func, added once per row however the keys
     are split. v_cache=None reads V inside the keys (multi-head latent attention): V is the first
@@ -214,7 +220,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     converted to float32); not together with is_causal. A row that sees no key gives 0 (as PyTorch ≥ 2.5).
     scale: default 1/sqrt(E). enable_gqa: heads_kv may divide heads (query head h uses K/V head
     h // (heads // heads_kv), as repeat_interleave does); otherwise the head counts must agree.
-    dropout_p with seed (None: fresh) as in flash_attn_func. Returns (batch, heads, L, Ev) of query's dtype.
+    dropout_p with seed (None: drawn) as in flash_attn_func. Returns (batch, heads, L, Ev) of query's dtype.
     """
     call = _arguments.call_of(locals())
     options = _arguments.sdpa_options(call, _arguments.sdpa_mask(call))

@@ -4,12 +4,12 @@ side arrays, the Modifiers object, the varlen offsets, the scaled_dot_product_at
 merged partials. Imports NumPy only, never torch."""
 
 import operator
-import os
 import types
 
 import numpy as np
 
 from . import _core
+from ._core import Error
 
 _UINT64 = 1 << 64
 
@@ -20,15 +20,22 @@ def call_of(arguments):
     return types.SimpleNamespace(**arguments)
 
 
-def dropout_seed(seed, dropout_p, required=False):
-    """The dropout seed: the given one, or a fresh one (required=True: the caller must give it)."""
+def numpy_seed():
+    """A dropout seed drawn from NumPy's global generator (np.random.seed reproduces it): one
+    np.random.randint(0, 2**64, dtype=np.uint64) draw, which advances it by two 32-bit outputs."""
+    return int(np.random.randint(0, _UINT64, dtype=np.uint64))
+
+
+def dropout_seed(seed, dropout_p, required=False, draw=numpy_seed):
+    """The dropout seed: the given one, or with dropout_p > 0 one draw() (flash-attn takes its seed from
+    PyTorch's generator only when it drops); required=True: the caller must give it."""
     if seed is None:
         if required and dropout_p > 0:
-            raise ValueError("seed must be given when dropout_p > 0 (the forward pass's seed), got None")
-        return int.from_bytes(os.urandom(8), "little")
+            raise Error("seed must be given when dropout_p > 0 (the forward pass's seed), got None")
+        return draw() if float(dropout_p) > 0 else 0
     seed = operator.index(seed)
     if not 0 <= seed < _UINT64:
-        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+        raise Error(f"seed must be in [0, 2**64), got {seed}")
     return seed
 
 
@@ -55,19 +62,18 @@ def int32(x, name, ndim):
     if array.dtype.kind not in "iu":
         raise TypeError(f"{name} must have an integer dtype (int32), got {array.dtype}")
     if array.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension{'s' if ndim != 1 else ''}, got {array.ndim}")
+        raise Error(f"{name} must have {ndim} dimension{'s' if ndim != 1 else ''}, got {array.ndim}")
     if array.dtype != np.int32 and array.size > 0:
         low, high = int(array.min()), int(array.max())
         if low < -(2**31) or high >= 2**31:
-            raise ValueError(f"{name} values must fit in int32, got range [{low}, {high}]")
+            raise Error(f"{name} values must fit in int32, got range [{low}, {high}]")
     return np.ascontiguousarray(array, dtype=np.int32)
 
 
-def modifiers(call, seed_required=False):
+def modifiers(call, seed_required=False, draw_seed=numpy_seed):
     """The score modifiers of a flash_attn_func, flash_attn_varlen_func or backward call (its bound
-    arguments, alibi_slopes as NumPy) as a _core.Modifiers object; the seed is drawn when None, unless
-    seed_required (a backward pass needs its forward pass's seed)."""
-    seed = dropout_seed(call.seed, call.dropout_p, required=seed_required)
+    arguments, alibi_slopes as NumPy) as a _core.Modifiers object; with dropout the seed is draw_seed()
+    when None, unless seed_required (a backward pass needs its forward pass's seed)."""
     m = _core.Modifiers()
     m.dropout_p = float(call.dropout_p)
     m.softmax_scale = None if call.softmax_scale is None else float(call.softmax_scale)
@@ -77,12 +83,12 @@ def modifiers(call, seed_required=False):
     if call.alibi_slopes is not None:
         slopes = float32(call.alibi_slopes, "alibi_slopes")
         if slopes.ndim not in (1, 2):
-            raise ValueError(
+            raise Error(
                 f"alibi_slopes must have shape (heads_q,) or (batch, heads_q), got {slopes.shape}"
             )
         m.alibi_slopes = slopes
-    m.seed = seed
     m.sinks = sinks(call.sinks)
+    m.seed = dropout_seed(call.seed, call.dropout_p, required=seed_required, draw=draw_seed)
     return m
 
 
@@ -92,7 +98,7 @@ def sinks(values):
         return None
     array = float32(values, "sinks")
     if array.ndim != 1:
-        raise ValueError(f"sinks must have shape (heads_q,), got {array.shape}")
+        raise Error(f"sinks must have shape (heads_q,), got {array.shape}")
     return array
 
 
@@ -109,7 +115,7 @@ def packed_sequences(call):
 
 def reject_mask_with_causal(attn_mask, is_causal):
     if attn_mask is not None and is_causal:
-        raise ValueError(
+        raise Error(
             "attn_mask and is_causal cannot both be set (PyTorch's rule); fold the causal mask "
             "into attn_mask"
         )
@@ -127,7 +133,7 @@ def broadcast_mask(attn_mask, shape):
             raise ValueError
         return np.broadcast_to(mask, shape)
     except ValueError:
-        raise ValueError(
+        raise Error(
             f"attn_mask of shape {mask.shape} is not broadcastable to (batch, heads, L, S) = "
             f"{tuple(shape)}"
         ) from None
@@ -140,7 +146,7 @@ def sdpa_mask(call):
     reject_mask_with_causal(attn_mask, call.is_causal)
     for name, x in (("query", query), ("key", key)):
         if not isinstance(x, np.ndarray) or x.ndim != 4:
-            raise ValueError(
+            raise Error(
                 f"{name} must be a 4-dimensional array (batch, heads, seqlen, dim), got "
                 f"{getattr(x, 'ndim', type(x).__name__)}"
             )
@@ -149,16 +155,17 @@ def sdpa_mask(call):
     return broadcast_mask(attn_mask, (query.shape[0], query.shape[1], query.shape[2], key.shape[2]))
 
 
-def sdpa_options(call, attn_mask):
+def sdpa_options(call, attn_mask, draw_seed=numpy_seed):
     """The keywords of _core.sdpa_forward and sdpa_backward after the arrays, for a
-    scaled_dot_product_attention call; attn_mask is the call's, broadcast already."""
+    scaled_dot_product_attention call; attn_mask is the call's, broadcast already; with dropout and no seed,
+    the seed is draw_seed()."""
     return {
         "attn_mask": attn_mask,
         "dropout_p": float(call.dropout_p),
         "is_causal": bool(call.is_causal),
         "scale": None if call.scale is None else float(call.scale),
         "enable_gqa": bool(call.enable_gqa),
-        "seed": dropout_seed(call.seed, call.dropout_p),
+        "seed": dropout_seed(call.seed, call.dropout_p, draw=draw_seed),
     }
 
 
@@ -168,25 +175,25 @@ def merge_partials(outs, lses):
     seqlen), with outs[0], whose dtype the result takes."""
     outs, lses = list(outs), list(lses)
     if len(outs) != len(lses):
-        raise ValueError(f"outs and lses must have the same length, got {len(outs)} and {len(lses)}")
+        raise Error(f"outs and lses must have the same length, got {len(outs)} and {len(lses)}")
     if not outs:
-        raise ValueError("outs must hold at least one partial result, got an empty list")
+        raise Error("outs must hold at least one partial result, got an empty list")
     for i, o in enumerate(outs):
         if not isinstance(o, np.ndarray):
             raise TypeError(f"outs[{i}] must be a numpy.ndarray, got {type(o).__name__}")
         if o.dtype != outs[0].dtype:
             raise TypeError(f"outs[{i}] has dtype {o.dtype} but outs[0] has {outs[0].dtype}; they must agree")
         if o.shape != outs[0].shape:
-            raise ValueError(
+            raise Error(
                 f"outs[{i}] has shape {o.shape} but outs[0] has {outs[0].shape}; they must agree"
             )
     for i, lse in enumerate(lses):
         if np.shape(lse) != np.shape(lses[0]):
-            raise ValueError(f"lses[{i}] has shape {np.shape(lse)} but lses[0] has {np.shape(lses[0])}")
+            raise Error(f"lses[{i}] has shape {np.shape(lse)} but lses[0] has {np.shape(lses[0])}")
     if outs[0].dtype not in (np.float32, np.float16):
         raise TypeError(f"outs must have dtype float32 or float16, got {outs[0].dtype}")
     o_partials = np.stack([o.astype(np.float32, copy=False) for o in outs])
     lse_partials = np.stack([float32(lse, f"lses[{i}]") for i, lse in enumerate(lses)])
     if o_partials.ndim != 5:
-        raise ValueError(f"outs must be (batch, seqlen, heads, dv) arrays, got shape {outs[0].shape}")
+        raise Error(f"outs must be (batch, seqlen, heads, dv) arrays, got shape {outs[0].shape}")
     return o_partials, lse_partials, outs[0]

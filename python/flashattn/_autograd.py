@@ -72,21 +72,29 @@ class FlashAttnFunc(torch.autograd.Function):
 
 
 class FlashAttnVarlenFunc(torch.autograd.Function):
+    """The third output: the per-sequence dropout keep masks (a list of bool tensors, outside autograd) when
+    return_dropout_mask and dropout_p > 0, else None."""
+
     @staticmethod
-    def forward(ctx, q, k, v, sinks, sequences, modifiers):
+    def forward(ctx, q, k, v, sinks, sequences, modifiers, return_dropout_mask):
         bf16 = _tensors.is_bf16(q)
-        out, lse, _ = _core.varlen_forward(
-            *_tensors.arrays(q=q, k=k, v=v), **sequences, modifiers=modifiers, bf16=bf16
+        out, lse, keep = _core.varlen_forward(
+            *_tensors.arrays(q=q, k=k, v=v),
+            **sequences,
+            modifiers=modifiers,
+            return_dropout_mask=return_dropout_mask,
+            bf16=bf16,
         )
         out, lse = _tensors.tensor(out, bf16), _tensors.tensor(lse)
+        masks = None if keep is None else [_tensors.tensor(mask) for mask in keep]
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.sequences, ctx.modifiers, ctx.bf16 = sequences, modifiers, bf16
         ctx.sinks_dtype = sink_dtype(sinks)
         ctx.mark_non_differentiable(lse)
-        return out, lse
+        return out, lse, masks
 
     @staticmethod
-    def backward(ctx, dout, _dlse):
+    def backward(ctx, dout, _dlse, _dmasks):
         q, k, v, out, lse = ctx.saved_tensors
         grads = backward(
             _tensors.grad_array(dout, "dout"),
@@ -99,7 +107,7 @@ class FlashAttnVarlenFunc(torch.autograd.Function):
             bf16=ctx.bf16,
             sequences=ctx.sequences,
         )
-        return grads[:3] + (sink_gradient(grads, ctx.sinks_dtype), None, None)
+        return grads[:3] + (sink_gradient(grads, ctx.sinks_dtype), None, None, None)
 
 
 class ScaledDotProductAttentionFunc(torch.autograd.Function):

@@ -5,6 +5,13 @@ flashattn.torch imports it."""
 import torch
 
 from . import _arguments
+from ._core import Error
+
+
+def torch_seed():
+    """A dropout seed drawn from torch's default generator (torch.manual_seed reproduces it): one
+    torch.empty((), dtype=torch.int64).random_(-2**63, None) draw, taken as an unsigned 64-bit integer."""
+    return int(torch.empty((), dtype=torch.int64).random_(-(2**63), None)) % (1 << 64)
 
 
 def array(tensor, name):
@@ -14,7 +21,7 @@ def array(tensor, name):
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
     if tensor.device.type != "cpu":
-        raise ValueError(f"{name} must be on the CPU, got device {tensor.device}")
+        raise Error(f"{name} must be on the CPU, got device {tensor.device}")
     tensor = tensor.detach()
     if tensor.dtype == torch.bfloat16:
         tensor = tensor.view(torch.int16)
@@ -85,7 +92,7 @@ def sdpa_mask(call):
     _arguments.reject_mask_with_causal(attn_mask, call.is_causal)
     for name, x in (("query", query), ("key", key)):
         if not isinstance(x, torch.Tensor) or x.dim() != 4:
-            raise ValueError(f"{name} must be a 4-dimensional tensor (batch, heads, seqlen, dim)")
+            raise Error(f"{name} must be a 4-dimensional tensor (batch, heads, seqlen, dim)")
     if attn_mask is None:
         return None
     if not isinstance(attn_mask, torch.Tensor):
@@ -102,7 +109,7 @@ def merge_partials(outs, lses):
     takes, with outs[0] as NumPy (the result's dtype) and whether that dtype is bfloat16."""
     outs, lses = list(outs), list(lses)
     if not outs or len(outs) != len(lses):
-        raise ValueError(
+        raise Error(
             f"outs and lses must be non-empty lists of the same length, got {len(outs)} and {len(lses)}"
         )
     for i, o in enumerate(outs):

@@ -8,9 +8,15 @@ inputs, output and log-sum-exp (and the dropout mask from the saved seed). ``fla
 ``flash_attn_varlen_backward`` call that backward pass directly, as the NumPy functions of the same names do.
 ``flash_attn_with_kvcache`` and ``merge_attention_states`` have no gradient, as in flash-attn. No gradient
 flows to ``alibi_slopes`` or ``attn_mask``.
+
+With ``dropout_p > 0`` and ``seed=None`` the dropout seed comes from torch's default generator, as
+flash-attn takes it from PyTorch's: each such call makes one ``torch.empty((), dtype=torch.int64).random_(
+-2**63, None)`` draw, so ``torch.manual_seed`` reproduces its masks. Invalid shapes and values raise
+``Error`` (``flashattn.Error``), a ValueError and a RuntimeError.
 """
 
 from . import _arguments, _autograd, _core, _kvcache, _tensors
+from ._core import Error
 
 __all__ = [
     "flash_attn_func",
@@ -21,6 +27,7 @@ __all__ = [
     "quantize_kv",
     "merge_attention_states",
     "scaled_dot_product_attention",
+    "Error",
 ]
 
 
@@ -28,10 +35,11 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
         softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *, seed=None,
         sinks=None):
     """flashattn.flash_attn_func for tensors, differentiable in q, k, v and a sinks tensor (see its
-    docstring). The dropout seed (drawn when None) is kept for the backward pass."""
+    docstring). With dropout_p > 0 and seed None the seed is drawn from torch's default generator, as
+    flash-attn does (torch.manual_seed reproduces the mask); it is kept for the backward pass."""
     call = _arguments.call_of(locals())
     _tensors.convert(call, side_arrays=("alibi_slopes", "sinks"))
-    m = _arguments.modifiers(call)
+    m = _arguments.modifiers(call, draw_seed=_tensors.torch_seed)
     probs = bool(call.return_attn_probs)
     out, lse, keep = _autograd.FlashAttnFunc.apply(call.q, call.k, call.v, sinks, m, probs)
     if not call.return_attn_probs:
@@ -42,15 +50,17 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
         softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
         deterministic=False, return_attn_probs=False, *, seed=None, sinks=None):
-    """flashattn.flash_attn_varlen_func for tensors, differentiable in q, k, v and sinks. With
-    return_attn_probs=True it returns (out, softmax_lse, None): the per-sequence dropout masks are returned
-    by the NumPy function only."""
+    """flashattn.flash_attn_varlen_func for tensors, differentiable in q, k, v and sinks; the dropout seed as
+    in flash_attn_func. With return_attn_probs=True it returns (out, softmax_lse, masks), masks as the
+    NumPy function returns them: a list of one bool tensor (heads_q, seqlen_q_b, seqlen_k_b) per sequence,
+    True where P was kept, or None when dropout_p is 0."""
     call = _arguments.call_of(locals())
     _tensors.convert(call, side_arrays=("alibi_slopes", "sinks", "cu_seqlens_q", "cu_seqlens_k"))
-    m = _arguments.modifiers(call)
+    m = _arguments.modifiers(call, draw_seed=_tensors.torch_seed)
     sequences = _arguments.packed_sequences(call)
-    out, lse = _autograd.FlashAttnVarlenFunc.apply(call.q, call.k, call.v, sinks, sequences, m)
-    return (out, lse, None) if call.return_attn_probs else out
+    probs = bool(call.return_attn_probs)
+    out, lse, masks = _autograd.FlashAttnVarlenFunc.apply(call.q, call.k, call.v, sinks, sequences, m, probs)
+    return (out, lse, masks) if probs else out
 
 
 def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_scale=None, causal=False,
@@ -59,7 +69,7 @@ def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_
     incoming gradient dout, as new tensors of q's dtype (float32, float16 or bfloat16) and of the shapes of
     q, k, v, and dsinks (float32 (heads_q,)) when sinks are given. out and softmax_lse as
     flash_attn_func(..., return_attn_probs=True) returned them, every keyword as given to it (the seed is required when dropout_p > 0). Like the NumPy function: the tensors are used
-    without copies when their last dimension is contiguous, else ValueError. Not recorded by autograd."""
+    without copies when their last dimension is contiguous, else Error. Not recorded by autograd."""
     call = _arguments.call_of(locals())
     return _autograd.direct_backward(call)
 
@@ -113,7 +123,8 @@ def merge_attention_states(outs, lses):
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
         scale=None, enable_gqa=False, *, seed=None):
     """flashattn.scaled_dot_product_attention (PyTorch's semantics) for tensors, differentiable in query, key
-    and value; attn_mask is a bool or float tensor broadcastable to (batch, heads, L, S)."""
+    and value; attn_mask is a bool or float tensor broadcastable to (batch, heads, L, S). With dropout_p > 0
+    and seed None the seed is drawn from torch's default generator, as in flash_attn_func."""
     call = _arguments.call_of(locals())
-    options = _arguments.sdpa_options(call, _tensors.sdpa_mask(call))
+    options = _arguments.sdpa_options(call, _tensors.sdpa_mask(call), draw_seed=_tensors.torch_seed)
     return _autograd.ScaledDotProductAttentionFunc.apply(call.query, call.key, call.value, options)

@@ -1,6 +1,7 @@
 #include "arrays.h"
 
 #include <algorithm>
+#include <exception>
 #include <sstream>
 
 namespace flashattn::python {
@@ -14,6 +15,27 @@ std::string ShapeString(const std::vector<std::int64_t>& shape) {
 }
 
 std::string Tensor::ShapeString() const { return python::ShapeString(shape); }
+
+namespace {
+
+PyObject* invalid_value_error = nullptr;  // flashattn._core.Error, alive as long as the interpreter
+
+void TranslateInvalidValue(std::exception_ptr thrown) {
+  try {
+    std::rethrow_exception(thrown);
+  } catch (const Error& e) {
+    PyErr_SetString(invalid_value_error, e.what());
+  } catch (const py::value_error& e) {
+    PyErr_SetString(invalid_value_error, e.what());
+  }
+}
+
+}  // namespace
+
+void RaiseInvalidValuesAs(const py::handle& error) {
+  invalid_value_error = error.inc_ref().ptr();
+  py::register_local_exception_translator(TranslateInvalidValue);
+}
 
 namespace {
 

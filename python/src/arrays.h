@@ -76,6 +76,11 @@ AttentionParams AttentionInputs(const Tensor& q, const Tensor& k, const Tensor& 
 
 std::string ShapeString(const std::vector<std::int64_t>& shape);
 
+// Makes `error` (flashattn._core.Error) the Python exception of the functions of the module being
+// initialized for both kinds of invalid value: the library's flashattn::Error and the bindings' own
+// py::value_error, so that a wrong shape or value is one exception type whichever layer finds it.
+void RaiseInvalidValuesAs(const py::handle& error);
+
 }  // namespace flashattn::python
 
 #endif  // FLASHATTN_PYTHON_ARRAYS_H_

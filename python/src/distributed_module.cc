@@ -2,6 +2,7 @@
 // (distributed.h). Importing it imports mpi4py.MPI, which initializes MPI.
 #include <pybind11/pybind11.h>
 
+#include "arrays.h"
 #include "distributed.h"
 #include "flashattn/distributed.h"
 
@@ -25,7 +26,7 @@ py::list LastRingTimings() {
 PYBIND11_MODULE(_distributed, m) {
   m.doc() = "flashattn.distributed's compiled bindings; use the functions of flashattn.distributed instead.";
   flashattn::python::ImportMpi4py();
-  py::register_local_exception<flashattn::Error>(m, "Error", PyExc_ValueError);
+  flashattn::python::RaiseInvalidValuesAs(py::module_::import("flashattn._core").attr("Error"));
   m.def("last_ring_timings", &LastRingTimings, "Per-step timings of this rank's last ring call.");
   flashattn::python::RegisterRing(m);
   flashattn::python::RegisterShardedDecode(m);

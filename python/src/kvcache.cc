@@ -285,6 +285,9 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
     p.rotary_cos = cos->data(), p.rotary_sin = sin->data();
     p.rotary_max_pos = cos->shape(0), p.rotary_dim = 2 * cos->shape(1);
     p.rotary_interleaved = rotary_interleaved;
+    // flash-attn's rule: the queries take consecutive positions only when causal or local; otherwise every
+    // query sits at cache_seqlens[b].
+    p.rotary_queries_at_cache_end = !causal && window_left < 0 && window_right < 0;
   }
 
   // The slopes through ApplyModifiers, which checks them against (batch, heads_q).

@@ -207,6 +207,7 @@ DecodeParams ToCpp(const flashattn_decode_params& c) {
   p.max_pages = c.max_pages, p.num_pages = c.num_pages, p.page_size = c.page_size;
   p.rotary_cos = c.rotary_cos, p.rotary_sin = c.rotary_sin, p.rotary_dim = c.rotary_dim;
   p.rotary_max_pos = c.rotary_max_pos, p.rotary_interleaved = c.rotary_interleaved;
+  p.rotary_queries_at_cache_end = c.rotary_queries_at_cache_end;
   static_cast<ScoreSettings&>(p) = ToCpp(c.score);
   p.num_splits = c.num_splits;
   p.num_threads = c.num_threads;

@@ -100,8 +100,8 @@ SplitKv::RowGroup SplitKv::GatherRows(std::int64_t b) const {
       float* q = &rows.Q[row * d];
       const std::int64_t src = b * p.q_strides.batch + i * p.q_strides.seq + h * p.q_strides.head;
       for (std::int64_t e = 0; e < d; ++e) q[e] = LoadAsFloat(p.q, p.dtype, src + e);
-      if (p.rotary_dim > 0) {  // rotated at position cache_seqlens[b] + i, rounded as if stored in dtype
-        const std::int64_t pos = (cached + i) * (p.rotary_dim / 2);
+      if (p.rotary_dim > 0) {  // rotated at position cache_seqlens[b] (+ i), rounded as if stored in dtype
+        const std::int64_t pos = (cached + (p.rotary_queries_at_cache_end ? 0 : i)) * (p.rotary_dim / 2);
         ApplyRotary(q, p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
         for (std::int64_t e = 0; e < d; ++e) q[e] = RoundTo(p.dtype, q[e]);
       }

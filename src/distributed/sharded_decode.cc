@@ -51,6 +51,7 @@ std::vector<Field> DecodeFields(const DecodeParams& p) {
       {"rotary_dim", p.rotary_dim},
       {"rotary_max_pos", p.rotary_max_pos},
       {"rotary_interleaved", p.rotary_interleaved},
+      {"rotary_queries_at_cache_end", p.rotary_queries_at_cache_end},
   };
 }
 

@@ -1,6 +1,7 @@
 // Flash-Decoding, readable and in float64. For sequence b with Nk = cache_seqlens[b] + Nnew keys:
 //   append: K[cache_seqlens[b] + i] = rotary(k_new[i]),  V[cache_seqlens[b] + i] = v_new[i]
-//   for each query head h and row i (diagonal i + Nk − Nq, rotated q at position cache_seqlens[b] + i):
+//   for each query head h and row i (diagonal i + Nk − Nq, rotated q at position cache_seqlens[b] + i,
+//   or cache_seqlens[b] with rotary_queries_at_cache_end):
 //     split the keys [0, Nk) into num_splits chunks C_k; per chunk the state
 //       LSE_k = log Σ_{j∈C_k} e^{S_ij},  O_k = Σ_{j∈C_k} e^{S_ij − LSE_k} v_j
 //     and O, LSE = MergeStates(... MergeStates(state_0, state_1) ..., state_last), then merged once with the
@@ -117,7 +118,7 @@ void Decode(const DecodeParams& p) {
         const std::int64_t q_row = b * p.q_strides.batch + i * p.q_strides.seq + h * p.q_strides.head;
         std::vector<float> q = LoadRow(p.q, p.dtype, q_row, d);
         if (p.rotary_dim > 0) {
-          const std::int64_t pos = (cached + i) * (p.rotary_dim / 2);
+          const std::int64_t pos = (cached + (p.rotary_queries_at_cache_end ? 0 : i)) * (p.rotary_dim / 2);
           ApplyRotary(q.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
           for (float& x : q) x = RoundTo(p.dtype, x);
         }

@@ -732,6 +732,31 @@ static void test_decode(void) {
       free(kc), free(vc), free(o);
     }
 
+  /* rotary_queries_at_cache_end: every query row rotated at cache_seqlens[b], so without causal or window
+   * query row i of a two-row call gives what a one-row call of row i alone gives (rotated there too). */
+  {
+    float* both = filled_array(q_size, 7.0f);
+    float* alone = filled_array(q_size, 7.0f);
+    flashattn_decode_params p;
+    flashattn_decode_params_init(&p);
+    p.q = q, p.k_cache = k_cache, p.v_cache = v_cache, p.o = both, p.cache_seqlens = decode_seqlens;
+    p.batch = kDecBatch, p.seqlen_q = kDecNew, p.heads_q = kDecHq, p.heads_kv = kDecHkv, p.head_dim = kDecD;
+    p.cache_seqlen_max = kDecMax;
+    p.rotary_cos = cos_table, p.rotary_sin = sin_table, p.rotary_dim = kDecRot, p.rotary_max_pos = kDecMax;
+    p.rotary_queries_at_cache_end = true;
+    flashattn_decode_params_set_contiguous_strides(&p);
+    CHECK(flashattn_decode(&p) == FLASHATTN_OK, "%s", flashattn_last_error());
+    for (int i = 0; i < kDecNew; ++i) {
+      flashattn_decode_params row = p;
+      row.seqlen_q = 1;
+      row.q = q + i * kDecHq * kDecD, row.o = alone + i * kDecHq * kDecD;  /* strides stay those of q and o */
+      CHECK(flashattn_decode(&row) == FLASHATTN_OK, "%s", flashattn_last_error());
+    }
+    const double error = max_difference(both, alone, q_size, FLASHATTN_DTYPE_F32);
+    CHECK(error < 1e-6, "rotary_queries_at_cache_end: two rows differ from one row at a time by %g", error);
+    free(both), free(alone);
+  }
+
   int64_t splits = 0;
   CHECK(flashattn_choose_num_splits(1, 100000, 8, &splits) == FLASHATTN_OK && splits > 1,
         "choose_num_splits(1, 100000, 8) = %d: %s", (int)splits, flashattn_last_error());

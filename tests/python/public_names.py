@@ -5,6 +5,8 @@ import os
 import re
 import types
 
+import flashattn._core
+
 
 def documented_signatures():
     """The functions of docs/python.md's "Functions" table, flash-attn's and PyTorch's
@@ -21,6 +23,8 @@ def documented_signatures():
 
 DOCUMENTED_SIGNATURES = documented_signatures()
 PUBLIC_FUNCTIONS = set(DOCUMENTED_SIGNATURES)
+# The one public class: the exception of every invalid shape or value (docs/python.md, "Errors").
+PUBLIC_NAMES = PUBLIC_FUNCTIONS | {"Error"}
 
 
 def is_package_module(module, name):
@@ -30,19 +34,23 @@ def is_package_module(module, name):
 
 
 def check_public_module(module):
-    """dir(module) holds the public functions, dunder names and the package's modules, nothing else: no
-    imported third-party module (numpy, torch, os, operator), no helper, no class. The public functions are
-    defined in the module itself and listed in __all__."""
-    assert set(module.__all__) == PUBLIC_FUNCTIONS
-    assert len(module.__all__) == len(PUBLIC_FUNCTIONS)
+    """dir(module) holds the public functions, Error, dunder names and the package's modules, nothing else:
+    no imported third-party module (numpy, torch, os, operator), no helper, no other class. The public
+    functions are defined in the module itself; they and Error are listed in __all__. Error is
+    flashattn._core's, a subclass of ValueError and of RuntimeError."""
+    assert set(module.__all__) == PUBLIC_NAMES
+    assert len(module.__all__) == len(PUBLIC_NAMES)
     others = [
         name
         for name in dir(module)
         if not (name.startswith("__") and name.endswith("__"))
-        and name not in PUBLIC_FUNCTIONS
+        and name not in PUBLIC_NAMES
         and not is_package_module(module, name)
     ]
     assert others == [], f"{module.__name__} exposes names that are not public functions: {others}"
+    error = module.Error
+    assert error is flashattn._core.Error and issubclass(error, ValueError) and issubclass(error, RuntimeError)
+    assert error.__doc__
     for name in PUBLIC_FUNCTIONS:
         function = getattr(module, name)
         assert inspect.isfunction(function) and function.__module__ == module.__name__, name
@@ -52,4 +60,4 @@ def check_public_module(module):
             assert str(inspect.signature(function)) == documented, f"{module.__name__}.{name}"
     namespace = {}
     exec(f"from {module.__name__} import *", namespace)
-    assert set(namespace) - {"__builtins__"} == PUBLIC_FUNCTIONS
+    assert set(namespace) - {"__builtins__"} == PUBLIC_NAMES

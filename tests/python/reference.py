@@ -192,3 +192,17 @@ def assert_within_baseline(name, got, ref, base, dtype):
 def compare(results, ref, base, dtype, names):
     for name in names:
         assert_within_baseline(name, results[name], ref[name], base[name], dtype)
+
+
+def assert_drop_rate(keep, dropout_p, sigmas=6.0):
+    """The number of dropped elements of a keep mask (bool, any shape, or a list of them) is within `sigmas`
+    binomial standard deviations sqrt(n·p·(1 − p)) of n·p: a fair mask fails this with probability below
+    2e-9 (6 σ), whatever n, where a fixed tolerance on the fraction is either loose for large masks or
+    fails by chance for small ones."""
+    masks = [np.asarray(m) for m in (keep if isinstance(keep, (list, tuple)) else [keep])]
+    n = sum(m.size for m in masks)
+    dropped = n - sum(int(np.count_nonzero(m)) for m in masks)
+    sd = np.sqrt(n * dropout_p * (1.0 - dropout_p))
+    assert n > 0 and abs(dropped - n * dropout_p) <= sigmas * sd, (
+        f"{dropped} of {n} elements dropped, expected {n * dropout_p:.1f} ± {sigmas} × {sd:.1f} (p = {dropout_p})"
+    )

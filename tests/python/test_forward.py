@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import flashattn
-from reference import attention, compare, max_error, split_modifiers
+from reference import assert_drop_rate, attention, compare, max_error, split_modifiers
 
 # (batch, Nq, Nk, Hq, Hkv, d, dv): odd head dims and lengths that hit every tail, Nq != Nk both ways, GQA.
 SHAPES = [
@@ -151,14 +151,13 @@ def test_dropout_mask_matches_output_and_gradients(rng, dtype):
         q, k, v, dropout_p=p, causal=True, return_attn_probs=True, seed=1234
     )
     assert keep.dtype == np.bool_ and keep.shape == (2, 2, 37, 41)
-    # The same seed gives the same bits; the drop rate is p (binomial: within 5 standard deviations).
+    # The same seed gives the same bits; the drop rate is p (binomial: within 6 standard deviations).
     again, _, keep_again = flashattn.flash_attn_func(
         q, k, v, dropout_p=p, causal=True, return_attn_probs=True, seed=1234
     )
     np.testing.assert_array_equal(out, again)
     np.testing.assert_array_equal(keep, keep_again)
-    n = keep.size
-    assert abs((n - keep.sum()) - p * n) < 5 * np.sqrt(n * p * (1 - p))
+    assert_drop_rate(keep, p)
     dq, dk, dv = flashattn.flash_attn_backward(dout, q, k, v, out, lse, dropout_p=p, causal=True, seed=1234)
     kw = {"causal": True, "keep": keep, "dropout_p": p}
     ref = attention(q, k, v, dout, **kw)
@@ -170,9 +169,48 @@ def test_dropout_without_seed_draws_one_and_returns_its_mask(rng):
     q, k, v, _ = make_inputs(rng, (1, 16, 16, 1, 1, 16, 16), np.float32)
     out1, _, keep1 = flashattn.flash_attn_func(q, k, v, dropout_p=0.5, return_attn_probs=True)
     out2, _, keep2 = flashattn.flash_attn_func(q, k, v, dropout_p=0.5, return_attn_probs=True)
-    assert not np.array_equal(keep1, keep2)  # two fresh 64-bit seeds: equal masks have probability 2^-256
+    assert not np.array_equal(keep1, keep2)  # two 64-bit draws: equal masks have probability 2^-256
     ref = attention(q, k, v, keep=keep1, dropout_p=0.5)
     assert max_error(out1, ref["o"]) < 1e-5
+
+
+def numpy_draw(state_seed):
+    """The dropout seed a call with seed=None draws right after np.random.seed(state_seed), and the value
+    np.random.random() gives after that draw (the generator's state once the call returns)."""
+    np.random.seed(state_seed)
+    seed = int(np.random.randint(0, 2**64, dtype=np.uint64))
+    return seed, np.random.random()
+
+
+def test_dropout_seed_comes_from_numpys_global_generator(rng):
+    q, k, v, dout = make_inputs(rng, (2, 19, 23, 2, 1, 16, 16), np.float32)
+    seed, next_value = numpy_draw(42)
+    np.random.seed(42)
+    out, lse, keep = flashattn.flash_attn_func(q, k, v, dropout_p=0.4, causal=True, return_attn_probs=True)
+    assert np.random.random() == next_value  # advanced by exactly the one documented draw
+    # The mask of the drawn seed, given explicitly: the same bits, and the backward pass with it.
+    explicit = flashattn.flash_attn_func(q, k, v, dropout_p=0.4, causal=True, return_attn_probs=True, seed=seed)
+    np.testing.assert_array_equal(keep, explicit[2])
+    np.testing.assert_array_equal(out, explicit[0])
+    np.random.seed(42)  # np.random.seed reproduces the call
+    np.testing.assert_array_equal(flashattn.flash_attn_func(q, k, v, dropout_p=0.4, causal=True), out)
+    dq, dk, dv = flashattn.flash_attn_backward(dout, q, k, v, out, lse, dropout_p=0.4, causal=True, seed=seed)
+    kw = {"causal": True, "keep": keep, "dropout_p": 0.4}
+    ref = attention(q, k, v, dout, **kw)
+    base = attention(q, k, v, dout, compute=np.float32, low=np.float32, **kw)
+    compare({"o": out, "dq": dq, "dk": dk, "dv": dv}, ref, base, np.float32, ["o", "dq", "dk", "dv"])
+    assert_drop_rate(keep, 0.4)
+
+
+def test_calls_without_dropout_leave_numpys_generator_alone(rng):
+    q, k, v, _ = make_inputs(rng, (1, 8, 8, 1, 1, 16, 16), np.float32)
+    np.random.seed(7)
+    expected = np.random.random()
+    np.random.seed(7)
+    flashattn.flash_attn_func(q, k, v)
+    flashattn.flash_attn_func(q, k, v, dropout_p=0.3, seed=5)  # an explicit seed draws nothing either
+    flashattn.scaled_dot_product_attention(*(x.transpose(0, 2, 1, 3) for x in (q, k, v)))
+    assert np.random.random() == expected
 
 
 def test_backward_is_deterministic(rng):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import flashattn
-from reference import attention, compare
+from reference import attention, compare, max_error
 
 
 def rotate(x, cos, sin, positions, interleaved):
@@ -115,3 +115,47 @@ def test_attend_without_append_over_full_cache(rng):
         out5, flashattn.flash_attn_func(q, k_cache[:, :5], v_cache[:, :5]), rtol=1e-5, atol=1e-6
     )
     np.testing.assert_array_equal(k_cache, before)
+
+
+@pytest.mark.parametrize("append", [True, False], ids=["append", "no_append"])
+@pytest.mark.parametrize(
+    "mods",
+    [{}, {"causal": True}, {"window_size": (3, -1)}, {"window_size": (-1, 1)}, {"window_size": (40, 40)}],
+    ids=["plain", "causal", "window_left", "window_right", "window_beyond_capacity"],
+)
+def test_rotary_positions_of_the_queries_follow_flash_attn(rng, mods, append):
+    """flash-attn's rule: the new keys at cache_seqlens + i; the queries there too when causal or local
+    (a window side ≥ 0, also one beyond the cache's capacity, which masks nothing), else every query at
+    cache_seqlens. Without an append (which flash-attn refuses with rotary) the queries follow the same
+    rule."""
+    b, Nq, Hq, Hkv, d, capacity = 2, 3, 2, 1, 16, 14
+    seqlens = np.array([2, 9])
+    k_cache = rng.standard_normal((b, capacity, Hkv, d)).astype(np.float32)
+    v_cache = rng.standard_normal((b, capacity, Hkv, d)).astype(np.float32)
+    q = rng.standard_normal((b, Nq, Hq, d)).astype(np.float32)
+    k = rng.standard_normal((b, Nq, Hkv, d)).astype(np.float32) if append else None
+    v = rng.standard_normal((b, Nq, Hkv, d)).astype(np.float32) if append else None
+    angles = np.arange(capacity)[:, None] * (0.3 ** np.arange(d // 2))[None, :]
+    cos, sin = np.cos(angles), np.sin(angles)
+    out = flashattn.flash_attn_with_kvcache(
+        q, k_cache, v_cache, k, v, rotary_cos=cos, rotary_sin=sin, cache_seqlens=seqlens, **mods
+    )
+    consecutive = bool(mods)
+    for s in range(b):
+        Nk = seqlens[s] + (Nq if append else 0)
+        positions = seqlens[s] + np.arange(Nq) if consecutive else np.full(Nq, seqlens[s])
+        q_s = rotate(q[s], cos, sin, positions, interleaved=True)[None]
+        if append:
+            new = seqlens[s] + np.arange(Nq)
+            np.testing.assert_allclose(k_cache[s, new], rotate(k[s], cos, sin, new, True), rtol=1e-6, atol=1e-6)
+        keys, values = k_cache[None, s, :Nk], v_cache[None, s, :Nk]
+        window = mods.get("window_size", (-1, -1))
+        ref = attention(q_s, keys, values, causal=mods.get("causal", False), window=window)
+        base = attention(q_s.astype(np.float32), keys, values, causal=mods.get("causal", False), window=window,
+                         compute=np.float32, low=np.float32)
+        compare({"o": out[s : s + 1]}, ref, base, np.float32, ["o"])
+        # The other rule's positions give another output: the comparison above tells the rules apart.
+        other = seqlens[s] + (np.zeros(Nq, int) if consecutive else np.arange(Nq))
+        q_other = rotate(q[s], cos, sin, other, interleaved=True)[None]
+        assert max_error(out[s : s + 1], attention(q_other, keys, values, causal=mods.get("causal", False),
+                                                   window=window)["o"]) > 1e-2

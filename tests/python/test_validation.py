@@ -1,7 +1,8 @@
 """The Python part of the validation matrix (docs/robustness.md): every bad input raises TypeError (element
-types) or ValueError (everything else) whose message names the argument, and no array passed in changes (the
-key/value caches included). Python has no null pointers (None where an array is required is a TypeError
-naming it), and outputs are always new arrays, so 'output overlaps an input' cannot be expressed here."""
+types) or flashattn.Error (everything else: a ValueError and a RuntimeError) whose message names the
+argument, and no array passed in changes (the key/value caches included). Python has no null pointers (None
+where an array is required is a TypeError naming it), and outputs are always new arrays, so 'output
+overlaps an input' cannot be expressed here."""
 
 import numpy as np
 import pytest
@@ -192,6 +193,9 @@ def test_bad_input_raises_naming_the_argument_and_changes_nothing(case):
     before = [np.array(a, copy=True).view(np.uint8) for a in arrays]
     with pytest.raises(error) as raised:
         call()
+    # Every invalid shape or value, whichever layer finds it, is a flashattn.Error: `except ValueError` and
+    # `except RuntimeError` (flash-attn's type) both catch it. Wrong element types stay TypeErrors.
+    assert isinstance(raised.value, flashattn.Error) == (error is ValueError), type(raised.value)
     message = str(raised.value)
     for word in words:
         assert word in message, f"{word!r} not in {message!r}"

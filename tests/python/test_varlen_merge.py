@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import flashattn
-from reference import attention, compare, max_error
+from reference import assert_drop_rate, attention, compare, max_error
 
 LENGTHS_Q = [5, 0, 13, 1]
 LENGTHS_K = [7, 3, 13, 9]
@@ -72,6 +72,7 @@ def test_varlen_dropout_per_sequence_masks(rng, dtype):
         q, k, v, *args, dropout_p=p, causal=True, return_attn_probs=True, seed=5
     )
     assert [m.shape for m in masks] == [(Hq, a, b) for a, b in zip(LENGTHS_Q, LENGTHS_K)]
+    assert_drop_rate(masks, p)
     dq, dk, dv = flashattn.flash_attn_varlen_backward(
         dout, q, k, v, out, lse, *args, dropout_p=p, causal=True, seed=5
     )
@@ -83,6 +84,27 @@ def test_varlen_dropout_per_sequence_masks(rng, dtype):
         base = attention(*seq, compute=np.float32, low=dtype, **kw)
         got = {"o": out[None, rq], "dq": dq[None, rq], "dk": dk[None, rk], "dv": dv[None, rk]}
         compare(got, ref, base, dtype, ["o", "dq", "dk", "dv"])
+
+
+def test_varlen_dropout_seed_comes_from_numpys_global_generator(rng):
+    """seed=None draws the seed as flash_attn_func does (one np.random.randint(0, 2**64, dtype=np.uint64)):
+    np.random.seed reproduces the masks, which are those of the drawn seed given explicitly."""
+    cu_q, cu_k = np.cumsum([0] + LENGTHS_Q), np.cumsum([0] + LENGTHS_K)
+    q = rng.standard_normal((cu_q[-1], 2, 16)).astype(np.float32)
+    k = rng.standard_normal((cu_k[-1], 1, 16)).astype(np.float32)
+    v = rng.standard_normal((cu_k[-1], 1, 16)).astype(np.float32)
+    args = (q, k, v, cu_q, cu_k, max(LENGTHS_Q), max(LENGTHS_K))
+    np.random.seed(11)
+    seed = int(np.random.randint(0, 2**64, dtype=np.uint64))
+    after = np.random.random()
+    np.random.seed(11)
+    out, _, masks = flashattn.flash_attn_varlen_func(*args, dropout_p=0.25, return_attn_probs=True)
+    assert np.random.random() == after
+    again, _, explicit = flashattn.flash_attn_varlen_func(*args, dropout_p=0.25, return_attn_probs=True, seed=seed)
+    np.testing.assert_array_equal(out, again)
+    for mask, expected in zip(masks, explicit):
+        np.testing.assert_array_equal(mask, expected)
+    assert_drop_rate(masks, 0.25)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

@@ -15,10 +15,10 @@ This module's functions take NumPy arrays and an mpi4py communicator (``comm``) 
 library (flashattn::mpi); ``flashattn.distributed.torch`` runs the ring over a torch.distributed group
 with autograd, without MPI. Every function is a collective: every rank of the communicator calls it.
 Before any transfer the ranks exchange their arguments: if any rank's are invalid, or the ranks disagree
-(shapes, dtype, keywords, layout), every rank raises the same ValueError (TypeError for element types)
-naming the rank and the values, and nobody hangs. A transfer that does not complete within ``timeout``
-seconds (a rank left the call) raises ValueError. The outputs are new arrays; nothing passed in is modified
-(but the KV cache that decode_with_kvcache appends to).
+(shapes, dtype, keywords, layout), every rank raises the same flashattn.Error (TypeError for element
+types) naming the rank and the values, and nobody hangs. A transfer that does not complete within
+``timeout`` seconds (a rank left the call) raises flashattn.Error. The outputs are new arrays; nothing passed
+in is modified (but the KV cache that decode_with_kvcache appends to).
 """
 
 from . import _arguments, _layout, _mpi
@@ -69,7 +69,9 @@ def ring_flash_attn_func(
     q (batch, seqlen_local, heads_q, d), k (batch, seqlen_local, heads_kv, d), v (batch, seqlen_local,
     heads_kv, dv): this rank's rows, float32 or float16, used without copies (the last dimension
     contiguous). The keywords are flash_attn_func's, applied at global positions; with dropout_p > 0 and
-    seed None, rank 0 draws the seed (pass one to be able to call ring_flash_attn_backward). Blocks are
+    seed None, every rank draws one seed from NumPy's global generator (as flash_attn_func does) and all use
+    rank 0's, which the collective check carries to every rank (pass a seed to be able to call
+    ring_flash_attn_backward). Blocks are
     computed in float32 and out rounded once. deterministic: accepted; for a given number of ranks the
     results are the same bits on every run. sinks: float32 (heads_q,) attention sinks as in flash_attn_func,
     the same values on every rank; each row's sink joins it once, after the merge of its blocks.

@@ -7,6 +7,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _arguments as _kernel_arguments
+from .._core import Error
 from . import _layout
 
 
@@ -51,7 +52,7 @@ def check_seed(value, dropout_p=0.0, required=False):
 def check_timeout(seconds):
     seconds = float(seconds)
     if not seconds > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {seconds}")
+        raise Error(f"timeout must be a positive number of seconds, got {seconds}")
     return seconds
 
 
@@ -63,7 +64,7 @@ def slopes_of(alibi_slopes, batch, heads_q):
         alibi_slopes = alibi_slopes.detach().float().numpy()
     array = _kernel_arguments.float32(alibi_slopes, "alibi_slopes")
     if array.shape not in ((heads_q,), (batch, heads_q)):
-        raise ValueError(
+        raise Error(
             f"alibi_slopes must have shape (heads_q,) = ({heads_q},) or (batch, heads_q) = ({batch}, "
             f"{heads_q}), got {array.shape}"
         )
@@ -80,10 +81,10 @@ def sinks_of(sinks, heads_q):
         sinks = sinks.detach().float().numpy()
     array = _kernel_arguments.sinks(sinks)
     if array.shape != (heads_q,):
-        raise ValueError(f"sinks must have shape (heads_q,) = ({heads_q},), got {array.shape}")
+        raise Error(f"sinks must have shape (heads_q,) = ({heads_q},), got {array.shape}")
     bad = np.flatnonzero(np.isnan(array) | (array == np.inf))
     if bad.size:
-        raise ValueError(f"sinks must be finite or -inf, got {array[bad[0]]} at head {bad[0]}")
+        raise Error(f"sinks must be finite or -inf, got {array[bad[0]]} at head {bad[0]}")
     return array
 
 
@@ -119,17 +120,17 @@ def modifiers(batch, heads_q, *, dropout_p, softmax_scale, causal, window_size, 
 def check_shards(q, k, v):
     """q (batch, L, Hq, d), k (batch, L, Hkv, d), v (batch, L, Hkv, dv): one L, Hkv dividing Hq."""
     if tuple(k.shape[:2]) != tuple(q.shape[:2]) or k.shape[3] != q.shape[3]:
-        raise ValueError(
+        raise Error(
             f"k (batch, seqlen_local, heads_kv, head_dim) = {tuple(k.shape)} must match q's batch, "
             f"seqlen_local and head_dim: q has shape {tuple(q.shape)}"
         )
     if tuple(v.shape[:3]) != tuple(k.shape[:3]):
-        raise ValueError(
+        raise Error(
             f"v (batch, seqlen_local, heads_kv, head_dim_v) = {tuple(v.shape)} must match k's first three "
             f"dimensions {tuple(k.shape[:3])}"
         )
     if k.shape[2] == 0 or q.shape[2] % k.shape[2] != 0:
-        raise ValueError(f"heads_kv = {k.shape[2]} must divide heads_q = {q.shape[2]}")
+        raise Error(f"heads_kv = {k.shape[2]} must divide heads_q = {q.shape[2]}")
 
 
 def check_outputs(q, v, out, dout, lse):
@@ -137,11 +138,11 @@ def check_outputs(q, v, out, dout, lse):
     expected = tuple(q.shape[:3]) + (v.shape[3],)
     for name, x in (("out", out), ("dout", dout)):
         if tuple(x.shape) != expected:
-            raise ValueError(f"{name} must have shape (batch, seqlen_local, heads_q, head_dim_v) = {expected}, "
+            raise Error(f"{name} must have shape (batch, seqlen_local, heads_q, head_dim_v) = {expected}, "
                              f"got {tuple(x.shape)}")
     expected = (q.shape[0], q.shape[2], q.shape[1])
     if tuple(lse.shape) != expected:
-        raise ValueError(f"softmax_lse must have shape (batch, heads_q, seqlen_local) = {expected}, got "
+        raise Error(f"softmax_lse must have shape (batch, heads_q, seqlen_local) = {expected}, got "
                          f"{tuple(lse.shape)}")
 
 

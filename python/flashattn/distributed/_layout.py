@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._core import Error
+
 LAYOUTS = ("contiguous", "zigzag")
 
 
@@ -24,7 +26,7 @@ class Segment(NamedTuple):
 
 def check_layout(layout):
     if layout not in LAYOUTS:
-        raise ValueError(f"layout must be 'contiguous' or 'zigzag', got {layout!r}")
+        raise Error(f"layout must be 'contiguous' or 'zigzag', got {layout!r}")
     return layout
 
 
@@ -47,7 +49,7 @@ def shard_indices(seqlen, world_size, rank, layout):
     """The segments' positions one after the other, checked arguments."""
     seqlen, world_size, rank = (operator.index(x) for x in (seqlen, world_size, rank))
     if seqlen < 0 or world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(
+        raise Error(
             f"shard_indices needs seqlen >= 0, world_size >= 1 and 0 <= rank < world_size, got seqlen = "
             f"{seqlen}, world_size = {world_size}, rank = {rank}"
         )
@@ -56,12 +58,12 @@ def shard_indices(seqlen, world_size, rank, layout):
 
 
 def check_lengths(lengths, layout):
-    """ValueError unless each rank r of len(lengths) holds its share of seqlen = sum(lengths) rows."""
+    """Error unless each rank r of len(lengths) holds its share of seqlen = sum(lengths) rows."""
     world_size, seqlen = len(lengths), sum(lengths)
     for rank, length in enumerate(lengths):
         expected = sum(s.length for s in shard_segments(seqlen, world_size, rank, layout))
         if length != expected:
-            raise ValueError(
+            raise Error(
                 f"rank {rank} holds {length} rows, but the {layout} layout gives rank {rank} {expected} of the "
                 f"seqlen = {seqlen} rows (the sum of the ranks' seqlen_local); place rows with shard_indices"
             )

@@ -7,6 +7,7 @@ import operator
 import numpy as np
 
 from .. import _arguments as _kernel_arguments
+from .._core import Error
 from . import _agreement, _arguments, _layout
 
 
@@ -32,8 +33,9 @@ def check_comm(comm):
 
 def agree(comm, prepare, layout=None):
     """The collective check around prepare() → (this rank's prepared call, seqlen = the sum of the ranks'
-    lengths, the agreed dropout seed). With a layout, each rank must hold its share of the rows."""
-    call, lengths, seed = _agreement.agree(comm.allgather, prepare)
+    lengths, the agreed dropout seed: rank 0's draw from NumPy's global generator when none is given).
+    With a layout, each rank must hold its share of the rows."""
+    call, lengths, seed = _agreement.agree(comm.allgather, prepare, draw_seed=_kernel_arguments.numpy_seed)
     if layout is not None:
         _layout.check_lengths(lengths, layout)
         return call, sum(lengths), seed
@@ -63,7 +65,7 @@ def modifiers_of(q, keywords):
     if not isinstance(q, np.ndarray):
         raise TypeError(f"q must be a numpy.ndarray, got {type(q).__name__}")
     if q.ndim != 4:
-        raise ValueError(f"q must have 4 dimensions (batch, seqlen_local, heads_q, head_dim), got {q.ndim}")
+        raise Error(f"q must have 4 dimensions (batch, seqlen_local, heads_q, head_dim), got {q.ndim}")
     return _arguments.modifiers(q.shape[0], q.shape[2], **keywords)
 
 
@@ -127,7 +129,7 @@ def prepare_decode(
     """decode_with_kvcache's prepared call: the side arrays converted as flash_attn_with_kvcache converts
     them, this rank's checks, and what the ranks must agree on (q itself among it)."""
     if not isinstance(q, np.ndarray) or q.ndim != 4:
-        raise ValueError(
+        raise Error(
             f"q must be a numpy.ndarray of 4 dimensions (batch, seqlen_q, heads_q, head_dim), got {q!r}"
         )
     batch, heads_q = q.shape[0], q.shape[2]

@@ -9,6 +9,8 @@ import torch.distributed as dist
 
 import flashattn.torch as fat
 
+from .. import _tensors
+from .._core import Error
 from . import _agreement, _arguments, _layout, _torch_ring
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -18,11 +20,11 @@ def _check_tensor(x, name):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.device.type != "cpu":
-        raise ValueError(f"{name} must be on the CPU, got device {x.device}")
+        raise Error(f"{name} must be on the CPU, got device {x.device}")
     if x.dtype not in _DTYPES:
         raise TypeError(f"{name} must have dtype float32, float16 or bfloat16, got {x.dtype}")
     if x.dim() != 4:
-        raise ValueError(f"{name} must have 4 dimensions (batch, seqlen_local, heads, dim), got {x.dim()}")
+        raise Error(f"{name} must have 4 dimensions (batch, seqlen_local, heads, dim), got {x.dim()}")
 
 
 def _prepare(q, k, v, layout, requires_grad, timeout, keywords):
@@ -93,9 +95,9 @@ class RingFlashAttnFunc(torch.autograd.Function):
 def ring_attention(q, k, v, group, layout, timeout, keywords):
     """(out, lse) of the ring over `group`, recorded by autograd when q, k or v requires a gradient."""
     if not dist.is_initialized():
-        raise ValueError("torch.distributed is not initialized: call torch.distributed.init_process_group")
+        raise Error("torch.distributed is not initialized: call torch.distributed.init_process_group")
     if dist.get_rank(group) < 0:
-        raise ValueError("this process is not a member of `group`")
+        raise Error("this process is not a member of `group`")
     sinks = keywords["sinks"]
     requires_grad = torch.is_grad_enabled() and any(
         isinstance(x, torch.Tensor) and x.requires_grad for x in (q, k, v, sinks)
@@ -107,7 +109,9 @@ def ring_attention(q, k, v, group, layout, timeout, keywords):
         return gathered
 
     (modifiers, seconds), lengths, seed = _agreement.agree(
-        allgather, lambda: _prepare(q, k, v, layout, requires_grad, timeout, keywords)
+        allgather,
+        lambda: _prepare(q, k, v, layout, requires_grad, timeout, keywords),
+        draw_seed=_tensors.torch_seed,
     )
     modifiers = modifiers._replace(seed=seed)
     ring = _ring(group, layout, lengths, seconds)

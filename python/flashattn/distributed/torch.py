@@ -43,9 +43,10 @@ def ring_flash_attn_func(
     The global sequence length is the sum of the ranks' seqlen_local; rank r must hold
     shard_indices(seqlen, world_size, r, layout)'s rows, in that order ("zigzag" or "contiguous").
     The keywords are flashattn.torch.flash_attn_func's, applied at global positions (causal, window_size,
-    alibi_slopes, dropout: the mask a single process draws with the same seed; seed None = rank 0's draw).
+    alibi_slopes, dropout: the mask a single process draws with the same seed; seed None: every rank draws
+    one from torch's default generator, as flashattn.torch does, and all use rank 0's).
     Before any transfer the ranks exchange their arguments: if any rank's are invalid or the ranks
-    disagree, every rank raises the same ValueError (TypeError for element types). timeout: seconds a
+    disagree, every rank raises the same flashattn.Error (TypeError for element types). timeout: seconds a
     transfer may take before the call raises RuntimeError (a rank left the call); the group's own timeout
     bounds its collectives. deterministic: accepted; the ring is deterministic for a given world size.
 

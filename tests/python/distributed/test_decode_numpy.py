@@ -19,6 +19,7 @@ OPTIONS = [
     dict(causal=True, window_size=(20, 0), seqlen_q=3),
     dict(softcap=2.0, softmax_scale=0.3),
     dict(causal=True, new=2, rotary=True, seqlen_q=2),
+    dict(new=2, rotary=True, seqlen_q=3),  # not causal: every query rotated at the sequence's cached length
     dict(new=3),
     dict(alibi=True, seqlen_q=3),
     dict(causal=True, window_size=(20, 0), alibi=True, new=2, seqlen_q=2),

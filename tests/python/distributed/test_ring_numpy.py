@@ -130,3 +130,25 @@ def test_alibi_and_dropout_at_global_positions_equal_one_process(comm, rng, layo
     arrays = [x.astype(np.float32) for x in problem(rng, 97, 4, 2)]
     got = ring(comm, [shard(x, comm.rank, comm.size, layout) for x in arrays], layout, keywords)
     check_equals_single_process(got, single(arrays, keywords), comm.rank, comm.size, layout)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_drawn_dropout_seed_is_rank_0s_draw_from_numpys_generator(comm, rng, layout):
+    """seed=None: every rank draws one np.random.randint(0, 2**64, dtype=np.uint64) from its own NumPy global
+    generator, and the collective check's all-gather gives every rank rank 0's draw. The ranks agree even
+    when their generators differ (seeded per rank here): the result is one process's with rank 0's seed,
+    and each rank's generator has advanced by its one draw."""
+    arrays = [x.astype(np.float32) for x in problem(rng, 97, 4, 2)]
+    q, k, v, dout = (shard(x, comm.rank, comm.size, layout) for x in arrays)
+    np.random.seed(100)
+    seed = int(np.random.randint(0, 2**64, dtype=np.uint64))  # rank 0's draw
+    np.random.seed(100 + comm.rank)
+    np.random.randint(0, 2**64, dtype=np.uint64)
+    after = np.random.random()
+    np.random.seed(100 + comm.rank)
+    keywords = dict(dropout_p=0.3, causal=True)
+    out, lse, _ = fd.ring_flash_attn_func(q, k, v, comm=comm, layout=layout, return_attn_probs=True, **keywords)
+    assert np.random.random() == after
+    dq, dk, dv = fd.ring_flash_attn_backward(dout, q, k, v, out, lse, comm=comm, layout=layout, seed=seed, **keywords)
+    got = dict(o=out, lse=lse, dq=dq, dk=dk, dv=dv)
+    check_equals_single_process(got, single(arrays, dict(keywords, seed=seed)), comm.rank, comm.size, layout)

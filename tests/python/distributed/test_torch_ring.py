@@ -147,3 +147,30 @@ def test_a_rank_that_leaves_the_ring_makes_the_others_time_out(group, rng, monke
     with pytest.raises(RuntimeError, match=r"rank \d: a ring transfer \(tag \d+\) did not complete within 1 s"):
         fdt.ring_flash_attn_func(q, k, v, group=doomed, timeout=1.0)
     assert time.monotonic() - started < 30
+
+
+def torch_draw(state_seed):
+    """The seed a call with seed=None draws right after torch.manual_seed(state_seed), and torch.rand(4)
+    after that draw."""
+    torch.manual_seed(state_seed)
+    seed = int(torch.empty((), dtype=torch.int64).random_(-(2**63), None)) % 2**64
+    return seed, torch.rand(4)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_drawn_dropout_seed_is_rank_0s_draw_from_torchs_generator(group, rng, layout):
+    """seed=None: every rank draws one seed from its own torch default generator, as flashattn.torch does, and
+    the collective check's all-gather gives every rank rank 0's draw. The ranks agree even when their
+    generators differ (seeded per rank here): out and the gradients of loss.backward() are one process's
+    with rank 0's seed, and each rank's generator has advanced by its one draw."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    arrays = problem(rng, 97, 4, 2)
+    mine = tensors([shard(x, rank, world_size, layout) for x in arrays], torch.float32)
+    seed = torch_draw(100)[0]  # rank 0's draw
+    _, after = torch_draw(100 + rank)
+    torch.manual_seed(100 + rank)
+    keywords = dict(dropout_p=0.3, causal=True)
+    got = run(lambda *a, **kw: fdt.ring_flash_attn_func(*a, layout=layout, **kw), *mine, keywords)
+    assert torch.equal(torch.rand(4), after)
+    base = run(fat.flash_attn_func, *tensors(arrays, torch.float32), dict(keywords, seed=seed))
+    check_equals_single_process(got, base, rank, world_size, layout)
