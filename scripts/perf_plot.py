@@ -15,6 +15,7 @@ intensity of the problem, not of the kernel's tiling. FLOPs count as in the benc
 
 import argparse
 import glob
+import math
 import os
 import sys
 
@@ -26,6 +27,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 import perf_results  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LABEL_OFFSETS = ((6, 3), (6, -10), (-16, 3), (-16, -10), (6, 14), (-16, 14), (6, -21), (-16, -21), (18, 3), (-28, 3))
 MARKERS = {"forward": ("o", "tab:blue"), "decode": ("s", "tab:red"), "backward": ("^", "tab:green")}
 
 
@@ -47,7 +49,7 @@ def plot(kind, groups, machine, out):
     if not points:
         return False
 
-    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=100)
+    fig, ax = plt.subplots(figsize=(8, 6.5), dpi=100)
     xs = [p[0] for _, p in points]
     lo, hi = min(xs + [1.0]) / 2, max(xs + [fma / bandwidth if fma and bandwidth else 1.0]) * 4
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
@@ -60,11 +62,16 @@ def plot(kind, groups, machine, out):
         for peak, label, style in ((fma, "FMA peak", "-"), (int8, "int8 dot-product peak", "--")):
             if peak:
                 ax.axhline(peak, linestyle=style, color="black", linewidth=1.2, label=f"{label} {peak:.0f} GOP/s")
+    placed = []
     for number, (case, (x, y)) in enumerate(points, 1):
         marker, color = MARKERS[case.mode]
         ax.plot([x], [y], marker, color=color, markersize=7,
                 label=f"{number}. {case.mode}: {perf_results.describe(case.first)}")
-        ax.annotate(str(number), (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        # Points closer than about a seventh of a decade share a spot: their numbers go round it.
+        near = sum(1 for px, py in placed if abs(math.log10(px / x)) < 0.15 and abs(math.log10(py / y)) < 0.15)
+        placed.append((x, y))
+        ax.annotate(str(number), (x, y), textcoords="offset points", xytext=LABEL_OFFSETS[near % len(LABEL_OFFSETS)],
+                    fontsize=8)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)

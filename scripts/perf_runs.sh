@@ -9,7 +9,7 @@
 #   backward  batch 1, 8 heads, N 2048, d 128: f32 (beside the OpenBLAS baseline), causal f32, f16
 #   decode    `--preset decode-roofline` (docs/performance.md, "How it is measured")
 # The JSON lines, after one line describing this machine's CPU (scripts/perf_results.py machine), replace
-# docs/perf/<CPU kind>.jsonl; scripts/perf_table.py and scripts/perf_plot.py then redraw the tables and plots
+# docs/perf/<CPU kind>.jsonl; scripts/perf_plot.py and scripts/perf_table.py then redraw the plots and tables
 # of every docs/perf/*.jsonl, so that results of other CPU kinds stay. Needs a quiet machine: every row
 # records the load average. ONLY=forward|backward|decode runs one mode (replacing the file all the same).
 set -euo pipefail
@@ -47,7 +47,7 @@ fi
 
 mkdir -p "$root/docs/perf"
 out=$root/docs/perf/$("$python" "$root/scripts/perf_results.py" slug "$results").jsonl
-cp "$results" "$out"
+cat "$results" >"$out"  # not cp: the temporary file is private
 echo "perf_runs.sh: wrote ${out#"$root"/}" >&2
+"$python" "$root/scripts/perf_plot.py"   # first: the tables link the plots that exist
 "$python" "$root/scripts/perf_table.py"
-"$python" "$root/scripts/perf_plot.py"

@@ -62,7 +62,7 @@ def table(mode, cases):
         return lines
     with_baseline = any(c.median("speedup_vs_baseline") is not None for c in cases)
     lines.append("| case | CPU | threads | rounds | median ms | GFLOP/s | FMA peak GFLOP/s | of the FMA peak |"
-                 + (" OpenBLAS baseline ms | speedup |" if with_baseline else ""))
+                 + (" OpenBLAS baseline ms (its kernels) | speedup |" if with_baseline else ""))
     lines.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: |" if with_baseline else ""))
     for c in cases:
         line = (f"| {perf_results.describe(c.first)} | {c.cpu} | {c.first.get('threads')} | {len(c.rows)} "
@@ -70,7 +70,8 @@ def table(mode, cases):
                 f"| {three_digits(c.median('peak_gflops'))} | {percent(c, 'peak_fraction')} |")
         if with_baseline:
             speedup = c.median("speedup_vs_baseline")
-            line += (f" {three_digits(c.median('baseline_median_ms'))} | "
+            core = c.most_common("baseline_blas_core")
+            line += (f" {three_digits(c.median('baseline_median_ms'))}{f' ({core})' if core else ''} | "
                      + (f"{speedup:.2f}× |" if speedup is not None else "— |"))
         lines.append(line)
     return lines
