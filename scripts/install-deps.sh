@@ -17,6 +17,8 @@ mpi_packages=(libopenmpi-dev openmpi-bin python3-mpi4py)
 # The Python package's PEP 517 build (pyproject.toml, setup.py) in a venv: setuptools and wheel, pip and venv,
 # and `python3 -m build` for wheels.
 packaging_packages=(python3-setuptools python3-wheel python3-pip python3-venv python3-build)
+# docs/performance.md's roofline plot (scripts/perf_plot.py).
+docs_packages=(python3-matplotlib)
 # Sanitizer builds and fuzzers (docs/robustness.md): clang; compiler-rt's ASan, UBSan, TSan and
 # libFuzzer runtimes (libclang-rt-dev; clang only recommends it); LLVM's OpenMP with its Archer tool for TSan
 # (libomp-dev); llvm-symbolizer for readable reports (llvm). Debian's default-version packages, so that all
@@ -30,7 +32,7 @@ sanitizer_packages=(clang libclang-rt-dev libomp-dev llvm)
 arm_packages=(crossbuild-essential-arm64 qemu-user libhwy-dev:arm64 libgtest-dev:arm64)
 
 packages=("${build_packages[@]}" "${python_packages[@]}" "${packaging_packages[@]}" "${mpi_packages[@]}"
-          "${sanitizer_packages[@]}")
+          "${docs_packages[@]}" "${sanitizer_packages[@]}")
 
 # Sets `missing` to those of the given packages that are not installed: a name without an architecture
 # (`libhwy-dev`) for this machine's own or for all, one with it (`libhwy-dev:arm64`) for that one. With

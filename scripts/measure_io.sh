@@ -4,8 +4,8 @@
 #
 #   scripts/measure_io.sh [BUILD_DIR] > docs/io_traffic.dat
 #
-# BUILD_DIR (default build) must hold a built libflashattn.a. Each output line is one call of one algorithm
-# on one head, one thread, float32, LSE written:
+# BUILD_DIR (default build) must be configured; the script builds its io_probe target there. Each output line
+# is one call of one algorithm on one head, one thread, float32, LSE written:
 #   algorithm N d LL_bytes model_bytes counted_bytes measured_bytes Br Bc simd_target
 # measured_bytes = (LL data read misses + LL data write misses) × 64: the lines the simulated last-level
 # cache fetched from memory during the forward call alone (callgrind instruments only io_probe_forward,
@@ -34,8 +34,8 @@ fused 2048 64
 fused 4096 64"}
 
 command -v valgrind >/dev/null || { echo "measure_io.sh: valgrind is not installed" >&2; exit 1; }
-if [[ ! -f $build/libflashattn.a ]]; then
-  echo "measure_io.sh: no $build/libflashattn.a; build it first" >&2
+if [[ ! -f $build/CMakeCache.txt ]]; then
+  echo "measure_io.sh: no $build/CMakeCache.txt; configure and build it first" >&2
   exit 1
 fi
 
@@ -43,13 +43,11 @@ script=measure_io.sh
 # shellcheck source=scripts/simulated_caches.sh
 source "$root/scripts/simulated_caches.sh"  # D1, LL
 
-# Compile the probe against the sources the library was built from: headers of another checkout may lay
-# AttentionParams out differently.
-src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
+# The probe is a target of the build (scripts/CMakeLists.txt), linked with the library it measures.
+cmake --build "$build" --target io_probe >/dev/null
+probe=$build/scripts/io_probe
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-g++ -std=c++20 -O2 -fopenmp -I "$src/include" -I "$src/tools" -I "$src/src" "$root/scripts/io_probe.cc" \
-  "$build/tools/libflashattn_tools.a" "$build/libflashattn.a" -lhwy_contrib -lhwy -o "$work/io_probe"
 
 echo "# algorithm N d LL_bytes model_bytes counted_bytes measured_bytes Br Bc simd_target"
 echo "# valgrind --tool=callgrind --cache-sim=yes --D1=$D1,64 --LL=$LL,64 --instr-atstart=no" \
@@ -58,10 +56,10 @@ while read -r algorithm N d; do
   [[ -z $algorithm ]] && continue
   valgrind --tool=callgrind --cache-sim=yes --I1=32768,8,64 --D1="$D1",64 --LL="$LL",64 \
     --instr-atstart=no --collect-atstart=no --toggle-collect=io_probe_forward \
-    --callgrind-out-file="$work/out" "$work/io_probe" "$algorithm" "$N" "$d" > "$work/probe" 2>/dev/null
+    --callgrind-out-file="$work/out" "$probe" "$algorithm" "$N" "$d" > "$work/probe" 2>/dev/null
   read -r _ _ _ Br _ Bc _ target < "$work/probe"
   if (( N * N * 2 * d <= COUNT_MAX )); then
-    read -r _ model _ counted _ _ _ _ _ _ < <("$work/io_probe" "$algorithm" "$N" "$d" --target "$target" \
+    read -r _ model _ counted _ _ _ _ _ _ < <("$probe" "$algorithm" "$N" "$d" --target "$target" \
       --report)
   else
     read -r _ model _ _ _ _ < "$work/probe"

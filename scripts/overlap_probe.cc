@@ -1,8 +1,7 @@
 // How well reads from main memory hide under arithmetic, by the order the reads take and by whether the next
 // block is requested in software (docs/quantized_cache.md, "What limits the bandwidth").
 //
-//   g++ -O2 -mavx2 -mfma -fopenmp scripts/overlap_probe.cc -o /tmp/overlap_probe
-//   /tmp/overlap_probe [THREADS=2] [ROW_BYTES=128] [WORK=8] [HINT=t1] [MEMORY_MIB=128] [PARTS=4]
+//   build/scripts/overlap_probe [THREADS=2] [ROW_BYTES=128] [WORK=8] [HINT=t1] [MEMORY_MIB=128] [PARTS=4]
 //
 // Each thread walks a K and a V buffer of its own, laid out as a (seq, head, dim) cache of 8 K/V heads with rows
 // of ROW_BYTES, in blocks of 32 keys: every row is read once, and each row read is followed by WORK rounds of 8
@@ -21,7 +20,8 @@
 // without requests with V as decode reads it, requests and all.
 // HINT is the instruction that requests a line: t1 (prefetcht1, into L2, what decode uses), t2, t0 (into L1
 // as well), nta or w (prefetchw).
-// The sums only keep the loads and the arithmetic from being optimized away; nothing here uses flashattn.
+// The sums only keep the loads and the arithmetic from being optimized away; nothing here uses flashattn. The
+// build compiles it on x86 (scripts/CMakeLists.txt).
 #include <immintrin.h>
 #include <omp.h>
 

@@ -1,7 +1,7 @@
 // How fast this machine's cores read main memory in the patterns that matter to decode, next to the one
-// `flashattn bench` calls its read bandwidth (docs/quantized_cache.md, "What the memory allows").
+// `flashattn bench` calls its read bandwidth (docs/quantized_cache.md, "What limits the bandwidth").
 //
-//   g++ -O2 -fopenmp scripts/read_patterns.cc -o /tmp/read_patterns && /tmp/read_patterns [THREADS]
+//   build/scripts/read_patterns [THREADS]          (built with the benchmarks, scripts/CMakeLists.txt)
 //
 // Each pattern sums the 64-bit words of a 128 MiB buffer (split between THREADS threads, default 2), best of
 // 20 passes as the bench's own measurement takes it, and prints GB/s:

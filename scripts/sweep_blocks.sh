@@ -45,17 +45,15 @@ MEASURE_BLOCKS=${MEASURE_BLOCKS:-"0 0
 REPEATS=${REPEATS:-5}
 THREADS=${THREADS:-2}
 
-if [[ ! -f $build/libflashattn.a ]]; then
-  echo "sweep_blocks.sh: no $build/libflashattn.a; build it first" >&2
+if [[ ! -f $build/CMakeCache.txt ]]; then
+  echo "sweep_blocks.sh: no $build/CMakeCache.txt; configure and build it first" >&2
   exit 1
 fi
-# Compile the probe against the sources the library was built from: headers of another checkout may lay
-# AttentionParams out differently.
-src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
+# The probe is a target of the build (scripts/CMakeLists.txt), linked with the library it measures.
+cmake --build "$build" --target io_probe >/dev/null
+probe=$build/scripts/io_probe
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-g++ -std=c++20 -O2 -fopenmp -I "$src/include" -I "$src/tools" -I "$src/src" "$root/scripts/io_probe.cc" \
-  "$build/tools/libflashattn_tools.a" "$build/libflashattn.a" -lhwy_contrib -lhwy -o "$work/io_probe"
 
 blocks_args() {  # $1 $2 = Br Bc; 0 0 = the kernel's choice
   if [[ $1 != 0 || $2 != 0 ]]; then echo "--blocks $1 $2"; fi
@@ -68,10 +66,10 @@ if [[ -z ${MEASURE:-} ]]; then
   while read -r N d heads; do
     while read -r Br Bc; do
       # shellcheck disable=SC2046
-      read -r _ model _ used_Br _ used_Bc _ _ < <("$work/io_probe" fused "$N" "$d" --heads "$heads" \
+      read -r _ model _ used_Br _ used_Bc _ _ < <("$probe" fused "$N" "$d" --heads "$heads" \
         $(blocks_args "$Br" "$Bc") --model)
       # shellcheck disable=SC2046
-      read -r _ ms _ _ _ cpu_ms _ gflops _ cpu_gflops _ target < <("$work/io_probe" fused "$N" "$d" \
+      read -r _ ms _ _ _ cpu_ms _ gflops _ cpu_gflops _ target < <("$probe" fused "$N" "$d" \
         --heads "$heads" --threads "$THREADS" $(blocks_args "$Br" "$Bc") --time "$REPEATS")
       echo "$N $d $heads $THREADS $used_Br $used_Bc $ms $cpu_ms $gflops $cpu_gflops $model $target"
     done <<< "$BLOCKS"
@@ -91,11 +89,11 @@ while read -r N d; do
     # shellcheck disable=SC2046
     valgrind --tool=callgrind --cache-sim=yes --I1=32768,8,64 --D1="$D1",64 --LL="$LL",64 \
       --instr-atstart=no --collect-atstart=no --toggle-collect=io_probe_forward \
-      --callgrind-out-file="$work/out" "$work/io_probe" fused "$N" "$d" $(blocks_args "$Br" "$Bc") \
+      --callgrind-out-file="$work/out" "$probe" fused "$N" "$d" $(blocks_args "$Br" "$Bc") \
       > "$work/probe" 2>/dev/null
     read -r _ _ _ used_Br _ used_Bc _ target < "$work/probe"
     # shellcheck disable=SC2046
-    read -r _ model _ counted _ _ _ _ _ _ < <("$work/io_probe" fused "$N" "$d" $(blocks_args "$Br" "$Bc") \
+    read -r _ model _ counted _ _ _ _ _ _ < <("$probe" fused "$N" "$d" $(blocks_args "$Br" "$Bc") \
       --target "$target" --report)
     # events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
     read -r measured instructions < <(awk '/^totals:/ { print ($9 + $10) * 64, $2 }' "$work/out")

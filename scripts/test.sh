@@ -6,11 +6,21 @@
 #   4. fuzz      the libFuzzer targets side by side for FUZZ_SECONDS (45 here) from their corpora (build-asan/)
 #   5. arm       the kernels' tests cross-built for AArch64 (build-arm/) and run under qemu-user on NEON and
 #                SVE at 128, 256 and 512 bits (scripts/arm.sh, docs/arm.md)
+# `scripts/test.sh --quick` is the daily loop instead: one part, a Release build for this CPU's best SIMD target
+# only (build-quick/, kept between runs so that the next build is incremental) and its kernel, validation, C and
+# Python tests; what it leaves out is listed at `quick()` below. CI runs the full command (.ci/run).
 # Every part runs even if an earlier one failed; the command exits non-zero if any part failed, a test
 # exceeded its time limit, a sanitizer reported anything or a fuzzer found an input that fails.
 # Works from any directory. On 2 cores the whole run has to stay well under 30 minutes.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+mode=full
+case ${1:-} in
+  "") ;;
+  --quick) mode=quick ;;
+  *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
 
 bash "$root/scripts/install-deps.sh"
 
@@ -24,6 +34,27 @@ release() {
   cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release &&
     cmake --build "$root/build" -j "$(nproc)" &&
     ctest --test-dir "$root/build" --output-on-failure -j2 --timeout 600
+}
+
+# The daily loop: one SIMD target (FLASHATTN_SIMD_TARGETS=native, cmake/simd_targets.cmake), neither
+# flashattn::mpi nor the benchmarks (bench/, the probes of scripts/), and every test of that build but those
+# that need more than one target, build the library again or install it:
+#   test_targets_test                         checks the choice among several compiled targets
+#   DecodeQuantized.IntegerPvAgreesOnEveryTarget  compares the int8 kernel between targets (a gtest filter)
+#   install_consumer_shared, c_api_shared,    build a shared library of their own (c_api_static still runs
+#   shared_library_exports                    the C API's tests from C)
+#   python_pip_install_test                   builds and installs the wheel in fresh venvs
+#   python_install_test                       installs the Python component into a staging root
+#   configure_multi_config                    configures the whole project again with Ninja Multi-Config
+# The full command runs all of them.
+quick_excluded='^(test_targets_test|install_consumer_shared|c_api_shared|shared_library_exports'
+quick_excluded+='|python_pip_install_test|python_install_test|configure_multi_config)$'
+quick() {
+  cmake -S "$root" -B "$root/build-quick" -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_SIMD_TARGETS=native \
+    -DFLASHATTN_ENABLE_MPI=OFF -DFLASHATTN_ENABLE_BENCH=OFF &&
+    cmake --build "$root/build-quick" -j "$(nproc)" &&
+    GTEST_FILTER=-DecodeQuantized.IntegerPvAgreesOnEveryTarget \
+      ctest --test-dir "$root/build-quick" --output-on-failure -j2 --timeout 600 -E "$quick_excluded"
 }
 
 # Sets cpu_seconds to the CPU time (user + system) of every finished child process so far: bash's `times`,
@@ -52,13 +83,17 @@ run_part() {
     $((cpu_seconds - start_cpu)))")
 }
 
-run_part release release
-run_part asan bash "$root/scripts/sanitize.sh" asan-ubsan
-run_part tsan bash "$root/scripts/sanitize.sh" tsan
-# 45 s here (scripts/fuzz.sh alone: 60 s), to keep the whole command within its time budget: the three targets
-# share the 2 cores, about 30 s of one core each.
-run_part fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-45}" bash "$root/scripts/fuzz.sh"
-run_part arm bash "$root/scripts/arm.sh"
+if [[ $mode == quick ]]; then
+  run_part quick quick
+else
+  run_part release release
+  run_part asan bash "$root/scripts/sanitize.sh" asan-ubsan
+  run_part tsan bash "$root/scripts/sanitize.sh" tsan
+  # 45 s here (scripts/fuzz.sh alone: 60 s), to keep the whole command within its time budget: the three
+  # targets share the 2 cores, about 30 s of one core each.
+  run_part fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-45}" bash "$root/scripts/fuzz.sh"
+  run_part arm bash "$root/scripts/arm.sh"
+fi
 
 echo "== test.sh: summary"
 printf '%s\n' "${summary[@]}"
