@@ -1,5 +1,5 @@
-// Software prefetch requests shared by the forward and decode kernels: the lines of a row, into the cache
-// closest to the core or into L2 only. Plain functions, called from every SIMD target's code.
+// Software prefetch requests of the forward and decode kernels: one line into every cache level (decode), the
+// lines of a row into L2 only (forward). Plain functions, called from every SIMD target's code.
 #ifndef FLASHATTN_COMMON_PREFETCH_H_
 #define FLASHATTN_COMMON_PREFETCH_H_
 
@@ -38,11 +38,6 @@ HWY_INLINE void PrefetchLine(const void* line) {
 // Requests the lines of the `bytes` bytes at `row` into L2 only.
 HWY_INLINE void PrefetchRowToL2(const void* row, std::int64_t bytes) {
   for (std::int64_t byte = 0; byte < bytes; byte += 64) PrefetchLineToL2(static_cast<const char*>(row) + byte);
-}
-
-// Requests the lines of the `bytes` bytes at `row` into the cache closest to the core.
-HWY_INLINE void PrefetchRow(const void* row, std::int64_t bytes) {
-  for (std::int64_t byte = 0; byte < bytes; byte += 64) hwy::Prefetch(static_cast<const char*>(row) + byte);
 }
 
 }  // namespace flashattn

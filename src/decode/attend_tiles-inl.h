@@ -1,5 +1,5 @@
-// The register-tiled pieces of the decode kernel (attend-inl.h), per Highway target; include after
-// hwy/highway.h:
+// The register-tiled pieces the decode kernel's key and value paths are made of (key_paths-inl.h,
+// value_paths-inl.h), per Highway target; include after hwy/highway.h:
 //   ScoreBlock:      S = Q K_jᵀ for R rows × a block of keys, in tiles of rows × keys whose dot products
 //                    are reduced together by a transposing shuffle tree (ReduceTransposed)
 //   AccumulateBlock: Õ = diag(α) Õ + P̃ V_j, tiles of rows × two vectors of features
@@ -18,7 +18,6 @@
 #include <numeric>
 #include <type_traits>
 
-#include "common/prefetch.h"
 #include "decode/attend.h"
 #include "hwy/highway.h"
 #include "simd/convert-inl.h"
@@ -94,13 +93,6 @@ HWY_INLINE V ReduceTransposed(const V* acc) {
   }
 }
 #endif  // FLASHATTN_DECODE_SIZELESS_VECTORS
-
-// Requests the K and V rows of one key (row_bytes each) into the cache.
-template <typename T>
-HWY_INLINE void PrefetchKey(const T* k_row, const T* v_row, std::int64_t row_bytes) {
-  PrefetchRow(k_row, row_bytes);
-  PrefetchRow(v_row, row_bytes);
-}
 
 // How the tiles scale the quantized rows they read straight. RowScales: not at all (a row's one scale acts on
 // its scores or weights outside the tiles). GroupScales<kGroupsPerVector>: each widened vector times its scale
