@@ -1,6 +1,7 @@
 // flashattn: exact, IO-aware attention for CPUs. The one header a user includes; it includes the others:
 //
-//   flashattn/types.h     Error, DType, Strides, MaskTensor, Tiling, ScoreSettings, AttentionSettings
+//   flashattn/types.h     Error, DType, Strides, MaskTensor, Tiling, ScoreSettings, HeadSettings,
+//                         AttentionSettings
 //   flashattn/forward.h   Algorithm, AttentionParams, validate, forward, materialize_dropout_mask
 //   flashattn/varlen.h    VarlenParams, forward_varlen: packed sequences of different lengths
 //   flashattn/merge.h     MergeParams, merge_attention_states: partial results merged by their LSE
