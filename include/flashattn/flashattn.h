@@ -7,6 +7,7 @@
 //   flashattn/merge.h     MergeParams, merge_attention_states: partial results merged by their LSE
 //   flashattn/decode.h    DecodeParams, decode: new query rows against a (paged) key/value cache
 //   flashattn/backward.h  BackwardParams, backward, VarlenBackwardParams, backward_varlen: the gradients
+//   flashattn/fields.h    for_each_field: every field of the parameter structs, by name
 //   flashattn/export.h    FLASHATTN_API, the mark of what a shared library exports
 //
 // Naming: types and enums are PascalCase (AttentionParams, DType); enumerators and constants are kPascalCase
@@ -23,6 +24,7 @@
 #include "flashattn/backward.h"
 #include "flashattn/decode.h"
 #include "flashattn/export.h"
+#include "flashattn/fields.h"
 #include "flashattn/forward.h"
 #include "flashattn/merge.h"
 #include "flashattn/types.h"
