@@ -82,6 +82,7 @@ if(flashattn_sanitize_label STREQUAL "asan")
     "FusedKernelTest.EveryForcedBlockSize*" "FusedKernelTest.MaskTensor*" "FusedKernelTest.RowsWithout*"
     "FusedKernelTest.Empty*" "FusedKernelTest.Dropout*")
   flashattn_sanitized_test(kernel_threads_test "*")
+  flashattn_sanitized_test(working_memory_test "*")
   flashattn_sanitized_test(merge_test "*")
   flashattn_sanitized_test(decode_test "*")
   # Not the comparison of integer P̃V across targets, nor the statistics of the error over large caches
@@ -123,4 +124,5 @@ else()
   flashattn_sanitized_test(backward_kernel_test
     "FusedBackwardTest.AnyThreadCount*" "FusedBackwardTest.TwentyRepeated*")
   flashattn_sanitized_test(concurrency_test "*")
+  flashattn_sanitized_test(working_memory_test "*")
 endif()

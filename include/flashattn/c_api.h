@@ -390,6 +390,15 @@ FLASHATTN_C_API flashattn_status flashattn_materialize_dropout_mask(const flasha
 FLASHATTN_C_API flashattn_status flashattn_materialize_dropout_mask_varlen(const flashattn_varlen_params* params,
                                                                            uint8_t* keep);
 
+/* The kernels' working memory that calling threads keep between calls (include/flashattn/working_memory.h):
+ * each keeps at most the limit, by default 64 MiB, until it ends. Setting the limit trims every thread's kept
+ * memory to it at once (0 keeps none); release frees what every thread keeps; retained gives the bytes all
+ * threads keep together. Thread-safe. */
+FLASHATTN_C_API void flashattn_set_working_memory_limit(size_t bytes_per_thread);
+FLASHATTN_C_API size_t flashattn_working_memory_limit(void);
+FLASHATTN_C_API void flashattn_release_working_memory(void);
+FLASHATTN_C_API size_t flashattn_retained_working_memory(void);
+
 #ifdef __cplusplus
 }
 #endif

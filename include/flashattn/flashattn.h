@@ -7,6 +7,8 @@
 //   flashattn/merge.h     MergeParams, merge_attention_states: partial results merged by their LSE
 //   flashattn/decode.h    DecodeParams, decode: new query rows against a (paged) key/value cache
 //   flashattn/backward.h  BackwardParams, backward, VarlenBackwardParams, backward_varlen: the gradients
+//   flashattn/working_memory.h  set_working_memory_limit, release_working_memory: the working memory that
+//                         calling threads keep between calls
 //   flashattn/fields.h    for_each_field: every field of the parameter structs, by name
 //   flashattn/export.h    FLASHATTN_API, the mark of what a shared library exports
 //
@@ -29,5 +31,6 @@
 #include "flashattn/merge.h"
 #include "flashattn/types.h"
 #include "flashattn/varlen.h"
+#include "flashattn/working_memory.h"
 
 #endif  // FLASHATTN_FLASHATTN_H_

@@ -23,6 +23,7 @@ PYBIND11_MODULE(_core, m) {
       "An invalid argument (shape, stride or value); the message names it. A ValueError and a RuntimeError.";
   flashattn::python::RaiseInvalidValuesAs(error);
   flashattn::python::RegisterModifiers(m);
+  flashattn::python::RegisterWorkingMemory(m);
   flashattn::python::RegisterForward(m);
   flashattn::python::RegisterBackward(m);
   flashattn::python::RegisterVarlen(m);

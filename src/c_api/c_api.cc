@@ -4,6 +4,7 @@
 // validate before they write, so a failed call leaves the caller's memory as it was.
 #include "flashattn/c_api.h"
 
+#include <cstddef>
 #include <exception>
 #include <new>
 #include <string>
@@ -13,6 +14,7 @@
 #include "flashattn/backward.h"
 #include "flashattn/decode.h"
 #include "flashattn/flashattn.h"
+#include "flashattn/working_memory.h"
 
 namespace flashattn {
 namespace {
@@ -223,5 +225,13 @@ flashattn_status flashattn_materialize_dropout_mask(const flashattn_attention_pa
 flashattn_status flashattn_materialize_dropout_mask_varlen(const flashattn_varlen_params* params, uint8_t* keep) {
   return Guarded([&] { materialize_dropout_mask(c_api::ToCpp(Deref(params)), keep); });
 }
+
+void flashattn_set_working_memory_limit(size_t bytes_per_thread) { set_working_memory_limit(bytes_per_thread); }
+
+size_t flashattn_working_memory_limit(void) { return working_memory_limit(); }
+
+void flashattn_release_working_memory(void) { release_working_memory(); }
+
+size_t flashattn_retained_working_memory(void) { return retained_working_memory(); }
 
 }  // extern "C"

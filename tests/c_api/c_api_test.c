@@ -817,6 +817,28 @@ static void test_decode_values_in_keys(void) {
 }
 
 /* ------------------------------------------------------------------------------------------------------ */
+/* The working memory calling threads keep: the default limit, a limit of 0, and the release. */
+
+static void test_working_memory(void) {
+  const size_t limit = flashattn_working_memory_limit();
+  CHECK(limit == (size_t)64 << 20, "the default limit is %zu bytes", limit);
+  problem pr = make_problem(1, 32, 48, 2, 1, 16, 16);
+  flashattn_set_working_memory_limit(0);
+  CHECK(flashattn_working_memory_limit() == 0 && flashattn_retained_working_memory() == 0, "limit 0");
+  CHECK(flashattn_forward(&pr.params, FLASHATTN_ALGORITHM_FUSED) == FLASHATTN_OK, "%s", flashattn_last_error());
+  CHECK(flashattn_retained_working_memory() == 0, "%zu bytes kept with a limit of 0",
+        flashattn_retained_working_memory());
+  flashattn_set_working_memory_limit(limit);
+  CHECK(flashattn_forward(&pr.params, FLASHATTN_ALGORITHM_FUSED) == FLASHATTN_OK, "%s", flashattn_last_error());
+  const size_t kept = flashattn_retained_working_memory();
+  CHECK(kept > 0 && kept <= limit, "%zu bytes kept", kept);
+  flashattn_release_working_memory();
+  CHECK(flashattn_retained_working_memory() == 0, "%zu bytes kept after the release",
+        flashattn_retained_working_memory());
+  free_problem(&pr);
+}
+
+/* ------------------------------------------------------------------------------------------------------ */
 /* merge_attention_states: attention over the first and the last keys, merged, equals attention over all. */
 
 static void test_merge(void) {
@@ -1081,6 +1103,7 @@ int main(int argc, char** argv) {
   test_backward();
   test_sinks();
   test_block_position();
+  test_working_memory();
   if (failures) {
     fprintf(stderr, "c_api_test: %d checks failed\n", failures);
     return 1;
