@@ -302,7 +302,9 @@ std::vector<CField> FieldsOf(C& c) {
 // class, then its members).
 struct Any {
   template <typename T>
-  operator T() const;
+  operator T() const {
+    return T{};
+  }
 };
 
 template <typename S, std::size_t... I>
@@ -595,7 +597,8 @@ TEST(CApiFields, MergeAndQuantizeStrideHelpersAreTheirCppTwins) {
 // A struct the mapping rejects keeps its strides, and the last error names the field.
 TEST(CApiFields, StrideHelperOfAnUnknownEnumValueSetsNothing) {
   flashattn_decode_params c = DecodeShape(16, true, false, 0);
-  c.cache_dtype = static_cast<flashattn_dtype>(7);
+  const int unknown = 7;  // as a C caller may store it: C++ may not hold it in the enum type
+  std::memcpy(&c.cache_dtype, &unknown, sizeof unknown);
   c.o_strides = {1, 2, 3};
   flashattn_decode_params_set_contiguous_strides(&c);
   ExpectStrides(c.o_strides, 1, 2, 3, "o_strides");

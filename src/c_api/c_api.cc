@@ -91,7 +91,7 @@ const char* flashattn_version(void) { return FLASHATTN_VERSION; }
 const char* flashattn_last_error(void) { return last_error_text; }
 
 const char* flashattn_status_string(flashattn_status status) {
-  switch (status) {
+  switch (c_api::RawValue(status)) {
     case FLASHATTN_OK: return "ok";
     case FLASHATTN_ERROR_INVALID_ARGUMENT: return "invalid argument";
     case FLASHATTN_ERROR_OUT_OF_MEMORY: return "out of memory";

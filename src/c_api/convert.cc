@@ -11,47 +11,47 @@ namespace flashattn::c_api {
 namespace {
 
 // ---------------------------------------------------------------------------------------------------------
-// Enums and small structs. A C enum can hold any int, so each conversion rejects values it does not know.
+// Enums and small structs.
 
-DType ToDType(flashattn_dtype dtype, const char* argument) {
-  switch (dtype) {
+DType ToDType(const flashattn_dtype& dtype, const char* argument) {
+  switch (RawValue(dtype)) {
     case FLASHATTN_DTYPE_F32: return DType::kF32;
     case FLASHATTN_DTYPE_F16: return DType::kF16;
     case FLASHATTN_DTYPE_BF16: return DType::kBF16;
   }
   Fail(argument, " must be FLASHATTN_DTYPE_F32, FLASHATTN_DTYPE_F16 or FLASHATTN_DTYPE_BF16, got ",
-       static_cast<int>(dtype));
+       RawValue(dtype));
 }
 
-MaskKind ToMaskKind(flashattn_mask_kind kind) {
-  switch (kind) {
+MaskKind ToMaskKind(const flashattn_mask_kind& kind) {
+  switch (RawValue(kind)) {
     case FLASHATTN_MASK_NONE: return MaskKind::kNone;
     case FLASHATTN_MASK_BOOL: return MaskKind::kBool;
     case FLASHATTN_MASK_ADDITIVE: return MaskKind::kAdditive;
   }
   Fail("mask.kind must be FLASHATTN_MASK_NONE, FLASHATTN_MASK_BOOL or FLASHATTN_MASK_ADDITIVE, got ",
-       static_cast<int>(kind));
+       RawValue(kind));
 }
 
-CacheElement ToCacheElement(flashattn_cache_element element, const char* argument) {
-  switch (element) {
+CacheElement ToCacheElement(const flashattn_cache_element& element, const char* argument) {
+  switch (RawValue(element)) {
     case FLASHATTN_CACHE_FLOAT: return CacheElement::kFloat;
     case FLASHATTN_CACHE_INT8: return CacheElement::kInt8;
     case FLASHATTN_CACHE_FP8_E4M3: return CacheElement::kFp8E4M3;
     case FLASHATTN_CACHE_FP8_E5M2: return CacheElement::kFp8E5M2;
   }
   Fail(argument, " must be FLASHATTN_CACHE_FLOAT, FLASHATTN_CACHE_INT8, FLASHATTN_CACHE_FP8_E4M3 or ",
-       "FLASHATTN_CACHE_FP8_E5M2, got ", static_cast<int>(element));
+       "FLASHATTN_CACHE_FP8_E5M2, got ", RawValue(element));
 }
 
-ScaleGranularity ToScaleGranularity(flashattn_scale_granularity granularity, const char* argument) {
-  switch (granularity) {
+ScaleGranularity ToScaleGranularity(const flashattn_scale_granularity& granularity, const char* argument) {
+  switch (RawValue(granularity)) {
     case FLASHATTN_SCALE_PER_TOKEN: return ScaleGranularity::kPerToken;
     case FLASHATTN_SCALE_PER_HEAD: return ScaleGranularity::kPerHead;
     case FLASHATTN_SCALE_PER_TENSOR: return ScaleGranularity::kPerTensor;
   }
   Fail(argument, " must be FLASHATTN_SCALE_PER_TOKEN, FLASHATTN_SCALE_PER_HEAD or FLASHATTN_SCALE_PER_TENSOR, got ",
-       static_cast<int>(granularity));
+       RawValue(granularity));
 }
 
 Strides ToStrides(const flashattn_strides& s) { return {s.batch, s.seq, s.head}; }
@@ -101,24 +101,24 @@ flashattn_score_settings DefaultScore() {
 
 }  // namespace
 
-Algorithm ToAlgorithm(flashattn_algorithm algorithm) {
-  switch (algorithm) {
+Algorithm ToAlgorithm(const flashattn_algorithm& algorithm) {
+  switch (RawValue(algorithm)) {
     case FLASHATTN_ALGORITHM_FUSED: return Algorithm::kFused;
     case FLASHATTN_ALGORITHM_STANDARD: return Algorithm::kStandard;
     case FLASHATTN_ALGORITHM_FLASH1: return Algorithm::kFlash1;
     case FLASHATTN_ALGORITHM_FLASH2: return Algorithm::kFlash2;
     case FLASHATTN_ALGORITHM_ORACLE: return Algorithm::kOracle;
   }
-  Fail("algorithm must be a flashattn_algorithm (0 to 4), got ", static_cast<int>(algorithm));
+  Fail("algorithm must be a flashattn_algorithm (0 to 4), got ", RawValue(algorithm));
 }
 
-BackwardAlgorithm ToBackwardAlgorithm(flashattn_backward_algorithm algorithm) {
-  switch (algorithm) {
+BackwardAlgorithm ToBackwardAlgorithm(const flashattn_backward_algorithm& algorithm) {
+  switch (RawValue(algorithm)) {
     case FLASHATTN_BACKWARD_FUSED: return BackwardAlgorithm::kFused;
     case FLASHATTN_BACKWARD_STANDARD: return BackwardAlgorithm::kStandard;
     case FLASHATTN_BACKWARD_ORACLE: return BackwardAlgorithm::kOracle;
   }
-  Fail("algorithm must be a flashattn_backward_algorithm (0 to 2), got ", static_cast<int>(algorithm));
+  Fail("algorithm must be a flashattn_backward_algorithm (0 to 2), got ", RawValue(algorithm));
 }
 
 // ---------------------------------------------------------------------------------------------------------

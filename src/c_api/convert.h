@@ -5,6 +5,8 @@
 #ifndef FLASHATTN_C_API_CONVERT_H_
 #define FLASHATTN_C_API_CONVERT_H_
 
+#include <cstring>
+
 #include "flashattn/backward.h"
 #include "flashattn/c_api.h"
 #include "flashattn/decode.h"
@@ -12,8 +14,19 @@
 
 namespace flashattn::c_api {
 
-Algorithm ToAlgorithm(flashattn_algorithm algorithm);
-BackwardAlgorithm ToBackwardAlgorithm(flashattn_backward_algorithm algorithm);
+// The int a C enum object holds. A C caller may store any int there, but C++ may load an enum only as a value
+// in the range of its enumerators: its bytes are read instead, and each conversion below rejects a value it
+// does not know (so the enums are passed by reference, never loaded).
+template <typename Enum>
+int RawValue(const Enum& value) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int raw;
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
+}
+
+Algorithm ToAlgorithm(const flashattn_algorithm& algorithm);
+BackwardAlgorithm ToBackwardAlgorithm(const flashattn_backward_algorithm& algorithm);
 
 AttentionParams ToCpp(const flashattn_attention_params& c);
 VarlenParams ToCpp(const flashattn_varlen_params& c);
