@@ -1,5 +1,5 @@
-// The checks of validate.cc that the public validate() overloads do not cover: the output of the dropout
-// mask functions.
+// The checks of validate_attention.cc that the public validate() overloads do not cover: the output of the
+// dropout mask functions.
 #ifndef FLASHATTN_VALIDATE_H_
 #define FLASHATTN_VALIDATE_H_
 

@@ -1,3 +1,7 @@
+# The C structs against the C++ ones: every field through the mapping the entry points use, the defaults and
+# the stride helpers (c_api_fields_test.cc).
+flashattn_add_test(c_api_fields_test ${CMAKE_CURRENT_LIST_DIR}/c_api_fields_test.cc)
+
 # The C API from C (tests/c_api/run_c_api.cmake): c_api_test.c and README.md's C example, compiled with a C
 # compiler against an installed copy with the flags of its flashattn.pc. c_api_static links this build's
 # static library (pkg-config --static); c_api_shared links the shared library that install_consumer_shared

@@ -82,6 +82,7 @@ if(flashattn_sanitize_label STREQUAL "asan")
     "FusedKernelTest.EveryForcedBlockSize*" "FusedKernelTest.MaskTensor*" "FusedKernelTest.RowsWithout*"
     "FusedKernelTest.Empty*" "FusedKernelTest.Dropout*")
   flashattn_sanitized_test(kernel_threads_test "*")
+  flashattn_sanitized_test(working_memory_test "*")
   flashattn_sanitized_test(merge_test "*")
   flashattn_sanitized_test(decode_test "*")
   # Not the comparison of integer P̃V across targets, nor the statistics of the error over large caches
@@ -97,6 +98,18 @@ if(flashattn_sanitize_label STREQUAL "asan")
   flashattn_sanitized_test(backward_varlen_test "*")
   flashattn_sanitized_test(cpu_caches_test "*")
   flashattn_sanitized_test(support_test "*")
+  # The C API: the mapping of every C struct and its stride helpers, and c_api_test.c (every entry point from
+  # C) compiled by the C compiler with the same instrumentation and linked to the instrumented library, so that
+  # a call or stride helper that writes past a C caller's buffer is reported.
+  flashattn_sanitized_test(c_api_fields_test "*")
+  enable_language(C)
+  add_executable(c_api_c_test ${CMAKE_CURRENT_SOURCE_DIR}/c_api/c_api_test.c)
+  target_link_libraries(c_api_c_test PRIVATE flashattn m)
+  set_target_properties(c_api_c_test PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+  add_test(NAME sanitize.c_api_test COMMAND c_api_c_test ${PROJECT_VERSION})
+  set_tests_properties(sanitize.c_api_test PROPERTIES LABELS "sanitize;${flashattn_sanitize_label}"
+                                                      ENVIRONMENT "${flashattn_sanitize_env}" TIMEOUT 900)
+  add_dependencies(flashattn_sanitize_tests c_api_c_test)
   if(FLASHATTN_ENABLE_CLI)
     flashattn_sanitized_test(npy_test "*")
     flashattn_sanitized_test(cli_test "*")
@@ -111,4 +124,5 @@ else()
   flashattn_sanitized_test(backward_kernel_test
     "FusedBackwardTest.AnyThreadCount*" "FusedBackwardTest.TwentyRepeated*")
   flashattn_sanitized_test(concurrency_test "*")
+  flashattn_sanitized_test(working_memory_test "*")
 endif()

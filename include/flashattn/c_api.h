@@ -5,9 +5,9 @@
  *
  * Plain structs of pointers, strides and sizes mirror the C++ API (include/flashattn/flashattn.h, decode.h,
  * backward.h), whose comments give the meaning of every field; this header notes only where the C form
- * differs. The ScoreSettings a C++ struct inherits (scale, causal, window, softcap, ALiBi) is its member
- * `score` here; the other inherited fields (AttentionSettings: heads, dims, dtype, dropout, tiling, threads)
- * stand in the struct itself.
+ * differs. The ScoreSettings a C++ struct inherits (scale, causal, window, softcap, ALiBi, sinks) is its
+ * member `score` here; the other inherited fields (HeadSettings: heads, dims, dtype, threads; and
+ * AttentionSettings: dropout, block position, tiling) stand in the struct itself, under the C++ names.
  *
  * Every entry point returns a flashattn_status; nothing is thrown across the boundary. After a call that
  * fails, flashattn_last_error() gives the message, which names the argument and the offending values, and
@@ -16,7 +16,9 @@
  *
  * Start every parameter struct from its *_init function (the defaults: batch 1, one head each, unbounded
  * windows, default scale, ...), set the sizes and pointers, then fill the strides with a
- * *_set_contiguous_strides function or by hand. Strides and sizes count elements, not bytes.
+ * *_set_contiguous_strides function or by hand. Strides and sizes count elements, not bytes. A stride helper
+ * reads the struct as the entry points do; one holding an enum value the library does not know keeps its
+ * strides, and flashattn_last_error() names the field.
  *
  * The header is C11 (and C++); link with `pkg-config --libs flashattn` (add --static for the static
  * library). */
@@ -24,6 +26,7 @@
 #define FLASHATTN_C_API_H_
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Marks the exported functions: a shared libflashattn exports them even when built with hidden visibility. */
@@ -206,7 +209,8 @@ typedef struct flashattn_varlen_params {
 } flashattn_varlen_params;
 
 /* flashattn::MergeParams: o_partials float32 (num_partials, batch, seqlen, heads, dv) and lse_partials
- * float32 (num_partials, batch, heads, seqlen), contiguous; o of `dtype` through o_strides; lse optional. */
+ * float32 (num_partials, batch, heads, seqlen), contiguous; o of `dtype` through o_strides; lse optional;
+ * sinks optional float32 (heads), each head's sink logit joining every row once. */
 typedef struct flashattn_merge_params {
   const float* o_partials;
   const float* lse_partials;
@@ -219,6 +223,7 @@ typedef struct flashattn_merge_params {
   int64_t heads;
   int64_t head_dim_v;
   flashattn_dtype dtype;
+  const float* sinks; /* NULL = none */
 } flashattn_merge_params;
 
 /* flashattn::DecodeParams (flash-attn's flash_attn_with_kvcache): a contiguous cache (block_table NULL,
@@ -384,6 +389,15 @@ FLASHATTN_C_API flashattn_status flashattn_materialize_dropout_mask(const flasha
  * batch-1 problem, starting at element Σ_{b' < b} Hq·Nq_b'·Nk_b'. */
 FLASHATTN_C_API flashattn_status flashattn_materialize_dropout_mask_varlen(const flashattn_varlen_params* params,
                                                                            uint8_t* keep);
+
+/* The kernels' working memory that calling threads keep between calls (include/flashattn/working_memory.h):
+ * each keeps at most the limit, by default 64 MiB, until it ends. Setting the limit trims every thread's kept
+ * memory to it at once (0 keeps none); release frees what every thread keeps; retained gives the bytes all
+ * threads keep together. Thread-safe. */
+FLASHATTN_C_API void flashattn_set_working_memory_limit(size_t bytes_per_thread);
+FLASHATTN_C_API size_t flashattn_working_memory_limit(void);
+FLASHATTN_C_API void flashattn_release_working_memory(void);
+FLASHATTN_C_API size_t flashattn_retained_working_memory(void);
 
 #ifdef __cplusplus
 }

@@ -59,12 +59,15 @@ FLASHATTN_API ScaleGranularity default_scale_granularity(CacheElement element, s
 //   o        (batch, Nq, Hq, dv); lse optional float32 (batch, Hq, Nq), −inf for a row that sees no key
 //            (s_h with an attention sink: `sinks` of ScoreSettings joins each row once, however it is split).
 //
-// The score modifiers (inherited ScoreSettings, include/flashattn/types.h) align the Nq queries with the
-// last key positions: query row i of sequence b sits at position cache_seqlens[b] + Nnew − Nq + i.
-// q, k_new, v_new and o share one float type (`dtype`); the caches hold elements of `cache_element`: of
-// the float type `cache_dtype` (which may differ from `dtype`), or quantized int8 / fp8 E4M3 / fp8 E5M2 with
-// float32 scales (k_scale, v_scale). Appended keys and values are rounded to the cache's float type, or quantized
-// (round to nearest even, saturating at ±qmax); a quantized cache rejects an inf or NaN in k_new or v_new.
+// The heads, head dimensions, element type, score modifiers and threads are the inherited HeadSettings
+// (include/flashattn/types.h), as in every attention call: d = head_dim is that of q, k_new and the K cache,
+// dv = head_dim_v (unset = d, flash-attn's API) that of v_new, the V cache and o. The score modifiers align
+// the Nq queries with the last key positions: query row i of sequence b sits at position
+// cache_seqlens[b] + Nnew − Nq + i. q, k_new, v_new and o share one float type (`dtype`); the caches hold
+// elements of `cache_element`: of the float type `cache_dtype` (which may differ from `dtype`), or quantized
+// int8 / fp8 E4M3 / fp8 E5M2 with float32 scales (k_scale, v_scale). Appended keys and values are rounded to
+// the cache's float type, or quantized (round to nearest even, saturating at ±qmax); a quantized cache rejects
+// an inf or NaN in k_new or v_new.
 // The cache strides describe both k_cache and v_cache (for paged caches `cache_strides.batch` is the page
 // stride), in elements; scale_strides likewise describe both k_scale and v_scale; new_strides both k_new and
 // v_new.
@@ -74,7 +77,7 @@ FLASHATTN_API ScaleGranularity default_scale_granularity(CacheElement element, s
 // then writes k_new's row once, and v_new must be null. In a quantized cache V's values are scaled by K's
 // scales: v_scale is null or k_scale, and scale groups divide dv too. A quantized cache with a V cache of its
 // own needs head_dim_v = head_dim.
-struct DecodeParams : ScoreSettings {
+struct DecodeParams : HeadSettings {
   const void* q = nullptr;
   void* k_cache = nullptr;
   void* v_cache = nullptr;
@@ -95,11 +98,6 @@ struct DecodeParams : ScoreSettings {
   std::int64_t batch = 1;
   std::int64_t seqlen_q = 0;    // Nq
   std::int64_t seqlen_new = 0;  // Nnew; 0 = nothing appended (k_new, v_new may be null)
-  std::int64_t heads_q = 1;     // Hq
-  std::int64_t heads_kv = 1;    // Hkv, divides Hq
-  std::int64_t head_dim = 0;    // d, of q, k_new and the K cache
-  std::optional<std::int64_t> head_dim_v;  // dv, of v_new, the V cache and o; unset = d (flash-attn's API)
-  DType dtype = DType::kF32;        // of q, k_new, v_new and o
   DType cache_dtype = DType::kF32;  // of a float cache (cache_element = kFloat)
 
   // A quantized cache: its element type and scales (ScaleGranularity says their shape). Null scales for a
@@ -156,10 +154,8 @@ struct DecodeParams : ScoreSettings {
   // is read in address order) and merged by LSE. 0 = heuristic (see choose_num_splits), 1 = no splitting,
   // n = n chunks (some empty if there are fewer keys).
   std::int64_t num_splits = 0;
-  int num_threads = 0;  // 0 = all cores
 
   bool paged() const { return block_table != nullptr; }
-  std::int64_t value_head_dim() const { return head_dim_v.value_or(head_dim); }
   // V is the first dv features of the K cache's rows (v_cache == k_cache, see above).
   bool values_in_keys() const { return v_cache != nullptr && v_cache == k_cache; }
   // The scales of V's values: k_scale when V is inside the K rows (V's groups are the first dv / g of K's).

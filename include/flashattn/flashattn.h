@@ -1,11 +1,15 @@
 // flashattn: exact, IO-aware attention for CPUs. The one header a user includes; it includes the others:
 //
-//   flashattn/types.h     Error, DType, Strides, MaskTensor, Tiling, ScoreSettings, AttentionSettings
+//   flashattn/types.h     Error, DType, Strides, MaskTensor, Tiling, ScoreSettings, HeadSettings,
+//                         AttentionSettings
 //   flashattn/forward.h   Algorithm, AttentionParams, validate, forward, materialize_dropout_mask
 //   flashattn/varlen.h    VarlenParams, forward_varlen: packed sequences of different lengths
 //   flashattn/merge.h     MergeParams, merge_attention_states: partial results merged by their LSE
 //   flashattn/decode.h    DecodeParams, decode: new query rows against a (paged) key/value cache
 //   flashattn/backward.h  BackwardParams, backward, VarlenBackwardParams, backward_varlen: the gradients
+//   flashattn/working_memory.h  set_working_memory_limit, release_working_memory: the working memory that
+//                         calling threads keep between calls
+//   flashattn/fields.h    for_each_field: every field of the parameter structs, by name
 //   flashattn/export.h    FLASHATTN_API, the mark of what a shared library exports
 //
 // Naming: types and enums are PascalCase (AttentionParams, DType); enumerators and constants are kPascalCase
@@ -22,9 +26,11 @@
 #include "flashattn/backward.h"
 #include "flashattn/decode.h"
 #include "flashattn/export.h"
+#include "flashattn/fields.h"
 #include "flashattn/forward.h"
 #include "flashattn/merge.h"
 #include "flashattn/types.h"
 #include "flashattn/varlen.h"
+#include "flashattn/working_memory.h"
 
 #endif  // FLASHATTN_FLASHATTN_H_

@@ -1,7 +1,8 @@
 // The vocabulary every flashattn call shares: the error it throws, element types, tensor strides, the
-// attention-mask tensor, tiling, the score modifiers, a call's position in a larger problem, and the
-// settings that the forward, varlen and backward calls have in common. No SIMD types: kernels are selected
-// at run time inside the library.
+// attention-mask tensor, tiling, the score modifiers, a call's position in a larger problem, the settings
+// of the heads that every attention call has (HeadSettings, decode's too), and those the forward, varlen
+// and backward calls add (AttentionSettings). No SIMD types: kernels are selected at run time inside the
+// library.
 #ifndef FLASHATTN_TYPES_H_
 #define FLASHATTN_TYPES_H_
 
@@ -115,16 +116,24 @@ struct BlockPosition {
   bool operator==(const BlockPosition&) const = default;
 };
 
-// Everything about a forward, varlen or backward call but where its tensors are and how long its
-// sequences are: heads, head dimensions, element type, score modifiers, dropout, tiling and threads.
-// Query head h reads K/V head h / (Hq / Hkv) (grouped-query attention).
-struct AttentionSettings : ScoreSettings {
+// What every attention call (forward, varlen, backward and decode) says about its heads: how many there are,
+// their dimensions and element type, how their scores are formed (the inherited ScoreSettings), and how many
+// threads compute them. Query head h reads K/V head h / (Hq / Hkv) (grouped-query attention).
+struct HeadSettings : ScoreSettings {
   std::int64_t heads_q = 1;                // Hq
   std::int64_t heads_kv = 1;               // Hkv, divides Hq
   std::int64_t head_dim = 0;               // d, of Q and K
   std::optional<std::int64_t> head_dim_v;  // dv, of V and O; unset = same as d
   DType dtype = DType::kF32;               // of Q, K, V, O and of the gradients
+  int num_threads = 0;                     // 0 = all cores
 
+  // dv: head_dim_v if set, else head_dim.
+  std::int64_t value_head_dim() const { return head_dim_v.value_or(head_dim); }
+};
+
+// Everything about a forward, varlen or backward call but where its tensors are and how long its
+// sequences are: the HeadSettings, then dropout, the call's position in a larger problem and tiling.
+struct AttentionSettings : HeadSettings {
   // Dropout on P (training; include/flashattn/backward.h): element (b, h, i, j) is dropped with probability
   // dropout_p, decided by Philox-4x32-10 keyed by dropout_seed at a counter set by dropout_offset; kept
   // elements are scaled by 1/(1 − p). LSE is that of the scores without dropout. 0 disables it.
@@ -136,10 +145,6 @@ struct AttentionSettings : ScoreSettings {
   BlockPosition block_position;
 
   Tiling tiling;
-  int num_threads = 0;  // 0 = all cores
-
-  // dv: head_dim_v if set, else head_dim.
-  std::int64_t value_head_dim() const { return head_dim_v.value_or(head_dim); }
 };
 
 }  // namespace flashattn

@@ -28,6 +28,12 @@ Conventions
     regenerate it instead of storing it. ``seed=None`` with ``dropout_p > 0`` draws the seed from NumPy's
     global generator (``np.random.seed`` reproduces it; ``flashattn.torch`` draws from torch's).
     ``deterministic`` is accepted for compatibility: the backward pass is deterministic by construction.
+
+Working memory
+    A call takes its working memory (packed K and V, each thread's tiles) before it writes anything and
+    gives it back when it returns; the calling thread keeps it for its next call, up to
+    ``working_memory_limit()`` bytes (64 MiB unless set), until it ends. ``set_working_memory_limit`` bounds
+    what every thread keeps, ``release_working_memory`` frees it.
 """
 
 from . import _arguments, _core, _kvcache
@@ -45,6 +51,10 @@ __all__ = [
     "flash_attn_varlen_backward",
     "merge_attention_states",
     "scaled_dot_product_attention",
+    "set_working_memory_limit",
+    "working_memory_limit",
+    "release_working_memory",
+    "retained_working_memory",
     "Error",
 ]
 
@@ -226,3 +236,30 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     options = _arguments.sdpa_options(call, _arguments.sdpa_mask(call))
     out, _ = _core.sdpa_forward(call.query, call.key, call.value, **options)
     return out
+
+
+def set_working_memory_limit(bytes_per_thread):
+    """Sets how many bytes of working memory each calling thread keeps between calls (64 MiB unless set) and
+    trims what every thread keeps to it at once; 0 keeps nothing, so every call allocates afresh.
+
+    A call takes its working memory (packed K and V, each thread's tiles) before it writes anything and gives
+    it back when it returns; the thread that made the call keeps it for its next one, which so finds it
+    mapped instead of page-faulting fresh memory. A process whose T threads call flashattn keeps at most
+    T · bytes_per_thread bytes between calls. One limit for the whole process (flashattn.torch's too).
+    """
+    _core.set_working_memory_limit(bytes_per_thread=_arguments.byte_count(bytes_per_thread, "bytes_per_thread"))
+
+
+def working_memory_limit():
+    """The bytes of working memory each calling thread may keep between calls (set_working_memory_limit)."""
+    return _core.working_memory_limit()
+
+
+def release_working_memory():
+    """Frees the working memory every thread keeps between calls; the limit stays."""
+    _core.release_working_memory()
+
+
+def retained_working_memory():
+    """The bytes of working memory all threads keep between calls now, together."""
+    return _core.retained_working_memory()

@@ -39,6 +39,14 @@ def dropout_seed(seed, dropout_p, required=False, draw=numpy_seed):
     return seed
 
 
+def byte_count(value, name):
+    """value as a number of bytes: an int in [0, 2**64)."""
+    count = operator.index(value)
+    if not 0 <= count < _UINT64:
+        raise Error(f"{name} must be in [0, 2**64), got {count}")
+    return count
+
+
 def window(window_size):
     """window_size as the pair of ints (left, right)."""
     try:

@@ -6,6 +6,7 @@
 
 #include "arrays.h"
 #include "bindings.h"
+#include "echo.h"
 #include "modifiers.h"
 
 namespace flashattn::python {
@@ -51,6 +52,7 @@ py::tuple Backward(const py::handle& dout_in, const py::handle& q_in, const py::
   b.dv_strides = {p.seqlen_k * p.heads_kv * p.value_head_dim(), p.heads_kv * p.value_head_dim(), p.value_head_dim()};
   std::optional<py::array_t<float>> dsinks = NewSinkGradient(m, p.heads_q);
   if (dsinks) b.dsinks = dsinks->mutable_data();
+  EchoIfEnabled(b);
   {
     py::gil_scoped_release release;
     backward(b);

@@ -14,6 +14,7 @@ void RegisterVarlen(py::module_& m);    // varlen.cc: flash_attn_varlen_func and
 void RegisterKvcache(py::module_& m);   // kvcache.cc: flash_attn_with_kvcache
 void RegisterMerge(py::module_& m);     // merge.cc: merge_attention_states
 void RegisterSdpa(py::module_& m);      // sdpa.cc: scaled_dot_product_attention and its backward
+void RegisterWorkingMemory(py::module_& m);  // working_memory.cc: the limit and release of kept working memory
 
 }  // namespace flashattn::python
 

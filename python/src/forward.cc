@@ -4,6 +4,7 @@
 
 #include "arrays.h"
 #include "bindings.h"
+#include "echo.h"
 #include "flashattn/backward.h"
 #include "flashattn/flashattn.h"
 #include "modifiers.h"
@@ -35,6 +36,7 @@ py::tuple Forward(const py::handle& q_in, const py::handle& k_in, const py::hand
     lse = lse_array;
   }
   py::object keep = py::none();
+  EchoIfEnabled(p);
   {
     py::gil_scoped_release release;
     forward(p);

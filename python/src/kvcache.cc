@@ -12,6 +12,7 @@
 
 #include "arrays.h"
 #include "bindings.h"
+#include "echo.h"
 #include "flashattn/decode.h"
 #include "modifiers.h"
 
@@ -334,6 +335,7 @@ py::tuple Kvcache(const py::handle& q, const py::handle& k_cache, const py::hand
                                     softcap, rotary_interleaved, num_splits, return_lse, bf16, sinks, head_dim_v,
                                     KvcacheQuantization{k_scale, v_scale, cache_dtype.value_or(""), quantize_query_int8,
                                                         quantize_probs_u8});
+  EchoIfEnabled(call.params);
   {
     py::gil_scoped_release release;
     decode(call.params);
@@ -371,6 +373,7 @@ py::tuple QuantizeKv(const py::handle& x_in, const std::string& dtype, const std
   }
   py::array_t<float> scales(scale_shape);
   p.values = values.mutable_data(), p.scales = scales.mutable_data();
+  EchoIfEnabled(p);
   {
     py::gil_scoped_release release;
     quantize_kv(p);

@@ -5,6 +5,7 @@
 
 #include "arrays.h"
 #include "bindings.h"
+#include "echo.h"
 #include "flashattn/merge.h"
 
 namespace flashattn::python {
@@ -32,6 +33,7 @@ py::tuple Merge(const py::handle& o_partials_in, const py::handle& lse_partials_
   py::array_t<float> lse({p.batch, p.heads, p.seqlen});
   p.o = out.mutable_data(), p.lse = lse.mutable_data();
   p.set_contiguous_strides();
+  EchoIfEnabled(p);
   {
     py::gil_scoped_release release;
     merge_attention_states(p);

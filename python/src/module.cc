@@ -6,6 +6,7 @@
 
 #include "arrays.h"
 #include "bindings.h"
+#include "echo.h"
 #include "flashattn/c_api.h"
 #include "flashattn/flashattn.h"
 #include "modifiers.h"
@@ -22,7 +23,9 @@ PYBIND11_MODULE(_core, m) {
   error.attr("__doc__") =
       "An invalid argument (shape, stride or value); the message names it. A ValueError and a RuntimeError.";
   flashattn::python::RaiseInvalidValuesAs(error);
+  flashattn::python::RegisterEcho(m);
   flashattn::python::RegisterModifiers(m);
+  flashattn::python::RegisterWorkingMemory(m);
   flashattn::python::RegisterForward(m);
   flashattn::python::RegisterBackward(m);
   flashattn::python::RegisterVarlen(m);

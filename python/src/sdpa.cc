@@ -14,6 +14,7 @@
 
 #include "arrays.h"
 #include "bindings.h"
+#include "echo.h"
 #include "flashattn/backward.h"
 #include "flashattn/flashattn.h"
 
@@ -95,6 +96,7 @@ py::tuple SdpaForward(const py::handle& query, const py::handle& key, const py::
   py::array_t<float> lse({B, H, L});
   p.o = out.mutable_data(), p.lse = lse.mutable_data();
   p.o_strides = {H * L * Ev, Ev, L * Ev};
+  EchoIfEnabled(p);
   {
     py::gil_scoped_release release;
     forward(p);
@@ -134,6 +136,7 @@ py::tuple SdpaBackward(const py::handle& dout_in, const py::handle& query, const
   b.dq = dq.mutable_data(), b.dk = dk.mutable_data(), b.dv = dv.mutable_data();
   b.dq_strides = {H * L * E, E, L * E}, b.dk_strides = {Hkv * S * E, E, S * E},
   b.dv_strides = {Hkv * S * Ev, Ev, S * Ev};
+  EchoIfEnabled(b);
   {
     py::gil_scoped_release release;
     backward(b);

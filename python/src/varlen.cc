@@ -7,6 +7,7 @@
 
 #include "arrays.h"
 #include "bindings.h"
+#include "echo.h"
 #include "flashattn/backward.h"
 #include "flashattn/varlen.h"
 #include "modifiers.h"
@@ -101,6 +102,7 @@ py::tuple VarlenForward(const py::handle& q, const py::handle& k, const py::hand
   py::array out = NewArray(s.q.dtype, {p.total_q, p.heads_q, p.value_head_dim()});
   py::array_t<float> lse({p.heads_q, p.total_q});
   p.o = out.mutable_data(), p.lse = lse.mutable_data();
+  EchoIfEnabled(p);
   {
     py::gil_scoped_release release;
     forward_varlen(p);
@@ -141,6 +143,7 @@ py::tuple VarlenBackward(const py::handle& dout_in, const py::handle& q, const p
   p.dq = dq.mutable_data(), p.dk = dk.mutable_data(), p.dv = dv.mutable_data();  // contiguous: strides 0
   std::optional<py::array_t<float>> dsinks = NewSinkGradient(m, p.forward.heads_q);
   if (dsinks) p.dsinks = dsinks->mutable_data();
+  EchoIfEnabled(p);
   {
     py::gil_scoped_release release;
     backward_varlen(p);

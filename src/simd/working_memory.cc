@@ -1,9 +1,13 @@
 #include "simd/working_memory.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <vector>
+
+#include "flashattn/working_memory.h"
 
 #include "hwy/aligned_allocator.h"
 
@@ -47,18 +51,22 @@ void Free(const Block& block) {
   hwy::FreeAlignedBytes(block.memory, nullptr, nullptr);
 }
 
+// The bytes each thread may keep: set_working_memory_limit's.
+std::atomic<std::size_t> retained_bytes_limit{kDefaultWorkingMemoryLimit};
+
+// One thread's kept blocks. Its own thread takes and keeps them; any thread may trim them (the caller's limit
+// and release), so each cache has a lock, which its own thread finds free unless such a call runs.
 class BlockCache {
  public:
-  BlockCache() = default;
+  BlockCache();
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
-  ~BlockCache() {
-    for (const Block& block : blocks_) Free(block);
-  }
+  ~BlockCache();
 
   // The smallest cached block of at least `bytes` that wastes at most as much as it uses, taken out of the
   // cache; {nullptr, 0} if there is none.
   Block Take(std::size_t bytes) {
+    const std::lock_guard<std::mutex> lock(mutex_);
     auto best = blocks_.end();
     for (auto it = blocks_.begin(); it != blocks_.end(); ++it) {
       const bool fits = it->capacity >= bytes && it->capacity / 2 <= bytes;
@@ -73,24 +81,76 @@ class BlockCache {
 
   // Keeps `block`, dropping the oldest blocks while the cache is over its limits.
   void Keep(const Block& block) {
-    if (block.capacity > kRetainedBytes) {
+    const std::size_t limit = retained_bytes_limit.load(std::memory_order_relaxed);
+    if (block.capacity > limit) {
       Free(block);
       return;
     }
     Poison(block.memory, block.capacity);
+    const std::lock_guard<std::mutex> lock(mutex_);
     blocks_.push_back(block);
     retained_ += block.capacity;
-    while (blocks_.size() > kRetainedBlocks || retained_ > kRetainedBytes) {
+    TrimLocked(limit);
+  }
+
+  void TrimTo(std::size_t limit) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    TrimLocked(limit);
+  }
+
+  std::size_t Retained() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return retained_;
+  }
+
+ private:
+  void TrimLocked(std::size_t limit) {
+    while (!blocks_.empty() && (blocks_.size() > kRetainedBlocks || retained_ > limit)) {
       retained_ -= blocks_.front().capacity;
       Free(blocks_.front());
       blocks_.erase(blocks_.begin());
     }
   }
 
- private:
+  std::mutex mutex_;
   std::vector<Block> blocks_;  // oldest first
   std::size_t retained_ = 0;
 };
+
+// Every living thread's cache, for the calls that reach them all. Its lock is taken before a cache's.
+class CacheRegistry {
+ public:
+  void Add(BlockCache* cache) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    caches_.push_back(cache);
+  }
+  void Remove(BlockCache* cache) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    caches_.erase(std::find(caches_.begin(), caches_.end(), cache));
+  }
+  template <class Visit>
+  void ForEach(const Visit& visit) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    for (BlockCache* cache : caches_) visit(*cache);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<BlockCache*> caches_;
+};
+
+// Never destroyed: a thread may end, and unregister its cache, after the static objects are gone.
+CacheRegistry& Registry() {
+  static CacheRegistry* const registry = new CacheRegistry;
+  return *registry;
+}
+
+BlockCache::BlockCache() { Registry().Add(this); }
+
+BlockCache::~BlockCache() {
+  Registry().Remove(this);
+  TrimTo(0);
+}
 
 BlockCache& ThisThreadsCache() {
   thread_local BlockCache cache;
@@ -124,3 +184,24 @@ void ReturnBlock(void* block, std::size_t capacity) noexcept {
 }
 
 }  // namespace flashattn::simd
+
+namespace flashattn {
+
+void set_working_memory_limit(std::size_t bytes_per_thread) {
+  simd::retained_bytes_limit.store(bytes_per_thread, std::memory_order_relaxed);
+  simd::Registry().ForEach([bytes_per_thread](simd::BlockCache& cache) { cache.TrimTo(bytes_per_thread); });
+}
+
+std::size_t working_memory_limit() { return simd::retained_bytes_limit.load(std::memory_order_relaxed); }
+
+void release_working_memory() {
+  simd::Registry().ForEach([](simd::BlockCache& cache) { cache.TrimTo(0); });
+}
+
+std::size_t retained_working_memory() {
+  std::size_t total = 0;
+  simd::Registry().ForEach([&total](simd::BlockCache& cache) { total += cache.Retained(); });
+  return total;
+}
+
+}  // namespace flashattn

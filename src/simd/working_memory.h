@@ -4,8 +4,9 @@
 // malloc after every call lets glibc return them to the system (it trims the top of the heap, or unmaps a
 // block above its mmap threshold), so the next call page-faults its way through the same megabytes again.
 // Instead a finished call returns its blocks to a small cache owned by the calling thread, and the next call
-// of a similar size takes them from there. The cache holds at most kRetainedBlocks blocks and
-// kRetainedBytes bytes per thread and is freed when the thread ends.
+// of a similar size takes them from there. The cache holds at most kRetainedBlocks blocks and the caller's
+// limit of bytes per thread (include/flashattn/working_memory.h, which working_memory.cc implements) and is
+// freed when the thread ends.
 #ifndef FLASHATTN_SIMD_WORKING_MEMORY_H_
 #define FLASHATTN_SIMD_WORKING_MEMORY_H_
 
@@ -16,7 +17,6 @@
 namespace flashattn::simd {
 
 inline constexpr std::size_t kRetainedBlocks = 8;
-inline constexpr std::size_t kRetainedBytes = std::size_t{64} << 20;
 
 // At least `bytes` bytes, 64-byte aligned, from this thread's cache or newly allocated (std::bad_alloc if
 // that fails). `capacity` receives the block's real size, which ReturnBlock needs.

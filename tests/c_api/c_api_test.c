@@ -769,6 +769,76 @@ static void test_decode(void) {
 }
 
 /* ------------------------------------------------------------------------------------------------------ */
+/* decode with V inside the keys (multi-head latent attention: v_cache == k_cache, dv < d) and strides from
+ * the helper: o holds exactly (batch, Nq, Hq, dv) floats, so strides computed from d would write past it. */
+
+enum { kMlaBatch = 2, kMlaMax = 8, kMlaQ = 2, kMlaHq = 4, kMlaD = 24, kMlaDv = 16 };
+
+static void test_decode_values_in_keys(void) {
+  const int32_t seqlens[kMlaBatch] = {3, 5};
+  const size_t cache_size = (size_t)kMlaBatch * kMlaMax * kMlaD, q_size = (size_t)kMlaBatch * kMlaQ * kMlaHq * kMlaD;
+  const size_t o_size = (size_t)kMlaBatch * kMlaQ * kMlaHq * kMlaDv;
+  float* cache = random_array(cache_size);
+  float* k_new = random_array((size_t)kMlaBatch * kMlaD);
+  float* q = random_array(q_size);
+  float* o = filled_array(o_size, 7.0f);
+  flashattn_decode_params p;
+  flashattn_decode_params_init(&p);
+  p.q = q, p.k_cache = cache, p.v_cache = cache, p.k_new = k_new, p.o = o, p.cache_seqlens = seqlens;
+  p.batch = kMlaBatch, p.seqlen_q = kMlaQ, p.seqlen_new = 1, p.heads_q = kMlaHq, p.heads_kv = 1;
+  p.head_dim = kMlaD, p.head_dim_v = kMlaDv, p.cache_seqlen_max = kMlaMax, p.score.causal = true;
+  flashattn_decode_params_set_contiguous_strides(&p);
+  CHECK(p.o_strides.batch == kMlaQ * kMlaHq * kMlaDv && p.o_strides.seq == kMlaHq * kMlaDv &&
+            p.o_strides.head == kMlaDv,
+        "o_strides (%d, %d, %d) are not those of (batch, Nq, Hq, dv)", (int)p.o_strides.batch,
+        (int)p.o_strides.seq, (int)p.o_strides.head);
+  CHECK(p.cache_strides.seq == kMlaD && p.q_strides.head == kMlaD && p.new_strides.batch == kMlaD, "strides of d");
+  float* expected_k = malloc(cache_size * sizeof(float));
+  memcpy(expected_k, cache, cache_size * sizeof(float));
+  CHECK(flashattn_decode(&p) == FLASHATTN_OK, "%s", flashattn_last_error());
+
+  /* Expected: each sequence with k_new appended, V the first dv features of each K row. */
+  float* expected_o = malloc(o_size * sizeof(float));
+  float* v = malloc((size_t)kMlaMax * kMlaDv * sizeof(float));
+  for (int b = 0; b < kMlaBatch; ++b) {
+    float* k = expected_k + (size_t)b * kMlaMax * kMlaD;
+    memcpy(k + seqlens[b] * kMlaD, k_new + b * kMlaD, kMlaD * sizeof(float));
+    for (int j = 0; j <= seqlens[b]; ++j) memcpy(v + j * kMlaDv, k + j * kMlaD, kMlaDv * sizeof(float));
+    flashattn_attention_params one;
+    flashattn_attention_params_init(&one);
+    one.seqlen_q = kMlaQ, one.seqlen_k = seqlens[b] + 1, one.heads_q = kMlaHq, one.head_dim = kMlaD;
+    one.head_dim_v = kMlaDv, one.score.causal = true;
+    const size_t rows = (size_t)b * kMlaQ * kMlaHq;
+    reference_forward(&one, q + rows * kMlaD, k, v, expected_o + rows * kMlaDv, NULL, NULL, NULL);
+  }
+  const double error = max_difference(o, expected_o, o_size, FLASHATTN_DTYPE_F32);
+  CHECK(error < 1e-5, "decode with V inside K: O differs by %g", error);
+  free(cache), free(k_new), free(q), free(o), free(expected_k), free(expected_o), free(v);
+}
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* The working memory calling threads keep: the default limit, a limit of 0, and the release. */
+
+static void test_working_memory(void) {
+  const size_t limit = flashattn_working_memory_limit();
+  CHECK(limit == (size_t)64 << 20, "the default limit is %zu bytes", limit);
+  problem pr = make_problem(1, 32, 48, 2, 1, 16, 16);
+  flashattn_set_working_memory_limit(0);
+  CHECK(flashattn_working_memory_limit() == 0 && flashattn_retained_working_memory() == 0, "limit 0");
+  CHECK(flashattn_forward(&pr.params, FLASHATTN_ALGORITHM_FUSED) == FLASHATTN_OK, "%s", flashattn_last_error());
+  CHECK(flashattn_retained_working_memory() == 0, "%zu bytes kept with a limit of 0",
+        flashattn_retained_working_memory());
+  flashattn_set_working_memory_limit(limit);
+  CHECK(flashattn_forward(&pr.params, FLASHATTN_ALGORITHM_FUSED) == FLASHATTN_OK, "%s", flashattn_last_error());
+  const size_t kept = flashattn_retained_working_memory();
+  CHECK(kept > 0 && kept <= limit, "%zu bytes kept", kept);
+  flashattn_release_working_memory();
+  CHECK(flashattn_retained_working_memory() == 0, "%zu bytes kept after the release",
+        flashattn_retained_working_memory());
+  free_problem(&pr);
+}
+
+/* ------------------------------------------------------------------------------------------------------ */
 /* merge_attention_states: attention over the first and the last keys, merged, equals attention over all. */
 
 static void test_merge(void) {
@@ -1027,11 +1097,13 @@ int main(int argc, char** argv) {
   test_varlen(0.0f);
   test_varlen(0.25f);
   test_decode();
+  test_decode_values_in_keys();
   test_quantized_decode();
   test_merge();
   test_backward();
   test_sinks();
   test_block_position();
+  test_working_memory();
   if (failures) {
     fprintf(stderr, "c_api_test: %d checks failed\n", failures);
     return 1;
