@@ -37,7 +37,6 @@ class LineRequests {
   // `heads` heads head_stride apart, rows seq_stride apart in the cache.
   void Plan(const void* base, std::int64_t element_bytes, const BlockRows& rows, std::int64_t heads,
             std::int64_t head_stride, std::int64_t row_elements, std::int64_t seq_stride);
-  std::int64_t Lines() const { return lines_; }  // in all segments
   void Issue(std::int64_t lines) {
     if (lines <= left_) {  // within the segment: the common case, unrolled where `lines` is a constant
       for (std::int64_t line = 0; line < lines; ++line) PrefetchLine(next_ + 64 * line);
@@ -62,7 +61,8 @@ class LineRequests {
   const char* base_ = nullptr;
   std::int64_t run_start_[kDecodeBc + 1] = {}, runs_ = 0, run_ = 0;
   std::int64_t head_ = 0, heads_per_run_ = 1;  // segments per run: 1 where a key's heads fill its row
-  std::int64_t run_bytes_per_key_ = 0, head_bytes_ = 0, lines_ = 0;
+  // A run of k keys spans (k - 1)·seq_stride_ elements + key_bytes_ from its first key's row.
+  std::int64_t seq_stride_ = 0, key_bytes_ = 0, head_bytes_ = 0;
   const std::int64_t* offset_ = nullptr;
   std::int64_t element_bytes_ = 1;
   const char* next_ = nullptr;
@@ -76,19 +76,21 @@ inline void LineRequests::Plan(const void* base, std::int64_t element_bytes, con
   element_bytes_ = element_bytes;
   offset_ = rows.offset;
   // A key's heads fill its row: one segment per run across them; else one per (run, head), whose rows are
-  // adjacent only where the cache holds a head's rows one after another (seq_stride = row_elements).
-  const bool heads_fill_rows = seq_stride == heads * head_stride;
-  const std::int64_t key_span = heads_fill_rows ? seq_stride : row_elements;
+  // adjacent only where the cache holds a head's rows one after another (seq_stride = row_elements). A stride
+  // enters a product only where it separates real rows: a single key, or a single head, may carry any stride.
+  std::int64_t heads_span = 0;
+  const bool heads_fill_rows = !__builtin_mul_overflow(heads, head_stride, &heads_span) &&
+                               seq_stride == heads_span && (heads == 1 || head_stride > 0);
   heads_per_run_ = heads_fill_rows ? 1 : heads;
-  head_bytes_ = head_stride * element_bytes;
-  run_bytes_per_key_ = key_span * element_bytes;
+  head_bytes_ = heads_per_run_ > 1 ? head_stride * element_bytes : 0;
+  seq_stride_ = seq_stride;
+  key_bytes_ = ((heads_fill_rows ? (heads - 1) * head_stride : 0) + row_elements) * element_bytes;
   runs_ = 0;
-  const bool adjacent_rows = heads_fill_rows || seq_stride == row_elements;
+  const bool adjacent_rows = seq_stride > 0 && (heads_fill_rows || seq_stride == row_elements);
   for (std::int64_t c = 0; c < rows.cols; ++c) {
-    if (c == 0 || !adjacent_rows || rows.offset[c] != rows.offset[c - 1] + seq_stride) run_start_[runs_++] = c;
+    if (c == 0 || !adjacent_rows || rows.offset[c] - rows.offset[c - 1] != seq_stride) run_start_[runs_++] = c;
   }
   run_start_[runs_] = rows.cols;
-  lines_ = rows.cols * heads_per_run_ * ((run_bytes_per_key_ + 63) / 64);
   run_ = 0, head_ = 0;
   next_ = nullptr, left_ = 0;
   if (runs_ > 0) {
@@ -98,6 +100,7 @@ inline void LineRequests::Plan(const void* base, std::int64_t element_bytes, con
 }
 
 inline bool LineRequests::NextSegment() {
+  if (run_ >= runs_) return false;  // no rows planned, or all requested
   if (++head_ == heads_per_run_) {
     head_ = 0;
     if (++run_ >= runs_) {
@@ -107,7 +110,8 @@ inline bool LineRequests::NextSegment() {
   }
   const std::int64_t first = run_start_[run_], keys = run_start_[run_ + 1] - first;
   const auto begin = reinterpret_cast<std::uintptr_t>(base_ + offset_[first] * element_bytes_ + head_ * head_bytes_);
-  const std::uintptr_t end = begin + static_cast<std::uintptr_t>(keys * run_bytes_per_key_);
+  const std::int64_t span = (keys > 1 ? (keys - 1) * seq_stride_ * element_bytes_ : 0) + key_bytes_;
+  const std::uintptr_t end = begin + static_cast<std::uintptr_t>(span);
   next_ = reinterpret_cast<const char*>(begin / 64 * 64);
   left_ = static_cast<std::int64_t>((end + 63) / 64 - begin / 64);
   return true;
@@ -177,9 +181,8 @@ inline void ReadPlan::PlanRequests() {
   const BlockRows& next = *next_;
   next_k_.Plan(kv.k, element_bytes_, next, t_.heads, t_.head_stride, t_.d, kv.seq_stride);
   // V inside the K rows: its lines come with K's
-  BlockRows none;
-  none.cols = 0;
-  next_v_.Plan(kv.v, element_bytes_, kv.v == kv.k ? none : next, t_.heads, t_.head_stride, t_.dv, kv.seq_stride);
+  static const BlockRows kNoRows{};
+  next_v_.Plan(kv.v, element_bytes_, kv.v == kv.k ? kNoRows : next, t_.heads, t_.head_stride, t_.dv, kv.seq_stride);
   const KvScales& scales = t_.scales;
   if (scales.k == nullptr || scales.seq_stride == 0 || scales.group_size == t_.d) return;
   const std::int64_t key_floats = (t_.heads - 1) * scales.head_stride + t_.d / scales.group_size;
