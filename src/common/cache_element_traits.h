@@ -82,6 +82,40 @@ struct CacheElementTraits<std::int8_t> {
   static double MaxRoundingError(double) { return 0.5; }
 };
 
+// The rounding of a float32 x to the code of an OCP FP8 format with E exponent bits of bias b = 2^(E−1) − 1
+// and M mantissa bits, from its traits (kExponentBits, kMantissaBits, kMax, kMaxCode): the constants of each
+// step, shared by the scalar Encode below and the vector codec (simd/convert-inl.h), so that a format's
+// knowledge is its traits' few numbers. Below 2^(1−b) a code is subnormal, m = x·2^(b−1+M) rounded to nearest
+// even; above, the float32 exponent is rebiased by 127 − b and its 23 − M dropped mantissa bits are rounded to
+// nearest even; from kMax on (inf too) the code saturates to kMaxCode; NaN gives S.1…1.
+template <typename Format>
+struct Fp8Rounding {
+  static constexpr int kBias = (1 << (Format::kExponentBits - 1)) - 1;
+  static constexpr std::uint32_t kSmallestNormalBits = static_cast<std::uint32_t>(127 + 1 - kBias) << 23;
+  static constexpr float kSubnormalScale = static_cast<float>(1u << (kBias - 1 + Format::kMantissaBits));
+  static constexpr std::uint32_t kRebias = static_cast<std::uint32_t>(127 - kBias) << 23;
+  static constexpr int kDroppedBits = 23 - Format::kMantissaBits;
+  static constexpr std::uint32_t kBelowHalf = (1u << (kDroppedBits - 1)) - 1;  // ties go by the kept bit
+  static constexpr std::uint32_t kMaxBits = std::bit_cast<std::uint32_t>(Format::kMax);
+  static constexpr std::uint8_t kMaxCode = Format::kMaxCode;
+  static constexpr std::uint8_t kNanCode = 0x7f;
+
+  static std::uint8_t Encode(float x) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+    const std::uint8_t sign = static_cast<std::uint8_t>((u >> 24) & 0x80u);
+    const std::uint32_t abs = u & 0x7fffffffu;
+    if (abs > 0x7f800000u) return sign | kNanCode;
+    if (abs >= kMaxBits) return sign | kMaxCode;
+    if (abs < kSmallestNormalBits) {
+      const float rounded = std::bit_cast<float>(abs) * kSubnormalScale + 0x1p23f - 0x1p23f;
+      return sign | static_cast<std::uint8_t>(rounded);
+    }
+    std::uint32_t bits = abs - kRebias;
+    bits += kBelowHalf + ((bits >> kDroppedBits) & 1u);
+    return sign | static_cast<std::uint8_t>(bits >> kDroppedBits);
+  }
+};
+
 // OCP FP8 E4M3: sign, 4 exponent bits of bias 7, 3 mantissa bits. Exponent 0 holds subnormals m·2⁻⁹;
 // S.1111.111 is NaN, and there are no infinities, so the largest value is 1.75·2⁸ = 448.
 template <>
@@ -115,23 +149,9 @@ struct CacheElementTraits<Fp8E4M3> {
     return std::bit_cast<float>(sign | ((magnitude << 20) + (120u << 23)));
   }
   // Rounds to nearest even; beyond ±448 saturates to ±448 (OCP's saturating conversion); NaN gives NaN.
-  static std::uint8_t Encode(float x) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
-    const std::uint8_t sign = static_cast<std::uint8_t>((u >> 24) & 0x80u);
-    const std::uint32_t abs = u & 0x7fffffffu;
-    if (abs > 0x7f800000u) return sign | 0x7fu;                          // NaN
-    if (abs >= std::bit_cast<std::uint32_t>(kMax)) return sign | 0x7eu;  // saturate (inf too)
-    if (abs < 0x3c800000u) {  // below 2⁻⁶: subnormal, m = x·2⁹ rounded to nearest even (8 becomes 2⁻⁶)
-      const float scaled = std::bit_cast<float>(abs) * 0x1p9f;
-      const float rounded = scaled + 0x1p23f - 0x1p23f;
-      return sign | static_cast<std::uint8_t>(rounded);
-    }
-    // Normal: rebias the exponent and round the 20 dropped mantissa bits to nearest even (below 448, so the
-    // result stays below the NaN pattern).
-    std::uint32_t bits = abs - (120u << 23);
-    bits += 0x7ffffu + ((bits >> 20) & 1u);
-    return sign | static_cast<std::uint8_t>(bits >> 20);
-  }
+  static constexpr int kExponentBits = 4, kMantissaBits = 3;
+  static constexpr std::uint8_t kMaxCode = 0x7e;  // S.1111.110 = 448
+  static std::uint8_t Encode(float x) { return Fp8Rounding<CacheElementTraits>::Encode(x); }
   // The float16 bits the kernels widen (see kWideningFactor).
   static std::uint16_t F16Bits(std::uint8_t code) {
     return static_cast<std::uint16_t>(((code & 0x80u) << 8) | ((code & 0x7fu) << 7));
@@ -163,23 +183,9 @@ struct CacheElementTraits<Fp8E5M2> {
   static float Decode(std::uint8_t code) { return F32FromF16(static_cast<std::uint16_t>(code << 8)); }
   // Rounds to nearest even; a finite x beyond ±57344 saturates to ±57344 (as vLLM's saturating FP8
   // conversion), and so does ±inf; NaN gives the NaN S.11111.11.
-  static std::uint8_t Encode(float x) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
-    const std::uint8_t sign = static_cast<std::uint8_t>((u >> 24) & 0x80u);
-    const std::uint32_t abs = u & 0x7fffffffu;
-    if (abs > 0x7f800000u) return sign | 0x7fu;                          // NaN
-    if (abs >= std::bit_cast<std::uint32_t>(kMax)) return sign | 0x7bu;  // saturate (inf too)
-    if (abs < 0x38800000u) {  // below 2⁻¹⁴: subnormal, m = x·2¹⁶ rounded to nearest even (4 becomes 2⁻¹⁴)
-      const float scaled = std::bit_cast<float>(abs) * 0x1p16f;
-      const float rounded = scaled + 0x1p23f - 0x1p23f;
-      return sign | static_cast<std::uint8_t>(rounded);
-    }
-    // Normal: rebias the exponent (127 → 15) and round the 21 dropped mantissa bits to nearest even (below
-    // 57344, so the result stays finite).
-    std::uint32_t bits = abs - (112u << 23);
-    bits += 0xfffffu + ((bits >> 21) & 1u);
-    return sign | static_cast<std::uint8_t>(bits >> 21);
-  }
+  static constexpr int kExponentBits = 5, kMantissaBits = 2;
+  static constexpr std::uint8_t kMaxCode = 0x7b;  // S.11110.11 = 57344
+  static std::uint8_t Encode(float x) { return Fp8Rounding<CacheElementTraits>::Encode(x); }
   static float Widened(std::uint8_t code) { return Decode(code); }  // exactly, through float16
   // Half a step: 2⁻³ of x's binade, and 2⁻¹⁷ among subnormals.
   static double MaxRoundingError(double x) { return std::max(std::fabs(x) * 0x1p-3, 0x1p-17); }

@@ -90,6 +90,32 @@ struct VectorCodec<std::int8_t> {
   }
 };
 
+// An FP8 format's codes lane by lane: Fp8Rounding's steps (common/cache_element_traits.h), each lane taking
+// its case's result.
+template <typename Traits>
+HWY_INLINE VCodes Fp8Codes(VF x) {
+  using R = Fp8Rounding<Traits>;
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const auto u = hn::BitCast(di, x);
+  const auto sign = hn::And(hn::ShiftRight<24>(u), hn::Set(di, 0x80));
+  const auto abs = hn::And(u, hn::Set(di, 0x7fffffff));
+  const VF two23 = hn::Set(df, 0x1p23f);
+  const VF subnormal_rounded =
+      hn::Sub(hn::Add(hn::Mul(hn::BitCast(df, abs), hn::Set(df, R::kSubnormalScale)), two23), two23);
+  const auto subnormal = hn::ConvertTo(di, subnormal_rounded);
+  const auto rebiased = hn::Sub(abs, hn::Set(di, static_cast<std::int32_t>(R::kRebias)));
+  const auto kept_bit = hn::And(hn::ShiftRight<R::kDroppedBits>(rebiased), hn::Set(di, 1));
+  const auto normal = hn::ShiftRight<R::kDroppedBits>(
+      hn::Add(rebiased, hn::Add(hn::Set(di, static_cast<std::int32_t>(R::kBelowHalf)), kept_bit)));
+  auto code = hn::IfThenElse(hn::Lt(abs, hn::Set(di, static_cast<std::int32_t>(R::kSmallestNormalBits))),
+                             subnormal, normal);
+  const auto max_bits = static_cast<std::int32_t>(R::kMaxBits);
+  code = hn::IfThenElse(hn::Gt(abs, hn::Set(di, max_bits - 1)), hn::Set(di, R::kMaxCode), code);  // ≥ kMax
+  code = hn::IfThenElse(hn::Gt(abs, hn::Set(di, 0x7f800000)), hn::Set(di, R::kNanCode), code);
+  return hn::Or(sign, code);
+}
+
 template <>
 struct VectorCodec<Fp8E4M3> {
   // Through float16 (E4M3Traits::F16Bits): the bytes sign-extended to 16 bits and shifted left by 7 put
@@ -102,27 +128,7 @@ struct VectorCodec<Fp8E4M3> {
     const auto half_bits = hn::And(hn::ShiftLeft<7>(bytes), hn::Set(d16, static_cast<std::int16_t>(0xBF80)));
     return hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, DF>(), half_bits));
   }
-  // NaN, saturation at 448, subnormals below 2⁻⁶ (x·2⁹ rounded to nearest even), and normals (the exponent
-  // rebiased, 20 mantissa bits rounded off to nearest even), each lane taking its case's result.
-  static HWY_INLINE VCodes Codes(VF x) {
-    const DF df;
-    const hn::RebindToSigned<DF> di;
-    const auto u = hn::BitCast(di, x);
-    const auto sign = hn::And(hn::ShiftRight<24>(u), hn::Set(di, 0x80));
-    const auto abs = hn::And(u, hn::Set(di, 0x7fffffff));
-    const VF two23 = hn::Set(df, 0x1p23f);
-    const VF subnormal_rounded =
-        hn::Sub(hn::Add(hn::Mul(hn::BitCast(df, abs), hn::Set(df, 0x1p9f)), two23), two23);
-    const auto subnormal = hn::ConvertTo(di, subnormal_rounded);
-    const auto rebiased = hn::Sub(abs, hn::Set(di, 120 << 23));
-    const auto normal = hn::ShiftRight<20>(
-        hn::Add(rebiased, hn::Add(hn::Set(di, 0x7ffff), hn::And(hn::ShiftRight<20>(rebiased), hn::Set(di, 1)))));
-    auto code = hn::IfThenElse(hn::Lt(abs, hn::Set(di, 0x3c800000)), subnormal, normal);
-    const auto max_bits = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(E4M3Traits::kMax));
-    code = hn::IfThenElse(hn::Gt(abs, hn::Set(di, max_bits - 1)), hn::Set(di, 0x7e), code);  // abs ≥ 448
-    code = hn::IfThenElse(hn::Gt(abs, hn::Set(di, 0x7f800000)), hn::Set(di, 0x7f), code);
-    return hn::Or(sign, code);
-  }
+  static HWY_INLINE VCodes Codes(VF x) { return Fp8Codes<E4M3Traits>(x); }
 };
 
 template <>
@@ -135,27 +141,7 @@ struct VectorCodec<Fp8E5M2> {
     const auto bytes = hn::PromoteTo(d16, hn::LoadU(d8, reinterpret_cast<const std::uint8_t*>(p)));
     return F32FromF16Bits(df, hn::ShiftLeft<8>(bytes));
   }
-  // NaN, saturation at 57344, subnormals below 2⁻¹⁴ (x·2¹⁶ rounded to nearest even), and normals (the
-  // exponent rebiased, 21 mantissa bits rounded off to nearest even), each lane taking its case's result.
-  static HWY_INLINE VCodes Codes(VF x) {
-    const DF df;
-    const hn::RebindToSigned<DF> di;
-    const auto u = hn::BitCast(di, x);
-    const auto sign = hn::And(hn::ShiftRight<24>(u), hn::Set(di, 0x80));
-    const auto abs = hn::And(u, hn::Set(di, 0x7fffffff));
-    const VF two23 = hn::Set(df, 0x1p23f);
-    const VF subnormal_rounded =
-        hn::Sub(hn::Add(hn::Mul(hn::BitCast(df, abs), hn::Set(df, 0x1p16f)), two23), two23);
-    const auto subnormal = hn::ConvertTo(di, subnormal_rounded);
-    const auto rebiased = hn::Sub(abs, hn::Set(di, 112 << 23));
-    const auto normal = hn::ShiftRight<21>(
-        hn::Add(rebiased, hn::Add(hn::Set(di, 0xfffff), hn::And(hn::ShiftRight<21>(rebiased), hn::Set(di, 1)))));
-    auto code = hn::IfThenElse(hn::Lt(abs, hn::Set(di, 0x38800000)), subnormal, normal);
-    const auto max_bits = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(E5M2Traits::kMax));
-    code = hn::IfThenElse(hn::Gt(abs, hn::Set(di, max_bits - 1)), hn::Set(di, 0x7b), code);  // abs ≥ 57344
-    code = hn::IfThenElse(hn::Gt(abs, hn::Set(di, 0x7f800000)), hn::Set(di, 0x7f), code);
-    return hn::Or(sign, code);
-  }
+  static HWY_INLINE VCodes Codes(VF x) { return Fp8Codes<E5M2Traits>(x); }
 };
 
 // A quantized cache's elements, widened by their codec.
