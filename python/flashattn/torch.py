@@ -61,8 +61,16 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     True where P was kept, or None when dropout_p is 0. With block_table, k and v are paged KV caches read
     as the NumPy function reads them (no gradient, as flash_attn_with_kvcache)."""
     call = _arguments.call_of(locals())
-    if call.block_table is not None:
-        return _varlen_over_cache(call)
+    if call.block_table is not None:  # paged caches: no gradient, as flash_attn_with_kvcache
+        bf16 = _tensors.is_bf16(call.q)
+        _tensors.convert(
+            call,
+            arrays=("q", "k", "v", "k_scale", "v_scale"),
+            side_arrays=("cu_seqlens_q", "cu_seqlens_k", "seqused_k", "block_table", "alibi_slopes", "sinks"),
+        )
+        out, lse = _kvcache.varlen_kvcache(call, bf16=bf16)
+        out = _tensors.tensor(out, bf16)
+        return (out, _tensors.tensor(lse), None) if call.return_attn_probs else out
     _arguments.reject_cache_keywords(call)
     _tensors.convert(call, side_arrays=("alibi_slopes", "sinks", "cu_seqlens_q", "cu_seqlens_k"))
     m = _arguments.modifiers(call, draw_seed=_tensors.torch_seed)
@@ -70,18 +78,6 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     probs = bool(call.return_attn_probs)
     out, lse, masks = _autograd.FlashAttnVarlenFunc.apply(call.q, call.k, call.v, sinks, sequences, m, probs)
     return (out, lse, masks) if probs else out
-
-
-def _varlen_over_cache(call):
-    bf16 = _tensors.is_bf16(call.q)
-    _tensors.convert(
-        call,
-        arrays=("q", "k", "v", "k_scale", "v_scale"),
-        side_arrays=("cu_seqlens_q", "cu_seqlens_k", "seqused_k", "block_table", "alibi_slopes", "sinks"),
-    )
-    out, lse = _kvcache.varlen_kvcache(call, bf16=bf16)
-    out = _tensors.tensor(out, bf16)
-    return (out, _tensors.tensor(lse), None) if call.return_attn_probs else out
 
 
 def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_scale=None, causal=False,

@@ -30,9 +30,13 @@ def sequence_keys(cache, block_table, b, Nk):
 
 def expected(q, k_cache, v_cache, block_table, cu_q, keys, compute, **mods):
     """(out (total_q, Hq, d), lse (Hq, total_q)) sequence by sequence, computed in `compute`."""
-    outs, lses = [], []
+    outs, lses = [np.zeros((0, *q.shape[1:]))], [np.zeros((q.shape[1], 0))]
     for b, Nk in enumerate(keys):
         q_b = q[None, cu_q[b] : cu_q[b + 1]]
+        if q_b.shape[1] == 0 or Nk == 0:  # no rows, or rows that see no key: O = 0, LSE = −inf
+            outs.append(np.zeros(q_b.shape[1:]))
+            lses.append(np.full((q.shape[1], q_b.shape[1]), -np.inf))
+            continue
         if compute == np.float32:
             q_b = q_b.astype(np.float32)
         r = attention(q_b, sequence_keys(k_cache, block_table, b, Nk), sequence_keys(v_cache, block_table, b, Nk),
