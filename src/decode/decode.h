@@ -51,9 +51,11 @@ class SplitKv {
 
  private:
   // The query rows [i0, i0 + Nq) of sequence b: row r = g·Nq + i of K/V head hk is query i0 + i of head
-  // hk·G + g, stored at (hk·R + r) of Q, R = G·Nq. mods count rows from i0.
+  // hk·G + g, stored at (hk·R + r) of Q, R = G·Nq. mods count rows from i0. Its chunk s leaves its Hkv·R
+  // partial rows at partials + s·Hkv·R.
   struct RowGroup {
     std::int64_t b = 0, i0 = 0, Nq = 0;
+    std::int64_t partials = 0;
     std::vector<float> Q;                 // Hkv·R×d
     std::vector<ScoreModifiers> mods;     // Hq, one per query head
     std::int64_t j_begin = 0, j_end = 0;  // the keys any row may see
@@ -68,7 +70,7 @@ class SplitKv {
   std::vector<RowGroup> groups_;
   const std::int64_t R_;
   const int threads_;
-  std::int64_t splits_ = 1, items_ = 0, rows_per_item_ = 0;
+  std::int64_t splits_ = 1, items_ = 0, partial_rows_ = 0;
   std::vector<float> O_partial_, lse_partial_, o_row_;
 };
 

@@ -99,10 +99,14 @@ SplitKv::SplitKv(const DecodeParams& p)
   const auto groups = static_cast<std::int64_t>(groups_.size());
   splits_ =
       std::max<std::int64_t>(1, p.num_splits == 0 ? choose_num_splits(groups, max_keys, threads_) : p.num_splits);
-  items_ = groups * splits_, rows_per_item_ = p.heads_kv * R_;
+  items_ = groups * splits_;
+  for (RowGroup& rows : groups_) {
+    rows.partials = partial_rows_;
+    partial_rows_ += splits_ * p.heads_q * rows.Nq;  // Hkv·R rows per chunk
+  }
   const std::int64_t dv = p.value_head_dim();
-  O_partial_.resize(static_cast<std::size_t>(items_ * rows_per_item_ * dv));
-  lse_partial_.resize(static_cast<std::size_t>(items_ * rows_per_item_));
+  O_partial_.resize(static_cast<std::size_t>(partial_rows_ * dv));
+  lse_partial_.resize(static_cast<std::size_t>(partial_rows_));
   o_row_.resize(static_cast<std::size_t>(dv));
 }
 
@@ -136,7 +140,7 @@ void SplitKv::GatherRows(RowGroup& rows) const {
 
 bool SplitKv::AppendAndGather() {
   AppendNewKeys(p_);
-  if (rows_per_item_ == 0) return false;  // no query rows (seqlen_q = 0, or no packed rows)
+  if (partial_rows_ == 0) return false;  // no query rows (seqlen_q = 0, or no packed rows)
   for (RowGroup& rows : groups_) GatherRows(rows);
   return true;
 }
@@ -181,23 +185,23 @@ ChunkTask SplitKv::Task(std::int64_t item) {
     task.scales.k = scales_b(p.k_scale), task.scales.v = scales_b(p.value_scales());
     task.scales.seq_stride = scale_strides.seq;
   }
-  task.O = O_partial_.data() + item * rows_per_item_ * task.dv;
-  task.lse = lse_partial_.data() + item * rows_per_item_;
+  const std::int64_t first = rows.partials + s * p.heads_kv * task.R;
+  task.O = O_partial_.data() + first * task.dv;
+  task.lse = lse_partial_.data() + first;
   return task;
 }
 
 void SplitKv::Merge() {
   const DecodeParams& p = p_;
   const std::int64_t dv = p.value_head_dim(), G = p.heads_q / p.heads_kv;
-  // Partials of row (hk, r) of row group n sit splits apart: O at (n·splits + s)·Hkv·R_max + hk·R + r rows of dv.
-  for (std::size_t n = 0; n < groups_.size(); ++n) {
-    const RowGroup& rows = groups_[n];
-    const std::int64_t Nq = rows.Nq, R = G * Nq;
-    for (std::int64_t row = 0; row < p.heads_kv * R; ++row) {
-      const std::int64_t first = static_cast<std::int64_t>(n) * splits_ * rows_per_item_ + row;
+  // Partials of row (hk, r) of a row group sit Hkv·R rows apart: O at partials + s·Hkv·R + hk·R + r rows of dv.
+  for (const RowGroup& rows : groups_) {
+    const std::int64_t Nq = rows.Nq, R = G * Nq, stride = p.heads_kv * R;
+    for (std::int64_t row = 0; row < stride; ++row) {
+      const std::int64_t first = rows.partials + row;
       const std::int64_t hk = row / R, g = row % R / Nq, i = rows.i0 + row % Nq, h = hk * G + g;
-      const float lse = MergeRow(splits_, &O_partial_[first * dv], rows_per_item_ * dv, &lse_partial_[first],
-                                 rows_per_item_, dv, o_row_.data(), SinkOf(p, h));
+      const float lse = MergeRow(splits_, &O_partial_[first * dv], stride * dv, &lse_partial_[first], stride, dv,
+                                 o_row_.data(), SinkOf(p, h));
       const std::int64_t dst = p.row_offset(p.o_strides, rows.b, i, h);
       for (std::int64_t e = 0; e < dv; ++e) StoreFromFloat(p.o, p.dtype, dst + e, o_row_[e]);
       if (p.lse != nullptr) p.lse[p.lse_index(rows.b, h, i)] = lse;
