@@ -1,5 +1,5 @@
 // decode's parameters: the HeadSettings as every attention call's, then the cache (its element type and
-// scales, V inside K, the integer options, its capacity), the tensors, and last the index tensors
+// scales, V inside K, the integer options, its capacity), the packed query rows' cu_seqlens_q, the tensors, and last the index tensors
 // (cache_seqlens, keys_after, the block table), which are read only once they are known to be readable.
 #include <algorithm>
 #include <cstdint>
@@ -102,14 +102,49 @@ struct DecodeTensors {
   std::vector<TensorView> inputs, outputs, fixed_scales;
 };
 
-// q, cache_seqlens, keys_after, k_new and v_new, the block table, the rotary tables, the slopes and sinks.
+// q, o, k_new or v_new: (batch, seqlen, heads, width), or packed (total_q, heads, width), its batch stride
+// ignored.
+TensorView RowTensor(const DecodeParams& p, const char* name, const void* data, const Strides& s,
+                     std::int64_t seqlen, std::int64_t heads, std::int64_t width) {
+  if (!p.packed()) return BatchTensor(name, data, p.dtype, s, p.batch, seqlen, heads, width);
+  return BatchTensor(name, data, p.dtype, Strides{0, s.seq, s.head}, 1, p.total_query_rows(), heads, width);
+}
+
+// Packed queries: cu_seqlens_q readable, from 0, non-decreasing, no sequence longer than seqlen_q (its
+// max_seqlen_q), and an append of every sequence's own rows or of none.
+void CheckPackedRows(const DecodeParams& p) {
+  CheckRange("batch", p.batch, 0, INT64_MAX - 1);  // cu_seqlens_q holds batch + 1 entries
+  if (p.seqlen_new != 0 && p.seqlen_new != p.seqlen_q) {
+    Fail("seqlen_new must be 0 or seqlen_q=", p.seqlen_q, " with packed queries (cu_seqlens_q set): each sequence "
+         "appends its own query rows or none does, got seqlen_new=", p.seqlen_new);
+  }
+  CheckOutputs({}, {TensorView{"cu_seqlens_q", p.cu_seqlens_q, 4, {{"batch+1", p.batch + 1, 1}}}});
+  const std::int32_t* cu = p.cu_seqlens_q;
+  if (cu[0] != 0) Fail("cu_seqlens_q[0] must be 0, got ", cu[0]);
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    if (cu[b + 1] < cu[b]) {
+      Fail("cu_seqlens_q must be non-decreasing, got cu_seqlens_q[", b, "]=", cu[b], " > cu_seqlens_q[", b + 1,
+           "]=", cu[b + 1]);
+    }
+    if (cu[b + 1] - cu[b] > p.seqlen_q) {
+      Fail("sequence ", b, " has ", cu[b + 1] - cu[b], " query rows in cu_seqlens_q (cu_seqlens_q[", b, "]=", cu[b],
+           ", cu_seqlens_q[", b + 1, "]=", cu[b + 1], "), beyond seqlen_q=", p.seqlen_q, " (max_seqlen_q)");
+    }
+  }
+}
+
+// q, cache_seqlens, cu_seqlens_q, keys_after, k_new and v_new, the block table, the rotary tables, the slopes
+// and sinks.
 std::vector<TensorView> DecodeInputs(const DecodeParams& p) {
   const auto view = [&](const char* name, const void* data, const Strides& s, std::int64_t seqlen,
                         std::int64_t heads, std::int64_t width) {
-    return BatchTensor(name, data, p.dtype, s, p.batch, seqlen, heads, width);
+    return RowTensor(p, name, data, s, seqlen, heads, width);
   };
   std::vector<TensorView> inputs = {view("q", p.q, p.q_strides, p.seqlen_q, p.heads_q, p.head_dim),
                                     TensorView{"cache_seqlens", p.cache_seqlens, 4, {{"batch", p.batch, 1}}}};
+  if (p.packed()) {
+    inputs.push_back(TensorView{"cu_seqlens_q", p.cu_seqlens_q, 4, {{"batch+1", p.batch + 1, 1}}});
+  }
   if (p.keys_after != nullptr) inputs.push_back(TensorView{"keys_after", p.keys_after, 4, {{"batch", p.batch, 1}}});
   if (p.seqlen_new > 0) {
     inputs.push_back(view("k_new", p.k_new, p.new_strides, p.seqlen_new, p.heads_kv, p.head_dim));
@@ -159,8 +194,11 @@ DecodeTensors DecodeTensorsOf(const DecodeParams& p, std::int64_t scale_groups) 
       (p.scale_granularity == ScaleGranularity::kPerToken ? caches : t.fixed_scales).push_back(view);
     }
   }
-  t.outputs = {BatchTensor("o", p.o, p.dtype, p.o_strides, p.batch, p.seqlen_q, p.heads_q, p.value_head_dim())};
-  if (p.lse != nullptr) t.outputs.push_back(LseView("lse", p.lse, p.batch, p.heads_q, p.seqlen_q));
+  t.outputs = {RowTensor(p, "o", p.o, p.o_strides, p.seqlen_q, p.heads_q, p.value_head_dim())};
+  if (p.lse != nullptr) {
+    t.outputs.push_back(p.packed() ? LseView("lse", p.lse, 1, p.heads_q, p.total_query_rows())
+                                   : LseView("lse", p.lse, p.batch, p.heads_q, p.seqlen_q));
+  }
   // The caches (and per-token scales) are written when keys are appended; then they must not overlap
   // anything else either.
   std::vector<TensorView>& written_or_read = p.seqlen_new > 0 ? t.outputs : t.inputs;
@@ -175,9 +213,15 @@ void CheckDecodeTensors(const DecodeParams& p, std::int64_t scale_groups) {
   CheckOutputs(t.outputs, t.inputs);
   CheckSinkValues("sinks", p.sinks, p.heads_q);
   if (!Quantized(p.cache_element) || p.seqlen_new == 0) return;
-  CheckFinite("k_new", p.k_new, p.dtype, p.new_strides, p.batch, p.seqlen_new, p.heads_kv, p.head_dim);
+  const TensorView k_new = RowTensor(p, "k_new", p.k_new, p.new_strides, p.seqlen_new, p.heads_kv, p.head_dim);
+  const auto check_finite = [&](const TensorView& x, std::int64_t width) {
+    CheckFinite(x.name, x.data, p.dtype, Strides{x.dims[0].stride, x.dims[1].stride, x.dims[2].stride},
+                x.dims[0].size, x.dims[1].size, x.dims[2].size, width);
+  };
+  check_finite(k_new, p.head_dim);
   if (!p.values_in_keys()) {
-    CheckFinite("v_new", p.v_new, p.dtype, p.new_strides, p.batch, p.seqlen_new, p.heads_kv, p.value_head_dim());
+    check_finite(RowTensor(p, "v_new", p.v_new, p.new_strides, p.seqlen_new, p.heads_kv, p.value_head_dim()),
+                 p.value_head_dim());
   }
   for (const TensorView& scales : t.fixed_scales) CheckFixedScales(scales);
 }
@@ -188,16 +232,19 @@ std::int64_t CheckSequence(const DecodeParams& p, std::int64_t b, std::int64_t c
   if (cached < 0) Fail("cache_seqlens[", b, "] must be >= 0, got ", cached);
   if (p.keys_after != nullptr && p.keys_after[b] < 0) Fail("keys_after[", b, "] must be >= 0, got ", p.keys_after[b]);
   std::int64_t Nk;
-  const bool fits = MulAdd(1, cached, p.seqlen_new, &Nk);
+  const std::int64_t appended = p.new_rows(b);
+  const bool fits = MulAdd(1, cached, appended, &Nk);
   if (!fits || Nk > capacity) {
-    Fail("cache_seqlens[", b, "] + seqlen_new = ", cached, " + ", p.seqlen_new, " = ",
+    Fail("cache_seqlens[", b, "] + ", p.packed() ? "its appended query rows" : "seqlen_new", " = ", cached, " + ",
+         appended, " = ",
          fits ? std::to_string(Nk) : std::string("more than int64 holds"), " exceeds the cache capacity of ",
          capacity, " keys", p.paged() ? " (max_pages·page_size)" : " (cache_seqlen_max)");
   }
   if (p.rotary_dim > 0) {
     // The queries' last position: cache_seqlens[b] + seqlen_q − 1, or cache_seqlens[b] for them all.
-    const std::int64_t query_rows = p.rotary_queries_at_cache_end ? std::min<std::int64_t>(p.seqlen_q, 1) : p.seqlen_q;
-    const std::int64_t last_pos = cached + std::max(p.seqlen_new, query_rows) - 1;
+    const std::int64_t rows = p.query_rows(b);
+    const std::int64_t query_rows = p.rotary_queries_at_cache_end ? std::min<std::int64_t>(rows, 1) : rows;
+    const std::int64_t last_pos = cached + std::max(appended, query_rows) - 1;
     if (last_pos >= p.rotary_max_pos) {
       Fail("rotary position ", last_pos, " of sequence ", b, " (cache_seqlens[", b, "]=", cached,
            ") is beyond the rotary tables' rotary_max_pos=", p.rotary_max_pos);
@@ -247,6 +294,7 @@ void validate(const DecodeParams& p) {
   if (p.rotary_dim % 2 != 0) Fail("rotary_dim must be even, got ", p.rotary_dim);
   const std::int64_t scale_groups = CheckCacheSettings(p);
   const std::int64_t capacity = CheckCapacity(p);
+  if (p.packed()) CheckPackedRows(p);
   CheckDecodeTensors(p, scale_groups);
   CheckIndexTensors(p, capacity);
 }

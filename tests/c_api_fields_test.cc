@@ -247,7 +247,7 @@ void VisitC(flashattn_decode_params& c, CFields& v, const std::string& prefix) {
   v.Field(prefix + "q", c.q), v.Field(prefix + "k_cache", c.k_cache), v.Field(prefix + "v_cache", c.v_cache);
   v.Field(prefix + "k_new", c.k_new), v.Field(prefix + "v_new", c.v_new), v.Field(prefix + "o", c.o);
   v.Field(prefix + "lse", c.lse), v.Field(prefix + "cache_seqlens", c.cache_seqlens);
-  v.Field(prefix + "keys_after", c.keys_after);
+  v.Field(prefix + "keys_after", c.keys_after), v.Field(prefix + "cu_seqlens_q", c.cu_seqlens_q);
   VisitC(c.q_strides, v, prefix + "q_strides."), VisitC(c.cache_strides, v, prefix + "cache_strides.");
   VisitC(c.new_strides, v, prefix + "new_strides."), VisitC(c.o_strides, v, prefix + "o_strides.");
   VisitDecodeSettings(c, v, prefix);

@@ -4,6 +4,7 @@ add_library(flashattn_decode_test_support STATIC ${CMAKE_CURRENT_LIST_DIR}/decod
 target_link_libraries(flashattn_decode_test_support PUBLIC flashattn_test_support)
 flashattn_add_test(decode_test ${CMAKE_CURRENT_LIST_DIR}/decode_test.cc)
 target_link_libraries(decode_test PRIVATE flashattn_decode_test_support)
+flashattn_add_test(decode_varlen_test ${CMAKE_CURRENT_LIST_DIR}/decode_varlen_test.cc)
 flashattn_add_test(decode_validation_test ${CMAKE_CURRENT_LIST_DIR}/decode_validation_test.cc)
 target_link_libraries(decode_validation_test PRIVATE flashattn_decode_test_support)
 flashattn_add_test(decode_quantized_test ${CMAKE_CURRENT_LIST_DIR}/decode_quantized_test.cc)

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -52,7 +53,25 @@ std::int32_t* Table(DecodeCase& c, std::int64_t b, std::int64_t n) {
   return const_cast<std::int32_t*>(c.params().block_table) + b * c.params().block_table_stride + n;
 }
 
+// Packed queries (cu_seqlens_q) of the case's three sequences, kept for the life of the test.
+void Pack(DecodeCase& c, std::vector<std::int32_t> cu) {
+  static std::vector<std::int32_t> kept;
+  kept = std::move(cu);
+  c.params().cu_seqlens_q = kept.data();
+}
+
 const BadInput kBadInputs[] = {
+    {"cu_seqlens_q_decreasing", 4, [](DecodeCase& c) { Pack(c, {0, 2, 1, 6}); },
+     "cu_seqlens_q must be non-decreasing, got cu_seqlens_q[1]=2 > cu_seqlens_q[2]=1"},
+    {"cu_seqlens_q_not_from_zero", 0, [](DecodeCase& c) { Pack(c, {1, 2, 4, 6}); }, "cu_seqlens_q[0] must be 0, got 1"},
+    {"cu_seqlens_q_beyond_seqlen_q", 0, [](DecodeCase& c) { Pack(c, {0, 3, 4, 6}); },
+     "sequence 0 has 3 query rows in cu_seqlens_q"},
+    {"packed_append_of_another_count", 4,
+     [](DecodeCase& c) {
+       Pack(c, {0, 2, 4, 6});
+       c.params().seqlen_new = 1;
+     },
+     "seqlen_new must be 0 or seqlen_q=2"},
     {"table_entry_negative", 4, [](DecodeCase& c) { *Table(c, 1, 2) = -1; }, "block_table[1][2] = -1 is out of range"},
     {"table_entry_too_large", 4, [](DecodeCase& c) { *Table(c, 0, 0) = static_cast<std::int32_t>(c.params().num_pages); },
      "block_table[0][0]"},

@@ -228,7 +228,8 @@ typedef struct flashattn_merge_params {
 
 /* flashattn::DecodeParams (flash-attn's flash_attn_with_kvcache): a contiguous cache (block_table NULL,
  * cache_seqlen_max set) or a paged one (block_table int32 (batch, max_pages)); k_new/v_new appended in place
- * when seqlen_new > 0; rotary when rotary_dim > 0. */
+ * when seqlen_new > 0; rotary when rotary_dim > 0; packed queries of any count per sequence when
+ * cu_seqlens_q is set (flash_attn_varlen_func over a cache). */
 typedef struct flashattn_decode_params {
   const void* q;
   void* k_cache;
@@ -239,6 +240,10 @@ typedef struct flashattn_decode_params {
   float* lse;
   const int32_t* cache_seqlens;
   const int32_t* keys_after; /* (batch): keys of each sequence held elsewhere after these; NULL = none */
+  /* (batch + 1), non-decreasing from 0: packed queries, DecodeParams::cu_seqlens_q. q, o, k_new, v_new are
+   * then (total_q, heads, dim), lse (heads_q, total_q), seqlen_q the largest sequence's count, seqlen_new 0
+   * or seqlen_q; NULL = (batch, seqlen_q, ...) tensors. */
+  const int32_t* cu_seqlens_q;
   flashattn_strides q_strides, cache_strides, new_strides, o_strides;
 
   int64_t batch;
@@ -346,7 +351,9 @@ FLASHATTN_C_API void flashattn_backward_params_init(flashattn_backward_params* p
 FLASHATTN_C_API void flashattn_varlen_backward_params_init(flashattn_varlen_backward_params* params);
 
 /* Stride helpers: contiguous tensors in flash-attn's (batch, seq, head, dim) layout, or PyTorch's
- * (batch, head, seq, dim) for the head_major variants. The backward ones set the forward strides too. */
+ * (batch, head, seq, dim) for the head_major variants. The backward ones set the forward strides too. The
+ * decode one sets packed (total_q, head, dim) strides for q, o, k_new and v_new, their batch strides 0, when
+ * cu_seqlens_q is set. */
 FLASHATTN_C_API void flashattn_attention_params_set_contiguous_strides(flashattn_attention_params* params);
 FLASHATTN_C_API void flashattn_attention_params_set_head_major_strides(flashattn_attention_params* params);
 FLASHATTN_C_API void flashattn_merge_params_set_contiguous_strides(flashattn_merge_params* params);

@@ -59,6 +59,19 @@ FLASHATTN_API ScaleGranularity default_scale_granularity(CacheElement element, s
 //   o        (batch, Nq, Hq, dv); lse optional float32 (batch, Hq, Nq), −inf for a row that sees no key
 //            (s_h with an attention sink: `sinks` of ScoreSettings joins each row once, however it is split).
 //
+// Packed queries (flash_attn_varlen_func over a cache, vLLM's prefill-and-decode step): with cu_seqlens_q set,
+// sequence b has its own query count Nq_b = cu_seqlens_q[b + 1] − cu_seqlens_q[b] (any mix of 0, 1 and
+// thousands), and q, o, k_new, v_new are packed along the rows, as flash_attn_varlen_func packs them:
+//   q (total_q, Hq, d), o (total_q, Hq, dv), k_new, v_new (total_q, Hkv, d or dv), total_q = cu_seqlens_q[batch];
+//   rows of sequence b at cu_seqlens_q[b] + i; the strides' `batch` entries are ignored (`seq` is the row stride);
+//   lse (Hq, total_q), flash-attn's varlen layout.
+// seqlen_q is then max_seqlen_q, an upper bound every Nq_b must respect (checked). The append is all or
+// nothing: seqlen_new is 0 (nothing appended; Nk = cache_seqlens[b], vLLM's seqused_k) or equal to seqlen_q,
+// and then each sequence appends its own Nq_b rows of k_new, v_new (the rows of its queries) at cache_seqlens[b]
+// + i, so Nk = cache_seqlens[b] + Nq_b. Either way query row i of sequence b sits at position Nk − Nq_b + i
+// (bottom-right aligned, per sequence). A sequence with no query rows writes nothing; its keys are still
+// appended.
+//
 // The heads, head dimensions, element type, score modifiers and threads are the inherited HeadSettings
 // (include/flashattn/types.h), as in every attention call: d = head_dim is that of q, k_new and the K cache,
 // dv = head_dim_v (unset = d, flash-attn's API) that of v_new, the V cache and o. The score modifiers align
@@ -92,12 +105,15 @@ struct DecodeParams : HeadSettings {
   // Nk + keys_after[b] − Nq + i in this call's key positions (for the band and ALiBi). Rotary still uses the
   // positions cache_seqlens[b] + i (shift the tables to move them). Null = the cache ends the sequence.
   const std::int32_t* keys_after = nullptr;
+  // Optional (batch + 1) int32, non-decreasing from 0: packed queries (above). Null = every sequence has
+  // seqlen_q rows in (batch, seqlen_q, ...) tensors.
+  const std::int32_t* cu_seqlens_q = nullptr;
 
   Strides q_strides, cache_strides, new_strides, o_strides;
 
   std::int64_t batch = 1;
-  std::int64_t seqlen_q = 0;    // Nq
-  std::int64_t seqlen_new = 0;  // Nnew; 0 = nothing appended (k_new, v_new may be null)
+  std::int64_t seqlen_q = 0;    // Nq; packed: max_seqlen_q, ≥ every Nq_b
+  std::int64_t seqlen_new = 0;  // Nnew; 0 = nothing appended (k_new, v_new may be null); packed: 0 or seqlen_q
   DType cache_dtype = DType::kF32;  // of a float cache (cache_element = kFloat)
 
   // A quantized cache: its element type and scales (ScaleGranularity says their shape). Null scales for a
@@ -156,11 +172,28 @@ struct DecodeParams : HeadSettings {
   std::int64_t num_splits = 0;
 
   bool paged() const { return block_table != nullptr; }
+  bool packed() const { return cu_seqlens_q != nullptr; }
+  // Sequence b's query rows Nq_b, and the keys it appends (Nnew, or Nq_b when packed and appending).
+  std::int64_t query_rows(std::int64_t b) const {
+    return packed() ? std::int64_t{cu_seqlens_q[b + 1]} - cu_seqlens_q[b] : seqlen_q;
+  }
+  std::int64_t new_rows(std::int64_t b) const { return packed() && seqlen_new > 0 ? query_rows(b) : seqlen_new; }
+  // Query rows of the whole call: total_q when packed, else batch·seqlen_q.
+  std::int64_t total_query_rows() const { return packed() ? std::int64_t{cu_seqlens_q[batch]} : batch * seqlen_q; }
+  // The element offset of row i, head h of sequence b in q, o, k_new or v_new, whose strides are s.
+  std::int64_t row_offset(const Strides& s, std::int64_t b, std::int64_t i, std::int64_t h) const {
+    return packed() ? (cu_seqlens_q[b] + i) * s.seq + h * s.head : b * s.batch + i * s.seq + h * s.head;
+  }
+  // The index of row i, query head h of sequence b in lse: (Hq, total_q) when packed, else (batch, Hq, Nq).
+  std::int64_t lse_index(std::int64_t b, std::int64_t h, std::int64_t i) const {
+    return packed() ? h * total_query_rows() + cu_seqlens_q[b] + i : (b * heads_q + h) * seqlen_q + i;
+  }
   // V is the first dv features of the K cache's rows (v_cache == k_cache, see above).
   bool values_in_keys() const { return v_cache != nullptr && v_cache == k_cache; }
   // The scales of V's values: k_scale when V is inside the K rows (V's groups are the first dv / g of K's).
   float* value_scales() const { return values_in_keys() ? k_scale : v_scale; }
-  // Fills q/new/o strides for contiguous (batch, seq, head, dim) tensors (o of dv, the others of d),
+  // Fills q/new/o strides for contiguous (batch, seq, head, dim) tensors (o of dv, the others of d), or, when
+  // packed, for contiguous (total_q, head, dim) ones (their batch strides 0),
   // cache_strides for a contiguous (batch, cache_seqlen_max, Hkv, d) cache or, when paged, (num_pages,
   // page_size, Hkv, d), and scale_strides for contiguous per-token scales of the same (batch or page, seq,
   // head) with d / g groups.

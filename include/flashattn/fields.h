@@ -169,6 +169,7 @@ void for_each_field(S& s, Visit&& visit, const std::string& prefix = "") {
   visit(prefix + "lse", s.lse);
   visit(prefix + "cache_seqlens", s.cache_seqlens);
   visit(prefix + "keys_after", s.keys_after);
+  visit(prefix + "cu_seqlens_q", s.cu_seqlens_q);
   for_each_field(s.q_strides, visit, prefix + "q_strides.");
   for_each_field(s.cache_strides, visit, prefix + "cache_strides.");
   for_each_field(s.new_strides, visit, prefix + "new_strides.");

@@ -111,7 +111,8 @@ def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
         softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-        deterministic=False, return_attn_probs=False, *, seed=None, sinks=None):
+        deterministic=False, return_attn_probs=False, block_table=None, *, seed=None, sinks=None, seqused_k=None,
+        k_scale=None, v_scale=None, cache_dtype=None):
     """flash_attn_func over sequences of different lengths packed along one token axis.
 
     q (total_q, heads_q, d), k (total_k, heads_kv, d), v (total_k, heads_kv, dv); cu_seqlens_q and
@@ -123,9 +124,21 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     (total_q, heads_q, dv), or with return_attn_probs=True (out, softmax_lse (heads_q, total_q), masks):
     masks is a list of one bool (heads_q, seqlen_q_b, seqlen_k_b) keep mask per sequence, or None when
     dropout_p is 0.
+
+    With block_table (batch, max_blocks) integer page numbers, k and v are paged KV caches (num_blocks,
+    page_block_size, heads_kv, d) and sequence b's queries attend its first keys of the cache (vLLM's and
+    flash-attn's paged varlen call, docs/python.md): as many as seqused_k[b] (vLLM) or cu_seqlens_k[b + 1] −
+    cu_seqlens_k[b] (flash-attn), exactly one of the two given (the other None); max_seqlen_k is then not
+    read. The queries are the last positions of each sequence (causal and windows bottom-right per
+    sequence). Nothing is appended; dropout_p must be 0. The caches may be quantized as in
+    flash_attn_with_kvcache (k_scale, v_scale, cache_dtype), and v=None reads V inside k (head_dim_v = d).
     """
     call = _arguments.call_of(locals())
     probs = bool(call.return_attn_probs)
+    if call.block_table is not None:
+        out, lse = _kvcache.varlen_kvcache(call)
+        return (out, lse, None) if probs else out
+    _arguments.reject_cache_keywords(call)
     m = _arguments.modifiers(call)
     out, lse, keep = _core.varlen_forward(
         call.q, call.k, call.v, **_arguments.packed_sequences(call), modifiers=m, return_dropout_mask=probs

@@ -121,6 +121,14 @@ def packed_sequences(call):
     }
 
 
+def reject_cache_keywords(call):
+    """flash_attn_varlen_func without block_table: seqused_k and the quantized cache's keywords describe a
+    paged cache and need it."""
+    for name in ("seqused_k", "k_scale", "v_scale", "cache_dtype"):
+        if getattr(call, name) is not None:
+            raise Error(f"{name} applies to a paged KV cache: give block_table too")
+
+
 def reject_mask_with_causal(attn_mask, is_causal):
     if attn_mask is not None and is_causal:
         raise Error(

@@ -1,11 +1,13 @@
-"""flash_attn_with_kvcache on NumPy arrays, shared by flashattn and flashattn.torch (which passes its
-tensors as NumPy views, bfloat16 as int16): the side arrays converted, then one call of _core.kvcache."""
+"""flash_attn_with_kvcache, and flash_attn_varlen_func over a paged cache, on NumPy arrays, shared by flashattn
+and flashattn.torch (which passes its tensors as NumPy views, bfloat16 as int16): the side arrays converted,
+then one call of _core.kvcache."""
 
 import operator
 
 import numpy as np
 
 from . import _arguments, _core
+from ._core import Error
 
 
 def kvcache(call, bf16=False):
@@ -58,6 +60,69 @@ def kvcache(call, bf16=False):
         cache_dtype=None if call.cache_dtype is None else str(call.cache_dtype),
         quantize_query_int8=bool(call.quantize_query_int8),
         quantize_probs_u8=bool(call.quantize_probs_u8),
+    )
+
+
+def keys_per_sequence(call):
+    """The keys each sequence of a varlen call over a paged cache attends: seqused_k (vLLM) or the
+    differences of cu_seqlens_k (flash-attn), exactly one of them given; int32 (batch,)."""
+    if call.seqused_k is not None and call.cu_seqlens_k is not None:
+        raise Error(
+            "give either seqused_k (keys per sequence) or cu_seqlens_k (their offsets) with block_table, not both"
+        )
+    if call.seqused_k is not None:
+        return _arguments.int32(call.seqused_k, "seqused_k", 1)
+    if call.cu_seqlens_k is None:
+        raise Error("block_table needs the keys per sequence: give seqused_k or cu_seqlens_k")
+    cu = _arguments.int32(call.cu_seqlens_k, "cu_seqlens_k", 1)
+    if cu.size == 0 or cu[0] != 0:
+        raise Error(f"cu_seqlens_k must start at 0, got {cu[:1].tolist()}")
+    counts = np.diff(cu)
+    if counts.size > 0 and counts.min() < 0:
+        b = int(np.argmax(counts < 0))
+        raise Error(
+            f"cu_seqlens_k must be non-decreasing, got cu_seqlens_k[{b}]={cu[b]} > cu_seqlens_k[{b + 1}]={cu[b + 1]}"
+        )
+    return counts.astype(np.int32)
+
+
+def varlen_kvcache(call, bf16=False):
+    """Runs a flash_attn_varlen_func call with block_table (the arrays as NumPy): the packed queries
+    (total_q, heads_q, d) over the paged caches k and v, through decode's packed form. Returns (out
+    (total_q, heads_q, dv), softmax_lse (heads_q, total_q) or None)."""
+    if float(call.dropout_p) > 0:
+        raise Error(f"dropout_p must be 0 with block_table (attention over a KV cache has no dropout), got {call.dropout_p}")
+    q = call.q
+    if not isinstance(q, np.ndarray) or q.ndim != 3:
+        raise Error(f"q must have 3 dimensions (total_q, heads_q, head_dim), got {np.ndim(q)}")
+    cache_seqlens = keys_per_sequence(call)
+    window_left, window_right = _arguments.window(call.window_size)
+    return _core.kvcache(
+        q[np.newaxis],
+        call.k,
+        call.v,
+        k=None,
+        v=None,
+        rotary_cos=None,
+        rotary_sin=None,
+        cache_seqlens=cache_seqlens,
+        block_table=_arguments.int32(call.block_table, "block_table", 2),
+        alibi_slopes=None if call.alibi_slopes is None else _arguments.float32(call.alibi_slopes, "alibi_slopes"),
+        softmax_scale=None if call.softmax_scale is None else float(call.softmax_scale),
+        causal=bool(call.causal),
+        window_left=window_left,
+        window_right=window_right,
+        softcap=float(call.softcap),
+        rotary_interleaved=False,
+        num_splits=0,
+        return_lse=bool(call.return_attn_probs),
+        bf16=bf16,
+        sinks=_arguments.sinks(call.sinks),
+        k_scale=call.k_scale,
+        v_scale=call.v_scale,
+        cache_dtype=None if call.cache_dtype is None else str(call.cache_dtype),
+        cu_seqlens_q=_arguments.int32(call.cu_seqlens_q, "cu_seqlens_q", 1),
+        max_seqlen_q=operator.index(call.max_seqlen_q),
     )
 
 

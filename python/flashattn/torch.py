@@ -55,12 +55,25 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
         softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-        deterministic=False, return_attn_probs=False, *, seed=None, sinks=None):
+        deterministic=False, return_attn_probs=False, block_table=None, *, seed=None, sinks=None, seqused_k=None,
+        k_scale=None, v_scale=None, cache_dtype=None):
     """flashattn.flash_attn_varlen_func for tensors, differentiable in q, k, v and sinks; the dropout seed as
     in flash_attn_func. With return_attn_probs=True it returns (out, softmax_lse, masks), masks as the
     NumPy function returns them: a list of one bool tensor (heads_q, seqlen_q_b, seqlen_k_b) per sequence,
-    True where P was kept, or None when dropout_p is 0."""
+    True where P was kept, or None when dropout_p is 0. With block_table, k and v are paged KV caches read
+    as the NumPy function reads them (no gradient, as flash_attn_with_kvcache)."""
     call = _arguments.call_of(locals())
+    if call.block_table is not None:  # paged caches: no gradient, as flash_attn_with_kvcache
+        bf16 = _tensors.is_bf16(call.q)
+        _tensors.convert(
+            call,
+            arrays=("q", "k", "v", "k_scale", "v_scale"),
+            side_arrays=("cu_seqlens_q", "cu_seqlens_k", "seqused_k", "block_table", "alibi_slopes", "sinks"),
+        )
+        out, lse = _kvcache.varlen_kvcache(call, bf16=bf16)
+        out = _tensors.tensor(out, bf16)
+        return (out, _tensors.tensor(lse), None) if call.return_attn_probs else out
+    _arguments.reject_cache_keywords(call)
     _tensors.convert(call, side_arrays=("alibi_slopes", "sinks", "cu_seqlens_q", "cu_seqlens_k"))
     m = _arguments.modifiers(call, draw_seed=_tensors.torch_seed)
     sequences = _arguments.packed_sequences(call)

@@ -138,8 +138,10 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
                            std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
                            std::int64_t window_right, float softcap, bool rotary_interleaved,
                            std::int64_t num_splits, bool return_lse, bool bf16, const py::handle& sinks,
-                           std::optional<std::int64_t> head_dim_v, const KvcacheQuantization& quantization) {
+                           std::optional<std::int64_t> head_dim_v, const KvcacheQuantization& quantization,
+                           const KvcachePacking& packing) {
   const bool paged = !block_table_in.is_none();
+  const bool packed = !packing.cu_seqlens_q.is_none();
   const bool values_in_keys = v_cache_in.is_none();
   if (head_dim_v && !values_in_keys) {
     throw py::value_error("head_dim_v applies when v_cache is None (V read as the first head_dim_v features of "
@@ -165,7 +167,23 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
         "v_cache must have the strides of k_cache (the library addresses both with one set), got " +
         ShapeString(v_cache.strides) + " and " + ShapeString(k_cache.strides) + " elements");
   }
-  if (!paged) CheckDim(k_cache, 0, "batch", q.dim(0), q);
+  std::optional<py::array_t<std::int32_t>> cu_seqlens_q;
+  if (packed) {
+    cu_seqlens_q = ExactArray<std::int32_t>(packing.cu_seqlens_q, "cu_seqlens_q", 1);
+    if (q.dim(0) != 1 || !k_in.is_none() || !v_in.is_none()) {
+      throw py::value_error("packed queries come as (1, total_q, heads_q, head_dim), without k and v");
+    }
+    if (cu_seqlens_q->shape(0) < 1 || cu_seqlens_q->data()[cu_seqlens_q->shape(0) - 1] != q.dim(1)) {
+      throw py::value_error("cu_seqlens_q must end at total_q = " + std::to_string(q.dim(1)) + ", the rows of q, got " +
+                            (cu_seqlens_q->shape(0) < 1 ? std::string("no entries")
+                                                        : std::to_string(cu_seqlens_q->data()[cu_seqlens_q->shape(0) - 1])));
+    }
+  }
+  const std::int64_t batch = packed ? cu_seqlens_q->shape(0) - 1 : q.dim(0);
+  if (!paged && k_cache.dim(0) != batch) {
+    throw py::value_error("k_cache must have batch = " + std::to_string(batch) + " sequences in dimension 0, got " +
+                          std::to_string(k_cache.dim(0)));
+  }
 
   DecodeParams p;
   p.dtype = q.dtype;
@@ -199,7 +217,8 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
     throw py::value_error("k_scale and v_scale apply to a quantized cache (int8, or cache_dtype='fp8_e4m3' or "
                           "'fp8_e5m2'); k_cache has dtype " + std::string(py::str(k_cache.array.dtype())));
   }
-  p.batch = q.dim(0), p.seqlen_q = q.dim(1), p.heads_q = q.dim(2), p.head_dim = q.dim(3);
+  p.batch = batch, p.seqlen_q = packed ? packing.max_seqlen_q : q.dim(1), p.heads_q = q.dim(2), p.head_dim = q.dim(3);
+  if (packed) p.cu_seqlens_q = cu_seqlens_q->data();
   p.heads_kv = k_cache.dim(2);
   if (values_in_keys) p.head_dim_v = head_dim_v.value_or(p.head_dim);
   const std::int64_t dv = p.value_head_dim();
@@ -302,12 +321,15 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
   p.softcap = softcap, p.num_splits = num_splits;
   ApplySinks(py::reinterpret_borrow<py::object>(sinks), p.heads_q, &p);
 
-  py::array out = NewArray(p.dtype, {p.batch, p.seqlen_q, p.heads_q, dv});
+  const std::int64_t total_q = q.dim(1);  // packed: every row of q
+  py::array out = packed ? NewArray(p.dtype, {total_q, p.heads_q, dv}) : NewArray(p.dtype, {p.batch, p.seqlen_q, p.heads_q, dv});
   p.o = out.mutable_data();
-  p.o_strides = {p.seqlen_q * p.heads_q * dv, p.heads_q * dv, dv};
+  p.o_strides = {packed ? 0 : p.seqlen_q * p.heads_q * dv, p.heads_q * dv, dv};
+  if (packed) p.q_strides.batch = 0;
   py::object lse = py::none();
   if (return_lse) {
-    py::array_t<float> lse_array({p.batch, p.heads_q, p.seqlen_q});
+    py::array_t<float> lse_array = packed ? py::array_t<float>({p.heads_q, total_q})
+                                          : py::array_t<float>({p.batch, p.heads_q, p.seqlen_q});
     p.lse = lse_array.mutable_data();
     lse = lse_array;
   }
@@ -317,6 +339,7 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
                                   py::handle(quantization.k_scale), py::handle(quantization.v_scale)}) {
     call.held.push_back(py::reinterpret_borrow<py::object>(array));
   }
+  if (cu_seqlens_q) call.held.push_back(*cu_seqlens_q);
   return call;
 }
 
@@ -329,12 +352,14 @@ py::tuple Kvcache(const py::handle& q, const py::handle& k_cache, const py::hand
                   std::int64_t window_right, float softcap, bool rotary_interleaved, std::int64_t num_splits,
                   bool return_lse, bool bf16, const py::handle& sinks, std::optional<std::int64_t> head_dim_v,
                   const py::object& k_scale, const py::object& v_scale, const std::optional<std::string>& cache_dtype,
-                  bool quantize_query_int8, bool quantize_probs_u8) {
+                  bool quantize_query_int8, bool quantize_probs_u8, const py::object& cu_seqlens_q,
+                  std::int64_t max_seqlen_q) {
   KvcacheCall call = PrepareKvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
                                     block_table, alibi_slopes, softmax_scale, causal, window_left, window_right,
                                     softcap, rotary_interleaved, num_splits, return_lse, bf16, sinks, head_dim_v,
                                     KvcacheQuantization{k_scale, v_scale, cache_dtype.value_or(""), quantize_query_int8,
-                                                        quantize_probs_u8});
+                                                        quantize_probs_u8},
+                                    KvcachePacking{cu_seqlens_q, max_seqlen_q});
   EchoIfEnabled(call.params);
   {
     py::gil_scoped_release release;
@@ -391,9 +416,10 @@ void RegisterKvcache(py::module_& m) {
         py::arg("num_splits"), py::arg("return_lse"), py::arg("bf16") = false, py::arg("sinks") = py::none(),
         py::arg("head_dim_v") = py::none(), py::arg("k_scale") = py::none(), py::arg("v_scale") = py::none(),
         py::arg("cache_dtype") = py::none(), py::arg("quantize_query_int8") = false,
-        py::arg("quantize_probs_u8") = false,
+        py::arg("quantize_probs_u8") = false, py::arg("cu_seqlens_q") = py::none(), py::arg("max_seqlen_q") = 0,
         "flash_attn_with_kvcache's computation: returns (out, softmax_lse or None); appends k, v in place. "
-        "v_cache None: V is the first head_dim_v features of k_cache.");
+        "v_cache None: V is the first head_dim_v features of k_cache. cu_seqlens_q: packed queries q (1, "
+        "total_q, heads_q, d), out (total_q, heads_q, dv), softmax_lse (heads_q, total_q).");
   m.def("quantize_kv", &QuantizeKv, py::arg("x"), py::kw_only(), py::arg("dtype"), py::arg("granularity"),
         py::arg("group_size"), py::arg("bf16") = false,
         "quantize_kv's computation: returns (values, scales) of a quantized cache holding x.");

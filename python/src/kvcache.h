@@ -18,7 +18,8 @@ namespace flashattn::python {
 namespace py = pybind11;
 
 // A checked call: `params` points into the caller's arrays (kept alive in `held`) and into the new `out`
-// and `lse` (float32 (batch, heads_q, seqlen_q), or None unless requested).
+// and `lse` (float32 (batch, heads_q, seqlen_q), or (heads_q, total_q) for packed queries; None unless
+// requested).
 struct KvcacheCall {
   DecodeParams params;
   std::vector<py::object> held;
@@ -36,6 +37,14 @@ struct KvcacheQuantization {
   bool quantize_probs_u8 = false;    // int8 cache: P̃V from u8-rounded weights (DecodeParams::quantize_probs_u8)
 };
 
+// Packed queries (flash_attn_varlen_func over a cache): cu_seqlens_q int32 (batch + 1,) or None, and
+// max_seqlen_q. q then arrives as (1, total_q, heads_q, head_dim); nothing is appended (k, v None), and out is
+// (total_q, heads_q, dv).
+struct KvcachePacking {
+  py::object cu_seqlens_q = py::none();
+  std::int64_t max_seqlen_q = 0;
+};
+
 // Every check of flash_attn_with_kvcache but the library's own (decode() validates before it writes).
 // v_cache None: V is the first head_dim_v (default: head_dim) features of each k_cache row (multi-head
 // latent attention); v must then be None too. sinks: float32 (heads_q,) or None.
@@ -47,7 +56,7 @@ KvcacheCall PrepareKvcache(const py::handle& q, const py::handle& k_cache, const
                            std::int64_t window_right, float softcap, bool rotary_interleaved,
                            std::int64_t num_splits, bool return_lse, bool bf16,
                            const py::handle& sinks = py::none(), std::optional<std::int64_t> head_dim_v = {},
-                           const KvcacheQuantization& quantization = {});
+                           const KvcacheQuantization& quantization = {}, const KvcachePacking& packing = {});
 
 }  // namespace flashattn::python
 

@@ -167,6 +167,7 @@ DecodeParams ToCpp(const flashattn_decode_params& c) {
   SetHeadSettings(c, p);
   p.q = c.q, p.k_cache = c.k_cache, p.v_cache = c.v_cache, p.k_new = c.k_new, p.v_new = c.v_new;
   p.o = c.o, p.lse = c.lse, p.cache_seqlens = c.cache_seqlens, p.keys_after = c.keys_after;
+  p.cu_seqlens_q = c.cu_seqlens_q;
   p.q_strides = ToStrides(c.q_strides), p.cache_strides = ToStrides(c.cache_strides);
   p.new_strides = ToStrides(c.new_strides), p.o_strides = ToStrides(c.o_strides);
   p.batch = c.batch, p.seqlen_q = c.seqlen_q, p.seqlen_new = c.seqlen_new;

@@ -94,9 +94,9 @@ struct BlockPlacement {
 };
 
 // Row i of sequence b of a decode call over Nk keys has the diagonal i + DecodeDiagonalOffset(p, b, Nk): its
-// queries are the last Nq positions of a sequence that continues keys_after[b] keys past the call's keys.
+// queries are the last Nq_b positions of a sequence that continues keys_after[b] keys past the call's keys.
 inline std::int64_t DecodeDiagonalOffset(const DecodeParams& p, std::int64_t b, std::int64_t Nk) {
-  return Nk + (p.keys_after == nullptr ? 0 : p.keys_after[b]) - p.seqlen_q;
+  return Nk + (p.keys_after == nullptr ? 0 : p.keys_after[b]) - p.query_rows(b);
 }
 
 // The attention sink of query head h: its logit s_h, or −∞ (no sink; the identity of the row's softmax state).

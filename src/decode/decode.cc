@@ -22,10 +22,12 @@ std::int64_t choose_num_splits(std::int64_t batch, std::int64_t max_seqlen_k, in
 
 void DecodeParams::set_contiguous_strides() {
   const std::int64_t d = head_dim;
-  q_strides = {seqlen_q * heads_q * d, heads_q * d, d};
-  new_strides = {seqlen_new * heads_kv * d, heads_kv * d, d};
+  // Packed rows have no batch stride: sequence b starts at row cu_seqlens_q[b].
+  const std::int64_t q_rows = packed() ? 0 : seqlen_q, new_rows = packed() ? 0 : seqlen_new;
+  q_strides = {q_rows * heads_q * d, heads_q * d, d};
+  new_strides = {new_rows * heads_kv * d, heads_kv * d, d};
   const std::int64_t dv = value_head_dim();
-  o_strides = {seqlen_q * heads_q * dv, heads_q * dv, dv};
+  o_strides = {q_rows * heads_q * dv, heads_q * dv, dv};
   const std::int64_t rows = paged() ? page_size : cache_seqlen_max;
   cache_strides = {rows * heads_kv * d, heads_kv * d, d};
   const std::int64_t groups = scale_group_size > 0 ? d / scale_group_size : 1;

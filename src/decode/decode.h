@@ -4,10 +4,14 @@
 //   1. Plan the split and allocate everything before the cache is touched.
 //   2. Append: k_new (rotated) and v_new go into the cache at positions cache_seqlens[b] + i, rounded to the
 //      cache's float type or quantized (common/quantize.h).
-//   3. Per sequence b and K/V head: gather its R = (Hq/Hkv)·Nq query rows (rotated, rounded to dtype) into
-//      one float32 tile, so each K/V byte is read once for all of them.
-//   4. Split the keys the rows can see into chunks; every (b, chunk) is one parallel work item (AttendChunk,
-//      all K/V heads, so the cache is read in address order) that leaves partials (O_k, LSE_k) behind.
+//   3. Per row group (sequence b, or a block of its rows when the queries are packed) and K/V head: gather
+//      its R = (Hq/Hkv)·Nq query rows (rotated, rounded to dtype) into one float32 tile, so each K/V byte is
+//      read once for all of them. A packed sequence's rows come in blocks of at most kPackedRowsPerGroup query
+//      rows per K/V head, so that the working memory of a task stays that of a decode step however long
+//      the sequence's queries are.
+//   4. Split the keys the rows can see into chunks; every (row group, chunk) is one parallel work item
+//      (AttendChunk, all K/V heads, so the cache is read in address order) that leaves partials (O_k, LSE_k)
+//      behind.
 //   5. Merge each row's partials by LSE (MergeRow, the operation of merge_attention_states) into O and LSE.
 // DecodeT (decode-inl.h) runs them, steps 1-3 and 5 in this plain code and step 4 per target.
 #ifndef FLASHATTN_DECODE_DECODE_H_
@@ -24,39 +28,49 @@
 
 namespace flashattn::decode_kernel {
 
+// A packed sequence's query rows per K/V head (R) in one work item, at least one query row: a block of 64
+// rows of d = 128 keeps Q, Õ and the scores of a head within 80 KiB.
+inline constexpr std::int64_t kPackedRowsPerGroup = 64;
+
 class SplitKv {
  public:
   // Step 1: plans the chunks and allocates the partials and the gathered rows; writes nothing.
   explicit SplitKv(const DecodeParams& params);
 
   int Threads() const { return threads_; }
-  std::int64_t Items() const { return items_; }  // batch × chunks
+  std::int64_t Items() const { return items_; }  // row groups × chunks
   std::int64_t Heads() const { return p_.heads_kv; }
-  std::int64_t RowsPerHead() const { return R_; }  // R
+  std::int64_t RowsPerHead() const { return R_; }  // the largest R of a row group
 
   // Steps 2 and 3. False when there are no query rows: the append was the whole call.
   bool AppendAndGather();
-  // Step 4: work item `item`, chunk item mod splits of sequence item div splits, writing its partials.
+  // Step 4: work item `item`, chunk item mod splits of row group item div splits, writing its partials.
   ChunkTask Task(std::int64_t item);
   // Step 5.
   void Merge();
 
  private:
-  // The query rows of one sequence: row r = g·Nq + i of K/V head hk is query i of head hk·G + g, stored at
-  // (hk·R + r) of Q.
+  // The query rows [i0, i0 + Nq) of sequence b: row r = g·Nq + i of K/V head hk is query i0 + i of head
+  // hk·G + g, stored at (hk·R + r) of Q, R = G·Nq. mods count rows from i0. Its chunk s leaves its Hkv·R
+  // partial rows at partials + s·Hkv·R.
   struct RowGroup {
+    std::int64_t b = 0, i0 = 0, Nq = 0;
+    std::int64_t partials = 0;
     std::vector<float> Q;                 // Hkv·R×d
     std::vector<ScoreModifiers> mods;     // Hq, one per query head
     std::int64_t j_begin = 0, j_end = 0;  // the keys any row may see
   };
-  RowGroup GatherRows(std::int64_t b) const;
+  // The row groups of the call (Q, mods and keys not yet gathered): one per sequence, or per block of
+  // kPackedRowsPerGroup rows of a packed sequence, none for a packed sequence without rows.
+  static std::vector<RowGroup> PlanRowGroups(const DecodeParams& p);
+  void GatherRows(RowGroup& rows) const;
 
   const DecodeParams& p_;
   const Band band_;
+  std::vector<RowGroup> groups_;
   const std::int64_t R_;
   const int threads_;
-  std::int64_t splits_ = 1, items_ = 0, rows_per_item_ = 0;
-  std::vector<RowGroup> groups_;
+  std::int64_t splits_ = 1, items_ = 0, partial_rows_ = 0;
   std::vector<float> O_partial_, lse_partial_, o_row_;
 };
 

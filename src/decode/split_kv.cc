@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "common/element.h"
@@ -34,10 +35,10 @@ void AppendNewKeys(const DecodeParams& p) {
   const Strides scale_strides = ScaleStridesOf(p);
   std::vector<float> k_row(static_cast<std::size_t>(d)), v_row(static_cast<std::size_t>(dv));
   for (std::int64_t b = 0; b < p.batch; ++b)
-    for (std::int64_t i = 0; i < p.seqlen_new; ++i)
+    for (std::int64_t i = 0; i < p.new_rows(b); ++i)
       for (std::int64_t hk = 0; hk < p.heads_kv; ++hk) {
         const std::int64_t j = p.cache_seqlens[b] + i;
-        const std::int64_t src = b * p.new_strides.batch + i * p.new_strides.seq + hk * p.new_strides.head;
+        const std::int64_t src = p.row_offset(p.new_strides, b, i, hk);
         const std::int64_t dst = RowOffset(p, p.cache_strides, b, j, hk);
         const std::int64_t scale_row = RowOffset(p, scale_strides, b, j, hk);
         if (!p.values_in_keys()) {
@@ -66,72 +67,98 @@ void AppendNewKeys(const DecodeParams& p) {
 
 }  // namespace
 
+std::vector<SplitKv::RowGroup> SplitKv::PlanRowGroups(const DecodeParams& p) {
+  std::vector<RowGroup> groups;
+  if (!p.packed()) {
+    groups.resize(static_cast<std::size_t>(p.batch));
+    for (std::int64_t b = 0; b < p.batch; ++b) groups[b].b = b, groups[b].Nq = p.seqlen_q;
+    return groups;
+  }
+  const std::int64_t block = std::max<std::int64_t>(1, kPackedRowsPerGroup / (p.heads_q / p.heads_kv));
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t i0 = 0; i0 < p.query_rows(b); i0 += block) {
+      RowGroup rows;
+      rows.b = b, rows.i0 = i0, rows.Nq = std::min(block, p.query_rows(b) - i0);
+      groups.push_back(std::move(rows));
+    }
+  return groups;
+}
+
 SplitKv::SplitKv(const DecodeParams& p)
     : p_(p),
       band_(Band::Of(p)),
-      R_(p.heads_q / p.heads_kv * p.seqlen_q),
-      threads_(ThreadsOf(p.num_threads)),
-      groups_(static_cast<std::size_t>(p.batch)) {
+      groups_(PlanRowGroups(p)),
+      R_(p.heads_q / p.heads_kv *
+         std::accumulate(groups_.begin(), groups_.end(), std::int64_t{0},
+                         [](std::int64_t most, const RowGroup& rows) { return std::max(most, rows.Nq); })),
+      threads_(ThreadsOf(p.num_threads)) {
   std::int64_t max_keys = 0;
   for (std::int64_t b = 0; b < p.batch; ++b) {
-    max_keys = std::max<std::int64_t>(max_keys, p.cache_seqlens[b] + p.seqlen_new);
+    max_keys = std::max<std::int64_t>(max_keys, p.cache_seqlens[b] + p.new_rows(b));
   }
+  const auto groups = static_cast<std::int64_t>(groups_.size());
   splits_ =
-      std::max<std::int64_t>(1, p.num_splits == 0 ? choose_num_splits(p.batch, max_keys, threads_) : p.num_splits);
-  items_ = p.batch * splits_, rows_per_item_ = p.heads_kv * R_;
+      std::max<std::int64_t>(1, p.num_splits == 0 ? choose_num_splits(groups, max_keys, threads_) : p.num_splits);
+  items_ = groups * splits_;
+  for (RowGroup& rows : groups_) {
+    rows.partials = partial_rows_;
+    partial_rows_ += splits_ * p.heads_q * rows.Nq;  // Hkv·R rows per chunk
+  }
   const std::int64_t dv = p.value_head_dim();
-  O_partial_.resize(static_cast<std::size_t>(items_ * rows_per_item_ * dv));
-  lse_partial_.resize(static_cast<std::size_t>(items_ * rows_per_item_));
+  O_partial_.resize(static_cast<std::size_t>(partial_rows_ * dv));
+  lse_partial_.resize(static_cast<std::size_t>(partial_rows_));
   o_row_.resize(static_cast<std::size_t>(dv));
 }
 
-SplitKv::RowGroup SplitKv::GatherRows(std::int64_t b) const {
+void SplitKv::GatherRows(RowGroup& rows) const {
   const DecodeParams& p = p_;
-  const std::int64_t Nq = p.seqlen_q, d = p.head_dim, G = p.heads_q / p.heads_kv, R = R_;
-  const std::int64_t cached = p.cache_seqlens[b], Nk = cached + p.seqlen_new;
-  const std::int64_t offset = DecodeDiagonalOffset(p, b, Nk);  // row i's diagonal is i + offset
-  RowGroup rows;
+  const std::int64_t b = rows.b, Nq = rows.Nq, d = p.head_dim, G = p.heads_q / p.heads_kv, R = G * Nq;
+  const std::int64_t cached = p.cache_seqlens[b], Nk = cached + p.new_rows(b);
+  const std::int64_t offset = DecodeDiagonalOffset(p, b, Nk) + rows.i0;  // local row i's diagonal is i + offset
   rows.Q.resize(p.heads_kv * R * d);
   rows.mods.reserve(p.heads_q);
-  for (std::int64_t h = 0; h < p.heads_q; ++h) rows.mods.emplace_back(p, b, h, Nk);
+  for (std::int64_t h = 0; h < p.heads_q; ++h) {
+    rows.mods.emplace_back(p, b, h, Nk);
+    rows.mods.back().offset = offset;
+  }
   for (std::int64_t h = 0; h < p.heads_q; ++h)
     for (std::int64_t i = 0; i < Nq; ++i) {
       const std::int64_t r = (h % G) * Nq + i, row = (h / G) * R + r;
       float* q = &rows.Q[row * d];
-      const std::int64_t src = b * p.q_strides.batch + i * p.q_strides.seq + h * p.q_strides.head;
+      const std::int64_t src = p.row_offset(p.q_strides, b, rows.i0 + i, h);
       for (std::int64_t e = 0; e < d; ++e) q[e] = LoadAsFloat(p.q, p.dtype, src + e);
       if (p.rotary_dim > 0) {  // rotated at position cache_seqlens[b] (+ i), rounded as if stored in dtype
-        const std::int64_t pos = (cached + (p.rotary_queries_at_cache_end ? 0 : i)) * (p.rotary_dim / 2);
+        const std::int64_t at = p.rotary_queries_at_cache_end ? 0 : rows.i0 + i;
+        const std::int64_t pos = (cached + at) * (p.rotary_dim / 2);
         ApplyRotary(q, p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
         for (std::int64_t e = 0; e < d; ++e) q[e] = RoundTo(p.dtype, q[e]);
       }
     }
   const IndexRange keys = band_.KeysOfDiagonals(offset, offset + Nq - 1, Nk);
   rows.j_begin = keys.begin, rows.j_end = keys.end;
-  return rows;
 }
 
 bool SplitKv::AppendAndGather() {
   AppendNewKeys(p_);
-  if (rows_per_item_ == 0) return false;  // no query rows (seqlen_q = 0)
-  for (std::int64_t b = 0; b < p_.batch; ++b) groups_[b] = GatherRows(b);
+  if (partial_rows_ == 0) return false;  // no query rows (seqlen_q = 0, or no packed rows)
+  for (RowGroup& rows : groups_) GatherRows(rows);
   return true;
 }
 
 ChunkTask SplitKv::Task(std::int64_t item) {
   const DecodeParams& p = p_;
-  const std::int64_t b = item / splits_, s = item % splits_;
-  const RowGroup& rows = groups_[b];
+  const RowGroup& rows = groups_[item / splits_];
+  const std::int64_t b = rows.b, s = item % splits_;
   const std::int64_t chunk = (rows.j_end - rows.j_begin + splits_ - 1) / splits_;
   ChunkTask task;
   task.Q = rows.Q.data();
   task.heads = p.heads_kv;
+  task.G = p.heads_q / p.heads_kv;
   task.head_stride = p.cache_strides.head;
-  task.R = R_;
+  task.R = task.G * rows.Nq;
   task.d = p.head_dim;
   task.dv = p.value_head_dim();
-  task.G = p.heads_q / p.heads_kv;
-  task.Nq = p.seqlen_q;
+  task.Nq = rows.Nq;
   task.mods = rows.mods.data();
   task.j_begin = std::min(rows.j_end, rows.j_begin + s * chunk);
   task.j_end = std::min(rows.j_end, task.j_begin + chunk);
@@ -158,25 +185,28 @@ ChunkTask SplitKv::Task(std::int64_t item) {
     task.scales.k = scales_b(p.k_scale), task.scales.v = scales_b(p.value_scales());
     task.scales.seq_stride = scale_strides.seq;
   }
-  task.O = O_partial_.data() + item * rows_per_item_ * task.dv;
-  task.lse = lse_partial_.data() + item * rows_per_item_;
+  const std::int64_t first = rows.partials + s * p.heads_kv * task.R;
+  task.O = O_partial_.data() + first * task.dv;
+  task.lse = lse_partial_.data() + first;
   return task;
 }
 
 void SplitKv::Merge() {
   const DecodeParams& p = p_;
-  const std::int64_t dv = p.value_head_dim(), Nq = p.seqlen_q, G = p.heads_q / p.heads_kv;
-  // Partials of row (hk, r) of sequence b sit splits apart: O at (b·splits + s)·Hkv·R + hk·R + r rows of dv.
-  for (std::int64_t b = 0; b < p.batch; ++b)
-    for (std::int64_t row = 0; row < rows_per_item_; ++row) {
-      const std::int64_t first = b * splits_ * rows_per_item_ + row;
-      const std::int64_t hk = row / R_, g = row % R_ / Nq, i = row % Nq, h = hk * G + g;
-      const float lse = MergeRow(splits_, &O_partial_[first * dv], rows_per_item_ * dv, &lse_partial_[first],
-                                 rows_per_item_, dv, o_row_.data(), SinkOf(p, h));
-      const std::int64_t dst = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
+  const std::int64_t dv = p.value_head_dim(), G = p.heads_q / p.heads_kv;
+  // Partials of row (hk, r) of a row group sit Hkv·R rows apart: O at partials + s·Hkv·R + hk·R + r rows of dv.
+  for (const RowGroup& rows : groups_) {
+    const std::int64_t Nq = rows.Nq, R = G * Nq, stride = p.heads_kv * R;
+    for (std::int64_t row = 0; row < stride; ++row) {
+      const std::int64_t first = rows.partials + row;
+      const std::int64_t hk = row / R, g = row % R / Nq, i = rows.i0 + row % Nq, h = hk * G + g;
+      const float lse = MergeRow(splits_, &O_partial_[first * dv], stride * dv, &lse_partial_[first], stride, dv,
+                                 o_row_.data(), SinkOf(p, h));
+      const std::int64_t dst = p.row_offset(p.o_strides, rows.b, i, h);
       for (std::int64_t e = 0; e < dv; ++e) StoreFromFloat(p.o, p.dtype, dst + e, o_row_[e]);
-      if (p.lse != nullptr) p.lse[(b * p.heads_q + h) * Nq + i] = lse;
+      if (p.lse != nullptr) p.lse[p.lse_index(rows.b, h, i)] = lse;
     }
+  }
 }
 
 }  // namespace flashattn::decode_kernel

@@ -196,6 +196,7 @@ class PartialCall {
 void CheckLocalDecode(const DecodeParams& local, double timeout_seconds) {
   if (!(timeout_seconds > 0)) Fail("timeout_seconds must be > 0, got ", timeout_seconds);
   if (local.keys_after != nullptr) Fail("keys_after must be null: sharded_decode places each rank's keys itself");
+  if (local.packed()) Fail("cu_seqlens_q must be null: sharded_decode takes (batch, seqlen_q) queries");
   if (local.batch > 0 && local.cache_seqlens == nullptr) Fail("cache_seqlens is a null pointer");
   // The call as a rank that appends nothing makes it; the appending rank's call is checked once every
   // rank's counts are known.

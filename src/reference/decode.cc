@@ -1,4 +1,5 @@
-// Flash-Decoding, readable and in float64. For sequence b with Nk = cache_seqlens[b] + Nnew keys:
+// Flash-Decoding, readable and in float64. For sequence b with Nq = Nq_b query rows and Nk = cache_seqlens[b] +
+// Nnew keys (Nnew = Nq_b for packed queries that append; rows found through cu_seqlens_q when packed):
 //   append: K[cache_seqlens[b] + i] = rotary(k_new[i]),  V[cache_seqlens[b] + i] = v_new[i]
 //   for each query head h and row i (diagonal i + Nk − Nq, rotated q at position cache_seqlens[b] + i,
 //   or cache_seqlens[b] with rotary_queries_at_cache_end):
@@ -53,10 +54,10 @@ std::vector<float> LoadRow(const void* base, DType dtype, std::int64_t offset, s
 
 void Append(const DecodeParams& p) {
   for (std::int64_t b = 0; b < p.batch; ++b)
-    for (std::int64_t i = 0; i < p.seqlen_new; ++i)
+    for (std::int64_t i = 0; i < p.new_rows(b); ++i)
       for (std::int64_t hk = 0; hk < p.heads_kv; ++hk) {
         const std::int64_t j = p.cache_seqlens[b] + i;
-        const std::int64_t src = b * p.new_strides.batch + i * p.new_strides.seq + hk * p.new_strides.head;
+        const std::int64_t src = p.row_offset(p.new_strides, b, i, hk);
         std::vector<float> k = LoadRow(p.k_new, p.dtype, src, p.head_dim);
         if (p.rotary_dim > 0) {
           const std::int64_t pos = j * (p.rotary_dim / 2);
@@ -108,14 +109,14 @@ AttentionState ChunkState(const DecodeParams& p, const Band& band, std::int64_t 
 void Decode(const DecodeParams& p) {
   Append(p);
   const Band band = Band::Of(p);
-  const std::int64_t d = p.head_dim, dv = p.value_head_dim(), Nq = p.seqlen_q, G = p.heads_q / p.heads_kv;
+  const std::int64_t d = p.head_dim, dv = p.value_head_dim(), G = p.heads_q / p.heads_kv;
   const std::int64_t splits = std::max<std::int64_t>(1, p.num_splits);
   for (std::int64_t b = 0; b < p.batch; ++b) {
-    const std::int64_t cached = p.cache_seqlens[b], Nk = cached + p.seqlen_new;
+    const std::int64_t cached = p.cache_seqlens[b], Nk = cached + p.new_rows(b), Nq = p.query_rows(b);
     const std::int64_t chunk = (Nk + splits - 1) / splits;
     for (std::int64_t h = 0; h < p.heads_q; ++h)
       for (std::int64_t i = 0; i < Nq; ++i) {
-        const std::int64_t q_row = b * p.q_strides.batch + i * p.q_strides.seq + h * p.q_strides.head;
+        const std::int64_t q_row = p.row_offset(p.q_strides, b, i, h);
         std::vector<float> q = LoadRow(p.q, p.dtype, q_row, d);
         if (p.rotary_dim > 0) {
           const std::int64_t pos = (cached + (p.rotary_queries_at_cache_end ? 0 : i)) * (p.rotary_dim / 2);
@@ -131,9 +132,9 @@ void Decode(const DecodeParams& p) {
         }
         const float sink = SinkOf(p, h);
         if (sink != kNegInf) state = MergeStates(state, AttentionState{std::vector<double>(dv, 0.0), sink});
-        const std::int64_t dst = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
+        const std::int64_t dst = p.row_offset(p.o_strides, b, i, h);
         for (std::int64_t e = 0; e < dv; ++e) StoreFromFloat(p.o, p.dtype, dst + e, static_cast<float>(state.O[e]));
-        if (p.lse != nullptr) p.lse[(b * p.heads_q + h) * Nq + i] = static_cast<float>(state.lse);
+        if (p.lse != nullptr) p.lse[p.lse_index(b, h, i)] = static_cast<float>(state.lse);
       }
   }
 }

@@ -36,11 +36,14 @@ SET = "set"  # the echoed pointer is not null (memory the binding made: an outpu
 
 @dataclasses.dataclass
 class Variation:
-    """The call with `change` applied (on top of `base`, which both calls take) sets exactly `fields`."""
+    """The call with `change` applied (on top of `base`, which both calls take) sets exactly `fields`. With
+    `switches` the change sends the call to another parameter struct (flash_attn_varlen_func's block_table:
+    decode's): the fields are then checked on that struct, which the other call does not have."""
 
     change: dict
     fields: dict
     base: dict = dataclasses.field(default_factory=dict)
+    switches: bool = False
 
 
 @contextlib.contextmanager
@@ -114,6 +117,9 @@ def check(module, name, arrays):
             after_arguments = {**before_arguments, **variation.change}
             what = f"{name}({', '.join(variation.change)} changed)"
             before, after = echo(function, before_arguments), echo(function, after_arguments)
+            if variation.switches:
+                check_fields(after, variation.fields, after_arguments, arrays, what)
+                continue
             changed = differing(before, after, variation.fields)
             expected = sorted(variation.fields)
             assert changed == set(expected), f"{what}: the fields that changed are {sorted(changed)}, not {expected}"
@@ -209,9 +215,45 @@ def packed_required(prefix=""):
     }
 
 
+def varlen_cache_keywords(arrays):
+    """flash_attn_varlen_func over a paged cache (block_table): decode's packed queries."""
+    f = arrays.float32
+    paged = {"k": f(PAGES, PAGE, HKV, D), "v": f(PAGES, PAGE, HKV, D), "block_table": arrays.int32([[0, 1], [2, 3]])}
+    paged_fields = {
+        "q": Address("q"), "k_cache": Address("k"), "v_cache": Address("v"), "block_table": Address("block_table"),
+        "cu_seqlens_q": Address("cu_seqlens_q"), "cache_seqlens": SET, "batch": B, "seqlen_q": 4, "seqlen_new": 0,
+        "max_pages": 2, "num_pages": PAGES, "page_size": PAGE, "q_strides.batch": 0, "o_strides.batch": 0,
+    }
+    int8 = {
+        "k": arrays.int8(PAGES, PAGE, HKV, D), "v": arrays.int8(PAGES, PAGE, HKV, D),
+        "k_scale": f(HKV), "v_scale": f(HKV),
+    }
+    int8_fields = {
+        "cache_element": "int8", "scale_granularity": "per_head", "k_scale": Address("k_scale"),
+        "v_scale": Address("v_scale"),
+    }
+    fp8 = {
+        "k": arrays.uint8(PAGES, PAGE, HKV, D), "v": arrays.uint8(PAGES, PAGE, HKV, D),
+        "k_scale": f(HKV), "v_scale": f(HKV), "cache_dtype": "fp8_e4m3",
+    }
+    fp8_fields = {**int8_fields, "cache_element": "fp8_e4m3"}
+    return {
+        "block_table": [Variation(paged, paged_fields, switches=True)],
+        "seqused_k": [
+            Variation(
+                {"seqused_k": arrays.int32([3, 7]), "cu_seqlens_k": None}, {"cache_seqlens": Address("seqused_k")},
+                base=paged,
+            )
+        ],
+        "k_scale": [Variation(int8, int8_fields, base=paged)],
+        "v_scale": [Variation(int8, int8_fields, base=paged)],
+        "cache_dtype": [Variation(fp8, fp8_fields, base=paged)],
+    }
+
+
 def varlen_forward_spec(arrays):
     f = arrays.float32
-    keywords = {**score_keywords(arrays), **training_keywords(arrays)}
+    keywords = {**score_keywords(arrays), **training_keywords(arrays), **varlen_cache_keywords(arrays)}
     keywords["return_attn_probs"] = [Variation({"return_attn_probs": True}, {})]  # the LSE is always written
     return {
         "call": {

@@ -1,0 +1,426 @@
+// decode() with packed queries (DecodeParams::cu_seqlens_q): any number of query rows per sequence over a
+// paged or contiguous cache, each sequence against the float64 oracle over its own cache contents, within
+// twice the error of a plain three-pass float32 computation over the same (dequantized) cache; the packed
+// call equal to the batched one where both apply; hostile input rejected before anything is written.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/constants.h"
+#include "common/element.h"
+#include "common/quantize.h"
+#include "common/score.h"
+#include "flashattn/decode.h"
+
+namespace flashattn::testing {
+namespace {
+
+struct VarlenShape {
+  std::vector<std::int32_t> rows;  // Nq_b
+  std::vector<std::int32_t> keys;  // Nk_b, after the append
+  std::int64_t Hq = 2, Hkv = 2, d = 64, dv = 0;  // dv > 0: V is the first dv features of the K rows
+  std::int64_t page_size = 0;                    // 0 = contiguous
+  bool append = false;
+  DType dtype = DType::kF32;  // of q, k_new, v_new, o
+  CacheElement element = CacheElement::kFloat;
+  DType cache_dtype = DType::kF32;
+
+  std::string ToString() const {
+    std::ostringstream s;
+    s << "hq" << Hq << "_hkv" << Hkv << "_d" << d << "_dv" << dv << "_page" << page_size << "_append" << append
+      << "_" << to_string(dtype) << "_" << to_string(element) << "_" << to_string(cache_dtype);
+    return s.str();
+  }
+};
+
+struct VarlenMods {
+  bool causal = true;
+  std::int64_t window_left = -1;
+  float softcap = 0.0f;
+  bool sinks = false;
+  std::int64_t num_splits = 0;
+};
+
+// A packed decode problem that owns its buffers: Gaussian cache values (quantized with quantize_kv for a
+// quantized cache), queries and appended rows; paged caches take shuffled pages among unused ones.
+class VarlenCase {
+ public:
+  VarlenCase(const VarlenShape& shape, const VarlenMods& mods, std::uint64_t seed) : shape_(shape) {
+    DecodeParams& p = params_;
+    const auto B = static_cast<std::int64_t>(shape.rows.size());
+    p.batch = B, p.heads_q = shape.Hq, p.heads_kv = shape.Hkv, p.head_dim = shape.d, p.dtype = shape.dtype;
+    if (shape.dv > 0) p.head_dim_v = shape.dv;
+    p.causal = mods.causal, p.window_left = mods.window_left, p.softcap = mods.softcap;
+    p.num_splits = mods.num_splits;
+    p.cache_element = shape.element, p.cache_dtype = shape.cache_dtype;
+    p.scale_granularity = default_scale_granularity(shape.element);
+    cu_.assign(1, 0);
+    for (std::int64_t b = 0; b < B; ++b) {
+      cu_.push_back(cu_.back() + shape.rows[b]);
+      cached_.push_back(shape.keys[b] - (shape.append ? shape.rows[b] : 0));
+    }
+    p.cu_seqlens_q = cu_.data(), p.cache_seqlens = cached_.data();
+    p.seqlen_q = *std::max_element(shape.rows.begin(), shape.rows.end());
+    p.seqlen_new = shape.append ? p.seqlen_q : 0;
+    std::mt19937_64 rng(seed);
+    const std::int64_t capacity = std::max<std::int64_t>(1, *std::max_element(shape.keys.begin(), shape.keys.end()));
+    std::int64_t outer = B, slots = capacity;
+    if (shape.page_size > 0) {
+      p.page_size = slots = shape.page_size;
+      p.max_pages = p.block_table_stride = (capacity + shape.page_size - 1) / shape.page_size;
+      p.num_pages = outer = B * p.max_pages + 2;
+      table_.resize(B * p.max_pages);
+      std::iota(table_.begin(), table_.end(), 1);
+      std::shuffle(table_.begin(), table_.end(), rng);
+      p.block_table = table_.data();
+    } else {
+      p.cache_seqlen_max = capacity;
+    }
+    p.set_contiguous_strides();
+    std::normal_distribution<float> normal;
+    const std::int64_t cache_elements = outer * slots * shape.Hkv * shape.d;
+    std::vector<float> k(cache_elements), v(cache_elements);
+    for (float& x : k) x = normal(rng);
+    for (float& x : v) x = normal(rng);
+    FillCache(k, k_cache_, k_scale_, outer, slots);
+    FillCache(v, v_cache_, v_scale_, outer, slots);
+    const bool inside = shape.dv > 0;
+    p.k_cache = k_cache_.data(), p.v_cache = inside ? p.k_cache : v_cache_.data();
+    if (Quantized(shape.element)) p.k_scale = k_scale_.data(), p.v_scale = inside ? nullptr : v_scale_.data();
+
+    const std::int64_t total_q = cu_.back(), dv = p.value_head_dim();
+    const auto fill = [&](std::vector<std::uint8_t>& buffer, std::int64_t count) {
+      buffer.resize(std::max<std::int64_t>(1, count) * size_of(shape.dtype));
+      for (std::int64_t n = 0; n < count; ++n) StoreFromFloat(buffer.data(), shape.dtype, n, normal(rng));
+    };
+    fill(q_, total_q * shape.Hq * shape.d);
+    fill(k_new_, total_q * shape.Hkv * shape.d);
+    fill(v_new_, total_q * shape.Hkv * shape.d);
+    p.q = q_.data();
+    if (shape.append) p.k_new = k_new_.data(), p.v_new = inside ? nullptr : v_new_.data();
+    o_.assign(std::max<std::int64_t>(1, total_q * shape.Hq * dv) * size_of(shape.dtype), 0xA5);
+    lse_.assign(std::max<std::int64_t>(1, total_q * shape.Hq), 7.0f);
+    p.o = o_.data(), p.lse = lse_.data();
+    if (mods.sinks) {
+      for (std::int64_t h = 0; h < shape.Hq; ++h) sinks_.push_back(h % 2 == 0 ? normal(rng) : kNegInf);
+      p.sinks = sinks_.data();
+    }
+  }
+  VarlenCase(const VarlenCase&) = delete;
+  VarlenCase& operator=(const VarlenCase&) = delete;
+
+  DecodeParams& params() { return params_; }
+  const VarlenShape& shape() const { return shape_; }
+  std::vector<std::int32_t>& table() { return table_; }
+  std::vector<std::int32_t>& cu() { return cu_; }
+  std::vector<std::int32_t>& cached() { return cached_; }
+
+  float O(std::int64_t row, std::int64_t h, std::int64_t e) const {
+    const std::int64_t dv = params_.value_head_dim();
+    return LoadAsFloat(o_.data(), shape_.dtype, (row * shape_.Hq + h) * dv + e);
+  }
+  float Lse(std::int64_t row, std::int64_t h) const { return lse_[h * cu_.back() + row]; }
+
+  // Every byte the call may write: the caches, their scales, o and (with_lse) lse.
+  std::vector<std::uint8_t> Bytes(bool with_lse = true) const {
+    std::vector<std::uint8_t> bytes = k_cache_;
+    bytes.insert(bytes.end(), v_cache_.begin(), v_cache_.end());
+    bytes.insert(bytes.end(), o_.begin(), o_.end());
+    for (const std::vector<float>* floats : {&k_scale_, &v_scale_, with_lse ? &lse_ : &k_scale_}) {
+      const auto* first = reinterpret_cast<const std::uint8_t*>(floats->data());
+      bytes.insert(bytes.end(), first, first + floats->size() * sizeof(float));
+    }
+    return bytes;
+  }
+
+  // Cache row (b, j, hk) of K or V after the call, as float32 (dequantized).
+  std::vector<float> CacheRow(bool key, std::int64_t b, std::int64_t j, std::int64_t hk) const {
+    const DecodeParams& p = params_;
+    const std::int64_t outer = p.paged() ? table_[b * p.max_pages + j / p.page_size] : b;
+    const std::int64_t slot = p.paged() ? j % p.page_size : j;
+    const Strides& c = p.cache_strides;
+    const Strides s = ScaleStridesOf(p);
+    const bool k_row = key || shape_.dv > 0;
+    const std::vector<float>& scales = k_row ? k_scale_ : v_scale_;
+    const float* row_scales = scales.empty() ? nullptr : scales.data() + outer * s.batch + slot * s.seq + hk * s.head;
+    std::vector<float> row(key ? p.head_dim : p.value_head_dim());
+    LoadCacheRow(p, k_row ? k_cache_.data() : v_cache_.data(), row_scales, outer * c.batch + slot * c.seq + hk * c.head,
+                 row.data(), static_cast<std::int64_t>(row.size()));
+    return row;
+  }
+  std::vector<float> QRow(std::int64_t row, std::int64_t h) const {
+    std::vector<float> q(shape_.d);
+    for (std::int64_t e = 0; e < shape_.d; ++e) q[e] = LoadAsFloat(q_.data(), shape_.dtype, (row * shape_.Hq + h) * shape_.d + e);
+    return q;
+  }
+
+ private:
+  // A cache of the shape's element type holding `values` (rounded, or quantized with its scales).
+  void FillCache(const std::vector<float>& values, std::vector<std::uint8_t>& cache, std::vector<float>& scales,
+                 std::int64_t outer, std::int64_t slots) {
+    const std::int64_t count = static_cast<std::int64_t>(values.size());
+    if (!Quantized(shape_.element)) {
+      cache.resize(count * size_of(shape_.cache_dtype));
+      for (std::int64_t n = 0; n < count; ++n) StoreFromFloat(cache.data(), shape_.cache_dtype, n, values[n]);
+      return;
+    }
+    cache.resize(count);
+    QuantizeParams q;
+    q.outer = outer, q.seqlen = slots, q.heads = shape_.Hkv, q.head_dim = shape_.d;
+    q.element = shape_.element, q.granularity = params_.scale_granularity;
+    q.set_contiguous_strides();
+    scales.assign(q.granularity == ScaleGranularity::kPerToken ? outer * slots * shape_.Hkv : shape_.Hkv, 0.0f);
+    q.x = values.data(), q.values = cache.data(), q.scales = scales.data();
+    quantize_kv(q);
+    params_.scale_strides = q.scale_strides;
+  }
+
+  VarlenShape shape_;
+  DecodeParams params_;
+  std::vector<std::uint8_t> q_, k_new_, v_new_, k_cache_, v_cache_, o_;
+  std::vector<float> k_scale_, v_scale_, lse_, sinks_;
+  std::vector<std::int32_t> cu_, cached_, table_;
+};
+
+// Attention of every packed row over its sequence's cache (after the call), in T: float64 for the oracle,
+// float32 for the plain three-pass computation (scores, then max and sum, then the normalized P V), whose O is
+// rounded to the output type. O (total_q, Hq, dv), LSE (Hq, total_q).
+struct Result {
+  std::vector<double> O, lse;
+};
+
+template <typename T>
+Result ThreePass(const VarlenCase& c, const VarlenMods& mods) {
+  const VarlenShape& s = c.shape();
+  DecodeParams p = const_cast<VarlenCase&>(c).params();
+  const std::int64_t dv = p.value_head_dim(), G = s.Hq / s.Hkv, total_q = p.total_query_rows();
+  const float scale = SoftmaxScale(p);
+  Result r{std::vector<double>(total_q * s.Hq * dv), std::vector<double>(total_q * s.Hq)};
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    const std::int64_t Nq = s.rows[b], Nk = s.keys[b], first = p.cu_seqlens_q[b];
+    std::vector<std::vector<float>> K(Nk * s.Hkv), V(Nk * s.Hkv);
+    for (std::int64_t j = 0; j < Nk; ++j)
+      for (std::int64_t hk = 0; hk < s.Hkv; ++hk) K[j * s.Hkv + hk] = c.CacheRow(true, b, j, hk), V[j * s.Hkv + hk] = c.CacheRow(false, b, j, hk);
+    for (std::int64_t i = 0; i < Nq; ++i)
+      for (std::int64_t h = 0; h < s.Hq; ++h) {
+        const std::vector<float> q = c.QRow(first + i, h);
+        const std::int64_t diagonal = Nk - Nq + i, hk = h / G;
+        std::vector<T> S(Nk, kNegInfOf<T>);
+        T m = p.sinks == nullptr ? kNegInfOf<T> : static_cast<T>(p.sinks[h]);
+        for (std::int64_t j = 0; j < Nk; ++j) {
+          const bool seen = (!mods.causal || j <= diagonal) && (mods.window_left < 0 || j >= diagonal - mods.window_left);
+          if (!seen) continue;
+          T dot = 0;
+          for (std::int64_t e = 0; e < s.d; ++e) dot += static_cast<T>(q[e]) * static_cast<T>(K[j * s.Hkv + hk][e]);
+          S[j] = ModifiedScore<T>(dot, static_cast<float>(scale), mods.softcap, 0.0f, 0);
+          m = std::max(m, S[j]);
+        }
+        double* O = &r.O[((first + i) * s.Hq + h) * dv];
+        double& lse = r.lse[h * total_q + first + i];
+        if (m == kNegInfOf<T>) {
+          lse = kNegInfOf<double>;
+          continue;
+        }
+        T l = p.sinks == nullptr ? T{0} : std::exp(static_cast<T>(p.sinks[h]) - m);
+        for (std::int64_t j = 0; j < Nk; ++j) l += S[j] == kNegInfOf<T> ? T{0} : std::exp(S[j] - m);
+        std::vector<T> acc(dv, T{0});
+        for (std::int64_t j = 0; j < Nk; ++j) {
+          if (S[j] == kNegInfOf<T>) continue;
+          const T P = std::exp(S[j] - m) / l;
+          for (std::int64_t e = 0; e < dv; ++e) acc[e] += P * static_cast<T>(V[j * s.Hkv + hk][e]);
+        }
+        for (std::int64_t e = 0; e < dv; ++e) {
+          O[e] = std::is_same_v<T, double> ? acc[e] : RoundTo(s.dtype, static_cast<float>(acc[e]));
+        }
+        lse = static_cast<double>(m + std::log(l));
+      }
+  }
+  return r;
+}
+
+// max|O − O_ref| / max|O_ref| over every row; the largest LSE difference (−∞ must match exactly).
+struct Errors {
+  double o = 0.0, lse = 0.0;
+};
+Errors ErrorsOf(const std::vector<double>& O, const std::vector<double>& lse, const Result& ref) {
+  double diff = 0.0, size = 0.0;
+  for (std::size_t n = 0; n < O.size(); ++n) {
+    const double delta = std::fabs(O[n] - ref.O[n]);
+    diff = std::isnan(delta) ? INFINITY : std::max(diff, delta);
+    size = std::max(size, std::fabs(ref.O[n]));
+  }
+  Errors e{size > 0 ? diff / size : diff, 0.0};
+  for (std::size_t n = 0; n < lse.size(); ++n) {
+    if (std::isinf(ref.lse[n]) || std::isinf(lse[n])) {
+      if (lse[n] != ref.lse[n]) e.lse = INFINITY;
+    } else {
+      e.lse = std::max(e.lse, std::fabs(lse[n] - ref.lse[n]));
+    }
+  }
+  return e;
+}
+
+// Runs decode() on the case and checks it against the oracle, within twice the plain three-pass error.
+void ExpectMatchesOracle(VarlenCase& c, const VarlenMods& mods) {
+  decode(c.params());
+  const Result oracle = ThreePass<double>(c, mods);
+  const Result plain = ThreePass<float>(c, mods);
+  const std::int64_t total_q = c.params().total_query_rows(), Hq = c.shape().Hq, dv = c.params().value_head_dim();
+  std::vector<double> O(total_q * Hq * dv), lse(total_q * Hq);
+  for (std::int64_t row = 0; row < total_q; ++row)
+    for (std::int64_t h = 0; h < Hq; ++h) {
+      for (std::int64_t e = 0; e < dv; ++e) O[(row * Hq + h) * dv + e] = c.O(row, h, e);
+      lse[h * total_q + row] = c.Lse(row, h);
+    }
+  const Errors kernel = ErrorsOf(O, lse, oracle);
+  const Errors baseline = ErrorsOf(plain.O, plain.lse, oracle);
+  EXPECT_LE(kernel.o, 2.0 * baseline.o + 1e-7) << c.shape().ToString() << " (plain three-pass: " << baseline.o << ")";
+  EXPECT_LE(kernel.lse, std::max(1e-4, 2.0 * baseline.lse)) << c.shape().ToString();
+  // A row that sees no key: O = 0 and LSE = −∞.
+  for (std::int64_t row = 0; row < total_q; ++row)
+    for (std::int64_t h = 0; h < Hq; ++h) {
+      if (oracle.lse[h * total_q + row] != kNegInfOf<double>) continue;
+      ASSERT_EQ(lse[h * total_q + row], kNegInfOf<double>);
+      for (std::int64_t e = 0; e < dv; ++e) ASSERT_EQ(O[(row * Hq + h) * dv + e], 0.0);
+    }
+}
+
+const VarlenShape kMixed{.rows = {0, 1, 5, 97, 513}, .keys = {0, 1, 18, 463, 1328}};
+
+TEST(DecodeVarlen, MixedBatchOverEveryPageSizeAndContiguous) {
+  for (std::int64_t page_size : {0, 1, 16, 256}) {
+    VarlenShape shape = kMixed;
+    shape.page_size = page_size;
+    VarlenCase c(shape, {}, 1);
+    ExpectMatchesOracle(c, {});
+  }
+}
+
+TEST(DecodeVarlen, AppendsEachSequencesOwnRows) {
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    VarlenShape shape = kMixed;
+    shape.page_size = 16, shape.append = true, shape.Hq = 8, shape.Hkv = 2, shape.d = 128;
+    shape.dtype = shape.cache_dtype = dtype;
+    VarlenCase c(shape, {}, 2);
+    ExpectMatchesOracle(c, {});
+  }
+}
+
+TEST(DecodeVarlen, TailHeadDimWindowSoftcapSinksAndSplits) {
+  const VarlenMods mods{.window_left = 50, .softcap = 20.0f, .sinks = true, .num_splits = 3};
+  for (const std::int64_t d : {59, 111}) {
+    VarlenShape shape = kMixed;
+    shape.page_size = 16, shape.Hq = 8, shape.Hkv = 2, shape.d = d;
+    VarlenCase c(shape, mods, 3);
+    ExpectMatchesOracle(c, mods);
+  }
+}
+
+TEST(DecodeVarlen, ValuesInsideTheKeys) {
+  VarlenShape shape{.rows = {0, 1, 5, 97}, .keys = {0, 1, 18, 463}};
+  shape.Hq = 4, shape.Hkv = 1, shape.d = 576, shape.dv = 512, shape.page_size = 16, shape.append = true;
+  shape.dtype = shape.cache_dtype = DType::kBF16;
+  VarlenCase c(shape, {}, 4);
+  ExpectMatchesOracle(c, {});
+}
+
+TEST(DecodeVarlen, QuantizedCaches) {
+  for (const CacheElement element : {CacheElement::kInt8, CacheElement::kFp8E4M3}) {
+    for (const std::int64_t page_size : {0, 16}) {
+      VarlenShape shape = kMixed;
+      shape.Hq = 8, shape.Hkv = 2, shape.d = 128, shape.page_size = page_size, shape.element = element;
+      shape.append = page_size > 0;
+      const VarlenMods mods{.window_left = page_size > 0 ? -1 : 200};
+      VarlenCase c(shape, mods, 5);
+      ExpectMatchesOracle(c, mods);
+    }
+  }
+}
+
+TEST(DecodeVarlen, LongCache) {
+  VarlenShape shape{.rows = {1, 3, 0}, .keys = {8193, 10, 5}};
+  shape.page_size = 16;
+  VarlenCase c(shape, {}, 6);
+  ExpectMatchesOracle(c, {});
+}
+
+// With every sequence holding seqlen_q rows the packed call is the batched one: the same bits.
+TEST(DecodeVarlen, EqualCountsGiveTheBatchedCallsBits) {
+  VarlenShape shape{.rows = {3, 3, 3}, .keys = {40, 3, 77}};
+  shape.Hq = 4, shape.Hkv = 2, shape.page_size = 16, shape.append = true;
+  VarlenCase packed(shape, {}, 7), batched(shape, {}, 7);
+  DecodeParams& p = batched.params();
+  p.cu_seqlens_q = nullptr;
+  p.set_contiguous_strides();
+  decode(packed.params());
+  decode(p);
+  EXPECT_EQ(packed.Bytes(false), batched.Bytes(false));
+  for (std::int64_t b = 0; b < 3; ++b)
+    for (std::int64_t h = 0; h < 4; ++h)
+      for (std::int64_t i = 0; i < 3; ++i) EXPECT_EQ(packed.Lse(3 * b + i, h), batched.params().lse[(b * 4 + h) * 3 + i]);
+}
+
+// ---- Hostile input: a clear error naming the argument, nothing written ----------------------------------
+
+void ExpectRejected(VarlenCase& c, const std::string& expected) {
+  const std::vector<std::uint8_t> before = c.Bytes();
+  try {
+    decode(c.params());
+    ADD_FAILURE() << "no error, expected one with '" << expected << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(c.Bytes(), before) << expected;
+}
+
+VarlenShape SmallPaged() {
+  VarlenShape shape{.rows = {2, 0, 4}, .keys = {20, 7, 33}};
+  shape.page_size = 16, shape.append = true;
+  return shape;
+}
+
+TEST(DecodeVarlenValidation, BlockTableEntryOutsideThePool) {
+  VarlenCase c(SmallPaged(), {}, 8);
+  c.table()[2 * c.params().max_pages + 1] = static_cast<std::int32_t>(c.params().num_pages);
+  ExpectRejected(c, "block_table[2][1]");
+}
+
+TEST(DecodeVarlenValidation, KeysBeyondTheTablesPages) {
+  VarlenCase c(SmallPaged(), {}, 9);
+  c.cached()[1] = static_cast<std::int32_t>(c.params().max_pages * c.params().page_size + 1);
+  ExpectRejected(c, "cache_seqlens[1]");
+}
+
+TEST(DecodeVarlenValidation, DecreasingCuSeqlensQ) {
+  VarlenCase c(SmallPaged(), {}, 10);
+  c.cu()[2] = 1;  // {0, 2, 1, 6}
+  ExpectRejected(c, "cu_seqlens_q must be non-decreasing, got cu_seqlens_q[1]=2 > cu_seqlens_q[2]=1");
+}
+
+TEST(DecodeVarlenValidation, CuSeqlensQFromZero) {
+  VarlenCase c(SmallPaged(), {}, 11);
+  c.cu()[0] = 1;
+  ExpectRejected(c, "cu_seqlens_q[0] must be 0");
+}
+
+TEST(DecodeVarlenValidation, MoreRowsThanSeqlenQ) {
+  VarlenCase c(SmallPaged(), {}, 12);
+  c.params().seqlen_q = c.params().seqlen_new = 3;
+  ExpectRejected(c, "sequence 2 has 4 query rows");
+}
+
+TEST(DecodeVarlenValidation, AppendOfAnotherCount) {
+  VarlenCase c(SmallPaged(), {}, 13);
+  c.params().seqlen_new = 1;
+  ExpectRejected(c, "seqlen_new must be 0 or seqlen_q=4");
+}
+
+}  // namespace
+}  // namespace flashattn::testing
