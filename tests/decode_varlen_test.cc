@@ -367,6 +367,105 @@ TEST(DecodeVarlen, EqualCountsGiveTheBatchedCallsBits) {
       for (std::int64_t i = 0; i < 3; ++i) EXPECT_EQ(packed.Lse(3 * b + i, h), batched.params().lse[(b * 4 + h) * 3 + i]);
 }
 
+// What the oracle above does not model — ALiBi, rotary, keys held elsewhere (keys_after), E5M2, the int8
+// integer options — each packed sequence against the batched call of that sequence alone (batch 1, its own
+// rows), which decode_test and decode_quantized_test hold to their oracles: the same values within float32's
+// rounding (the row groups of the two calls may tile the rows differently).
+struct Extras {
+  bool alibi = false, rotary = false, keys_after = false;
+  bool integer_scores = false, integer_pv = false;
+};
+
+void ExpectEachSequenceIsItsBatchedCall(const VarlenShape& shape, const Extras& extras, std::uint64_t seed) {
+  VarlenCase c(shape, {.num_splits = 1}, seed);
+  DecodeParams& p = c.params();
+  const std::int64_t B = p.batch, Hq = shape.Hq, dv = p.value_head_dim();
+  std::vector<float> slopes, cos_table, sin_table;
+  std::vector<std::int32_t> after;
+  for (std::int64_t h = 0; h < Hq; ++h) slopes.push_back(0.05f * static_cast<float>(h + 1));
+  const std::int64_t positions = 4096, rotary_dim = shape.d / 2 * 2;
+  for (std::int64_t pos = 0; pos < positions; ++pos)
+    for (std::int64_t f = 0; f < rotary_dim / 2; ++f) {
+      const double angle = static_cast<double>(pos) * std::pow(10000.0, -2.0 * f / rotary_dim);
+      cos_table.push_back(static_cast<float>(std::cos(angle)));
+      sin_table.push_back(static_cast<float>(std::sin(angle)));
+    }
+  for (std::int64_t b = 0; b < B; ++b) after.push_back(static_cast<std::int32_t>(3 * b + 2));
+  if (extras.alibi) p.alibi_slopes = slopes.data();
+  if (extras.rotary) {
+    p.rotary_cos = cos_table.data(), p.rotary_sin = sin_table.data();
+    p.rotary_dim = rotary_dim, p.rotary_max_pos = positions;
+  }
+  if (extras.keys_after) p.keys_after = after.data();
+  p.quantize_query_int8 = extras.integer_scores, p.quantize_probs_u8 = extras.integer_pv;
+  const DecodeParams packed = p;
+  decode(packed);
+  const auto& cu = c.cu();
+  const std::int64_t q_bytes = size_of(shape.dtype);
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t rows = shape.rows[b];
+    if (rows == 0) continue;
+    DecodeParams one = packed;
+    one.cu_seqlens_q = nullptr, one.batch = 1, one.seqlen_q = rows, one.seqlen_new = shape.append ? rows : 0;
+    one.set_contiguous_strides();
+    one.cache_seqlens = &c.cached()[b];
+    one.block_table = c.table().data() + b * packed.block_table_stride;
+    if (extras.keys_after) one.keys_after = &after[b];
+    const auto at_row = [&](const void* base, const Strides& s) {
+      return static_cast<const std::uint8_t*>(base) + cu[b] * s.seq * q_bytes;
+    };
+    one.q = at_row(packed.q, packed.q_strides);
+    if (shape.append) {
+      one.k_new = at_row(packed.k_new, packed.new_strides);
+      if (packed.v_new != nullptr) one.v_new = at_row(packed.v_new, packed.new_strides);
+    }
+    std::vector<std::uint8_t> o(rows * Hq * dv * q_bytes);
+    std::vector<float> lse(Hq * rows);
+    one.o = o.data(), one.lse = lse.data();
+    decode(one);  // appends the same rows at the same places again: the cache keeps its bytes
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t h = 0; h < Hq; ++h) {
+        const float packed_lse = c.Lse(cu[b] + i, h), alone_lse = lse[h * rows + i];
+        ASSERT_NEAR(packed_lse, alone_lse, 1e-5f * std::max(1.0f, std::fabs(alone_lse)))
+            << shape.ToString() << " sequence " << b << " row " << i << " head " << h;
+        for (std::int64_t e = 0; e < dv; ++e) {
+          const float alone = LoadAsFloat(o.data(), shape.dtype, (i * Hq + h) * dv + e);
+          ASSERT_NEAR(c.O(cu[b] + i, h, e), alone, 1e-5f * std::max(1.0f, std::fabs(alone)))
+              << shape.ToString() << " sequence " << b << " row " << i << " head " << h << " feature " << e;
+        }
+      }
+  }
+}
+
+const VarlenShape kSmallMixed{.rows = {0, 1, 5, 9, 40}, .keys = {3, 1, 18, 463, 300}, .Hq = 8, .Hkv = 2, .d = 128,
+                              .page_size = 16};
+
+TEST(DecodeVarlen, AlibiRotaryAndKeysAfterAsTheBatchedCall) {
+  for (const bool append : {false, true}) {
+    VarlenShape shape = kSmallMixed;
+    shape.append = append;
+    ExpectEachSequenceIsItsBatchedCall(shape, {.alibi = true, .rotary = true}, 8);
+    ExpectEachSequenceIsItsBatchedCall(shape, {.keys_after = true}, 9);
+  }
+}
+
+TEST(DecodeVarlen, E5M2AndTheIntegerOptionsAsTheBatchedCall) {
+  VarlenShape shape = kSmallMixed;
+  shape.element = CacheElement::kFp8E5M2, shape.append = true;
+  ExpectEachSequenceIsItsBatchedCall(shape, {.alibi = true}, 10);
+  shape.element = CacheElement::kInt8;
+  ExpectEachSequenceIsItsBatchedCall(shape, {.integer_scores = true, .integer_pv = true}, 11);
+  shape.d = 111;  // a tail; integer scores alone
+  ExpectEachSequenceIsItsBatchedCall(shape, {.integer_scores = true}, 12);
+}
+
+TEST(DecodeVarlen, AppendsIntoAContiguousCache) {
+  VarlenShape shape = kMixed;
+  shape.append = true, shape.Hq = 4, shape.Hkv = 2;
+  VarlenCase c(shape, {}, 13);
+  ExpectMatchesOracle(c, {});
+}
+
 // ---- Hostile input: a clear error naming the argument, nothing written ----------------------------------
 
 void ExpectRejected(VarlenCase& c, const std::string& expected) {
