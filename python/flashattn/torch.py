@@ -17,8 +17,6 @@ flash-attn takes it from PyTorch's: each such call makes one ``torch.empty((), d
 
 from . import _arguments, _autograd, _core, _kvcache, _tensors
 from ._core import Error
-# The working-memory functions are the NumPy API's own: one limit for the process, whichever API calls.
-from . import release_working_memory, retained_working_memory, set_working_memory_limit, working_memory_limit
 
 __all__ = [
     "flash_attn_func",
@@ -147,3 +145,24 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     call = _arguments.call_of(locals())
     options = _arguments.sdpa_options(call, _tensors.sdpa_mask(call), draw_seed=_tensors.torch_seed)
     return _autograd.ScaledDotProductAttentionFunc.apply(call.query, call.key, call.value, options)
+
+
+def set_working_memory_limit(bytes_per_thread):
+    """flashattn.set_working_memory_limit: the bytes of working memory each calling thread keeps between
+    calls, one limit for flashattn and flashattn.torch alike; 0 keeps nothing."""
+    _core.set_working_memory_limit(bytes_per_thread=_arguments.byte_count(bytes_per_thread, "bytes_per_thread"))
+
+
+def working_memory_limit():
+    """flashattn.working_memory_limit: the bytes each calling thread may keep between calls."""
+    return _core.working_memory_limit()
+
+
+def release_working_memory():
+    """flashattn.release_working_memory: frees the working memory every thread keeps between calls."""
+    _core.release_working_memory()
+
+
+def retained_working_memory():
+    """flashattn.retained_working_memory: the bytes of working memory all threads keep now, together."""
+    return _core.retained_working_memory()
