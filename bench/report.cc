@@ -316,13 +316,16 @@ void PrintTableRow(std::ostream& out, const Row& row) {
                   row.traffic->read_gbs, static_cast<long long>(row.traffic->num_splits));
     out << traffic;
     if (c.mode == Mode::kServe) {
-      std::snprintf(traffic, sizeof(traffic), ", %lld decoding + %lld x %lld rows over %lld keys: %lld rows, %.0f tok/s",
-                    static_cast<long long>(c.batch), static_cast<long long>(c.prefill_seqs),
-                    static_cast<long long>(c.prefill_chunk), static_cast<long long>(c.prefill_prefix),
-                    static_cast<long long>(TotalQueryRows(c)), row.TokensPerSecond());
+      std::snprintf(traffic, sizeof(traffic), ", %lld decoding over %lld-%lld keys (seed %llu)",
+                    static_cast<long long>(c.batch), static_cast<long long>(c.cache_len_min),
+                    static_cast<long long>(c.seqlen_k), static_cast<unsigned long long>(c.seed));
       out << traffic;
-    }
-    if (c.cache_len_min > 0) {
+      std::snprintf(traffic, sizeof(traffic), " + %lld x %lld rows over %lld keys: %lld rows, %lld keys, %.0f tok/s",
+                    static_cast<long long>(c.prefill_seqs), static_cast<long long>(c.prefill_chunk),
+                    static_cast<long long>(c.prefill_prefix), static_cast<long long>(TotalQueryRows(c)),
+                    static_cast<long long>(TotalCacheLength(c)), row.TokensPerSecond());
+      out << traffic;
+    } else if (c.cache_len_min > 0) {
       std::snprintf(traffic, sizeof(traffic), ", cache lengths %lld-%lld (seed %llu, %lld keys)",
                     static_cast<long long>(c.cache_len_min), static_cast<long long>(c.seqlen_k),
                     static_cast<unsigned long long>(c.seed), static_cast<long long>(TotalCacheLength(c)));
