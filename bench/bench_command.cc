@@ -223,6 +223,7 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
 }
 
 bool RunsBaseline(const BenchOptions& options) {
+  if (options.preset.empty() && options.mode == ToString(Mode::kServe)) return false;  // serve has none
   return options.run.baseline && (options.preset.empty() || FindPreset(options.preset).baseline);
 }
 

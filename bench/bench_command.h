@@ -55,7 +55,7 @@ struct BenchOptions {
 // The cases `options` select, with threads resolved. Throws Error naming the option for bad values.
 std::vector<BenchCase> PlanCases(const BenchOptions& options);
 
-// Whether the OpenBLAS baseline runs: unless --no-baseline, or a preset without it.
+// Whether the OpenBLAS baseline runs: unless --no-baseline, --mode serve, or a preset without it.
 bool RunsBaseline(const BenchOptions& options);
 
 // Runs the planned cases `options.rounds` times in turn and writes the FMA peak (and, with decode rows, the

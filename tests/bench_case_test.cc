@@ -579,6 +579,7 @@ TEST(PlanCases, ServeTakesDecodingAndPrefillingAndRejectsOtherShapes) {
   EXPECT_EQ(c.seqlen_q, 33);
   EXPECT_EQ(c.page_size, 16);
   EXPECT_TRUE(c.causal);
+  EXPECT_FALSE(RunsBaseline(options));  // serve has none
 
   struct Bad {
     const char* option;
