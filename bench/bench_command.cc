@@ -183,7 +183,8 @@ BenchCase SingleCase(const BenchOptions& o, int threads, std::optional<Algorithm
           : static_cast<double>(c.batch) * static_cast<double>(std::max(c.seqlen_q, c.seqlen_k)) *
                 static_cast<double>(c.heads) * static_cast<double>(c.headdim) * size_of(c.dtype);
   if (largest > 0x1p40)
-    support::Fail("--batch, --seqlen, --seqlen-k, --cache-len, --decoding, --prefilling, --heads, --headdim: a tensor would need ",
+    support::Fail("--batch, --seqlen, --seqlen-k, --cache-len, --decoding, --prefilling, --heads, --headdim: a "
+                  "tensor would need ",
          largest / 0x1p30, " GiB");
   return c;
 }
@@ -272,7 +273,8 @@ void RunBench(const BenchOptions& options, std::ostream& out) {
   const std::vector<BenchCase> cases = PlanCases(options);
   const int threads = cases.front().threads;
   const bool decode =
-      std::any_of(cases.begin(), cases.end(), [](const BenchCase& c) { return c.mode == Mode::kDecode || c.mode == Mode::kServe; });
+      std::any_of(cases.begin(), cases.end(),
+                  [](const BenchCase& c) { return c.mode == Mode::kDecode || c.mode == Mode::kServe; });
 
   Limits limits;
   limits.peak = measure::MeasureFmaPeak(threads);
