@@ -1,6 +1,7 @@
 #include "bench/bench_case.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <numeric>
 #include <random>
@@ -15,14 +16,15 @@ std::string_view ToString(Mode mode) {
     case Mode::kForward: return "forward";
     case Mode::kDecode: return "decode";
     case Mode::kBackward: return "backward";
+    case Mode::kServe: return "serve";
   }
   return "unknown";
 }
 
 Mode ParseMode(std::string_view name, std::string_view argument) {
-  for (Mode mode : {Mode::kForward, Mode::kDecode, Mode::kBackward})
+  for (Mode mode : {Mode::kForward, Mode::kDecode, Mode::kBackward, Mode::kServe})
     if (name == ToString(mode)) return mode;
-  support::Fail(argument, " must be one of forward, decode, backward; got '", name, "'");
+  support::Fail(argument, " must be one of forward, decode, backward, serve; got '", name, "'");
 }
 
 DType ParseDType(std::string_view name, std::string_view argument) {
@@ -58,6 +60,45 @@ CacheLenRange ParseCacheLen(std::string_view text, std::string_view argument) {
   return range;
 }
 
+namespace {
+
+// Three integers "X:Y:Z", each in [0, 2³¹ − 1], or nullopt.
+std::optional<std::array<std::int64_t, 3>> ParseTriple(std::string_view text) {
+  std::array<std::int64_t, 3> values{};
+  std::string_view rest = text;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::size_t colon = i + 1 < values.size() ? rest.find(':') : rest.size();
+    if (colon == std::string_view::npos) return std::nullopt;
+    const std::string_view digits = rest.substr(0, colon);
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), values[i]);
+    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || values[i] < 0 ||
+        values[i] > std::int64_t{0x7fffffff})
+      return std::nullopt;
+    rest = rest.substr(std::min(rest.size(), colon + 1));
+  }
+  return values;
+}
+
+}  // namespace
+
+ServeGroup ParseDecoding(std::string_view text, std::string_view argument) {
+  const auto v = ParseTriple(text);
+  if (!v || (*v)[0] < 1 || (*v)[1] < 1 || (*v)[1] > (*v)[2]) {
+    support::Fail(argument, " must be N:A:B, N >= 1 sequences of one new row over a cache of A to B keys, "
+                  "integers with 1 <= A <= B <= 2147483647; got '", text, "'");
+  }
+  return {.count = (*v)[0], .first = (*v)[1], .second = (*v)[2]};
+}
+
+ServeGroup ParsePrefilling(std::string_view text, std::string_view argument) {
+  const auto v = ParseTriple(text);
+  if (!v || (*v)[0] < 1 || (*v)[1] < 1 || (*v)[1] + (*v)[2] > std::int64_t{0x7fffffff}) {
+    support::Fail(argument, " must be M:C:P, M >= 1 chunks of C >= 1 new rows over a cached prefix of P >= 0 "
+                  "keys, C + P <= 2147483647; got '", text, "'");
+  }
+  return {.count = (*v)[0], .first = (*v)[1], .second = (*v)[2]};
+}
+
 std::string BenchCase::AlgorithmName() const {
   return algorithm ? std::string(to_string(*algorithm)) : std::string("default");
 }
@@ -66,6 +107,15 @@ std::int64_t BenchCase::ScaleGroups() const { return scale_group_size > 0 ? head
 
 std::string BenchCase::Name() const {
   std::ostringstream s;
+  if (mode == Mode::kServe) {
+    s << "serve_" << to_string(dtype) << "_h" << heads << "_hkv" << heads_kv << "_d" << headdim;
+    if (batch > 0) s << "_dec" << batch << "x" << cache_len_min << "-" << seqlen_k;
+    if (prefill_seqs > 0) s << "_pre" << prefill_seqs << "x" << prefill_chunk << "+" << prefill_prefix;
+    if (num_splits > 0) s << "_splits" << num_splits;
+    s << "_paged" << page_size << (sinks ? "_sinks" : "");
+    if (batch > 0) s << "_seed" << seed;
+    return s.str();
+  }
   s << ToString(mode) << "_" << AlgorithmName() << "_" << to_string(dtype) << "_b" << batch << "_h" << heads
     << "_hkv" << heads_kv << "_nq" << seqlen_q << "_nk";
   if (cache_len_min > 0) s << cache_len_min << "-";
@@ -107,20 +157,48 @@ std::vector<std::int64_t> CacheLengths(const BenchCase& c) {
   return lengths;
 }
 
+std::vector<ServeSequence> ServeSequences(const BenchCase& c) {
+  std::vector<ServeSequence> sequences;
+  for (const std::int64_t length : CacheLengths(c)) sequences.push_back({.rows = 1, .keys = length});
+  for (std::int64_t i = 0; i < c.prefill_seqs; ++i)
+    sequences.push_back({.rows = c.prefill_chunk, .keys = c.prefill_prefix + c.prefill_chunk});
+  return sequences;
+}
+
 std::int64_t TotalCacheLength(const BenchCase& c) {
+  std::int64_t keys = 0;
+  if (c.mode == Mode::kServe) {
+    for (const ServeSequence& s : ServeSequences(c)) keys += s.keys;
+    return keys;
+  }
   const std::vector<std::int64_t> lengths = CacheLengths(c);
-  return std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});
+  return std::accumulate(lengths.begin(), lengths.end(), keys);
+}
+
+std::int64_t TotalQueryRows(const BenchCase& c) {
+  if (c.mode != Mode::kServe) return c.batch * c.seqlen_q;
+  return c.batch + c.prefill_seqs * c.prefill_chunk;
+}
+
+double AttendedKeys(const BenchCase& c) {
+  if (c.mode != Mode::kServe) return static_cast<double>(c.seqlen_q) * static_cast<double>(TotalCacheLength(c));
+  double keys = 0;
+  for (const std::int64_t length : CacheLengths(c)) keys += static_cast<double>(length);
+  // a chunk's row i sees the prefix and rows 0..i: C·P + C(C+1)/2 per chunk
+  const double chunk = static_cast<double>(c.prefill_chunk);
+  keys += static_cast<double>(c.prefill_seqs) *
+          (chunk * static_cast<double>(c.prefill_prefix) + chunk * (chunk + 1) / 2);
+  return keys;
 }
 
 DecodeFlops CountDecodeFlops(const BenchCase& c) {
-  const double rows_by_keys =
-      2.0 * static_cast<double>(c.heads) * static_cast<double>(c.seqlen_q) * static_cast<double>(TotalCacheLength(c));
+  const double rows_by_keys = 2.0 * static_cast<double>(c.heads) * AttendedKeys(c);
   return {.scores = rows_by_keys * static_cast<double>(c.headdim),
           .pv = rows_by_keys * static_cast<double>(c.headdim_v.value_or(c.headdim))};
 }
 
 double CountFlops(const BenchCase& c) {
-  if (c.mode == Mode::kDecode) {
+  if (c.mode == Mode::kDecode || c.mode == Mode::kServe) {
     const DecodeFlops flops = CountDecodeFlops(c);
     return flops.scores + flops.pv;
   }
@@ -131,9 +209,9 @@ double CountFlops(const BenchCase& c) {
 }
 
 double CountBytesRead(const BenchCase& c) {
-  if (c.mode != Mode::kDecode) return 0;
+  if (c.mode != Mode::kDecode && c.mode != Mode::kServe) return 0;
   const double element = static_cast<double>(size_of(c.dtype));
-  const double query_rows = static_cast<double>(c.batch * c.seqlen_q * c.heads);
+  const double query_rows = static_cast<double>(TotalQueryRows(c) * c.heads);
   const double q_and_o = query_rows * static_cast<double>(c.headdim + c.headdim_v.value_or(c.headdim)) * element;
   const double rows = static_cast<double>(TotalCacheLength(c)) * static_cast<double>(c.heads_kv);
   const double caches = c.headdim_v ? 1.0 : 2.0;  // V inside K: K's row, values and scales alone

@@ -13,10 +13,10 @@
 
 namespace flashattn::bench {
 
-enum class Mode : std::uint8_t { kForward, kDecode, kBackward };
+enum class Mode : std::uint8_t { kForward, kDecode, kBackward, kServe };
 
 std::string_view ToString(Mode mode);
-// Parses "forward", "decode", "backward"; throws Error naming `argument` for anything else.
+// Parses "forward", "decode", "backward", "serve"; throws Error naming `argument` for anything else.
 Mode ParseMode(std::string_view name, std::string_view argument = "--mode");
 
 // Parses "f32", "f16", "bf16"; throws Error naming `argument` for anything else.
@@ -33,6 +33,18 @@ struct CacheLenRange {
 // Parses "N" or "A:B", integers with 1 ≤ A ≤ B (and N ≥ 1) that fit in int32; throws Error naming `argument` and
 // the text otherwise.
 CacheLenRange ParseCacheLen(std::string_view text, std::string_view argument = "--cache-len");
+
+// A serving step's sequences of one kind: `count` of them, each with the two numbers of its option.
+struct ServeGroup {
+  std::int64_t count = 0;
+  std::int64_t first = 0;   // --decoding: the shortest cache; --prefilling: the chunk's query rows C
+  std::int64_t second = 0;  // --decoding: the longest cache; --prefilling: the cached prefix P
+};
+// Parses "N:A:B" (--decoding: N ≥ 1 sequences of one new row over A ≤ B drawn cached keys, A ≥ 1) or
+// "M:C:P" (--prefilling: M ≥ 1 chunks of C ≥ 1 rows over a prefix of P ≥ 0 keys), integers that fit in int32;
+// throws Error naming `argument`, the expected form and the text otherwise.
+ServeGroup ParseDecoding(std::string_view text, std::string_view argument = "--decoding");
+ServeGroup ParsePrefilling(std::string_view text, std::string_view argument = "--prefilling");
 
 struct BenchCase {
   Mode mode = Mode::kForward;
@@ -60,6 +72,12 @@ struct BenchCase {
   // [cache_len_min, seqlen_k] with `seed` (CacheLengths)
   std::int64_t cache_len_min = 0;
   std::uint64_t seed = 1;
+  // serve only: besides the `batch` decoding sequences (one row each over [cache_len_min, seqlen_k] drawn keys),
+  // prefill_seqs chunks of prefill_chunk rows over a cached prefix of prefill_prefix keys; the chunk's own keys
+  // are in the cache too (Nk = prefix + chunk), its rows causal, bottom-right aligned.
+  std::int64_t prefill_seqs = 0;
+  std::int64_t prefill_chunk = 0;
+  std::int64_t prefill_prefix = 0;
 
   // "forward_default_f32_b1_h8_hkv8_nq4096_nk4096_d128_causal", "decode_default_f16_b1_h32_hkv8_nq1_nk32768_
   // d128_splits4_paged256", "decode_default_bf16_b64_h32_hkv8_nq1_nk256-8192_d128_paged16_seed1" (lengths drawn
@@ -76,11 +94,23 @@ struct BenchCase {
 // uniformly from [cache_len_min, seqlen_k] as cache_len_min + x mod (seqlen_k − cache_len_min + 1) for the
 // successive outputs x of std::mt19937_64(seed) (the same lengths on every platform).
 std::vector<std::int64_t> CacheLengths(const BenchCase& c);
-// Σ of CacheLengths: the keys a decode call attends, over all its sequences.
+// One sequence of a serve case: its query rows and the keys in its cache (the chunk's own included).
+struct ServeSequence {
+  std::int64_t rows = 0;
+  std::int64_t keys = 0;
+};
+// The decoding sequences first (1 row over each of CacheLengths), then the prefill chunks.
+std::vector<ServeSequence> ServeSequences(const BenchCase& c);
+// Σ of the cached keys a decode or serve call reads, each once, over all its sequences.
 std::int64_t TotalCacheLength(const BenchCase& c);
+// Query rows of a decode (batch·Nq) or serve (Σ rows) call.
+std::int64_t TotalQueryRows(const BenchCase& c);
+// Σ over a call's query rows of the keys each row sees: decode Nq·TotalCacheLength (every row sees the whole
+// cache); serve a decoding row its cache, prefill row i of a chunk P + i + 1 (causal).
+double AttendedKeys(const BenchCase& c);
 
-// The multiply-adds of a decode call's two products, as FLOP: S = QKᵀ 2·Hq·Nq·keys·d, P̃V 2·Hq·Nq·keys·dv,
-// keys = TotalCacheLength.
+// The multiply-adds of a decode or serve call's two products, as FLOP: S = QKᵀ 2·Hq·attended·d, P̃V
+// 2·Hq·attended·dv, attended = AttendedKeys.
 struct DecodeFlops {
   double scores = 0;
   double pv = 0;
@@ -92,15 +122,16 @@ DecodeFlops CountDecodeFlops(const BenchCase& c);
 //   forward   2·b·h·Nq·Nk·(d + dv) (the products S = QKᵀ and PV), halved for causal;
 //   backward  2.5× the forward count (flash-attn's convention: five products instead of two), causal halved;
 //   decode    CountDecodeFlops: 2·h·Nq·keys·(d + dv), keys summed over the sequences (a decode call is bound by
-//             memory unless many query rows share a K/V head; see CountBytesRead).
+//             memory unless many query rows share a K/V head; see CountBytesRead);
+//   serve     CountDecodeFlops: 2·h·AttendedKeys·(d + dv).
 double CountFlops(const BenchCase& c);
 
-// Bytes a decode call must move, for keys = TotalCacheLength (0 for the other modes):
+// Bytes a decode or serve call must move, for keys = TotalCacheLength (0 for the other modes):
 //   the cache  keys·Hkv·(d + dv)·sizeof(dtype), each cached key and value once, or keys·Hkv·d·sizeof(dtype) when
 //              V is inside the K rows; a quantized cache keys·Hkv·d bytes of K and as many of V (none when V is
 //              inside K), plus their scales: 4 bytes per (key, K/V head, scale group) per token, else 4 per K/V
 //              head;
-//   q and o    b·Nq·Hq·d and b·Nq·Hq·dv elements of dtype.
+//   q and o    rows·Hq·d and rows·Hq·dv elements of dtype, rows = TotalQueryRows.
 double CountBytesRead(const BenchCase& c);
 
 }  // namespace flashattn::bench

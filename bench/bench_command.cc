@@ -17,7 +17,7 @@ namespace flashattn::bench {
 
 namespace {
 
-constexpr std::int64_t kDefaultSeqlen = 4096, kDefaultCacheLen = 32768;
+constexpr std::int64_t kDefaultSeqlen = 4096, kDefaultCacheLen = 32768, kDefaultServePageSize = 16;
 
 // The default sweep (the shapes of docs/performance.md): the forward target shape (batch 1, 8 heads,
 // N = 4096, d = 128) with and without the causal mask and in all three element types, a shorter d = 64
@@ -78,6 +78,37 @@ void ApplyCacheOptions(const BenchOptions& o, BenchCase& c) {
   }
 }
 
+// The serving step of --decoding and --prefilling into c: always paged (--paged, default 16) and causal.
+void ApplyServeOptions(const BenchOptions& o, BenchCase& c) {
+  if (!o.decoding && !o.prefilling) support::Fail("--mode serve needs --decoding N:A:B, --prefilling M:C:P or both");
+  for (const auto& [option, given] : {std::pair{"--batch", o.batch != 1}, std::pair{"--seqlen", o.seqlen.has_value()},
+                                      std::pair{"--seqlen-k", o.seqlen_k.has_value()},
+                                      std::pair{"--headdim-v", o.headdim_v.has_value()}}) {
+    if (given) support::Fail(option, " does not apply to --mode serve (use --decoding and --prefilling)");
+  }
+  c.batch = 0;
+  c.seqlen_k = 0;
+  c.seqlen_q = 1;
+  if (o.decoding) {
+    const ServeGroup decoding = ParseDecoding(*o.decoding, "--decoding");
+    c.batch = decoding.count;
+    c.cache_len_min = decoding.first;
+    c.seqlen_k = decoding.second;
+  }
+  if (o.prefilling) {
+    const ServeGroup prefilling = ParsePrefilling(*o.prefilling, "--prefilling");
+    c.prefill_seqs = prefilling.count;
+    c.prefill_chunk = prefilling.first;
+    c.prefill_prefix = prefilling.second;
+    c.seqlen_q = prefilling.first;  // max_seqlen_q
+  }
+  c.causal = true;
+  c.num_splits = o.num_splits.value_or(0);
+  c.page_size = o.paged.value_or(kDefaultServePageSize);
+  if (c.num_splits < 0) support::Fail("--num-splits must be >= 0 (0 = heuristic), got ", c.num_splits);
+  if (c.page_size < 1) support::Fail("--paged must be >= 1, got ", c.page_size);
+}
+
 // The one configuration the shape options of `o` describe.
 BenchCase SingleCase(const BenchOptions& o, int threads, std::optional<Algorithm> algorithm) {
   BenchCase c;
@@ -100,11 +131,17 @@ BenchCase SingleCase(const BenchOptions& o, int threads, std::optional<Algorithm
   };
   only_for("--algorithm", algorithm.has_value(), Mode::kForward);
   only_for("--cache-len", o.cache_len.has_value(), Mode::kDecode);
-  only_for("--num-splits", o.num_splits.has_value(), Mode::kDecode);
-  only_for("--paged", o.paged.has_value(), Mode::kDecode);
   only_for("--cache-dtype", !o.cache_dtype.empty(), Mode::kDecode);
+  only_for("--decoding", o.decoding.has_value(), Mode::kServe);
+  only_for("--prefilling", o.prefilling.has_value(), Mode::kServe);
+  if (c.mode != Mode::kServe) {
+    only_for("--num-splits", o.num_splits.has_value(), Mode::kDecode);
+    only_for("--paged", o.paged.has_value(), Mode::kDecode);
+  }
   ApplyCacheOptions(o, c);
-  if (c.mode == Mode::kDecode) {
+  if (c.mode == Mode::kServe) {
+    ApplyServeOptions(o, c);
+  } else if (c.mode == Mode::kDecode) {
     if (o.seqlen_k) support::Fail("--seqlen-k does not apply to --mode decode (use --cache-len), got ", *o.seqlen_k);
     c.seqlen_q = o.seqlen.value_or(1);
     const CacheLenRange lengths =
@@ -120,11 +157,13 @@ BenchCase SingleCase(const BenchOptions& o, int threads, std::optional<Algorithm
     c.seqlen_k = o.seqlen_k.value_or(c.seqlen_q);
     c.algorithm = algorithm;
   }
-  positive("--batch", c.batch);
+  if (c.mode != Mode::kServe) {
+    positive("--batch", c.batch);
+    positive("--seqlen-k", c.seqlen_k);
+  }
   positive("--heads", c.heads);
   positive("--heads-kv", c.heads_kv);
   positive("--seqlen", c.seqlen_q);
-  positive("--seqlen-k", c.seqlen_k);
   positive("--headdim", c.headdim);
   if (c.heads % c.heads_kv != 0)
     support::Fail("--heads-kv must divide --heads, got --heads ", c.heads, " and --heads-kv ", c.heads_kv);
@@ -138,11 +177,14 @@ BenchCase SingleCase(const BenchOptions& o, int threads, std::optional<Algorithm
     }
   }
   // Each tensor is allocated in full: refuse sizes that cannot be (the library validates the rest).
-  const double largest = static_cast<double>(c.batch) *
-                         static_cast<double>(std::max(c.seqlen_q, c.seqlen_k)) *
-                         static_cast<double>(c.heads) * static_cast<double>(c.headdim) * size_of(c.dtype);
+  const double largest =
+      c.mode == Mode::kServe
+          ? static_cast<double>(TotalCacheLength(c)) * static_cast<double>(c.heads_kv * c.headdim) * size_of(c.dtype)
+          : static_cast<double>(c.batch) * static_cast<double>(std::max(c.seqlen_q, c.seqlen_k)) *
+                static_cast<double>(c.heads) * static_cast<double>(c.headdim) * size_of(c.dtype);
   if (largest > 0x1p40)
-    support::Fail("--batch, --seqlen, --seqlen-k, --cache-len, --heads, --headdim: a tensor would need ",
+    support::Fail("--batch, --seqlen, --seqlen-k, --cache-len, --decoding, --prefilling, --heads, --headdim: a "
+                  "tensor would need ",
          largest / 0x1p30, " GiB");
   return c;
 }
@@ -182,6 +224,7 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
 }
 
 bool RunsBaseline(const BenchOptions& options) {
+  if (options.preset.empty() && options.mode == ToString(Mode::kServe)) return false;  // serve has none
   return options.run.baseline && (options.preset.empty() || FindPreset(options.preset).baseline);
 }
 
@@ -215,6 +258,7 @@ Row RunCase(const BenchCase& c, const RunOptions& run, const Limits& limits) {
     case Mode::kForward: return RunForward(c, run, limits);
     case Mode::kDecode: return RunDecode(c, run, limits);
     case Mode::kBackward: return RunBackward(c, run, limits);
+    case Mode::kServe: return RunServe(c, run, limits);
   }
   return {};
 }
@@ -229,7 +273,8 @@ void RunBench(const BenchOptions& options, std::ostream& out) {
   const std::vector<BenchCase> cases = PlanCases(options);
   const int threads = cases.front().threads;
   const bool decode =
-      std::any_of(cases.begin(), cases.end(), [](const BenchCase& c) { return c.mode == Mode::kDecode; });
+      std::any_of(cases.begin(), cases.end(),
+                  [](const BenchCase& c) { return c.mode == Mode::kDecode || c.mode == Mode::kServe; });
 
   Limits limits;
   limits.peak = measure::MeasureFmaPeak(threads);
@@ -280,7 +325,10 @@ void AddBenchCommand(CLI::App& app) {
       "default sweep, or a --preset.");
   bench::BenchOptions& o = *options;
   // Shape options.
-  cmd->add_option("--mode", o.mode, "What to time: forward, decode, backward")->capture_default_str();
+  cmd->add_option("--mode", o.mode,
+                  "What to time: forward, decode, backward, serve (one packed decode call of a serving step: "
+                  "--decoding, --prefilling)")
+      ->capture_default_str();
   cmd->add_option("--batch", o.batch, "Batch size")->capture_default_str();
   cmd->add_option("--heads", o.heads, "Query heads Hq")->capture_default_str();
   cmd->add_option("--heads-kv", o.heads_kv, "Key/value heads Hkv, dividing Hq (default: Hq)");
@@ -289,8 +337,17 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_option("--cache-len", o.cache_len,
                   "Decode: cached keys per sequence, N (default: 32768), or A:B: each sequence's length drawn "
                   "uniformly from [A, B] (--seed)");
-  cmd->add_option("--num-splits", o.num_splits, "Decode: key chunks per sequence (default 0: the heuristic)");
-  cmd->add_option("--paged", o.paged, "Decode: a paged cache with this page size (default: contiguous)");
+  cmd->add_option("--decoding", o.decoding,
+                  "Serve: N:A:B, N sequences generating one token each over a cache of A to B keys, each drawn "
+                  "uniformly from [A, B] (--seed)");
+  cmd->add_option("--prefilling", o.prefilling,
+                  "Serve: M:C:P, M sequences each with a chunk of C new query rows over a cached prefix of P keys; "
+                  "the chunk's keys are already in the cache (P + C keys), its rows causal, bottom-right aligned");
+  cmd->add_option("--num-splits", o.num_splits,
+                  "Decode, serve: key chunks per sequence (default 0: the heuristic)");
+  cmd->add_option("--paged", o.paged,
+                  "Decode: a paged cache with this page size (default: contiguous); serve: the page size "
+                  "(default 16)");
   cmd->add_option("--cache-dtype", o.cache_dtype,
                   "Decode: a quantized cache, int8 (per-token scales) or fp8_e4m3 (per-head scales), also timed "
                   "against a float16 cache (default: a cache of --dtype)");
@@ -309,7 +366,8 @@ void AddBenchCommand(CLI::App& app) {
                   "cache (multi-head latent attention)");
   cmd->add_flag("--sinks", o.sinks, "An attention sink per query head (no OpenBLAS baseline then)");
   cmd->add_flag("--causal", o.causal, "Causal mask (bottom-right aligned)");
-  cmd->add_option("--dtype", o.dtype, "Element type: f32, f16, bf16")->capture_default_str();
+  cmd->add_option("--dtype", o.dtype, "Element type: f32, f16, bf16 (decode, serve: also of the cache)")
+      ->capture_default_str();
   // Options for the single configuration, the sweep and the presets alike.
   cmd->add_option("--preset", o.preset,
                   "Run a named list of cases instead of the sweep (no shape options, no baseline): " +
@@ -319,7 +377,7 @@ void AddBenchCommand(CLI::App& app) {
                   "round; then print each case's medians over the rounds")
       ->capture_default_str();
   cmd->add_option("--seed", o.seed,
-                  "Seed of the cache lengths drawn for --cache-len A:B (std::mt19937_64; default 1)");
+                  "Seed of the cache lengths drawn for --cache-len A:B and --decoding (std::mt19937_64; default 1)");
   cmd->add_option("--threads", o.threads,
                   "Threads for the kernel, the baseline and the peaks (0 = all cores; default: all cores, a "
                   "preset's own count with --preset)");
@@ -342,7 +400,8 @@ void AddBenchCommand(CLI::App& app) {
   cmd->callback([cmd, options] {
     for (const char* shape_option :
          {"--mode", "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--cache-len",
-          "--num-splits", "--paged", "--cache-dtype", "--quantize-query", "--quantize-probs", "--headdim",
+          "--num-splits", "--paged", "--decoding", "--prefilling", "--cache-dtype", "--quantize-query",
+          "--quantize-probs", "--headdim",
           "--headdim-v", "--sinks", "--causal", "--dtype"})
       if (cmd->count(shape_option) > 0) options->single = true;
     if (bench::RunsBaseline(*options)) bench::RunOnBestBlasCore();  // may re-execute the program (blas_core.h)

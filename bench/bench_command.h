@@ -33,6 +33,8 @@ struct BenchOptions {
   bool quantize_query = false;             // decode, int8 cache: DecodeParams::quantize_query_int8
   bool quantize_probs = false;             // decode, int8 cache: DecodeParams::quantize_probs_u8
   std::optional<std::int64_t> scale_group_size;  // decode, quantized cache: DecodeParams::scale_group_size
+  std::optional<std::string> decoding;    // serve: "N:A:B", N sequences of one new row over A to B cached keys
+  std::optional<std::string> prefilling;  // serve: "M:C:P", M chunks of C causal rows over P cached keys
   std::int64_t headdim = 128;
   std::optional<std::int64_t> headdim_v;
   bool sinks = false;
@@ -41,7 +43,7 @@ struct BenchOptions {
   bool single = false;
   std::string preset;  // a named list of cases (presets.h) instead of the sweep; takes no shape options
   // Options for all of them.
-  std::optional<std::uint64_t> seed;  // of the cache lengths drawn for --cache-len A:B (default 1)
+  std::optional<std::uint64_t> seed;  // of the cache lengths drawn for --cache-len A:B, --decoding (default 1)
   std::optional<int> threads;  // 0 = all cores; default: all cores, or a preset's own count
   int rounds = 1;              // the whole list of cases, run this many times in turn
   std::string algorithm;    // empty = whatever flashattn::forward defaults to
@@ -53,7 +55,7 @@ struct BenchOptions {
 // The cases `options` select, with threads resolved. Throws Error naming the option for bad values.
 std::vector<BenchCase> PlanCases(const BenchOptions& options);
 
-// Whether the OpenBLAS baseline runs: unless --no-baseline, or a preset without it.
+// Whether the OpenBLAS baseline runs: unless --no-baseline, --mode serve, or a preset without it.
 bool RunsBaseline(const BenchOptions& options);
 
 // Runs the planned cases `options.rounds` times in turn and writes the FMA peak (and, with decode rows, the

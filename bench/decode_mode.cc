@@ -121,6 +121,30 @@ DecodeParams OverFloatCache(DecodeParams p, DType dtype, void* k, void* v) {
 
 }  // namespace
 
+void AssignShuffledPages(const std::vector<std::int64_t>& lengths, std::int64_t page_size, DecodeParams* p,
+                         std::vector<std::int32_t>* block_table) {
+  // Each sequence takes the pages its length needs, in the order of a shuffled list of all pages; the
+  // table's slots past a sequence's pages hold page 0 and are never read.
+  const auto pages_of = [&](std::int64_t length) { return (length + page_size - 1) / page_size; };
+  const std::int64_t longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+  p->page_size = page_size;
+  p->max_pages = std::max<std::int64_t>(1, pages_of(longest));
+  p->num_pages = 0;
+  for (const std::int64_t length : lengths) p->num_pages += pages_of(length);
+  p->block_table_stride = p->max_pages;
+  std::vector<std::int32_t> pages(static_cast<std::size_t>(p->num_pages));
+  std::iota(pages.begin(), pages.end(), 0);
+  std::shuffle(pages.begin(), pages.end(), std::mt19937(1));
+  block_table->assign(lengths.size() * static_cast<std::size_t>(p->max_pages), 0);
+  auto next = pages.begin();
+  for (std::size_t b = 0; b < lengths.size(); ++b) {
+    const std::int64_t used = pages_of(lengths[b]);
+    std::copy_n(next, used, block_table->begin() + static_cast<std::int64_t>(b) * p->max_pages);
+    next += used;
+  }
+  p->block_table = block_table->data();
+}
+
 DecodeParams DecodeParamsOf(const BenchCase& c, std::vector<std::int32_t>* cache_seqlens,
                             std::vector<std::int32_t>* block_table) {
   DecodeParams p;
@@ -140,25 +164,7 @@ DecodeParams DecodeParamsOf(const BenchCase& c, std::vector<std::int32_t>* cache
   p.cache_seqlens = cache_seqlens->data();
   const std::int64_t longest = *std::max_element(lengths.begin(), lengths.end());
   if (c.page_size > 0) {
-    // Each sequence takes the pages its length needs, in the order of a shuffled list of all pages; the
-    // table's slots past a sequence's pages hold page 0 and are never read.
-    const auto pages_of = [&](std::int64_t length) { return (length + c.page_size - 1) / c.page_size; };
-    p.page_size = c.page_size;
-    p.max_pages = pages_of(longest);
-    p.num_pages = 0;
-    for (const std::int64_t length : lengths) p.num_pages += pages_of(length);
-    p.block_table_stride = p.max_pages;
-    std::vector<std::int32_t> pages(static_cast<std::size_t>(p.num_pages));
-    std::iota(pages.begin(), pages.end(), 0);
-    std::shuffle(pages.begin(), pages.end(), std::mt19937(1));
-    block_table->assign(static_cast<std::size_t>(c.batch * p.max_pages), 0);
-    auto next = pages.begin();
-    for (std::int64_t b = 0; b < c.batch; ++b) {
-      const std::int64_t used = pages_of(lengths[static_cast<std::size_t>(b)]);
-      std::copy_n(next, used, block_table->begin() + b * p.max_pages);
-      next += used;
-    }
-    p.block_table = block_table->data();
+    AssignShuffledPages(lengths, c.page_size, &p, block_table);
   } else {
     p.cache_seqlen_max = longest;
   }

@@ -13,6 +13,10 @@
 //   (--cache-dtype int8 or fp8_e4m3) holds random float32 values quantized by quantize_kv; its bytes read
 //   include the scales, the same call is timed over a float16 cache for the speedup, and the baseline reads
 //   the float32 values before quantization.
+// - serve: times one flashattn::decode call with packed queries (cu_seqlens_q) over a paged float cache of
+//   random keys and values, for a serving step's batch: sequences generating one token each over drawn cache
+//   lengths, and prefill chunks of many causal rows over a cached prefix (ServeSequences). The row reports the
+//   decode rows' bytes and roofline, and the query rows (tokens) per second. No baseline.
 #ifndef FLASHATTN_BENCH_MODES_H_
 #define FLASHATTN_BENCH_MODES_H_
 
@@ -29,6 +33,13 @@ namespace flashattn::bench {
 Row RunForward(const BenchCase& c, const RunOptions& options, const Limits& limits);
 Row RunBackward(const BenchCase& c, const RunOptions& options, const Limits& limits);
 Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limits);
+Row RunServe(const BenchCase& c, const RunOptions& options, const Limits& limits);
+
+// Pages for sequences of `lengths` keys into p (page_size, max_pages, num_pages, block_table): sequence b takes
+// ⌈lengths[b] / page_size⌉ pages of a shuffled list of all num_pages (deterministic); *block_table (one row of
+// max_pages per sequence) holds page 0 in the slots no sequence uses.
+void AssignShuffledPages(const std::vector<std::int64_t>& lengths, std::int64_t page_size, DecodeParams* p,
+                         std::vector<std::int32_t>* block_table);
 
 // The decode parameters of case `c` (mode decode), pointers unset: q, o (batch, Nq, Hq, d); sequence b holds
 // CacheLengths(c)[b] cached keys (`cache_seqlens`), in a contiguous cache of the longest's capacity or a paged

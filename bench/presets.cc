@@ -39,6 +39,25 @@ const BenchCase kDecodeRoofline[] = {
      .dtype = DType::kBF16, .cache_element = kInt8, .page_size = 16, .cache_len_min = 256},
 };
 
+constexpr Mode kServe = Mode::kServe;
+
+// Serving steps, one packed decode call each (GQA 32 query heads on 8 K/V heads, d = 128, bf16, pages of 16,
+// causal): decode alone, decode beside two prefill chunks, and one long prefill chunk.
+const BenchCase kServeDecode[] = {
+    {.mode = kServe, .batch = 64, .heads = 32, .heads_kv = 8, .seqlen_q = 1, .seqlen_k = 8192, .headdim = 128,
+     .causal = true, .dtype = DType::kBF16, .page_size = 16, .cache_len_min = 256},
+};
+const BenchCase kServeMixed[] = {
+    {.mode = kServe, .batch = 48, .heads = 32, .heads_kv = 8, .seqlen_q = 512, .seqlen_k = 8192, .headdim = 128,
+     .causal = true, .dtype = DType::kBF16, .page_size = 16, .cache_len_min = 256, .prefill_seqs = 2,
+     .prefill_chunk = 512, .prefill_prefix = 4096},
+};
+const BenchCase kServeLongPrefill[] = {
+    {.mode = kServe, .batch = 0, .heads = 32, .heads_kv = 8, .seqlen_q = 2048, .seqlen_k = 0, .headdim = 128,
+     .causal = true, .dtype = DType::kBF16, .page_size = 16, .prefill_seqs = 1, .prefill_chunk = 2048,
+     .prefill_prefix = 32768},
+};
+
 const Preset kPresets[] = {
     {.name = "decode-roofline",
      .description = "the decode cases judged by their roofline fraction: GQA over 32768 keys in f16, bf16, int8 "
@@ -47,6 +66,22 @@ const Preset kPresets[] = {
      .threads = 2,
      .baseline = false,
      .cases = kDecodeRoofline},
+    {.name = "serve-decode",
+     .description = "a serving step of 64 sequences decoding over 256-8192 cached keys (--mode serve)",
+     .threads = 2,
+     .baseline = false,
+     .cases = kServeDecode},
+    {.name = "serve-mixed",
+     .description = "a serving step of 48 sequences decoding over 256-8192 keys and 2 prefill chunks of 512 rows "
+                    "over 4096 keys",
+     .threads = 2,
+     .baseline = false,
+     .cases = kServeMixed},
+    {.name = "serve-long-prefill",
+     .description = "one prefill chunk of 2048 rows over 32768 cached keys",
+     .threads = 2,
+     .baseline = false,
+     .cases = kServeLongPrefill},
 };
 
 }  // namespace

@@ -53,6 +53,11 @@ std::optional<double> Row::SpeedupOverF16Cache() const {
   return *traffic->f16_cache_median_ms / timing.median_ms;
 }
 
+double Row::TokensPerSecond() const {
+  if (config.mode != Mode::kServe || timing.median_ms <= 0) return 0;
+  return static_cast<double>(TotalQueryRows(config)) / (timing.median_ms * 1e-3);
+}
+
 std::optional<double> Row::RooflineFraction() const {
   if (!traffic || !traffic->roofline || timing.median_ms <= 0) return std::nullopt;
   return traffic->roofline->ms() / timing.median_ms;
@@ -211,6 +216,15 @@ std::string ToJson(const Row& row) {
           .Add("f16_cache_median_ms", *t.f16_cache_median_ms)
           .Add("speedup_vs_f16_cache", *row.SpeedupOverF16Cache());
     }
+    if (c.mode == Mode::kServe) {
+      json.Add("decoding_seqs", c.batch)
+          .Add("prefill_seqs", c.prefill_seqs)
+          .Add("prefill_chunk", c.prefill_chunk)
+          .Add("prefill_prefix", c.prefill_prefix)
+          .Add("query_rows", TotalQueryRows(c))
+          .Add("attended_keys", AttendedKeys(c))
+          .Add("tokens_per_second", row.TokensPerSecond());
+    }
     if (c.cache_len_min > 0) {
       json.Add("cache_len_min", c.cache_len_min)
           .Add("cache_len_max", c.seqlen_k)
@@ -258,7 +272,7 @@ std::string ToJson(const CaseRounds& rounds) {
   else
     json.AddNull("median_roofline_fraction");
   json.Add("median_ms_per_round", medians);
-  if (c.mode == Mode::kDecode) {
+  if (c.mode == Mode::kDecode || c.mode == Mode::kServe) {
     json.Add("roofline_fraction_per_round", fractions).Add("read_bandwidth_gbps_per_round", bandwidths);
   }
   return json.str();
@@ -301,7 +315,17 @@ void PrintTableRow(std::ostream& out, const Row& row) {
                   100 * row.BandwidthFraction(), row.traffic->triad_gbs, 100 * row.ReadBandwidthFraction(),
                   row.traffic->read_gbs, static_cast<long long>(row.traffic->num_splits));
     out << traffic;
-    if (c.cache_len_min > 0) {
+    if (c.mode == Mode::kServe) {
+      std::snprintf(traffic, sizeof(traffic), ", %lld decoding over %lld-%lld keys (seed %llu)",
+                    static_cast<long long>(c.batch), static_cast<long long>(c.cache_len_min),
+                    static_cast<long long>(c.seqlen_k), static_cast<unsigned long long>(c.seed));
+      out << traffic;
+      std::snprintf(traffic, sizeof(traffic), " + %lld x %lld rows over %lld keys: %lld rows, %lld keys, %.0f tok/s",
+                    static_cast<long long>(c.prefill_seqs), static_cast<long long>(c.prefill_chunk),
+                    static_cast<long long>(c.prefill_prefix), static_cast<long long>(TotalQueryRows(c)),
+                    static_cast<long long>(TotalCacheLength(c)), row.TokensPerSecond());
+      out << traffic;
+    } else if (c.cache_len_min > 0) {
       std::snprintf(traffic, sizeof(traffic), ", cache lengths %lld-%lld (seed %llu, %lld keys)",
                     static_cast<long long>(c.cache_len_min), static_cast<long long>(c.seqlen_k),
                     static_cast<unsigned long long>(c.seed), static_cast<long long>(TotalCacheLength(c)));

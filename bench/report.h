@@ -70,6 +70,8 @@ struct Row {
   std::optional<double> BaselineGbps() const;
   // A quantized cache's row: the float16 cache's median / this median.
   std::optional<double> SpeedupOverF16Cache() const;
+  // Serve rows (0 otherwise): the query rows of the call (TotalQueryRows) / median time.
+  double TokensPerSecond() const;
   // Decode rows with a roofline: its time / this median (1 = as fast as the machine allows).
   std::optional<double> RooflineFraction() const;
 };

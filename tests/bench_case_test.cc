@@ -516,5 +516,122 @@ TEST(PlanCases, PresetRejectsShapeOptionsAndUnknownNames) {
   }
 }
 
+// A serving step: decoding rows read their cache, a prefill chunk of C rows over P cached keys reads its P + C
+// keys once, its row i sees P + i + 1 of them (causal).
+TEST(BenchCase, ServeCountsEachSequencesKeysOnceAndTheCausalRowsKeys) {
+  const BenchCase c{.mode = Mode::kServe, .batch = 3, .heads = 8, .heads_kv = 2, .seqlen_q = 5, .seqlen_k = 40,
+                    .headdim = 16, .causal = true, .dtype = DType::kBF16, .page_size = 4, .cache_len_min = 10,
+                    .prefill_seqs = 2, .prefill_chunk = 5, .prefill_prefix = 7};
+  const std::vector<std::int64_t> drawn = CacheLengths(c);
+  const std::vector<ServeSequence> sequences = ServeSequences(c);
+  ASSERT_EQ(sequences.size(), 5u);
+  for (std::size_t b = 0; b < 3; ++b) EXPECT_EQ(sequences[b].rows, 1) << b;
+  for (std::size_t b = 0; b < 3; ++b) EXPECT_EQ(sequences[b].keys, drawn[b]) << b;
+  EXPECT_EQ(sequences[4].rows, 5);
+  EXPECT_EQ(sequences[4].keys, 12);
+  const std::int64_t decoding_keys = drawn[0] + drawn[1] + drawn[2];
+  EXPECT_EQ(TotalCacheLength(c), decoding_keys + 2 * 12);
+  EXPECT_EQ(TotalQueryRows(c), 3 + 2 * 5);
+  EXPECT_EQ(AttendedKeys(c), decoding_keys + 2.0 * (8 + 9 + 10 + 11 + 12));
+  EXPECT_EQ(CountFlops(c), 2.0 * 8 * AttendedKeys(c) * 32);
+  EXPECT_EQ(CountBytesRead(c), (decoding_keys + 24.0) * 2 * 32 * 2 + 13.0 * 8 * 32 * 2);
+  EXPECT_EQ(c.Name(), "serve_bf16_h8_hkv2_d16_dec3x10-40_pre2x5+7_paged4_seed1");
+}
+
+TEST(BenchCase, ParseServeGroupsNameTheOptionAndTheForm) {
+  const ServeGroup decoding = ParseDecoding("64:256:8192");
+  EXPECT_EQ(std::tuple(decoding.count, decoding.first, decoding.second), std::tuple(64, 256, 8192));
+  const ServeGroup prefilling = ParsePrefilling("2:512:0");
+  EXPECT_EQ(std::tuple(prefilling.count, prefilling.first, prefilling.second), std::tuple(2, 512, 0));
+  for (const char* bad : {"0:5:1", "1:5:1", "0:1:5", "4:0:5", "4:5", "4:5:6:7", "a:1:2", "4::5", "", "4:1:2x"}) {
+    try {
+      ParseDecoding(bad);
+      ADD_FAILURE() << "--decoding " << bad << " accepted";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("--decoding"), std::string::npos) << message;
+      EXPECT_NE(message.find("N:A:B"), std::string::npos) << message;
+    }
+  }
+  for (const char* bad : {"0:5:1", "1:0:5", "1:5", "1:-5:3", "2147483647:1:2147483647"}) {
+    try {
+      ParsePrefilling(bad);
+      ADD_FAILURE() << "--prefilling " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--prefilling"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(PlanCases, ServeTakesDecodingAndPrefillingAndRejectsOtherShapes) {
+  BenchOptions options;
+  options.single = true;
+  options.mode = "serve";
+  options.decoding = "6:20:90";
+  options.prefilling = "1:33:100";
+  options.dtype = "bf16";
+  const std::vector<BenchCase> cases = PlanCases(options);
+  ASSERT_EQ(cases.size(), 1u);
+  const BenchCase& c = cases[0];
+  EXPECT_EQ(c.mode, Mode::kServe);
+  EXPECT_EQ(std::tuple(c.batch, c.cache_len_min, c.seqlen_k), std::tuple(6, 20, 90));
+  EXPECT_EQ(std::tuple(c.prefill_seqs, c.prefill_chunk, c.prefill_prefix), std::tuple(1, 33, 100));
+  EXPECT_EQ(c.seqlen_q, 33);
+  EXPECT_EQ(c.page_size, 16);
+  EXPECT_TRUE(c.causal);
+  EXPECT_FALSE(RunsBaseline(options));  // serve has none
+
+  struct Bad {
+    const char* option;
+    void (*apply)(BenchOptions&);
+  };
+  const Bad bad[] = {
+      {"--decoding", [](BenchOptions& o) { o.decoding = "0:5:1"; }},
+      {"--decoding", [](BenchOptions& o) { o.decoding = "4:9:3"; }},
+      {"--decoding", [](BenchOptions& o) { o.decoding = "4-9-3"; }},
+      {"--prefilling", [](BenchOptions& o) { o.prefilling = "1:0:3"; }},
+      {"--prefilling", [](BenchOptions& o) { o.prefilling = "x"; }},
+      {"--decoding", [](BenchOptions& o) { o.decoding.reset(); o.prefilling.reset(); }},
+      {"--cache-len", [](BenchOptions& o) { o.cache_len = "100"; }},
+      {"--cache-dtype", [](BenchOptions& o) { o.cache_dtype = "int8"; }},
+      {"--batch", [](BenchOptions& o) { o.batch = 4; }},
+      {"--seqlen", [](BenchOptions& o) { o.seqlen = 4; }},
+      {"--paged", [](BenchOptions& o) { o.paged = 0; }},
+      {"--decoding", [](BenchOptions& o) { o.mode = "decode"; }},
+  };
+  for (const Bad& b : bad) {
+    BenchOptions o = options;
+    b.apply(o);
+    try {
+      PlanCases(o);
+      ADD_FAILURE() << b.option << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(b.option), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(PlanCases, ServePresetsAreTheirServingSteps) {
+  // (decoding sequences, shortest, longest, prefill chunks, rows, prefix)
+  using Step = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
+  for (const auto& [name, step] : {std::pair{"serve-decode", Step(64, 256, 8192, 0, 0, 0)},
+                                   std::pair{"serve-mixed", Step(48, 256, 8192, 2, 512, 4096)},
+                                   std::pair{"serve-long-prefill", Step(0, 0, 0, 1, 2048, 32768)}}) {
+    BenchOptions options;
+    options.preset = name;
+    const std::vector<BenchCase> cases = PlanCases(options);
+    ASSERT_EQ(cases.size(), 1u) << name;
+    const BenchCase& c = cases[0];
+    EXPECT_EQ(Step(c.batch, c.cache_len_min, c.seqlen_k, c.prefill_seqs, c.prefill_chunk, c.prefill_prefix), step)
+        << name;
+    EXPECT_EQ(c.mode, Mode::kServe);
+    EXPECT_EQ(std::tuple(c.heads, c.heads_kv, c.headdim, c.page_size, c.dtype, c.causal),
+              std::tuple(32, 8, 128, 16, DType::kBF16, true))
+        << name;
+    EXPECT_EQ(c.seqlen_q, std::max<std::int64_t>(1, c.prefill_chunk)) << name;
+    EXPECT_FALSE(RunsBaseline(options));
+  }
+}
+
 }  // namespace
 }  // namespace flashattn::bench

@@ -466,6 +466,36 @@ TEST(DecodeMode, QuantizedValuesInsideTheKeysCountOneCache) {
   }
 }
 
+// A tiny serving step, decoding and prefill rows in one packed call: the row's tokens per second, bytes and
+// roofline agree with its counts and its median.
+TEST(ServeMode, RowCountsTheStepsRowsKeysAndTokensPerSecond) {
+  Limits limits = MadeUpLimits();
+  limits.bandwidth = measure::Bandwidth{.read_gbs = 20.0, .triad_gbs = 25.0, .threads = 2, .array_bytes = 1};
+  const BenchCase c{.mode = Mode::kServe, .batch = 3, .heads = 4, .heads_kv = 2, .seqlen_q = 9, .seqlen_k = 70,
+                    .headdim = 24, .causal = true, .dtype = DType::kBF16, .threads = 2, .page_size = 8,
+                    .cache_len_min = 5, .prefill_seqs = 2, .prefill_chunk = 9, .prefill_prefix = 30};
+  const Row row = RunServe(c, ThreeCalls(), limits);
+  const std::string json = ToJson(row);
+  SCOPED_TRACE(json);
+  EXPECT_NE(json.find("\"mode\": \"serve\""), std::string::npos);
+  ASSERT_GT(row.timing.median_ms, 0.0);
+  const std::int64_t rows = 3 + 2 * 9;
+  EXPECT_EQ(JsonNumber(json, "query_rows"), rows);
+  ExpectJsonNear(json, "tokens_per_second", rows / (row.timing.median_ms * 1e-3));
+  const double keys = static_cast<double>(TotalCacheLength(c));
+  EXPECT_EQ(keys, static_cast<double>(CacheLengths(c)[0] + CacheLengths(c)[1] + CacheLengths(c)[2]) + 2 * 39);
+  const double bytes = keys * 2 * 48 * 2 + rows * 4.0 * 48 * 2;  // K and V of every key once; q and o
+  EXPECT_EQ(JsonNumber(json, "bytes_read"), bytes);
+  const double memory_ms = bytes / 20e9 * 1e3, arithmetic_ms = 2.0 * 4 * AttendedKeys(c) * 48 / 40e9 * 1e3;
+  ExpectJsonNear(json, "roofline_ms", std::max(memory_ms, arithmetic_ms));
+  const std::optional<double> fraction = JsonNumber(json, "roofline_fraction");
+  ASSERT_TRUE(fraction.has_value());
+  ExpectJsonNear(json, "roofline_fraction", std::max(memory_ms, arithmetic_ms) / row.timing.median_ms);
+  EXPECT_GT(*fraction, 0.0);
+  EXPECT_LE(*fraction, 1.5);
+  EXPECT_FALSE(row.baseline.has_value());
+}
+
 TEST(BackwardMode, RowHasTheIssueFieldsAndCountsTwoAndAHalfForwardFlops) {
   const Limits limits = MadeUpLimits();
   for (bool causal : {false, true}) {

@@ -445,6 +445,20 @@ TEST_F(CliTest, BenchTakesEachModesOptionsFromTheCommandLine) {
   for (const char* field : {"\"mode\": \"backward\"", "\"seqlen_q\": 20", "\"seqlen_k\": 31",
                             "\"causal\": false", "\"dtype\": \"f32\""})
     has(backward, field);
+  // Serve takes no --batch: its sequences are --decoding's and --prefilling's (3 + 1 here, 3 + 9 query rows).
+  const Outcome serve = Run({"bench", "--json", "--threads", "1", "--repeats", "1", "--min-time", "0", "--heads", "4",
+                             "--heads-kv", "2", "--headdim", "24", "--mode", "serve", "--decoding", "3:10:40",
+                             "--prefilling", "1:9:20", "--dtype", "bf16"});
+  EXPECT_EQ(serve.status, 0) << serve.err;
+  for (const char* field : {"\"mode\": \"serve\"", "\"causal\": true", "\"decoding_seqs\": 3",
+                            "\"prefill_chunk\": 9", "\"prefill_prefix\": 20", "\"query_rows\": 12",
+                            "\"tokens_per_second\": ", "\"roofline_fraction\": ", "\"page_size\": 16"})
+    has(serve.out, field);
+  const Outcome bad_serve = Run({"bench", "--mode", "serve", "--decoding", "4:9:3"});
+  EXPECT_NE(bad_serve.status, 0);
+  EXPECT_EQ(std::count(bad_serve.err.begin(), bad_serve.err.end(), '\n'), 1) << bad_serve.err;
+  EXPECT_NE(bad_serve.err.find("--decoding"), std::string::npos) << bad_serve.err;
+  EXPECT_NE(bad_serve.err.find("4:9:3"), std::string::npos) << bad_serve.err;
 
   const Outcome bad = Run({"bench", "--mode", "sideways", "--no-baseline"});
   EXPECT_NE(bad.status, 0);
