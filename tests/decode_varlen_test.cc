@@ -16,6 +16,7 @@
 #include "common/constants.h"
 #include "common/element.h"
 #include "common/quantize.h"
+#include "common/rotary.h"
 #include "common/score.h"
 #include "flashattn/decode.h"
 
@@ -46,6 +47,9 @@ struct VarlenMods {
   float softcap = 0.0f;
   bool sinks = false;
   std::int64_t num_splits = 0;
+  bool alibi = false;       // slopes 0.05·(h + 1)
+  bool rotary = false;      // over half of the head dimension, non-interleaved
+  bool keys_after = false;  // sequence b continues 3b + 2 keys past its cache
 };
 
 // A packed decode problem that owns its buffers: Gaussian cache values (quantized with quantize_kv for a
@@ -112,6 +116,7 @@ class VarlenCase {
       for (std::int64_t h = 0; h < shape.Hq; ++h) sinks_.push_back(h % 2 == 0 ? normal(rng) : kNegInf);
       p.sinks = sinks_.data();
     }
+    SetPositionModifiers(mods, capacity + p.seqlen_q);
   }
   VarlenCase(const VarlenCase&) = delete;
   VarlenCase& operator=(const VarlenCase&) = delete;
@@ -155,13 +160,44 @@ class VarlenCase {
                  row.data(), static_cast<std::int64_t>(row.size()));
     return row;
   }
-  std::vector<float> QRow(std::int64_t row, std::int64_t h) const {
+  // Query row `row` (of sequence b, its i-th) of head h, rotated at position cache_seqlens[b] + i and rounded
+  // to dtype as the library rotates queries.
+  std::vector<float> QRow(std::int64_t b, std::int64_t i, std::int64_t h) const {
+    const DecodeParams& p = params_;
+    const std::int64_t row = cu_[b] + i;
     std::vector<float> q(shape_.d);
     for (std::int64_t e = 0; e < shape_.d; ++e) q[e] = LoadAsFloat(q_.data(), shape_.dtype, (row * shape_.Hq + h) * shape_.d + e);
+    if (p.rotary_dim > 0) {
+      const std::int64_t pos = (cached_[b] + i) * (p.rotary_dim / 2);
+      ApplyRotary(q.data(), p.rotary_dim, p.rotary_cos + pos, p.rotary_sin + pos, p.rotary_interleaved);
+      for (float& x : q) x = RoundTo(shape_.dtype, x);
+    }
     return q;
   }
 
  private:
+  void SetPositionModifiers(const VarlenMods& mods, std::int64_t positions) {
+    DecodeParams& p = params_;
+    if (mods.alibi) {
+      for (std::int64_t h = 0; h < shape_.Hq; ++h) slopes_.push_back(0.05f * static_cast<float>(h + 1));
+      p.alibi_slopes = slopes_.data();
+    }
+    if (mods.keys_after) {
+      for (std::int64_t b = 0; b < p.batch; ++b) after_.push_back(static_cast<std::int32_t>(3 * b + 2));
+      p.keys_after = after_.data();
+    }
+    if (mods.rotary) {
+      p.rotary_dim = shape_.d / 4 * 2, p.rotary_max_pos = positions, p.rotary_interleaved = false;
+      for (std::int64_t pos = 0; pos < positions; ++pos)
+        for (std::int64_t f = 0; f < p.rotary_dim / 2; ++f) {
+          const double angle = static_cast<double>(pos) * std::pow(10000.0, -2.0 * f / p.rotary_dim);
+          cos_.push_back(static_cast<float>(std::cos(angle)));
+          sin_.push_back(static_cast<float>(std::sin(angle)));
+        }
+      p.rotary_cos = cos_.data(), p.rotary_sin = sin_.data();
+    }
+  }
+
   // A cache of the shape's element type holding `values` (rounded, or quantized with its scales).
   void FillCache(const std::vector<float>& values, std::vector<std::uint8_t>& cache, std::vector<float>& scales,
                  std::int64_t outer, std::int64_t slots) {
@@ -185,8 +221,8 @@ class VarlenCase {
   VarlenShape shape_;
   DecodeParams params_;
   std::vector<std::uint8_t> q_, k_new_, v_new_, k_cache_, v_cache_, o_;
-  std::vector<float> k_scale_, v_scale_, lse_, sinks_;
-  std::vector<std::int32_t> cu_, cached_, table_;
+  std::vector<float> k_scale_, v_scale_, lse_, sinks_, slopes_, cos_, sin_;
+  std::vector<std::int32_t> cu_, cached_, table_, after_;
 };
 
 // Attention of every packed row over its sequence's cache (after the call), in T: float64 for the oracle,
@@ -210,8 +246,10 @@ Result ThreePass(const VarlenCase& c, const VarlenMods& mods) {
       for (std::int64_t hk = 0; hk < s.Hkv; ++hk) K[j * s.Hkv + hk] = c.CacheRow(true, b, j, hk), V[j * s.Hkv + hk] = c.CacheRow(false, b, j, hk);
     for (std::int64_t i = 0; i < Nq; ++i)
       for (std::int64_t h = 0; h < s.Hq; ++h) {
-        const std::vector<float> q = c.QRow(first + i, h);
-        const std::int64_t diagonal = Nk - Nq + i, hk = h / G;
+        const std::vector<float> q = c.QRow(b, i, h);
+        const std::int64_t after = p.keys_after == nullptr ? 0 : p.keys_after[b];
+        const std::int64_t diagonal = Nk + after - Nq + i, hk = h / G;
+        const float slope = p.alibi_slopes == nullptr ? 0.0f : p.alibi_slopes[h];
         std::vector<T> S(Nk, kNegInfOf<T>);
         T m = p.sinks == nullptr ? kNegInfOf<T> : static_cast<T>(p.sinks[h]);
         for (std::int64_t j = 0; j < Nk; ++j) {
@@ -219,7 +257,7 @@ Result ThreePass(const VarlenCase& c, const VarlenMods& mods) {
           if (!seen) continue;
           T dot = 0;
           for (std::int64_t e = 0; e < s.d; ++e) dot += static_cast<T>(q[e]) * static_cast<T>(K[j * s.Hkv + hk][e]);
-          S[j] = ModifiedScore<T>(dot, static_cast<float>(scale), mods.softcap, 0.0f, 0);
+          S[j] = ModifiedScore<T>(dot, static_cast<float>(scale), mods.softcap, slope, std::abs(diagonal - j));
           m = std::max(m, S[j]);
         }
         double* O = &r.O[((first + i) * s.Hq + h) * dv];
@@ -342,6 +380,67 @@ TEST(DecodeVarlen, QuantizedCaches) {
       ExpectMatchesOracle(c, mods);
     }
   }
+}
+
+// Sequences with many query rows run through the forward kernel over their keys gathered from the cache, the
+// others through the decode kernel (src/decode_schedule.cc): both against the oracle, here with the modifiers
+// that place the rows (ALiBi distances, rotary positions, keys held past the cache).
+const VarlenShape kLongAndShortChunks{.rows = {0, 3, 70, 200, 1}, .keys = {2, 40, 300, 1025, 9}, .Hq = 4, .Hkv = 2,
+                                      .d = 64};
+
+TEST(DecodeVarlen, LongChunksWithAlibiRotaryAndKeysAfter) {
+  const VarlenMods mods{.sinks = true, .alibi = true, .rotary = true, .keys_after = true};
+  for (const std::int64_t page_size : {1, 16, 0}) {
+    VarlenShape shape = kLongAndShortChunks;
+    shape.page_size = page_size, shape.append = page_size != 1;
+    VarlenCase c(shape, mods, 20 + page_size);
+    ExpectMatchesOracle(c, mods);
+  }
+}
+
+TEST(DecodeVarlen, LongChunksOverEveryCacheType) {
+  struct Types {
+    CacheElement element;
+    DType cache_dtype, dtype;
+  };
+  const Types kTypes[] = {{CacheElement::kFloat, DType::kF32, DType::kF32},   {CacheElement::kFloat, DType::kBF16, DType::kBF16},
+                          {CacheElement::kFloat, DType::kF16, DType::kF32},   {CacheElement::kFloat, DType::kF32, DType::kBF16},
+                          {CacheElement::kFloat, DType::kBF16, DType::kF16},  {CacheElement::kInt8, DType::kF32, DType::kF32},
+                          {CacheElement::kFp8E4M3, DType::kF32, DType::kBF16}, {CacheElement::kFp8E5M2, DType::kF32, DType::kF16}};
+  int seed = 30;
+  for (const Types& types : kTypes) {
+    VarlenShape shape = kLongAndShortChunks;
+    shape.page_size = 16, shape.append = true;
+    shape.element = types.element, shape.cache_dtype = types.cache_dtype, shape.dtype = types.dtype;
+    const VarlenMods mods{.causal = seed % 2 == 0, .window_left = 100, .softcap = 15.0f};
+    VarlenCase c(shape, mods, ++seed);
+    ExpectMatchesOracle(c, mods);
+  }
+}
+
+// The schedule's promise: the same bits from run to run; across thread counts, the long chunks' rows (one
+// thread per forward Q block) and, with a fixed num_splits, every row.
+TEST(DecodeVarlen, BitsRepeatAndLongChunksKeepThemAcrossThreadCounts) {
+  VarlenShape shape = kLongAndShortChunks;
+  shape.page_size = 16, shape.dtype = shape.cache_dtype = DType::kBF16;
+  const auto outputs = [&](int threads, std::int64_t num_splits) {
+    VarlenCase c(shape, {.sinks = true, .num_splits = num_splits}, 40);
+    c.params().num_threads = threads;
+    decode(c.params());
+    std::vector<float> o;
+    for (std::int64_t row = 0; row < c.params().total_query_rows(); ++row)
+      for (std::int64_t h = 0; h < shape.Hq; ++h) {
+        o.push_back(c.Lse(row, h));
+        for (std::int64_t e = 0; e < shape.d; ++e) o.push_back(c.O(row, h, e));
+      }
+    return o;
+  };
+  EXPECT_EQ(outputs(2, 0), outputs(2, 0));
+  for (const int threads : {1, 3}) EXPECT_EQ(outputs(threads, 2), outputs(2, 2)) << threads << " threads";
+  const std::int64_t long_rows_begin = (0 + 3) * shape.Hq * (1 + shape.d);  // sequences 2 and 3: 70 and 200 rows
+  const std::int64_t long_rows_end = (0 + 3 + 70 + 200) * shape.Hq * (1 + shape.d);
+  const std::vector<float> two = outputs(2, 0), one = outputs(1, 0);
+  EXPECT_TRUE(std::equal(two.begin() + long_rows_begin, two.begin() + long_rows_end, one.begin() + long_rows_begin));
 }
 
 TEST(DecodeVarlen, LongCache) {

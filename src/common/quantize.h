@@ -47,6 +47,15 @@ inline Strides ScaleStridesOf(ScaleGranularity granularity, const Strides& per_t
 
 inline Strides ScaleStridesOf(const DecodeParams& p) { return ScaleStridesOf(p.scale_granularity, p.scale_strides); }
 
+// Offset of row (b, j, hk) in a tensor of (batch or page, seq, head) strides s: the cache or its scales. A
+// paged cache finds key j of sequence b in page block_table[b][j / page_size], slot j % page_size.
+inline std::int64_t CacheRowOffset(const DecodeParams& p, const Strides& s, std::int64_t b, std::int64_t j,
+                                   std::int64_t hk) {
+  if (!p.paged()) return b * s.batch + j * s.seq + hk * s.head;
+  const std::int64_t page = p.block_table[b * p.block_table_stride + j / p.page_size];
+  return page * s.batch + (j % p.page_size) * s.seq + hk * s.head;
+}
+
 // The unscaled value of element `index` of a quantized array.
 inline float LoadQuantized(const void* base, CacheElement element, std::int64_t index) {
   const std::uint8_t code = static_cast<const std::uint8_t*>(base)[index];

@@ -22,11 +22,12 @@
 
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::HWY_NAMESPACE::decode_kernel {
+using flashattn::decode_kernel::KernelSequences;
 using flashattn::decode_kernel::SplitKv;
 
 template <typename T>
-void DecodeT(const DecodeParams& p) {
-  SplitKv call(p);
+void DecodeT(const DecodeParams& p, const KernelSequences& sequences) {
+  SplitKv call(p, sequences);
   const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(hn::ScalableTag<float>()));
   const std::int64_t d_pad = RoundUp(p.head_dim, lanes), dv_pad = RoundUp(p.value_head_dim(), lanes);
   // Scale groups per query row when the rows are quantized for integer scores

@@ -1,5 +1,5 @@
-// decode(): Flash-Decoding over a KV cache, flash_attn_with_kvcache semantics. Validates everything (the
-// block table included) before anything is written, then runs the kernel (decode/decode.h).
+// The decode call's small public helpers: the split rule, the default strides, names and scale granularities.
+// decode() itself validates and schedules in src/decode_schedule.cc; the kernel's steps are in decode/decode.h.
 #include <omp.h>
 
 #include <algorithm>
@@ -54,11 +54,6 @@ ScaleGranularity default_scale_granularity(CacheElement element, std::int64_t gr
     if constexpr (decltype(traits)::kQuantized) return decltype(traits)::kDefaultGranularity;
     else return ScaleGranularity::kPerHead;  // a float cache has no scales
   });
-}
-
-void decode(const DecodeParams& p) {
-  validate(p);
-  decode_kernel::Decode(p);
 }
 
 }  // namespace flashattn

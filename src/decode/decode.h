@@ -32,10 +32,19 @@ namespace flashattn::decode_kernel {
 // rows of d = 128 keeps Q, Õ and the scores of a head within 80 KiB.
 inline constexpr std::int64_t kPackedRowsPerGroup = 64;
 
+// The sequences whose query rows the decode kernel attends; it appends the new keys of every sequence. The
+// scheduler (src/decode_schedule.cc) leaves out those with many query rows, which it runs through the forward
+// kernel. No entries: every sequence.
+struct KernelSequences {
+  std::vector<bool> left_out;  // per sequence b
+
+  bool Attends(std::int64_t b) const { return left_out.empty() || !left_out[static_cast<std::size_t>(b)]; }
+};
+
 class SplitKv {
  public:
   // Step 1: plans the chunks and allocates the partials and the gathered rows; writes nothing.
-  explicit SplitKv(const DecodeParams& params);
+  SplitKv(const DecodeParams& params, const KernelSequences& sequences);
 
   int Threads() const { return threads_; }
   std::int64_t Items() const { return items_; }  // row groups × chunks
@@ -60,9 +69,9 @@ class SplitKv {
     std::vector<ScoreModifiers> mods;     // Hq, one per query head
     std::int64_t j_begin = 0, j_end = 0;  // the keys any row may see
   };
-  // The row groups of the call (Q, mods and keys not yet gathered): one per sequence, or per block of
-  // kPackedRowsPerGroup rows of a packed sequence, none for a packed sequence without rows.
-  static std::vector<RowGroup> PlanRowGroups(const DecodeParams& p);
+  // The row groups of the call (Q, mods and keys not yet gathered): one per attended sequence, or per block
+  // of kPackedRowsPerGroup rows of a packed sequence, none for a packed sequence without rows.
+  static std::vector<RowGroup> PlanRowGroups(const DecodeParams& p, const KernelSequences& sequences);
   void GatherRows(RowGroup& rows) const;
 
   const DecodeParams& p_;
@@ -76,27 +85,27 @@ class SplitKv {
 
 // The kernel for one cache element type on the best target of this CPU (decode_f32.cc, ..., decode_i8.cc,
 // decode_fp8_e4m3.cc, decode_fp8_e5m2.cc); the queries and outputs may be of any float type.
-void DecodeF32(const DecodeParams& params);
-void DecodeF16(const DecodeParams& params);
-void DecodeBF16(const DecodeParams& params);
-void DecodeI8(const DecodeParams& params);
-void DecodeFp8E4M3(const DecodeParams& params);
-void DecodeFp8E5M2(const DecodeParams& params);
+void DecodeF32(const DecodeParams& params, const KernelSequences& sequences);
+void DecodeF16(const DecodeParams& params, const KernelSequences& sequences);
+void DecodeBF16(const DecodeParams& params, const KernelSequences& sequences);
+void DecodeI8(const DecodeParams& params, const KernelSequences& sequences);
+void DecodeFp8E4M3(const DecodeParams& params, const KernelSequences& sequences);
+void DecodeFp8E5M2(const DecodeParams& params, const KernelSequences& sequences);
 
 // The kernel of a quantized cache by its storage type (simd::CallForCacheElement).
 template <typename Storage>
 struct QuantizedDecode;
 template <>
 struct QuantizedDecode<std::int8_t> {
-  static void Call(const DecodeParams& params) { DecodeI8(params); }
+  static void Call(const DecodeParams& params, const KernelSequences& sequences) { DecodeI8(params, sequences); }
 };
 template <>
 struct QuantizedDecode<Fp8E4M3> {
-  static void Call(const DecodeParams& params) { DecodeFp8E4M3(params); }
+  static void Call(const DecodeParams& params, const KernelSequences& sequences) { DecodeFp8E4M3(params, sequences); }
 };
 template <>
 struct QuantizedDecode<Fp8E5M2> {
-  static void Call(const DecodeParams& params) { DecodeFp8E5M2(params); }
+  static void Call(const DecodeParams& params, const KernelSequences& sequences) { DecodeFp8E5M2(params, sequences); }
 };
 
 // quantize_kv on the best target of this CPU, by the input's float type (quantize.cc).
@@ -108,10 +117,11 @@ void QuantizeKvBF16(const QuantizeParams& params);
 // of simd::CompiledTargets() and AVX3_DL, which only the int8 kernel is compiled for (decode_i8.cc).
 std::vector<std::int64_t> Int8KernelTargets();
 
-// Appends the new keys, attends, and writes O (and LSE): one dispatch, by cache element type and SIMD target.
-inline void Decode(const DecodeParams& params) {
+// Appends the new keys of every sequence, attends those of `sequences`, and writes their O (and LSE): one
+// dispatch, by cache element type and SIMD target.
+inline void Decode(const DecodeParams& params, const KernelSequences& sequences) {
   simd::CallForCacheElement<DecodeF32, DecodeF16, DecodeBF16, QuantizedDecode>(params.cache_element,
-                                                                               params.cache_dtype, params);
+                                                                               params.cache_dtype, params, sequences);
 }
 
 }  // namespace flashattn::decode_kernel

@@ -7,13 +7,17 @@
 
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::HWY_NAMESPACE {
-void DecodeF16(const DecodeParams& params) { decode_kernel::DecodeT<hwy::float16_t>(params); }
+void DecodeF16(const DecodeParams& params, const decode_kernel::KernelSequences& sequences) {
+  decode_kernel::DecodeT<hwy::float16_t>(params, sequences);
+}
 }  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace flashattn {
 HWY_EXPORT(DecodeF16);
-void decode_kernel::DecodeF16(const DecodeParams& params) { HWY_DYNAMIC_DISPATCH(DecodeF16)(params); }
+void decode_kernel::DecodeF16(const DecodeParams& params, const KernelSequences& sequences) {
+  HWY_DYNAMIC_DISPATCH(DecodeF16)(params, sequences);
+}
 }  // namespace flashattn
 #endif

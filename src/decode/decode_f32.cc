@@ -7,13 +7,17 @@
 
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::HWY_NAMESPACE {
-void DecodeF32(const DecodeParams& params) { decode_kernel::DecodeT<float>(params); }
+void DecodeF32(const DecodeParams& params, const decode_kernel::KernelSequences& sequences) {
+  decode_kernel::DecodeT<float>(params, sequences);
+}
 }  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace flashattn {
 HWY_EXPORT(DecodeF32);
-void decode_kernel::DecodeF32(const DecodeParams& params) { HWY_DYNAMIC_DISPATCH(DecodeF32)(params); }
+void decode_kernel::DecodeF32(const DecodeParams& params, const KernelSequences& sequences) {
+  HWY_DYNAMIC_DISPATCH(DecodeF32)(params, sequences);
+}
 }  // namespace flashattn
 #endif

@@ -7,13 +7,17 @@
 
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::HWY_NAMESPACE {
-void DecodeFp8E5M2(const DecodeParams& params) { decode_kernel::DecodeT<Fp8E5M2>(params); }
+void DecodeFp8E5M2(const DecodeParams& params, const decode_kernel::KernelSequences& sequences) {
+  decode_kernel::DecodeT<Fp8E5M2>(params, sequences);
+}
 }  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace flashattn {
 HWY_EXPORT(DecodeFp8E5M2);
-void decode_kernel::DecodeFp8E5M2(const DecodeParams& params) { HWY_DYNAMIC_DISPATCH(DecodeFp8E5M2)(params); }
+void decode_kernel::DecodeFp8E5M2(const DecodeParams& params, const KernelSequences& sequences) {
+  HWY_DYNAMIC_DISPATCH(DecodeFp8E5M2)(params, sequences);
+}
 }  // namespace flashattn
 #endif

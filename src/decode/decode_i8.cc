@@ -11,14 +11,18 @@
 
 HWY_BEFORE_NAMESPACE();
 namespace flashattn::HWY_NAMESPACE {
-void DecodeI8(const DecodeParams& params) { decode_kernel::DecodeT<std::int8_t>(params); }
+void DecodeI8(const DecodeParams& params, const decode_kernel::KernelSequences& sequences) {
+  decode_kernel::DecodeT<std::int8_t>(params, sequences);
+}
 }  // namespace flashattn::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace flashattn {
 HWY_EXPORT(DecodeI8);
-void decode_kernel::DecodeI8(const DecodeParams& params) { HWY_DYNAMIC_DISPATCH(DecodeI8)(params); }
+void decode_kernel::DecodeI8(const DecodeParams& params, const KernelSequences& sequences) {
+  HWY_DYNAMIC_DISPATCH(DecodeI8)(params, sequences);
+}
 std::vector<std::int64_t> decode_kernel::Int8KernelTargets() { return hwy::SupportedAndGeneratedTargets(); }
 }  // namespace flashattn
 #endif

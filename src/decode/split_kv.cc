@@ -18,13 +18,6 @@ namespace {
 
 int ThreadsOf(int requested) { return requested > 0 ? requested : omp_get_max_threads(); }
 
-// Offset of row (b, j, hk) in a tensor of (batch or page, seq, head) strides s: the cache or its scales.
-std::int64_t RowOffset(const DecodeParams& p, const Strides& s, std::int64_t b, std::int64_t j, std::int64_t hk) {
-  if (!p.paged()) return b * s.batch + j * s.seq + hk * s.head;
-  const std::int64_t page = p.block_table[b * p.block_table_stride + j / p.page_size];
-  return page * s.batch + (j % p.page_size) * s.seq + hk * s.head;
-}
-
 // Step 2: the new keys and values into the cache (in place). When the cache holds q's float type and no
 // rotary applies, the bytes are copied unchanged; otherwise the rows are read as float32, the keys rotated,
 // and both stored in the cache's element type (rounded, or quantized with their scales). Values inside the
@@ -39,8 +32,8 @@ void AppendNewKeys(const DecodeParams& p) {
       for (std::int64_t hk = 0; hk < p.heads_kv; ++hk) {
         const std::int64_t j = p.cache_seqlens[b] + i;
         const std::int64_t src = p.row_offset(p.new_strides, b, i, hk);
-        const std::int64_t dst = RowOffset(p, p.cache_strides, b, j, hk);
-        const std::int64_t scale_row = RowOffset(p, scale_strides, b, j, hk);
+        const std::int64_t dst = CacheRowOffset(p, p.cache_strides, b, j, hk);
+        const std::int64_t scale_row = CacheRowOffset(p, scale_strides, b, j, hk);
         if (!p.values_in_keys()) {
           if (copy) {
             std::memcpy(static_cast<char*>(p.v_cache) + dst * elem, static_cast<const char*>(p.v_new) + src * elem,
@@ -67,27 +60,26 @@ void AppendNewKeys(const DecodeParams& p) {
 
 }  // namespace
 
-std::vector<SplitKv::RowGroup> SplitKv::PlanRowGroups(const DecodeParams& p) {
+std::vector<SplitKv::RowGroup> SplitKv::PlanRowGroups(const DecodeParams& p, const KernelSequences& sequences) {
   std::vector<RowGroup> groups;
-  if (!p.packed()) {
-    groups.resize(static_cast<std::size_t>(p.batch));
-    for (std::int64_t b = 0; b < p.batch; ++b) groups[b].b = b, groups[b].Nq = p.seqlen_q;
-    return groups;
-  }
-  const std::int64_t block = std::max<std::int64_t>(1, kPackedRowsPerGroup / (p.heads_q / p.heads_kv));
-  for (std::int64_t b = 0; b < p.batch; ++b)
+  // A sequence of (batch, seqlen_q) queries is one group, its rows however many; packed rows come in blocks.
+  const std::int64_t block =
+      p.packed() ? std::max<std::int64_t>(1, kPackedRowsPerGroup / (p.heads_q / p.heads_kv)) : p.seqlen_q;
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    if (!sequences.Attends(b)) continue;
     for (std::int64_t i0 = 0; i0 < p.query_rows(b); i0 += block) {
       RowGroup rows;
       rows.b = b, rows.i0 = i0, rows.Nq = std::min(block, p.query_rows(b) - i0);
       groups.push_back(std::move(rows));
     }
+  }
   return groups;
 }
 
-SplitKv::SplitKv(const DecodeParams& p)
+SplitKv::SplitKv(const DecodeParams& p, const KernelSequences& sequences)
     : p_(p),
       band_(Band::Of(p)),
-      groups_(PlanRowGroups(p)),
+      groups_(PlanRowGroups(p, sequences)),
       R_(p.heads_q / p.heads_kv *
          std::accumulate(groups_.begin(), groups_.end(), std::int64_t{0},
                          [](std::int64_t most, const RowGroup& rows) { return std::max(most, rows.Nq); })),
