@@ -105,6 +105,21 @@ std::string BenchCase::AlgorithmName() const {
 
 std::int64_t BenchCase::ScaleGroups() const { return scale_group_size > 0 ? headdim / scale_group_size : 1; }
 
+namespace {
+
+// "_cache_int8_quantize_query_quantize_probs_g32": a quantized cache's element, integer options and scale groups
+// (nothing for a float cache).
+std::string QuantizedCacheSuffix(const BenchCase& c) {
+  if (c.cache_element == CacheElement::kFloat) return "";
+  std::string suffix = "_cache_" + std::string(to_string(c.cache_element));
+  if (c.quantize_query) suffix += "_quantize_query";
+  if (c.quantize_probs) suffix += "_quantize_probs";
+  if (c.scale_group_size > 0) suffix += "_g" + std::to_string(c.scale_group_size);
+  return suffix;
+}
+
+}  // namespace
+
 std::string BenchCase::Name() const {
   std::ostringstream s;
   if (mode == Mode::kServe) {
@@ -112,7 +127,7 @@ std::string BenchCase::Name() const {
     if (batch > 0) s << "_dec" << batch << "x" << cache_len_min << "-" << seqlen_k;
     if (prefill_seqs > 0) s << "_pre" << prefill_seqs << "x" << prefill_chunk << "+" << prefill_prefix;
     if (num_splits > 0) s << "_splits" << num_splits;
-    s << "_paged" << page_size << (sinks ? "_sinks" : "");
+    s << "_paged" << page_size << (sinks ? "_sinks" : "") << QuantizedCacheSuffix(*this);
     if (batch > 0) s << "_seed" << seed;
     return s.str();
   }
@@ -124,10 +139,7 @@ std::string BenchCase::Name() const {
   if (page_size > 0) s << "_paged" << page_size;
   if (headdim_v) s << "_dv" << *headdim_v;
   if (sinks) s << "_sinks";
-  if (cache_element != CacheElement::kFloat) s << "_cache_" << to_string(cache_element);
-  if (quantize_query) s << "_quantize_query";
-  if (quantize_probs) s << "_quantize_probs";
-  if (scale_group_size > 0) s << "_g" << scale_group_size;
+  s << QuantizedCacheSuffix(*this);
   if (cache_len_min > 0) s << "_seed" << seed;
   return s.str();
 }

@@ -22,7 +22,8 @@ Mode ParseMode(std::string_view name, std::string_view argument = "--mode");
 // Parses "f32", "f16", "bf16"; throws Error naming `argument` for anything else.
 DType ParseDType(std::string_view name, std::string_view argument = "--dtype");
 
-// Parses "int8", "fp8_e4m3", "fp8_e5m2" (the quantized decode caches); throws Error naming `argument` otherwise.
+// Parses "int8", "fp8_e4m3", "fp8_e5m2" (the quantized caches of decode and serve); throws Error naming
+// `argument` otherwise.
 CacheElement ParseCacheElement(std::string_view name, std::string_view argument = "--cache-dtype");
 
 // Decode's cache lengths: one for every sequence (min = 0), or each sequence's drawn from [min, max].
@@ -60,10 +61,10 @@ struct BenchCase {
   bool sinks = false;  // an attention sink per query head (forward, backward and decode)
   bool causal = false;
   DType dtype = DType::kF32;   // decode: of q, o and (unless quantized) the cache
-  CacheElement cache_element = CacheElement::kFloat;  // decode only: kFloat = a cache of dtype
-  bool quantize_query = false;  // decode over an int8 cache only: integer scores (quantize_query_int8)
-  bool quantize_probs = false;  // decode over an int8 cache only: u8-rounded weights of P̃V (quantize_probs_u8)
-  std::int64_t scale_group_size = 0;  // decode over a quantized cache only: features per scale g (0 = one per row)
+  CacheElement cache_element = CacheElement::kFloat;  // decode and serve only: kFloat = a cache of dtype
+  bool quantize_query = false;  // over an int8 cache only: integer scores (quantize_query_int8)
+  bool quantize_probs = false;  // over an int8 cache only: u8-rounded weights of P̃V (quantize_probs_u8)
+  std::int64_t scale_group_size = 0;  // over a quantized cache only: features per scale g (0 = one per row)
   int threads = 2;  // already resolved: never 0
   std::optional<Algorithm> algorithm = std::nullopt;  // forward only; unset: whatever flashattn::forward defaults to
   std::int64_t num_splits = 0;  // decode only: DecodeParams::num_splits (0 = choose_num_splits)

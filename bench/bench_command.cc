@@ -55,27 +55,34 @@ std::vector<BenchCase> DefaultSweep(int threads, std::optional<Algorithm> algori
   return cases;
 }
 
-// The quantized cache's options of the single configuration `o`, into c.
+// The quantized cache's options of the single configuration `o` (decode or serve), into c.
 void ApplyCacheOptions(const BenchOptions& o, BenchCase& c) {
   if (!o.cache_dtype.empty()) c.cache_element = ParseCacheElement(o.cache_dtype, "--cache-dtype");
   const std::string cache_dtype = o.cache_dtype.empty() ? std::string("(none)") : o.cache_dtype;
-  if (o.quantize_query && c.cache_element != CacheElement::kInt8) {
-    support::Fail("--quantize-query applies to --mode decode --cache-dtype int8, got --cache-dtype ", cache_dtype);
+  for (const auto& [option, given] : {std::pair{"--quantize-query", o.quantize_query},
+                                      std::pair{"--quantize-probs", o.quantize_probs}}) {
+    if (given && c.cache_element != CacheElement::kInt8) {
+      support::Fail(option, " applies to --mode decode or serve with --cache-dtype int8, got --cache-dtype ",
+                    cache_dtype);
+    }
   }
   c.quantize_query = o.quantize_query;
-  if (o.quantize_probs && c.cache_element != CacheElement::kInt8) {
-    support::Fail("--quantize-probs applies to --mode decode --cache-dtype int8, got --cache-dtype ", cache_dtype);
-  }
   c.quantize_probs = o.quantize_probs;
-  if (o.scale_group_size) {
-    if (c.cache_element == CacheElement::kFloat) {
-      support::Fail("--scale-group-size applies to --mode decode with --cache-dtype int8 or fp8_e4m3");
-    }
-    if (*o.scale_group_size <= 0 || o.headdim % *o.scale_group_size != 0) {
-      support::Fail("--scale-group-size must divide --headdim (", o.headdim, "), got ", *o.scale_group_size);
-    }
-    c.scale_group_size = *o.scale_group_size;
+  if (!o.scale_group_size) return;
+  if (c.cache_element == CacheElement::kFloat) {
+    support::Fail("--scale-group-size applies to --mode decode or serve with a quantized --cache-dtype (int8, "
+                  "fp8_e4m3, fp8_e5m2), got --cache-dtype (none)");
   }
+  const std::int64_t g = *o.scale_group_size;
+  if (g <= 0 || o.headdim % g != 0) {
+    support::Fail("--scale-group-size must divide --headdim (", o.headdim, "), got ", g);
+  }
+  // Integer P̃V scales a whole row of V by one factor.
+  if (o.quantize_probs && g != o.headdim) {
+    support::Fail("--quantize-probs needs one scale per row: --scale-group-size equal to --headdim (", o.headdim,
+                  ") or unset, got --scale-group-size ", g);
+  }
+  c.scale_group_size = g;
 }
 
 // The serving step of --decoding and --prefilling into c: always paged (--paged, default 16) and causal.
@@ -131,10 +138,10 @@ BenchCase SingleCase(const BenchOptions& o, int threads, std::optional<Algorithm
   };
   only_for("--algorithm", algorithm.has_value(), Mode::kForward);
   only_for("--cache-len", o.cache_len.has_value(), Mode::kDecode);
-  only_for("--cache-dtype", !o.cache_dtype.empty(), Mode::kDecode);
   only_for("--decoding", o.decoding.has_value(), Mode::kServe);
   only_for("--prefilling", o.prefilling.has_value(), Mode::kServe);
-  if (c.mode != Mode::kServe) {
+  if (c.mode != Mode::kServe) {  // options of decode and serve alike
+    only_for("--cache-dtype", !o.cache_dtype.empty(), Mode::kDecode);
     only_for("--num-splits", o.num_splits.has_value(), Mode::kDecode);
     only_for("--paged", o.paged.has_value(), Mode::kDecode);
   }
@@ -349,16 +356,16 @@ void AddBenchCommand(CLI::App& app) {
                   "Decode: a paged cache with this page size (default: contiguous); serve: the page size "
                   "(default 16)");
   cmd->add_option("--cache-dtype", o.cache_dtype,
-                  "Decode: a quantized cache, int8 (per-token scales) or fp8_e4m3 (per-head scales), also timed "
-                  "against a float16 cache (default: a cache of --dtype)");
+                  "Decode, serve: a quantized cache, int8 (per-token scales), fp8_e4m3 or fp8_e5m2 (per-head "
+                  "scales); decode also times it against a float16 cache (default: a cache of --dtype)");
   cmd->add_flag("--quantize-query", o.quantize_query,
-                "Decode over --cache-dtype int8: scores from int8 queries and integer dot products "
+                "Decode, serve over --cache-dtype int8: scores from int8 queries and integer dot products "
                 "(quantize_query_int8; AVX-512 VNNI where the CPU has it)");
   cmd->add_flag("--quantize-probs", o.quantize_probs,
-                "Decode over --cache-dtype int8 with one scale per row: P̃V from u8-rounded weights and integer "
+                "Decode, serve over --cache-dtype int8 with one scale per row: P̃V from u8-rounded weights and integer "
                 "dot products (quantize_probs_u8; AVX-512 VNNI where the CPU has it)");
   cmd->add_option("--scale-group-size", o.scale_group_size,
-                  "Decode over a quantized cache: per-token scales, one per group of this many features of each "
+                  "Decode, serve over a quantized cache: per-token scales, one per group of this many features of each "
                   "row, dividing --headdim (default: one per row for int8; 32 is llama.cpp's q8_0 granularity)");
   cmd->add_option("--headdim", o.headdim, "Head dimension d")->capture_default_str();
   cmd->add_option("--headdim-v", o.headdim_v,

@@ -4,10 +4,9 @@
 #include <numeric>
 #include <random>
 #include <string>
-#include <tuple>
 
 #include "bench/decode_baseline.h"
-#include "bench/roofline.h"
+#include "bench/decode_common.h"
 #include "support/elements.h"
 
 namespace flashattn::bench {
@@ -52,57 +51,6 @@ void MakeBaselineCache(const DecodeParams& p, std::int64_t N, BaselineCache* cac
   cache->v_data = cache->v.data();
   cache->description = std::string("f32 contiguous copy of the ") + (p.paged() ? "paged " : "") +
                        std::string(to_string(p.cache_dtype)) + " cache";
-}
-
-// The cache of a float or quantized case: random values of the case's element type, or random float32
-// values (kept: the baseline reads them) quantized by quantize_kv with the benchmark's scales.
-struct Cache {
-  std::vector<std::uint16_t> k, v;  // a float cache, or a quantized cache's float32 originals
-  std::vector<std::uint8_t> k_values, v_values;
-  std::vector<float> k_scale, v_scale;
-
-  std::int64_t Bytes() const {
-    return static_cast<std::int64_t>((k.size() + v.size()) * 2 + k_values.size() + v_values.size() +
-                                     (k_scale.size() + v_scale.size()) * 4);
-  }
-};
-
-void FillCache(const BenchCase& c, std::int64_t elements, DecodeParams* p, Cache* cache) {
-  const bool quantized = c.cache_element != CacheElement::kFloat;
-  const DType random_type = quantized ? DType::kF32 : p->cache_dtype;
-  cache->k = RandomElements(elements, random_type, 0x5eed + 1);
-  // With --headdim-v, V is the first dv features of the K cache (multi-head latent attention): no V cache.
-  cache->v = RandomElements(c.headdim_v ? 0 : elements, random_type, 0x5eed + 2);
-  p->k_cache = cache->k.data();
-  p->v_cache = c.headdim_v ? cache->k.data() : cache->v.data();
-  if (!quantized) return;
-  QuantizeParams q;
-  q.outer = p->paged() ? p->num_pages : p->batch;
-  q.seqlen = p->paged() ? p->page_size : p->cache_seqlen_max;
-  q.heads = p->heads_kv;
-  q.head_dim = p->head_dim;
-  q.element = c.cache_element;
-  q.granularity = default_scale_granularity(c.cache_element, c.scale_group_size);
-  q.group_size = c.scale_group_size;
-  q.set_contiguous_strides();
-  const std::int64_t scales =
-      q.granularity == ScaleGranularity::kPerToken ? q.outer * q.seqlen * q.heads * c.ScaleGroups() : q.heads;
-  for (auto [x, values, scale] : {std::tuple{&cache->k, &cache->k_values, &cache->k_scale},
-                                  std::tuple{&cache->v, &cache->v_values, &cache->v_scale}}) {
-    if (x->empty()) continue;  // V inside K: K's values and scales
-    values->resize(static_cast<std::size_t>(elements));
-    scale->resize(static_cast<std::size_t>(std::max<std::int64_t>(1, scales)));
-    q.x = x->data(), q.values = values->data(), q.scales = scale->data();
-    quantize_kv(q);
-  }
-  p->cache_element = q.element;
-  p->scale_granularity = q.granularity;
-  p->quantize_query_int8 = c.quantize_query;
-  p->quantize_probs_u8 = c.quantize_probs;
-  p->k_cache = cache->k_values.data();
-  p->v_cache = c.headdim_v ? p->k_cache : cache->v_values.data();
-  p->k_scale = cache->k_scale.data();
-  p->v_scale = c.headdim_v ? p->k_scale : cache->v_scale.data();
 }
 
 // p over a float cache of `dtype` at k and v (same shape and strides), without a quantized cache's scales and
@@ -195,28 +143,9 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   validate(p);
   row.tensor_bytes = static_cast<std::int64_t>((q.size() + o.size()) * 2 + lse.size() * 4) + cache.Bytes();
 
-  Traffic traffic;
-  traffic.bytes_read = CountBytesRead(c);
-  if (limits.bandwidth) {
-    traffic.read_gbs = limits.bandwidth->read_gbs;
-    traffic.triad_gbs = limits.bandwidth->triad_gbs;
-  }
-  traffic.num_splits = c.num_splits > 0 ? c.num_splits : choose_num_splits(c.batch, longest, c.threads);
-  MachineLimits machine{.read_gbs = traffic.read_gbs, .fma_gflops = limits.peak.gflops};
-  if (limits.int8_dot_peak) {
-    traffic.int8_dot_gops = machine.int8_dot_gops = limits.int8_dot_peak->gops;
-    machine.integer_pv = limits.int8_dot_peak->integer_pv;
-  }
-  traffic.roofline = DecodeRoofline(c, machine);
-
-  // Every call of the row (the library's, the float16 cache's, the baseline's) after the evictor read its
-  // buffer, when there is one: the cache comes from main memory, as it does for a model's layer.
-  RunOptions run = options;
-  volatile std::int64_t evicted_words = 0;  // kept, so that the read is not optimized away
-  if (options.evictor) {
-    run.timing.before_each = [&evicted_words, evictor = options.evictor] { evicted_words = evictor->Evict(); };
-    traffic.evicted_bytes = options.evictor->bytes();
-  }
+  Traffic traffic = DecodeTraffic(c, limits, c.batch, longest);
+  // Every call of the row (the library's, the float16 cache's, the baseline's) after the evictor's read.
+  const RunOptions run = EvictingBeforeEachCall(options, &traffic);
   TimeLibraryCall([&] { decode(p); }, run, &row);
   if (c.cache_element != CacheElement::kFloat) {  // the same call over a float16 cache, in the same run
     std::vector<std::uint16_t> k16 = RandomElements(cache_elems, DType::kF16, 0x5eed + 1);

@@ -13,10 +13,11 @@
 //   (--cache-dtype int8 or fp8_e4m3) holds random float32 values quantized by quantize_kv; its bytes read
 //   include the scales, the same call is timed over a float16 cache for the speedup, and the baseline reads
 //   the float32 values before quantization.
-// - serve: times one flashattn::decode call with packed queries (cu_seqlens_q) over a paged float cache of
-//   random keys and values, for a serving step's batch: sequences generating one token each over drawn cache
-//   lengths, and prefill chunks of many causal rows over a cached prefix (ServeSequences). The row reports the
-//   decode rows' bytes and roofline, and the query rows (tokens) per second. No baseline.
+// - serve: times one flashattn::decode call with packed queries (cu_seqlens_q) over a paged cache of random
+//   keys and values, float or quantized as decode's (decode_common.h), for a serving step's batch: sequences
+//   generating one token each over drawn cache lengths, and prefill chunks of many causal rows over a cached
+//   prefix (ServeSequences). The row reports the decode rows' bytes and roofline, and the query rows (tokens)
+//   per second. No baseline, and no float16 cache timed beside a quantized one.
 #ifndef FLASHATTN_BENCH_MODES_H_
 #define FLASHATTN_BENCH_MODES_H_
 

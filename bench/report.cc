@@ -211,10 +211,11 @@ std::string ToJson(const Row& row) {
     if (c.quantize_query) json.Add("quantize_query_int8", true);
     if (c.quantize_probs) json.Add("quantize_probs_u8", true);
     if (c.scale_group_size > 0) json.Add("scale_group_size", c.scale_group_size);
+    if (c.cache_element != CacheElement::kFloat) {
+      json.Add("scale_granularity", to_string(default_scale_granularity(c.cache_element, c.scale_group_size)));
+    }
     if (t.f16_cache_median_ms) {
-      json.Add("scale_granularity", to_string(default_scale_granularity(c.cache_element, c.scale_group_size)))
-          .Add("f16_cache_median_ms", *t.f16_cache_median_ms)
-          .Add("speedup_vs_f16_cache", *row.SpeedupOverF16Cache());
+      json.Add("f16_cache_median_ms", *t.f16_cache_median_ms).Add("speedup_vs_f16_cache", *row.SpeedupOverF16Cache());
     }
     if (c.mode == Mode::kServe) {
       json.Add("decoding_seqs", c.batch)
@@ -336,12 +337,15 @@ void PrintTableRow(std::ostream& out, const Row& row) {
                     std::string(ToString(row.traffic->roofline->bound)).c_str(), 100 * *row.RooflineFraction());
       out << traffic;
     }
-    if (row.traffic->f16_cache_median_ms) {
+    if (c.cache_element != CacheElement::kFloat) {
       const std::string groups = c.scale_group_size > 0 ? ", g " + std::to_string(c.scale_group_size) : "";
-      std::snprintf(traffic, sizeof(traffic), "  %s cache%s%s%s: %.2fx the speed of f16 (%.2f ms)",
-                    std::string(to_string(c.cache_element)).c_str(), groups.c_str(),
-                    c.quantize_query ? ", int8 queries" : "", c.quantize_probs ? ", u8 probabilities" : "",
-                    *row.SpeedupOverF16Cache(),
+      std::snprintf(traffic, sizeof(traffic), "  %s cache%s%s%s", std::string(to_string(c.cache_element)).c_str(),
+                    groups.c_str(), c.quantize_query ? ", int8 queries" : "",
+                    c.quantize_probs ? ", u8 probabilities" : "");
+      out << traffic;
+    }
+    if (row.traffic->f16_cache_median_ms) {
+      std::snprintf(traffic, sizeof(traffic), ": %.2fx the speed of f16 (%.2f ms)", *row.SpeedupOverF16Cache(),
                     *row.traffic->f16_cache_median_ms);
       out << traffic;
     }

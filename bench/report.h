@@ -23,7 +23,8 @@ struct BaselineResult {
   std::string blas_core;  // the OpenBLAS kernel family it ran on (blas_core.h)
 };
 
-// Decode rows: the bytes the call must read, against the bandwidth measured in the same run, and its roofline.
+// Decode and serve rows: the bytes the call must read, against the bandwidth measured in the same run, and its
+// roofline.
 struct Traffic {
   double bytes_read = 0;       // CountBytesRead
   double triad_gbs = 0;  // measure::Bandwidth::triad_gbs: the denominator of bandwidth_fraction
@@ -31,7 +32,7 @@ struct Traffic {
   std::int64_t num_splits = 0;  // the split count the call used (choose_num_splits when the case says 0)
   std::int64_t evicted_bytes = 0;  // read before each timed call to evict the cache (0: none, a warm cache)
   std::string baseline_cache;  // what the baseline reads, e.g. "f32 contiguous copy"
-  // A quantized cache: the median of the same call over a float16 cache, timed in the same run.
+  // A quantized cache's decode row: the median of the same call over a float16 cache, timed in the same run.
   std::optional<double> f16_cache_median_ms;
   double int8_dot_gops = 0;  // measure::Int8DotPeak::gops of the run (0: not measured)
   std::optional<Roofline> roofline;  // DecodeRoofline with this run's limits

@@ -563,12 +563,18 @@ TEST(BenchCase, ParseServeGroupsNameTheOptionAndTheForm) {
   }
 }
 
-TEST(PlanCases, ServeTakesDecodingAndPrefillingAndRejectsOtherShapes) {
+// The options of a serving step: 6 sequences decoding over 20 to 90 keys and a chunk of 33 rows over 100.
+BenchOptions ServeStepOptions() {
   BenchOptions options;
   options.single = true;
   options.mode = "serve";
   options.decoding = "6:20:90";
   options.prefilling = "1:33:100";
+  return options;
+}
+
+TEST(PlanCases, ServeTakesDecodingAndPrefillingAndRejectsOtherShapes) {
+  BenchOptions options = ServeStepOptions();
   options.dtype = "bf16";
   const std::vector<BenchCase> cases = PlanCases(options);
   ASSERT_EQ(cases.size(), 1u);
@@ -593,7 +599,7 @@ TEST(PlanCases, ServeTakesDecodingAndPrefillingAndRejectsOtherShapes) {
       {"--prefilling", [](BenchOptions& o) { o.prefilling = "x"; }},
       {"--decoding", [](BenchOptions& o) { o.decoding.reset(); o.prefilling.reset(); }},
       {"--cache-len", [](BenchOptions& o) { o.cache_len = "100"; }},
-      {"--cache-dtype", [](BenchOptions& o) { o.cache_dtype = "int8"; }},
+      {"--cache-dtype", [](BenchOptions& o) { o.cache_dtype = "int4"; }},
       {"--batch", [](BenchOptions& o) { o.batch = 4; }},
       {"--seqlen", [](BenchOptions& o) { o.seqlen = 4; }},
       {"--paged", [](BenchOptions& o) { o.paged = 0; }},
@@ -607,6 +613,68 @@ TEST(PlanCases, ServeTakesDecodingAndPrefillingAndRejectsOtherShapes) {
       ADD_FAILURE() << b.option << " accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(b.option), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Serve takes decode's quantized caches and their options, each named apart, and refuses the combinations
+// decode refuses, naming the same options.
+TEST(PlanCases, ServeTakesTheQuantizedCacheOptionsOfDecode) {
+  BenchOptions options = ServeStepOptions();
+  options.headdim = 64;
+  options.cache_dtype = "int8";
+  options.quantize_query = options.quantize_probs = true;
+  BenchCase c = PlanCases(options)[0];
+  EXPECT_EQ(std::tuple(c.cache_element, c.quantize_query, c.quantize_probs, c.scale_group_size),
+            std::tuple(CacheElement::kInt8, true, true, 0));
+  EXPECT_EQ(c.Name(), "serve_f32_h8_hkv8_d64_dec6x20-90_pre1x33+100_paged16_cache_int8_quantize_query_"
+                      "quantize_probs_seed1");
+  options.quantize_probs = false;
+  options.scale_group_size = 16;
+  c = PlanCases(options)[0];
+  EXPECT_EQ(c.scale_group_size, 16);
+  EXPECT_NE(c.Name().find("_cache_int8_quantize_query_g16"), std::string::npos) << c.Name();
+  for (const char* element : {"fp8_e4m3", "fp8_e5m2"}) {
+    BenchOptions fp8 = options;
+    fp8.quantize_query = false;
+    fp8.cache_dtype = element;
+    fp8.scale_group_size.reset();
+    EXPECT_NE(PlanCases(fp8)[0].Name().find(std::string("_cache_") + element), std::string::npos) << element;
+  }
+
+  struct Bad {
+    const char* option;
+    const char* value;  // the offending value the message names
+    void (*apply)(BenchOptions&);
+  };
+  const Bad bad[] = {
+      {"--cache-dtype", "fp8_e6m1", [](BenchOptions& o) { o.cache_dtype = "fp8_e6m1"; }},
+      {"--quantize-query", "fp8_e4m3", [](BenchOptions& o) { o.cache_dtype = "fp8_e4m3"; }},
+      {"--quantize-query", "(none)", [](BenchOptions& o) { o.cache_dtype.clear(); o.scale_group_size.reset(); }},
+      {"--quantize-probs", "fp8_e5m2",
+       [](BenchOptions& o) { o.quantize_query = false; o.quantize_probs = true; o.cache_dtype = "fp8_e5m2"; }},
+      {"--quantize-probs", "16", [](BenchOptions& o) { o.quantize_probs = true; }},
+      {"--scale-group-size", "(none)", [](BenchOptions& o) { o.quantize_query = false; o.cache_dtype.clear(); }},
+      {"--scale-group-size", "48", [](BenchOptions& o) { o.scale_group_size = 48; }},
+      {"--scale-group-size", "0", [](BenchOptions& o) { o.scale_group_size = 0; }},
+  };
+  for (const char* mode : {"serve", "decode"}) {
+    for (const Bad& b : bad) {
+      BenchOptions o = options;
+      o.mode = mode;
+      if (o.mode == "decode") {
+        o.decoding.reset();
+        o.prefilling.reset();
+      }
+      b.apply(o);
+      try {
+        PlanCases(o);
+        ADD_FAILURE() << mode << ": " << b.option << " " << b.value << " accepted";
+      } catch (const Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find(b.option), std::string::npos) << mode << ": " << message;
+        EXPECT_NE(message.find(b.value), std::string::npos) << mode << ": " << message;
+      }
     }
   }
 }

@@ -496,6 +496,56 @@ TEST(ServeMode, RowCountsTheStepsRowsKeysAndTokensPerSecond) {
   EXPECT_FALSE(row.baseline.has_value());
 }
 
+// The same serving step over quantized caches: the bytes are the one-byte values and the scales of the keys
+// read, the integer products take the int8 dot-product peak in the roofline, as decode's rows do; the evictor
+// reads its buffer before each call; no float16 cache is timed beside it.
+TEST(ServeMode, QuantizedCacheRowsCountValuesAndScalesAndTakeTheIntegerPeak) {
+  Limits limits = MadeUpLimits();
+  limits.bandwidth = measure::Bandwidth{.read_gbs = 20.0, .triad_gbs = 25.0, .threads = 2, .array_bytes = 1};
+  limits.int8_dot_peak = measure::Int8DotPeak{.gops = 160.0};
+  RunOptions options = ThreeCalls();
+  options.evictor = std::make_shared<measure::CacheEvictor>(std::int64_t{1} << 20, 2);
+  for (const auto& [element, quantize_query, quantize_probs, group_size] :
+       {std::tuple{CacheElement::kInt8, true, true, 0}, std::tuple{CacheElement::kInt8, true, false, 8},
+        std::tuple{CacheElement::kFp8E4M3, false, false, 0}, std::tuple{CacheElement::kFp8E5M2, false, false, 8}}) {
+    const BenchCase c{.mode = Mode::kServe, .batch = 3, .heads = 4, .heads_kv = 2, .seqlen_q = 9, .seqlen_k = 70,
+                      .headdim = 24, .causal = true, .dtype = DType::kBF16, .cache_element = element,
+                      .quantize_query = quantize_query, .quantize_probs = quantize_probs,
+                      .scale_group_size = group_size, .threads = 2, .page_size = 8, .cache_len_min = 5,
+                      .prefill_seqs = 2, .prefill_chunk = 9, .prefill_prefix = 30};
+    const Row row = RunServe(c, options, limits);
+    const std::string json = ToJson(row);
+    SCOPED_TRACE(json);
+    ASSERT_GT(row.timing.median_ms, 0.0);
+    EXPECT_NE(json.find(std::string("\"cache_dtype\": \"") + std::string(to_string(element)) + "\""),
+              std::string::npos);
+    EXPECT_EQ(json.find("\"quantize_query_int8\": true") != std::string::npos, quantize_query);
+    EXPECT_EQ(json.find("\"quantize_probs_u8\": true") != std::string::npos, quantize_probs);
+    // Values: keys · Hkv · d bytes each of K and V; scales: 4 bytes per (key, K/V head, group) per token (int8,
+    // or groups), else 4 per K/V head; q and o: rows · Hq · d bfloat16 elements each.
+    const double keys = static_cast<double>(TotalCacheLength(c));
+    const bool per_token = element == CacheElement::kInt8 || group_size > 0;
+    const double scales = per_token ? 4.0 * keys * 2 * (group_size > 0 ? 24 / group_size : 1) : 4.0 * 2;
+    const double bytes = 2 * (keys * 2 * 24 + scales) + (3 + 2 * 9) * 4.0 * 24 * 2 * 2;
+    EXPECT_EQ(JsonNumber(json, "bytes_read"), bytes);
+    ExpectJsonNear(json, "int8_dot_peak_gops", 160.0);
+    // 2·Hq·attended·d multiply-adds per product, at 160 GOP/s when integer, else 40 GFLOP/s
+    const double product = 2.0 * 4 * AttendedKeys(c) * 24;
+    const double arithmetic_ms =
+        (product / (quantize_query ? 160e9 : 40e9) + product / (quantize_probs ? 160e9 : 40e9)) * 1e3;
+    ExpectJsonNear(json, "roofline_memory_ms", bytes / 20e9 * 1e3);
+    ExpectJsonNear(json, "roofline_arithmetic_ms", arithmetic_ms);
+    EXPECT_EQ(JsonNumber(json, "evicted_bytes_before_each_call"), std::int64_t{1} << 20);
+    EXPECT_FALSE(JsonNumber(json, "f16_cache_median_ms").has_value());
+    std::ostringstream table;
+    PrintTableRow(table, row);
+    EXPECT_NE(table.str().find(std::string(to_string(element)) + " cache"), std::string::npos) << table.str();
+    EXPECT_EQ(table.str().find(", int8 queries") != std::string::npos, quantize_query) << table.str();
+    EXPECT_EQ(table.str().find(", u8 probabilities") != std::string::npos, quantize_probs) << table.str();
+    EXPECT_EQ(table.str().find(", g 8") != std::string::npos, group_size > 0) << table.str();
+  }
+}
+
 TEST(BackwardMode, RowHasTheIssueFieldsAndCountsTwoAndAHalfForwardFlops) {
   const Limits limits = MadeUpLimits();
   for (bool causal : {false, true}) {

@@ -459,6 +459,22 @@ TEST_F(CliTest, BenchTakesEachModesOptionsFromTheCommandLine) {
   EXPECT_EQ(std::count(bad_serve.err.begin(), bad_serve.err.end(), '\n'), 1) << bad_serve.err;
   EXPECT_NE(bad_serve.err.find("--decoding"), std::string::npos) << bad_serve.err;
   EXPECT_NE(bad_serve.err.find("4:9:3"), std::string::npos) << bad_serve.err;
+  // Over an int8 cache in groups of 8 features with integer scores; integer P̃V over an FP8 cache is refused.
+  const Outcome quantized_serve = Run({"bench", "--json", "--threads", "1", "--repeats", "1", "--min-time", "0",
+                                       "--warm-cache", "--heads", "4", "--heads-kv", "2", "--headdim", "24",
+                                       "--mode", "serve", "--decoding", "2:10:40", "--prefilling", "1:5:20",
+                                       "--cache-dtype", "int8", "--scale-group-size", "8", "--quantize-query"});
+  EXPECT_EQ(quantized_serve.status, 0) << quantized_serve.err;
+  for (const char* field : {"\"mode\": \"serve\"", "\"cache_dtype\": \"int8\"", "\"scale_group_size\": 8",
+                            "\"quantize_query_int8\": true", "\"query_rows\": 7", "\"roofline_fraction\": "})
+    has(quantized_serve.out, field);
+  const Outcome bad_quantized_serve = Run({"bench", "--mode", "serve", "--decoding", "2:10:40", "--cache-dtype",
+                                           "fp8_e4m3", "--quantize-probs"});
+  EXPECT_NE(bad_quantized_serve.status, 0);
+  EXPECT_EQ(std::count(bad_quantized_serve.err.begin(), bad_quantized_serve.err.end(), '\n'), 1)
+      << bad_quantized_serve.err;
+  for (const char* named : {"--quantize-probs", "fp8_e4m3"})
+    EXPECT_NE(bad_quantized_serve.err.find(named), std::string::npos) << bad_quantized_serve.err;
 
   const Outcome bad = Run({"bench", "--mode", "sideways", "--no-baseline"});
   EXPECT_NE(bad.status, 0);
