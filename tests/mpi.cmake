@@ -9,6 +9,7 @@ add_executable(mpi_test
   ${CMAKE_CURRENT_LIST_DIR}/mpi/mpi_test_support.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi/ring_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi/sharded_decode_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/mpi/sharded_decode_packed_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi/sharded_decode_sinks_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi/sharded_decode_quantized_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi/errors_test.cc

@@ -102,8 +102,12 @@ void ring_backward(const RingBackwardParams& params, MPI_Comm comm);
 // the tail rank); the ranks must agree on the element type, the scale granularity and group size, and the
 // integer options. With quantize_probs_u8 the weights are rounded per block of each rank's keys, so the result
 // differs from one process's by that rounding.
+// Packed queries (local.cu_seqlens_q set, decode()'s packed form: q, o, k_new, v_new (total_q, ...), lse (Hq,
+// total_q)) are accepted: sequence b's Nq_b query rows are the last positions of its whole sequence, and the
+// tail rank appends its Nq_b new rows when seqlen_new = seqlen_q. The ranks must pass the same cu_seqlens_q
+// values (checked collectively, every rank throws naming the first entry that differs).
 // Every rank computes its partial (O_r, LSE_r) in float32 without the sinks, one collective gathers the
-// partials (O(batch·Nq·Hq·dv) floats per rank, whatever the cache length), and every rank merges them in
+// partials (O(total query rows·Hq·dv) floats per rank, whatever the cache length), and every rank merges them in
 // rank order (deterministic) into local.o and local.lse (optional). Attention sinks (the same values on
 // every rank) join once, in that merge: LSE = log(Σ_r e^{LSE_r} + e^{s_h}), O = Σ_r e^{LSE_r − LSE} O_r, so
 // that a sequence no rank holds a key of gets O = 0 and LSE = s_h. The same collective check as the ring

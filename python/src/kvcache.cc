@@ -129,6 +129,14 @@ Scales ScalesOf(const py::handle& object, const std::string& name, const Tensor&
   return s;
 }
 
+// Packed new keys k (1, total_q, heads_kv, head_dim), like q: each sequence appends its own query rows' keys,
+// which decode() asks for as seqlen_new = seqlen_q (max_seqlen_q).
+void PackAppend(const Tensor& k, const Tensor& q, DecodeParams* p) {
+  CheckDim(k, 1, "total_q", q.dim(1), q);
+  p->seqlen_new = p->seqlen_q;
+  p->new_strides.batch = 0;
+}
+
 }  // namespace
 
 KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in, const py::handle& v_cache_in,
@@ -170,9 +178,7 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
   std::optional<py::array_t<std::int32_t>> cu_seqlens_q;
   if (packed) {
     cu_seqlens_q = ExactArray<std::int32_t>(packing.cu_seqlens_q, "cu_seqlens_q", 1);
-    if (q.dim(0) != 1 || !k_in.is_none() || !v_in.is_none()) {
-      throw py::value_error("packed queries come as (1, total_q, heads_q, head_dim), without k and v");
-    }
+    if (q.dim(0) != 1) throw py::value_error("packed queries come as (1, total_q, heads_q, head_dim)");
     if (cu_seqlens_q->shape(0) < 1 || cu_seqlens_q->data()[cu_seqlens_q->shape(0) - 1] != q.dim(1)) {
       throw py::value_error("cu_seqlens_q must end at total_q = " + std::to_string(q.dim(1)) + ", the rows of q, got " +
                             (cu_seqlens_q->shape(0) < 1 ? std::string("no entries")
@@ -242,6 +248,7 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
     if (!k_cache.array.writeable()) throw py::value_error(k_cache.name + " is read-only but k is appended to it");
     p.seqlen_new = k->dim(1);
     p.k_new = k->data(), p.new_strides = BatchStrides(*k);
+    if (packed) PackAppend(*k, q, &p);
   } else if (!k_in.is_none()) {
     k = AttentionTensor(k_in, "k", 4, "(batch, seqlen_new, heads_kv, head_dim)", bf16);
     v = AttentionTensor(v_in, "v", 4, "(batch, seqlen_new, heads_kv, head_dim)", bf16);
@@ -261,6 +268,7 @@ KvcacheCall PrepareKvcache(const py::handle& q_in, const py::handle& k_cache_in,
     }
     p.seqlen_new = k->dim(1);
     p.k_new = k->data(), p.v_new = v->data(), p.new_strides = BatchStrides(*k);
+    if (packed) PackAppend(*k, q, &p);
   }
   for (const std::optional<Scales>* scales : {&k_scale, &v_scale}) {  // v_scale: none when V is inside k_cache
     if (p.seqlen_new > 0 && *scales && (*scales)->granularity == ScaleGranularity::kPerToken &&
@@ -353,13 +361,26 @@ py::tuple Kvcache(const py::handle& q, const py::handle& k_cache, const py::hand
                   bool return_lse, bool bf16, const py::handle& sinks, std::optional<std::int64_t> head_dim_v,
                   const py::object& k_scale, const py::object& v_scale, const std::optional<std::string>& cache_dtype,
                   bool quantize_query_int8, bool quantize_probs_u8, const py::object& cu_seqlens_q,
-                  std::int64_t max_seqlen_q) {
+                  std::int64_t max_seqlen_q, const py::object& keys_after, bool check_only) {
   KvcacheCall call = PrepareKvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
                                     block_table, alibi_slopes, softmax_scale, causal, window_left, window_right,
                                     softcap, rotary_interleaved, num_splits, return_lse, bf16, sinks, head_dim_v,
                                     KvcacheQuantization{k_scale, v_scale, cache_dtype.value_or(""), quantize_query_int8,
                                                         quantize_probs_u8},
                                     KvcachePacking{cu_seqlens_q, max_seqlen_q});
+  std::optional<py::array_t<std::int32_t>> keys_after_array;
+  if (!keys_after.is_none()) {
+    keys_after_array = ExactArray<std::int32_t>(keys_after, "keys_after", 1);
+    if (keys_after_array->shape(0) != call.params.batch) {
+      throw py::value_error("keys_after must have shape (batch,) = (" + std::to_string(call.params.batch) +
+                            ",), got (" + std::to_string(keys_after_array->shape(0)) + ",)");
+    }
+    call.params.keys_after = keys_after_array->data();
+  }
+  if (check_only) {
+    validate(call.params);
+    return py::make_tuple(py::none(), py::none());
+  }
   EchoIfEnabled(call.params);
   {
     py::gil_scoped_release release;
@@ -417,9 +438,12 @@ void RegisterKvcache(py::module_& m) {
         py::arg("head_dim_v") = py::none(), py::arg("k_scale") = py::none(), py::arg("v_scale") = py::none(),
         py::arg("cache_dtype") = py::none(), py::arg("quantize_query_int8") = false,
         py::arg("quantize_probs_u8") = false, py::arg("cu_seqlens_q") = py::none(), py::arg("max_seqlen_q") = 0,
+        py::arg("keys_after") = py::none(), py::arg("check_only") = false,
         "flash_attn_with_kvcache's computation: returns (out, softmax_lse or None); appends k, v in place. "
         "v_cache None: V is the first head_dim_v features of k_cache. cu_seqlens_q: packed queries q (1, "
-        "total_q, heads_q, d), out (total_q, heads_q, dv), softmax_lse (heads_q, total_q).");
+        "total_q, heads_q, d), out (total_q, heads_q, dv), softmax_lse (heads_q, total_q), k and v (1, total_q, "
+        "heads_kv, d). keys_after (private): DecodeParams::keys_after, int32 (batch,), for the torch sharded "
+        "decode. check_only (private): validate the call, write nothing, return (None, None).");
   m.def("quantize_kv", &QuantizeKv, py::arg("x"), py::kw_only(), py::arg("dtype"), py::arg("granularity"),
         py::arg("group_size"), py::arg("bf16") = false,
         "quantize_kv's computation: returns (values, scales) of a quantized cache holding x.");

@@ -38,8 +38,8 @@ struct KvcacheQuantization {
 };
 
 // Packed queries (flash_attn_varlen_func over a cache): cu_seqlens_q int32 (batch + 1,) or None, and
-// max_seqlen_q. q then arrives as (1, total_q, heads_q, head_dim); nothing is appended (k, v None), and out is
-// (total_q, heads_q, dv).
+// max_seqlen_q. q then arrives as (1, total_q, heads_q, head_dim), and out is (total_q, heads_q, dv); k and v,
+// if given, as (1, total_q, heads_kv, head_dim): each sequence appends the rows of its queries.
 struct KvcachePacking {
   py::object cu_seqlens_q = py::none();
   std::int64_t max_seqlen_q = 0;

@@ -145,20 +145,40 @@ std::vector<std::int64_t> GatherValues(const CallComm& comm, std::span<const std
   return *all;
 }
 
+namespace {
+
+// Gathers every rank's `values` (as int64 words: a float's bits, or an integer) and throws on every rank
+// naming the first element that differs. `value_of` turns a word back into the value to print.
+template <typename Value, typename ValueOf>
+void AgreeOnWords(const CallComm& comm, const char* name, const std::vector<std::int64_t>& words, ValueOf value_of) {
+  const std::vector<std::int64_t> all = GatherValues(comm, words, std::string("the other ranks' ") + name);
+  for (std::size_t n = 0; n < words.size(); ++n) {
+    std::vector<Value> element;
+    bool differs = false;
+    for (int rank = 0; rank < comm.size(); ++rank) {
+      const std::int64_t word = all[rank * words.size() + n];
+      differs = differs || word != words[n];
+      element.push_back(value_of(word));
+    }
+    if (differs) {
+      Fail(comm.call(), ": the ranks disagree on ", name, "[", n, "] (",
+           ValuesByRank(element, PrintOnRanks<Value>, Never<Value>), ")");
+    }
+  }
+}
+
+}  // namespace
+
 void AgreeOnValues(const CallComm& comm, const char* name, std::span<const float> values) {
   std::vector<std::int64_t> bits;
   for (float value : values) bits.push_back(std::bit_cast<std::uint32_t>(value));
-  const std::vector<std::int64_t> all = GatherValues(comm, bits, std::string("the other ranks' ") + name);
-  for (std::size_t n = 0; n < values.size(); ++n) {
-    std::vector<float> element;
-    for (int rank = 0; rank < comm.size(); ++rank)
-      element.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(all[rank * values.size() + n])));
-    if (std::any_of(element.begin(), element.end(),
-                    [&](float value) { return std::bit_cast<std::uint32_t>(value) != bits[n]; })) {
-      Fail(comm.call(), ": the ranks disagree on ", name, "[", n, "] (",
-           ValuesByRank(element, PrintOnRanks<float>, Never<float>), ")");
-    }
-  }
+  AgreeOnWords<float>(comm, name, bits,
+                      [](std::int64_t word) { return std::bit_cast<float>(static_cast<std::uint32_t>(word)); });
+}
+
+void AgreeOnValues(const CallComm& comm, const char* name, std::span<const std::int32_t> values) {
+  AgreeOnWords<std::int64_t>(comm, name, std::vector<std::int64_t>(values.begin(), values.end()),
+                             [](std::int64_t word) { return word; });
 }
 
 void AgreeOnSinks(const CallComm& comm, const float* sinks, std::int64_t heads_q, const char* name) {

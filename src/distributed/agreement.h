@@ -35,6 +35,8 @@ void AgreeOrThrow(const CallComm& comm, std::span<const Field> fields, const std
 // every rank unless every rank's values are the same bits, naming the first element that differs
 // (`name`[n]) and each rank's value of it. For per-head arrays (the sinks) that are too long for Fields.
 void AgreeOnValues(const CallComm& comm, const char* name, std::span<const float> values);
+// The same for integer arrays (cu_seqlens_q).
+void AgreeOnValues(const CallComm& comm, const char* name, std::span<const std::int32_t> values);
 
 // Collective, after the agreement on a call's fields (so every rank has sinks, or none): the attention
 // sinks (heads_q floats, or null) must be the same bits on every rank. `name` names them in messages.

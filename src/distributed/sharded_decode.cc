@@ -26,6 +26,7 @@ namespace {
 std::vector<Field> DecodeFields(const DecodeParams& p) {
   return {
       {"batch", p.batch},
+      {"cu_seqlens_q given", p.packed()},
       {"seqlen_q", p.seqlen_q},
       {"seqlen_new", p.seqlen_new},
       {"heads_q", p.heads_q},
@@ -85,20 +86,21 @@ std::vector<SequencePlan> PlanSequences(const DecodeParams& local, const std::ve
       total += count(r);
     }
     while (tail > 0 && count(tail) == 0) --tail;
-    const std::int64_t length = total + local.seqlen_new;  // of the whole sequence, after the append
+    const std::int64_t rows = local.query_rows(b), new_rows = local.new_rows(b);
+    const std::int64_t length = total + new_rows;  // of the whole sequence, after the append
     // The same on every rank, so that every rank throws together: keys_after ≤ length fits the int32 array.
     if (length > std::numeric_limits<std::int32_t>::max()) {
-      Fail("sequence ", b, " has ", length, " keys over all ranks (with seqlen_new), more than int32 positions");
+      Fail("sequence ", b, " has ", length, " keys over all ranks (with its new ones), more than int32 positions");
     }
     SequencePlan plan;
-    plan.appends = rank == tail && local.seqlen_new > 0;
-    const std::int64_t keys = count(rank) + (plan.appends ? local.seqlen_new : 0);
-    // Query row i sits at length − Nq + i; this rank's keys at before + j.
-    const Block whole{0, local.seqlen_q, length - local.seqlen_q, 0, keys, before};
+    plan.appends = rank == tail && new_rows > 0;
+    const std::int64_t keys = count(rank) + (plan.appends ? new_rows : 0);
+    // Query row i sits at length − Nq_b + i; this rank's keys at before + j.
+    const Block whole{0, rows, length - rows, 0, keys, before};
     if (const std::optional<Block> part = VisiblePart(band, whole)) {
       plan.attends = true;
       plan.keys = static_cast<std::int32_t>(plan.appends ? count(rank) : part->key_begin + part->keys);
-      const std::int64_t call_keys = plan.keys + (plan.appends ? local.seqlen_new : 0);
+      const std::int64_t call_keys = plan.keys + (plan.appends ? new_rows : 0);
       plan.keys_after = static_cast<std::int32_t>(length - before - call_keys);
       // The library rotates q (and k_new) at cache_seqlens[b] + i; the sequence's are at total + i.
       if (local.rotary_dim > 0) plan.rotary_shift = total - plan.keys;
@@ -108,8 +110,30 @@ std::vector<SequencePlan> PlanSequences(const DecodeParams& local, const std::ve
   return plans;
 }
 
+// The first query row of sequence b among all the call's rows: its place in q (packed) and in the partial.
+std::int64_t FirstRow(const DecodeParams& local, std::int64_t b) {
+  return local.packed() ? std::int64_t{local.cu_seqlens_q[b]} : b * local.seqlen_q;
+}
+
+// The float32 partial each rank computes and every rank merges: o (rows, Hq, dv) over all the query rows,
+// and lse in decode's layout, (batch, Hq, Nq) or, packed, (Hq, total_q). The merge reads packed rows as one
+// sequence of total_q rows: (1, total_q, Hq, dv) and (1, Hq, total_q) are those very layouts.
+struct PartialShape {
+  std::int64_t rows, heads, dv;
+  std::int64_t merge_batch, merge_seqlen;
+
+  static PartialShape Of(const DecodeParams& local) {
+    const std::int64_t rows = local.total_query_rows();
+    return local.packed() ? PartialShape{rows, local.heads_q, local.value_head_dim(), 1, rows}
+                          : PartialShape{rows, local.heads_q, local.value_head_dim(), local.batch, local.seqlen_q};
+  }
+  std::int64_t OCount() const { return rows * heads * dv; }
+  std::int64_t LseCount() const { return rows * heads; }
+};
+
 // One decode call for sequences [first, first + count), which share a plan; it owns the call's per-sequence
-// key counts and its outputs, and widens them into the float32 partial.
+// key counts, its cu_seqlens_q (packed: the slice of the sequences, from 0) and its outputs, and widens them
+// into the float32 partial.
 class PartialCall {
  public:
   PartialCall(const DecodeParams& local, const std::vector<SequencePlan>& plans, std::int64_t first, std::int64_t count)
@@ -118,9 +142,15 @@ class PartialCall {
       keys_.push_back(plans[static_cast<std::size_t>(b)].keys);
       keys_after_.push_back(plans[static_cast<std::size_t>(b)].keys_after);
     }
-    const std::int64_t elements = count * local.seqlen_q * local.heads_q * local.value_head_dim();
+    first_row_ = FirstRow(local, first);
+    rows_ = FirstRow(local, first + count) - first_row_;
+    if (local.packed()) {
+      for (std::int64_t b = first; b <= first + count; ++b)
+        cu_seqlens_q_.push_back(static_cast<std::int32_t>(local.cu_seqlens_q[b] - first_row_));
+    }
+    const std::int64_t elements = rows_ * local.heads_q * local.value_head_dim();
     o_.resize(static_cast<std::size_t>(elements * static_cast<std::int64_t>(size_of(local.dtype))));
-    lse_.resize(static_cast<std::size_t>(count * local.heads_q * local.seqlen_q));
+    lse_.resize(static_cast<std::size_t>(rows_ * local.heads_q));
   }
 
   bool Empty() const { return !plan_.attends; }
@@ -128,14 +158,18 @@ class PartialCall {
     if (!Empty()) flashattn::validate(Call());
   }
 
-  // Decodes, then writes its sequences into the partial (o (batch, Nq, Hq, dv) and lse (batch, Hq, Nq),
-  // float32).
-  void Run(float* o, float* lse) {
+  // Decodes, then writes its rows into the partial of shape `shape`.
+  void Run(const PartialShape& shape, float* o, float* lse) {
     if (Empty()) return;
     decode(Call());
-    const std::int64_t Nq = local_.seqlen_q, Hq = local_.heads_q, dv = local_.value_head_dim();
-    WidenContiguous(o_.data(), local_.dtype, count_ * Nq * Hq * dv, o + first_ * Nq * Hq * dv);
-    std::copy(lse_.begin(), lse_.end(), lse + first_ * Hq * Nq);
+    const std::int64_t Hq = shape.heads, dv = shape.dv;
+    WidenContiguous(o_.data(), local_.dtype, rows_ * Hq * dv, o + first_row_ * Hq * dv);
+    if (local_.packed()) {  // (Hq, rows of the call) into (Hq, total_q)
+      for (std::int64_t h = 0; h < Hq; ++h)
+        std::copy_n(lse_.begin() + h * rows_, rows_, lse + h * shape.rows + first_row_);
+    } else {  // whole sequences of (batch, Hq, Nq)
+      std::copy(lse_.begin(), lse_.end(), lse + first_ * Hq * local_.seqlen_q);
+    }
   }
 
  private:
@@ -150,7 +184,8 @@ class PartialCall {
     call.batch = count_;
     call.cache_seqlens = keys_.data();
     call.keys_after = keys_after_.data();
-    call.q = static_cast<const char*>(local.q) + first_ * local.q_strides.batch * element;
+    if (local.packed()) call.cu_seqlens_q = cu_seqlens_q_.data();
+    call.q = static_cast<const char*>(local.q) + local.row_offset(local.q_strides, first_, 0, 0) * element;
     if (local.paged()) {
       call.block_table = local.block_table + first_ * local.block_table_stride;
     } else {
@@ -163,11 +198,10 @@ class PartialCall {
       }
     }
     if (plan_.appends) {
-      call.k_new = static_cast<const char*>(local.k_new) + first_ * local.new_strides.batch * element;
+      const std::int64_t new_offset = local.row_offset(local.new_strides, first_, 0, 0) * element;
+      call.k_new = static_cast<const char*>(local.k_new) + new_offset;
       // Null when V is read inside the K cache: the append writes k_new's row once.
-      if (local.v_new != nullptr) {
-        call.v_new = static_cast<const char*>(local.v_new) + first_ * local.new_strides.batch * element;
-      }
+      if (local.v_new != nullptr) call.v_new = static_cast<const char*>(local.v_new) + new_offset;
     } else {
       call.seqlen_new = 0;
       call.k_new = call.v_new = nullptr;
@@ -181,14 +215,15 @@ class PartialCall {
     call.sinks = nullptr;
     call.o = o_.data();
     call.lse = lse_.data();
-    call.o_strides = {local.seqlen_q * Hq * dv, Hq * dv, dv};
+    call.o_strides = {local.packed() ? 0 : local.seqlen_q * Hq * dv, Hq * dv, dv};
     return call;
   }
 
   const DecodeParams& local_;
   std::int64_t first_, count_;
+  std::int64_t first_row_ = 0, rows_ = 0;  // the call's query rows among all of them
   SequencePlan plan_;
-  std::vector<std::int32_t> keys_, keys_after_;
+  std::vector<std::int32_t> keys_, keys_after_, cu_seqlens_q_;
   std::vector<std::byte> o_;
   std::vector<float> lse_;
 };
@@ -196,8 +231,12 @@ class PartialCall {
 void CheckLocalDecode(const DecodeParams& local, double timeout_seconds) {
   if (!(timeout_seconds > 0)) Fail("timeout_seconds must be > 0, got ", timeout_seconds);
   if (local.keys_after != nullptr) Fail("keys_after must be null: sharded_decode places each rank's keys itself");
-  if (local.packed()) Fail("cu_seqlens_q must be null: sharded_decode takes (batch, seqlen_q) queries");
   if (local.batch > 0 && local.cache_seqlens == nullptr) Fail("cache_seqlens is a null pointer");
+  // Checked here as well as by the appending rank's call, which need not exist (no sequence has a query row).
+  if (local.packed() && local.seqlen_new != 0 && local.seqlen_new != local.seqlen_q) {
+    Fail("seqlen_new must be 0 or seqlen_q=", local.seqlen_q, " with packed queries (cu_seqlens_q set), got ",
+         local.seqlen_new);
+  }
   // The call as a rank that appends nothing makes it; the appending rank's call is checked once every
   // rank's counts are known.
   DecodeParams reading = local;
@@ -212,6 +251,10 @@ void sharded_decode(const DecodeParams& local, MPI_Comm comm_in, double timeout_
   const CallComm comm(comm_in, "sharded_decode", timeout_seconds);
   AgreeOrThrow(comm, DecodeFields(local), ErrorOf([&] { CheckLocalDecode(local, timeout_seconds); }));
   AgreeOnSinks(comm, local.sinks, local.heads_q, "sinks");
+  // Valid on every rank by now, so batch + 1 readable entries everywhere.
+  if (local.packed()) {
+    AgreeOnValues(comm, "cu_seqlens_q", {local.cu_seqlens_q, static_cast<std::size_t>(local.batch + 1)});
+  }
   const int rank = comm.rank(), world = comm.size();
   const std::vector<std::int64_t> counts =
       GatherValues(comm, std::vector<std::int64_t>(local.cache_seqlens, local.cache_seqlens + local.batch),
@@ -237,12 +280,12 @@ void sharded_decode(const DecodeParams& local, MPI_Comm comm_in, double timeout_
   }
 
   // This rank's partial, O then LSE in one buffer, so that one collective gathers both.
-  const std::int64_t Nq = local.seqlen_q, Hq = local.heads_q, dv = local.value_head_dim();
-  const std::int64_t o_count = local.batch * Nq * Hq * dv, lse_count = local.batch * Hq * Nq;
+  const PartialShape shape = PartialShape::Of(local);
+  const std::int64_t o_count = shape.OCount(), lse_count = shape.LseCount();
   const std::int64_t partial_count = o_count + lse_count;
   auto partial = std::make_shared<std::vector<float>>(static_cast<std::size_t>(partial_count), 0.0f);
   std::fill(partial->begin() + o_count, partial->end(), -std::numeric_limits<float>::infinity());
-  for (PartialCall& call : calls) call.Run(partial->data(), partial->data() + o_count);
+  for (PartialCall& call : calls) call.Run(shape, partial->data(), partial->data() + o_count);
 
   auto gathered = std::make_shared<std::vector<float>>(static_cast<std::size_t>(partial_count * world));
   MPI_Request request;
@@ -266,10 +309,10 @@ void sharded_decode(const DecodeParams& local, MPI_Comm comm_in, double timeout_
   merge.lse = local.lse;
   merge.o_strides = local.o_strides;
   merge.num_partials = world;
-  merge.batch = local.batch;
-  merge.seqlen = Nq;
-  merge.heads = Hq;
-  merge.head_dim_v = dv;
+  merge.batch = shape.merge_batch;
+  merge.seqlen = shape.merge_seqlen;
+  merge.heads = shape.heads;
+  merge.head_dim_v = shape.dv;
   merge.dtype = local.dtype;
   merge.sinks = local.sinks;  // joins each row once: LSE = log(Σ_r e^{LSE_r} + e^{s_h})
   merge_attention_states(merge);

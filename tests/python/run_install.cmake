@@ -49,7 +49,8 @@ if(distributed)
   list(TRANSFORM distributed REPLACE "^_distributed[^;]*\\.so$" "_distributed.so")
   list(SORT distributed)
   set(expected _distributed.so distributed/__init__.py distributed/_agreement.py distributed/_arguments.py
-               distributed/_layout.py distributed/_mpi.py distributed/_torch_call.py distributed/_torch_ring.py
+               distributed/_layout.py distributed/_mpi.py distributed/_torch_call.py distributed/_torch_decode.py
+               distributed/_torch_ring.py
                distributed/torch.py)
   if(NOT distributed STREQUAL expected)
     message(FATAL_ERROR "expected ${expected} for flashattn.distributed, got: ${distributed}")

@@ -12,9 +12,9 @@ sequence length is the sum of the ranks' seqlen_local; rank r must hold the rows
   chunks r and 2W−1−r, which gives every rank the same causal work.
 
 This module's functions take NumPy arrays and an mpi4py communicator (``comm``) and run flashattn's MPI
-library (flashattn::mpi); ``flashattn.distributed.torch`` runs the ring over a torch.distributed group
-with autograd, without MPI. Every function is a collective: every rank of the communicator calls it.
-Before any transfer the ranks exchange their arguments: if any rank's are invalid, or the ranks disagree
+library (flashattn::mpi); ``flashattn.distributed.torch`` runs the ring (with autograd) and the sharded
+decode over a torch.distributed group, without MPI. Every function is a collective: every rank of the
+communicator calls it. Before any transfer the ranks exchange their arguments: if any rank's are invalid, or the ranks disagree
 (shapes, dtype, keywords, layout), every rank raises the same flashattn.Error (TypeError for element
 types) naming the rank and the values, and nobody hangs. A transfer that does not complete within
 ``timeout`` seconds (a rank left the call) raises flashattn.Error. The outputs are new arrays; nothing passed
@@ -164,6 +164,8 @@ def decode_with_kvcache(
     cache_dtype=None,
     quantize_query_int8=False,
     quantize_probs_u8=False,
+    cu_seqlens_q=None,
+    max_seqlen_q=None,
 ):
     """flashattn.flash_attn_with_kvcache over a KV cache sharded along each sequence across the ranks of
     `comm`; returns (out, softmax_lse) merged over every rank, the same on every rank.
@@ -184,6 +186,13 @@ def decode_with_kvcache(
     partial result without the sinks, one collective gathers them (O(batch·seqlen_q·heads_q·dv) floats per
     rank, whatever the cache length) and every rank merges them in rank order, where the sinks (the same
     values on every rank) join each row once.
+
+    Packed queries (a prefill-and-decode step, as flash_attn_varlen_func over a cache takes them): with
+    cu_seqlens_q (batch + 1,) integer offsets, q is (total_q, heads_q, d) and sequence b owns its rows
+    [cu_seqlens_q[b], cu_seqlens_q[b + 1]) (any count, 0 included), the last positions of the whole sequence;
+    max_seqlen_q bounds each count (None: the largest). k and v, if given, are (total_q, heads_kv, d): each
+    sequence appends the rows of its own queries on its tail rank. out is then (total_q, heads_q, dv) and
+    softmax_lse (heads_q, total_q). The ranks must pass the same cu_seqlens_q.
     """
     _mpi.check_comm(comm)
 
@@ -214,6 +223,8 @@ def decode_with_kvcache(
             cache_dtype=cache_dtype,
             quantize_query_int8=quantize_query_int8,
             quantize_probs_u8=quantize_probs_u8,
+            cu_seqlens_q=cu_seqlens_q,
+            max_seqlen_q=max_seqlen_q,
         )
 
     (call, seconds), _, _ = _mpi.agree(comm, prepare)

@@ -1,6 +1,7 @@
 """The keyword arguments of the distributed calls, checked and converted on each rank (inside the collective
 check, see _agreement.py), for NumPy arrays and torch tensors alike: both have .shape and .dtype."""
 
+import operator
 import zlib
 from typing import NamedTuple
 
@@ -115,6 +116,50 @@ def modifiers(batch, heads_q, *, dropout_p, softmax_scale, causal, window_size, 
         seed=check_seed(seed),
         sinks=sinks_of(sinks, heads_q),
     )
+
+
+class Packing(NamedTuple):
+    """decode_with_kvcache's queries: packed ones (cu_seqlens_q int32 (batch + 1,) and max_seqlen_q) or, with
+    cu_seqlens_q None, (batch, seqlen_q, heads_q, head_dim) ones."""
+
+    cu_seqlens_q: object
+    max_seqlen_q: int
+    batch: int
+    heads_q: int
+
+    @property
+    def packed(self):
+        return self.cu_seqlens_q is not None
+
+    def describe(self):
+        """What the ranks must agree on (the params of _agreement.agree)."""
+        if not self.packed:
+            return dict(cu_seqlens_q=None, max_seqlen_q=None)
+        return dict(cu_seqlens_q=digest(self.cu_seqlens_q), max_seqlen_q=self.max_seqlen_q)
+
+
+def packing(q, cu_seqlens_q, max_seqlen_q):
+    """The Packing of a decode call's q (a NumPy array or tensor) and its cu_seqlens_q (an integer array or tensor,
+    or None): packed q is (total_q, heads_q, head_dim) as in flash_attn_varlen_func; max_seqlen_q None means the
+    longest sequence's rows."""
+    if cu_seqlens_q is None:
+        if max_seqlen_q is not None:
+            raise Error("max_seqlen_q applies to packed queries: give cu_seqlens_q too")
+        if len(q.shape) != 4:
+            raise Error(f"q must have 4 dimensions (batch, seqlen_q, heads_q, head_dim), got shape {tuple(q.shape)}")
+        return Packing(None, 0, q.shape[0], q.shape[2])
+    if len(q.shape) != 3:
+        raise Error(
+            f"q must have 3 dimensions (total_q, heads_q, head_dim) with cu_seqlens_q, got shape {tuple(q.shape)}"
+        )
+    if hasattr(cu_seqlens_q, "detach"):  # a torch.Tensor
+        cu_seqlens_q = cu_seqlens_q.detach().cpu().numpy()
+    cu = _kernel_arguments.int32(cu_seqlens_q, "cu_seqlens_q", 1)
+    if cu.size == 0:
+        raise Error("cu_seqlens_q must have batch + 1 entries, got none")
+    if max_seqlen_q is None:
+        max_seqlen_q = int(np.diff(cu).max(initial=0))
+    return Packing(cu, operator.index(max_seqlen_q), cu.size - 1, q.shape[1])
 
 
 def check_shards(q, k, v):

@@ -125,14 +125,17 @@ def prepare_decode(
     cache_dtype,
     quantize_query_int8,
     quantize_probs_u8,
+    cu_seqlens_q,
+    max_seqlen_q,
 ):
     """decode_with_kvcache's prepared call: the side arrays converted as flash_attn_with_kvcache converts
     them, this rank's checks, and what the ranks must agree on (q itself among it)."""
-    if not isinstance(q, np.ndarray) or q.ndim != 4:
-        raise Error(
-            f"q must be a numpy.ndarray of 4 dimensions (batch, seqlen_q, heads_q, head_dim), got {q!r}"
-        )
-    batch, heads_q = q.shape[0], q.shape[2]
+    if not isinstance(q, np.ndarray):
+        raise Error(f"q must be a numpy.ndarray, got {q!r}")
+    packing = _arguments.packing(q, cu_seqlens_q, max_seqlen_q)
+    batch, heads_q = packing.batch, packing.heads_q
+    if packing.packed:  # the compiled call's form: one batch entry of total_q rows
+        q, k, v = (None if x is None else np.asarray(x)[np.newaxis] for x in (q, k, v))
     if np.ndim(cache_seqlens) == 0:
         cache_seqlens = np.full(batch, cache_seqlens)
     m = _arguments.modifiers(
@@ -167,8 +170,11 @@ def prepare_decode(
         cache_dtype=None if cache_dtype is None else str(cache_dtype),
         quantize_query_int8=bool(quantize_query_int8),
         quantize_probs_u8=bool(quantize_probs_u8),
+        cu_seqlens_q=packing.cu_seqlens_q,
+        max_seqlen_q=packing.max_seqlen_q,
     )
     params = dict(
+        **packing.describe(),
         q=_arguments.digest(q),
         heads_kv=k_cache.shape[2],
         head_dim_cache=k_cache.shape[3],

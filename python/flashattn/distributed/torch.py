@@ -4,12 +4,13 @@ Every rank of the group calls ``ring_flash_attn_func`` with its own shard of one
 ``flashattn.distributed`` for the layouts and ``shard_indices``); the K/V shards travel around the ring
 with point-to-point ``isend``/``irecv`` (any backend that has them; written for gloo) while each rank
 computes its rows against the visiting shard with flashattn's kernels. ``loss.backward()`` runs the ring
-backward pass and must then be called on every rank too. No MPI is needed on this path.
+backward pass and must then be called on every rank too. ``decode_with_kvcache`` decodes over a KV cache
+sharded along each sequence (inference only: no autograd). No MPI is needed on this path.
 """
 
-from . import _arguments, _torch_call
+from . import _arguments, _torch_call, _torch_decode
 
-__all__ = ["ring_flash_attn_func"]
+__all__ = ["ring_flash_attn_func", "decode_with_kvcache"]
 
 
 def ring_flash_attn_func(
@@ -57,3 +58,75 @@ def ring_flash_attn_func(
     keywords = _arguments.modifier_keywords(locals())
     out, lse = _torch_call.ring_attention(q, k, v, group, layout, timeout, keywords)
     return (out, lse, None) if return_attn_probs else out
+
+
+def decode_with_kvcache(
+    q,
+    k_cache,
+    v_cache,
+    cache_seqlens,
+    *,
+    group=None,
+    k=None,
+    v=None,
+    rotary_cos=None,
+    rotary_sin=None,
+    block_table=None,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    rotary_interleaved=True,
+    alibi_slopes=None,
+    num_splits=0,
+    timeout=60.0,
+    sinks=None,
+    head_dim_v=None,
+    k_scale=None,
+    v_scale=None,
+    cache_dtype=None,
+    quantize_query_int8=False,
+    quantize_probs_u8=False,
+    cu_seqlens_q=None,
+    max_seqlen_q=None,
+):
+    """flashattn.distributed.decode_with_kvcache for CPU tensors over the ranks of `group` (None = the default
+    group): returns (out, softmax_lse) merged over every rank, the same on every rank, as new tensors (out of
+    q's dtype, softmax_lse float32). Inference only: nothing is recorded for autograd.
+
+    Every argument as in flashattn.distributed.decode_with_kvcache, as tensors (q, k_cache, v_cache, k, v,
+    k_scale, v_scale; float32, float16 or bfloat16, the caches also int8 or uint8 when quantized) or, for the
+    small side inputs (cache_seqlens, rotary tables, block_table, alibi_slopes, sinks, cu_seqlens_q), tensors or
+    arrays: q (batch, seqlen_q, heads_q, d), or packed (total_q, heads_q, d) with cu_seqlens_q; this rank's
+    consecutive part of every sequence's cache, rank 0 holding the oldest keys; new keys k, v appended on the
+    rank that holds the sequence's tail (updating that rank's caches in place). A collective: every rank of
+    the group calls it. Before anything is written the ranks exchange their arguments and then check every
+    call they are about to make: if any rank's are invalid or the ranks disagree, every rank raises the same
+    flashattn.Error (TypeError for element types). timeout: seconds the gather of the partial results may
+    take before the call raises RuntimeError (a rank left the call); the group's own timeout bounds the
+    checks. Each rank's partial result travels as float32 (O(total query rows·heads_q·dv) per rank, whatever
+    the cache length) through one all_gather, and every rank merges them in rank order, the sinks joining
+    each row once.
+    """
+
+    def prepare():
+        return _torch_decode.prepare(
+            tensors=dict(q=q, k_cache=k_cache, v_cache=v_cache, k=k, v=v, k_scale=k_scale, v_scale=v_scale),
+            tables=dict(rotary_cos=rotary_cos, rotary_sin=rotary_sin, block_table=block_table),
+            cache_seqlens=cache_seqlens,
+            packing_keywords=dict(cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q),
+            modifiers=dict(
+                softmax_scale=softmax_scale,
+                causal=causal,
+                window_size=window_size,
+                softcap=softcap,
+                alibi_slopes=alibi_slopes,
+                sinks=sinks,
+            ),
+            options=_torch_decode.keyword_options(
+                num_splits, head_dim_v, cache_dtype, quantize_query_int8, quantize_probs_u8, rotary_interleaved
+            ),
+            timeout=timeout,
+        )
+
+    return _torch_decode.sharded_decode(group, prepare)

@@ -15,7 +15,7 @@ PUBLIC = {
         "shard_indices",
         "last_ring_timings",
     },
-    flashattn.distributed.torch: {"ring_flash_attn_func"},
+    flashattn.distributed.torch: {"ring_flash_attn_func", "decode_with_kvcache"},
 }
 
 
