@@ -22,10 +22,14 @@
 namespace flashattn {
 namespace {
 
-// Query rows per query head (Nq_b) from which a sequence runs through the forward kernel. Below it the decode
-// kernel, which reads each key once for the rows of all G query heads of a K/V head, is as fast; above it the
-// forward kernel's register tiles reuse each loaded key and query element over a tile of one head's rows.
-constexpr std::int64_t kForwardQueryRows = 32;
+// When a sequence runs through the forward kernel: from kForwardRowsPerKvHead query rows per K/V head (G·Nq_b)
+// and kForwardQueryRows per query head. The decode kernel reads each key once for a block of at most 64 rows
+// of a K/V head, so from 256 rows on it reads every key four times or more; the forward kernel reuses each
+// loaded key over register tiles of one head's rows, and pays for packing each K/V head's keys once, which a
+// head needs 64 rows or more to amortize (measured on Zen 5 over 4096 keys, d 128: G = 4 breaks even at about
+// Nq = 64, G = 1 at about Nq = 256).
+constexpr std::int64_t kForwardRowsPerKvHead = 256;
+constexpr std::int64_t kForwardQueryRows = 64;
 // Gathered K and V bytes per forward call: a sequence's K/V heads are gathered in groups within this budget,
 // which with the forward kernel's own packed K and V stays within the working memory a thread keeps.
 constexpr std::int64_t kGatherBytes = std::int64_t{16} << 20;
@@ -40,7 +44,10 @@ struct ForwardPlan {
 
 ForwardPlan PlanForward(const DecodeParams& p, std::int64_t b) {
   const std::int64_t Nq = p.query_rows(b), Nk = p.cache_seqlens[b] + p.new_rows(b);
-  if (p.quantize_query_int8 || p.quantize_probs_u8 || Nq < kForwardQueryRows) return {};
+  const std::int64_t G = p.heads_q / p.heads_kv;
+  if (p.quantize_query_int8 || p.quantize_probs_u8 || Nq < kForwardQueryRows || G * Nq < kForwardRowsPerKvHead) {
+    return {};
+  }
   const std::int64_t offset = DecodeDiagonalOffset(p, b, Nk);
   const IndexRange keys = Band::Of(p).KeysOfDiagonals(offset, offset + Nq - 1, Nk);
   return {keys.end > keys.begin, keys};

@@ -385,7 +385,7 @@ TEST(DecodeVarlen, QuantizedCaches) {
 // Sequences with many query rows run through the forward kernel over their keys gathered from the cache, the
 // others through the decode kernel (src/decode_schedule.cc): both against the oracle, here with the modifiers
 // that place the rows (ALiBi distances, rotary positions, keys held past the cache).
-const VarlenShape kLongAndShortChunks{.rows = {0, 3, 70, 200, 1}, .keys = {2, 40, 300, 1025, 9}, .Hq = 4, .Hkv = 2,
+const VarlenShape kLongAndShortChunks{.rows = {0, 3, 70, 200, 1}, .keys = {2, 40, 300, 1025, 9}, .Hq = 8, .Hkv = 2,
                                       .d = 64};
 
 TEST(DecodeVarlen, LongChunksWithAlibiRotaryAndKeysAfter) {
