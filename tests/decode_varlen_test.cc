@@ -361,6 +361,13 @@ TEST(DecodeVarlen, TailHeadDimWindowSoftcapSinksAndSplits) {
   }
 }
 
+TEST(DecodeVarlen, HeadDim256EightQueryHeadsPerKvHeadPagesOf32) {
+  VarlenShape shape{.rows = {0, 1, 5, 97, 130}, .keys = {0, 1, 18, 463, 1328}, .Hq = 8, .Hkv = 1, .d = 256};
+  shape.page_size = 32, shape.append = true, shape.dtype = shape.cache_dtype = DType::kF16;
+  VarlenCase c(shape, {.window_left = 300}, 14);
+  ExpectMatchesOracle(c, {.window_left = 300});
+}
+
 TEST(DecodeVarlen, ValuesInsideTheKeys) {
   VarlenShape shape{.rows = {0, 1, 5, 97}, .keys = {0, 1, 18, 463}};
   shape.Hq = 4, shape.Hkv = 1, shape.d = 576, shape.dv = 512, shape.page_size = 16, shape.append = true;
