@@ -597,6 +597,15 @@ TEST(DecodeVarlenValidation, BlockTableEntryOutsideThePool) {
   ExpectRejected(c, "block_table[2][1]");
 }
 
+// Pages may be shared (a common prefix), but two sequences appending into one slot is refused.
+TEST(DecodeVarlenValidation, TwoSequencesAppendingIntoOneSlot) {
+  VarlenCase c(VarlenShape{.rows = {2, 2}, .keys = {5, 5}, .Hq = 2, .Hkv = 1, .d = 16, .page_size = 16,
+                           .append = true},
+               {}, 15);
+  c.table()[1] = c.table()[0];  // one page per sequence: the same page, appended at slots 3 and 4 by both
+  ExpectRejected(c, "two appended keys would be written to the same cache slot");
+}
+
 TEST(DecodeVarlenValidation, KeysBeyondTheTablesPages) {
   VarlenCase c(SmallPaged(), {}, 9);
   c.cached()[1] = static_cast<std::int32_t>(c.params().max_pages * c.params().page_size + 1);
