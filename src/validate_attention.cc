@@ -116,6 +116,41 @@ void CheckBlockSide(const char* start_name, std::int64_t start, const char* seql
   }
 }
 
+// The block mask's and the document ids' settings (their tensors are AttentionTensors', their values
+// CheckSparsityValues'). Both describe the whole problem: a call that is a block of a larger one is refused.
+void CheckSparsitySizes(const AttentionParams& p) {
+  const BlockMask& m = p.block_mask;
+  const bool placed = p.block_position != BlockPosition{};
+  if (p.document_ids != nullptr) {
+    if (p.seqlen_q > p.seqlen_k) {
+      Fail("document_ids need seqlen_q <= seqlen_k (query row i sits at key position i + seqlen_k - seqlen_q), got "
+           "seqlen_q=", p.seqlen_q, " seqlen_k=", p.seqlen_k);
+    }
+    if (placed) Fail("document_ids need the default block_position (a whole problem, not a block of one)");
+    if (p.document_ids_batch_stride != 0 && p.document_ids_batch_stride < p.seqlen_k) {
+      Fail("document_ids_batch_stride must be 0 (contiguous) or >= seqlen_k=", p.seqlen_k, ", got ",
+           p.document_ids_batch_stride);
+    }
+  }
+  if (!m.active()) {
+    if (m.kv_indices != nullptr || m.full_kv_num_blocks != nullptr || m.full_kv_indices != nullptr) {
+      Fail("block_mask has lists but block_mask.kv_num_blocks is null (null means no block mask)");
+    }
+    return;
+  }
+  if (placed) Fail("block_mask needs the default block_position (a whole problem, not a block of one)");
+  CheckRange("block_mask.block_size_q", m.block_size_q, 1, kUnboundedReach);
+  CheckRange("block_mask.block_size_k", m.block_size_k, 1, kUnboundedReach);
+  if (m.heads != 1 && m.heads != p.heads_q) {
+    Fail("block_mask.heads must be 1 or heads_q=", p.heads_q, ", got ", m.heads);
+  }
+  CheckRange("block_mask.kv_width", m.kv_width, 0, INT32_MAX);
+  CheckRange("block_mask.full_kv_width", m.full_kv_width, 0, INT32_MAX);
+  if ((m.full_kv_num_blocks == nullptr) != (m.full_kv_indices == nullptr)) {
+    Fail("block_mask.full_kv_num_blocks and block_mask.full_kv_indices must be both set or both null");
+  }
+}
+
 // The block position, then dropout's generator counters over the whole problem it is a block of.
 void CheckAttentionSizes(const AttentionParams& p) {
   CheckAttentionSizes(p, p.batch, p.seqlen_q, p.seqlen_k);
@@ -126,6 +161,7 @@ void CheckAttentionSizes(const AttentionParams& p) {
                  at.total_seqlen_k);
   const BlockPlacement placement = BlockPlacement::Of(p);
   CheckDropout(p, p.batch, placement.total_q, placement.total_k);
+  CheckSparsitySizes(p);
 }
 
 // ---- The tensors of an attention call ---------------------------------------------------------------------
@@ -134,14 +170,29 @@ void CheckAttentionSizes(const AttentionParams& p) {
 // backward_varlen's `forward.` ones.
 struct AttentionNames {
   const char *q, *k, *v, *o, *lse, *alibi, *mask, *mask_data, *sinks;
+  const char *kv_num_blocks, *kv_indices, *full_kv_num_blocks, *full_kv_indices, *document_ids;
 };
-constexpr AttentionNames kForwardNames{"q", "k", "v", "o", "lse", "alibi_slopes", "mask", "mask.data", "sinks"};
-constexpr AttentionNames kBackwardNames{"attention.q",    "attention.k",         "attention.v",
-                                        "attention.o",    "attention.lse",       "attention.alibi_slopes",
-                                        "attention.mask", "attention.mask.data", "attention.sinks"};
+constexpr AttentionNames kForwardNames{
+    "q",          "k",     "v", "o", "lse", "alibi_slopes", "mask", "mask.data", "sinks", "block_mask.kv_num_blocks",
+    "block_mask.kv_indices", "block_mask.full_kv_num_blocks", "block_mask.full_kv_indices", "document_ids"};
+constexpr AttentionNames kBackwardNames{"attention.q",
+                                        "attention.k",
+                                        "attention.v",
+                                        "attention.o",
+                                        "attention.lse",
+                                        "attention.alibi_slopes",
+                                        "attention.mask",
+                                        "attention.mask.data",
+                                        "attention.sinks",
+                                        "attention.block_mask.kv_num_blocks",
+                                        "attention.block_mask.kv_indices",
+                                        "attention.block_mask.full_kv_num_blocks",
+                                        "attention.block_mask.full_kv_indices",
+                                        "attention.document_ids"};
 constexpr AttentionNames kVarlenBackwardNames{"forward.q",    "forward.k",         "forward.v",
                                               "forward.o",    "forward.lse",       "forward.alibi_slopes",
-                                              "forward.mask", "forward.mask.data", "forward.sinks"};
+                                              "forward.mask", "forward.mask.data", "forward.sinks",
+                                              "", "", "", "", ""};  // varlen calls have no block mask
 
 struct CallTensors {
   std::vector<TensorView> inputs, outputs;
@@ -153,6 +204,43 @@ struct CallTensors {
     return read;
   }
 };
+
+// The block mask's lists and the document ids as inputs.
+void AddSparsityTensors(const AttentionParams& p, const AttentionNames& names, CallTensors* t) {
+  const BlockMask& m = p.block_mask;
+  if (m.active()) {
+    const std::int64_t Tq = (p.seqlen_q + m.block_size_q - 1) / m.block_size_q;
+    std::int64_t per_head, per_head_full;
+    if (!MulAdd(Tq, std::max(m.kv_width, m.full_kv_width), 0, &per_head) ||
+        !MulAdd(per_head, m.heads, 0, &per_head_full) || !MulAdd(per_head_full, p.batch, 0, &per_head_full)) {
+      Fail("block_mask's lists are too large to index in 64 bits (batch=", p.batch, " heads=", m.heads,
+           " query blocks=", Tq, " width=", std::max(m.kv_width, m.full_kv_width), ")");
+    }
+    const auto counts = [&](const char* name, const std::int32_t* data) {
+      return TensorView{name, data, 4, {{"batch", p.batch, m.heads * Tq}, {"head", m.heads, Tq}, {"query block", Tq, 1}}};
+    };
+    const auto lists = [&](const char* name, const std::int32_t* data, std::int64_t width) {
+      return TensorView{name,
+                        data,
+                        4,
+                        {{"batch", p.batch, m.heads * Tq * width},
+                         {"head", m.heads, Tq * width},
+                         {"query block", Tq, width},
+                         {"entry", width, 1}}};
+    };
+    t->inputs.push_back(counts(names.kv_num_blocks, m.kv_num_blocks));
+    t->inputs.push_back(lists(names.kv_indices, m.kv_indices, m.kv_width));
+    if (m.full_kv_num_blocks != nullptr) {
+      t->inputs.push_back(counts(names.full_kv_num_blocks, m.full_kv_num_blocks));
+      t->inputs.push_back(lists(names.full_kv_indices, m.full_kv_indices, m.full_kv_width));
+    }
+  }
+  if (p.document_ids != nullptr) {
+    const std::int64_t stride = p.document_ids_batch_stride == 0 ? p.seqlen_k : p.document_ids_batch_stride;
+    t->inputs.push_back(
+        TensorView{names.document_ids, p.document_ids, 4, {{"batch", p.batch, stride}, {"key", p.seqlen_k, 1}}});
+  }
+}
 
 // q, k, v, the ALiBi slopes and the mask as inputs; o and lse as outputs.
 CallTensors AttentionTensors(const AttentionParams& p, const AttentionNames& names) {
@@ -186,9 +274,45 @@ CallTensors AttentionTensors(const AttentionParams& p, const AttentionNames& nam
     default:
       Fail(names.mask, ".kind has an unknown value ", static_cast<int>(p.mask.kind));
   }
+  AddSparsityTensors(p, names, &t);
   t.outputs = {BatchTensor(names.o, p.o, p.dtype, p.o_strides, p.batch, p.seqlen_q, p.heads_q, dv)};
   if (p.lse != nullptr) t.outputs.push_back(LseView(names.lse, p.lse, p.batch, p.heads_q, p.seqlen_q));
   return t;
+}
+
+// The block mask's values, once its tensors are known to be readable: every count in [0, width], every index
+// in [0, ⌈Nk/Kb⌉), no key block twice in one query block's lists (partial and full together).
+void CheckSparsityValues(const AttentionParams& p, const AttentionNames& names) {
+  const BlockMask& m = p.block_mask;
+  if (!m.active()) return;
+  const std::int64_t Tq = (p.seqlen_q + m.block_size_q - 1) / m.block_size_q;
+  const std::int64_t Tk = (p.seqlen_k + m.block_size_k - 1) / m.block_size_k;
+  std::vector<std::int64_t> seen(static_cast<std::size_t>(Tk), -1);  // the last list (b, h, r) naming each block
+  for (std::int64_t list = 0; list < p.batch * m.heads * Tq; ++list) {
+    const std::int64_t b = list / (m.heads * Tq), h = list / Tq % m.heads, r = list % Tq;
+    const auto check = [&](const char* num_name, const char* index_name, const std::int32_t* num,
+                           const std::int32_t* indices, std::int64_t width) {
+      if (num == nullptr) return;
+      const std::int32_t n = num[list];
+      if (n < 0 || n > width) {
+        Fail(num_name, "[", b, ", ", h, ", ", r, "] must be in [0, ", width, "] (the list width), got ", n);
+      }
+      for (std::int32_t e = 0; e < n; ++e) {
+        const std::int32_t c = indices[list * width + e];
+        if (c < 0 || c >= Tk) {
+          Fail(index_name, "[", b, ", ", h, ", ", r, ", ", e, "] must be a key block in [0, ", Tk, ") (seqlen_k=",
+               p.seqlen_k, ", block_size_k=", m.block_size_k, "), got ", c);
+        }
+        if (seen[static_cast<std::size_t>(c)] == list) {
+          Fail("key block ", c, " is listed twice for query block ", r, " of batch ", b, " head ", h, " (",
+               index_name, "[", b, ", ", h, ", ", r, ", ", e, "]; a block is in kv_indices or full_kv_indices, once)");
+        }
+        seen[static_cast<std::size_t>(c)] = list;
+      }
+    };
+    check(names.kv_num_blocks, names.kv_indices, m.kv_num_blocks, m.kv_indices, m.kv_width);
+    check(names.full_kv_num_blocks, names.full_kv_indices, m.full_kv_num_blocks, m.full_kv_indices, m.full_kv_width);
+  }
 }
 
 // dO, read; dQ, dK, dV and dsinks, if requested, written (dsinks only when there are sinks).
@@ -272,6 +396,7 @@ void validate(const AttentionParams& p) {
   const CallTensors t = AttentionTensors(p, kForwardNames);
   CheckOutputs(t.outputs, t.inputs);
   CheckSinkValues("sinks", p.sinks, p.heads_q);
+  CheckSparsityValues(p, kForwardNames);
 }
 
 void ValidateDropoutMask(const AttentionParams& p, const std::uint8_t* keep) {
@@ -356,6 +481,7 @@ void validate(const BackwardParams& p) {
   AddGradientTensors(p, kBackwardNames, &t);
   CheckOutputs(t.outputs, t.inputs);
   CheckSinkValues("attention.sinks", a.sinks, a.heads_q);
+  CheckSparsityValues(a, kBackwardNames);
   CheckLseValues("attention.lse", a.lse, a.batch, a.heads_q, a.seqlen_q);
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "flashattn/export.h"
 #include "flashattn/types.h"
@@ -54,11 +55,48 @@ struct AttentionParams : AttentionSettings {
 
   MaskTensor mask;
 
+  // Block-sparse attention (include/flashattn/types.h, docs/sparse_attention.md): only the listed key blocks
+  // of each query block are visited. Requires the default block_position.
+  BlockMask block_mask;
+  // Optional document ids, int32 (batch, Nk), row stride document_ids_batch_stride (0 = Nk): query row i sits
+  // at key position i + Nk − Nq and sees key j only if their documents are equal. An element predicate, as
+  // causal: everywhere without a block mask, on partial blocks with one. Requires Nq ≤ Nk and the default
+  // block_position.
+  const std::int32_t* document_ids = nullptr;
+  std::int64_t document_ids_batch_stride = 0;
+
   // Fills the strides for contiguous tensors in flash-attn's (batch, seq, head, dim) layout.
   FLASHATTN_API void set_contiguous_strides();
   // Fills the strides for contiguous tensors in PyTorch's (batch, head, seq, dim) layout.
   FLASHATTN_API void set_head_major_strides();
 };
+
+// The owning form of a BlockMask that create_block_mask builds: its lists as vectors; view() points a
+// BlockMask (heads 1) at them, valid while this object lives and is not modified.
+struct BlockMaskLists {
+  std::int64_t block_size_q = 128, block_size_k = 128;
+  std::int64_t batch = 0, query_blocks = 0, key_blocks = 0;
+  std::vector<std::int32_t> kv_num_blocks, kv_indices;            // (batch, 1, query_blocks[, key_blocks])
+  std::vector<std::int32_t> full_kv_num_blocks, full_kv_indices;  // the lists are key_blocks wide
+  BlockMask view() const {
+    BlockMask m;
+    m.block_size_q = block_size_q, m.block_size_k = block_size_k, m.heads = 1;
+    m.kv_num_blocks = kv_num_blocks.data(), m.kv_indices = kv_indices.data(), m.kv_width = key_blocks;
+    m.full_kv_num_blocks = full_kv_num_blocks.data(), m.full_kv_indices = full_kv_indices.data();
+    m.full_kv_width = key_blocks;
+    return m;
+  }
+};
+
+// The block mask of the element predicates causal, window (−1 unbounded) and document ids (null = none;
+// int32 (batch, seqlen_k), row stride document_ids_batch_stride, 0 = seqlen_k), with the library's
+// bottom-right alignment: a key block is full for a query block when every element of the pair is visible,
+// partial when some but not all are, absent when none is. The lists are sorted ascending.
+FLASHATTN_API BlockMaskLists create_block_mask(std::int64_t batch, std::int64_t seqlen_q, std::int64_t seqlen_k,
+                                               std::int64_t block_size_q, std::int64_t block_size_k, bool causal,
+                                               std::int64_t window_left, std::int64_t window_right,
+                                               const std::int32_t* document_ids,
+                                               std::int64_t document_ids_batch_stride);
 
 // Checks `params` and throws Error describing the first problem found. Every entry point calls it before
 // touching any output; callers may use it to check a call without running it.

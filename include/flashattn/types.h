@@ -99,6 +99,26 @@ struct ScoreSettings {
   const float* sinks = nullptr;
 };
 
+// FlexAttention's BlockMask: per (batch, head, query block) lists of key blocks; int32, contiguous.
+// Query row i is in query block i / block_size_q, key j in key block j / block_size_k (the last blocks may
+// be partial). For query block r of (b, h): kv_indices[b, h, r, :kv_num_blocks[b, h, r]] are partial blocks,
+// whose elements the call's element predicates still mask (causal, window, document ids, the mask tensor);
+// full_kv_indices[b, h, r, :full_kv_num_blocks[b, h, r]] are seen whole (no predicate applies to them). Every
+// other key block is masked out and never visited. Lists need not be sorted; a block may appear once in
+// the two lists together. heads 1 shares one mask between every query head. docs/sparse_attention.md.
+struct BlockMask {
+  std::int64_t block_size_q = 128;                   // Qb
+  std::int64_t block_size_k = 128;                   // Kb
+  std::int64_t heads = 1;                            // 1 (every query head) or Hq
+  const std::int32_t* kv_num_blocks = nullptr;       // (batch, heads, ⌈Nq/Qb⌉); null = no block mask
+  const std::int32_t* kv_indices = nullptr;          // (batch, heads, ⌈Nq/Qb⌉, kv_width)
+  std::int64_t kv_width = 0;
+  const std::int32_t* full_kv_num_blocks = nullptr;  // optional, same shapes
+  const std::int32_t* full_kv_indices = nullptr;
+  std::int64_t full_kv_width = 0;
+  bool active() const { return kv_num_blocks != nullptr; }
+};
+
 // Where a call sits in a larger problem (context parallelism, docs/distributed.md): it computes query rows
 // [query_start, query_start + seqlen_q) of a problem of total_seqlen_q query rows against its keys
 // [key_start, key_start + seqlen_k) of total_seqlen_k. The band, the ALiBi distances and the dropout

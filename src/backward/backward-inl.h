@@ -4,7 +4,8 @@
 //     D_i = rowsum(dO_i ∘ O_i), and s·Q_i, dO_i in float32, for the rows of every query head of the group
 //     for each K/V block j (static round-robin over threads: the unit of parallel work):
 //       K_j, V_j → float32 copies and NR-wide panels;  dK_j = 0, dV_j = 0 (owned by this thread)
-//       for each query head h of the group, each Q block i whose band reaches block j:
+//       for each query head h of the group, each Q block i whose band reaches block j (under a block mask: that
+//       lists a key block of j, the lists transposed through a table of classes per (b, K/V head)):
 //         S_ij = (s·Q_i) K_jᵀ, masks/modifiers         P_ij = exp(S_ij − LSE_i)   (0 for LSE_i = −∞)
 //         dP_ij = (dO_i V_jᵀ) ∘ Z_ij                    (Z: dropout multipliers)
 //         dS_ij = P_ij ∘ (dP_ij − D_i) [∘ (1 − tanh²) under softcap],   then P̂_ij = P_ij ∘ Z_ij in place
@@ -208,11 +209,35 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
                                                       dQ_head + i0 * g.d_pad, g.d_pad);
 }
 
-// K/V block jt of (b, hkv): every tile that reaches it, then dK_j and dV_j written once.
+// The bytes of one query head's table of block classes: every query block against every key block (0 without
+// a block mask).
+inline std::int64_t ClassTableBytes(const AttentionParams& p, const Geometry& g) {
+  const BlockMask& m = p.block_mask;
+  if (!m.active()) return 0;
+  return (g.Nq + m.block_size_q - 1) / m.block_size_q * ((g.Nk + m.block_size_k - 1) / m.block_size_k);
+}
+
+// Calls visit(i0) for the Q blocks that see keys [j0, j1), in ascending order: those whose band reaches
+// them, or under a block mask those whose query blocks list a key block they meet (the transposed lists, read
+// from the table of classes).
+template <class Visit>
+void ForEachQBlock(const ScoreModifiers& mods, const Geometry& g, std::int64_t j0, std::int64_t j1, Visit visit) {
+  if (mods.BlockSparse()) {
+    for (std::int64_t i0 = 0; i0 < g.Nq; i0 += g.Br) {
+      if (mods.BlocksOfTile(i0, std::min(g.Nq, i0 + g.Br), j0, j1).any) visit(i0);
+    }
+    return;
+  }
+  const IndexRange reach = mods.RowsOfKeys(j0, j1, g.Nq);
+  for (std::int64_t i0 = reach.begin / g.Br * g.Br; reach.begin < reach.end && i0 < reach.end; i0 += g.Br) visit(i0);
+}
+
+// K/V block jt of (b, hkv): every tile that reaches it, then dK_j and dV_j written once. `classes`: the
+// block mask's table of classes of every query block, per query head of the group (unused without one).
 template <typename T>
 void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const Dropout& dropout,
                      const Scratch& x, std::int64_t b, std::int64_t hkv, std::int64_t jt,
-                     const HeadRows& group, float* dQ_partial) {
+                     const HeadRows& group, const std::uint8_t* classes, float* dQ_partial) {
   const AttentionParams& p = bp.attention;
   const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
   for (std::int64_t c = 0; c < cols; ++c) {
@@ -227,13 +252,13 @@ void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const Dropout&
   const bool kv_non_finite = HasNonFinite(x.K_j, cols * g.d_pad) || HasNonFinite(x.V_j, cols * g.dv_pad);
   for (std::int64_t hg = 0; hg < g.group; ++hg) {
     const std::int64_t h = hkv * g.group + hg;
-    const ScoreModifiers mods(p, b, h);
-    const IndexRange reach = mods.RowsOfKeys(j0, j0 + cols, g.Nq);
+    ScoreModifiers mods(p, b, h);
+    if (mods.BlockSparse()) mods.UseClasses(classes + hg * ClassTableBytes(p, g), 0);
     const HeadRows head{group.Q + hg * g.Nq * g.d_pad, group.dO + hg * g.Nq * g.dv_pad, group.D + hg * g.Nq};
-    for (std::int64_t i0 = reach.begin / g.Br * g.Br; reach.begin < reach.end && i0 < reach.end; i0 += g.Br) {
+    ForEachQBlock(mods, g, j0, j0 + cols, [&](std::int64_t i0) {
       BackwardTile<T>(bp, g, mods, dropout, x, b, h, i0, std::min(g.Br, g.Nq - i0), j0, cols, kv_non_finite,
                       head, dQ_partial + hg * g.Nq * g.d_pad);
-    }
+    });
   }
   for (std::int64_t c = 0; c < cols; ++c) {
     T* dK = RowOf<T>(bp.dk, bp.dk_strides, b, hkv, j0 + c);
@@ -285,6 +310,9 @@ void BackwardT(const BackwardParams& bp) {
   const HeadRows group{Q_group.get(), dO_group.get(), D.get()};
   const bool sink_gradients = bp.dsinks != nullptr;
   const auto sink_sums = simd::AllocateOrThrow<double>(sink_gradients ? p.batch * g.Hq : 0);
+  const std::int64_t class_table = ClassTableBytes(p, g);
+  const auto classes = simd::AllocateOrThrow<std::uint8_t>(g.group * class_table);
+  const std::int64_t query_blocks = p.block_mask.active() ? (g.Nq + p.block_mask.block_size_q - 1) / p.block_mask.block_size_q : 0;
 
 #pragma omp parallel num_threads(threads)
   {
@@ -304,6 +332,12 @@ void BackwardT(const BackwardParams& bp) {
           WidenScaledRow(RowOf<T>(p.q, p.q_strides, b, h, i), g.d, g.d_pad, g.scale, Q_group.get() + n * g.d_pad);
           WidenRow(RowOf<T>(bp.d_o, bp.do_strides, b, h, i), g.dv, g.dv_pad, dO_group.get() + n * g.dv_pad);
         }
+        // The block mask's classes of the group's heads, one query block per work item.
+#pragma omp for schedule(static)
+        for (std::int64_t n = 0; n < g.group * query_blocks; ++n) {
+          const BlockLists lists(p, b, hkv * g.group + n / query_blocks);
+          lists.FillClasses(n % query_blocks, 1, classes.get() + n * lists.Tk);
+        }
         if (sink_gradients) {
 #pragma omp single
           SumSinkGradients(p, g, b, hkv, D.get(), sink_sums.get());
@@ -319,7 +353,7 @@ void BackwardT(const BackwardParams& bp) {
           const std::int64_t round = k / team, pos = k % team;
           const std::int64_t jt = round * team + (round % 2 == 0 ? pos : team - 1 - pos);
           if (jt < g.Tc)
-            BackwardKvBlock<T>(bp, g, dropout, x, b, hkv, jt, group, dQ_partials.get() + thread * partial);
+            BackwardKvBlock<T>(bp, g, dropout, x, b, hkv, jt, group, classes.get(), dQ_partials.get() + thread * partial);
         }
         // dQ = s·Σ_t dQ^(t), in thread order, a vector at a time into thread 0's partial row (each row is
         // summed by one thread and read by no other), then written in T.

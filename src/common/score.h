@@ -1,5 +1,5 @@
-// Which keys a query row sees and what the score of each pair is: the causal/sliding-window band, the mask
-// tensor, the scale, softcap and ALiBi; and the attention sink that joins each row's softmax. The one description that the reference algorithms, the fused forward
+// Which keys a query row sees and what the score of each pair is: the causal/sliding-window band, document
+// ids, the mask tensor, the block mask, the scale, softcap and ALiBi; and the attention sink that joins each row's softmax. The one description that the reference algorithms, the fused forward
 // and backward kernels and decode all use, so that they agree (docs/algorithms.md derives it; the kernels
 // apply the same steps to whole tiles in simd/score_modifiers-inl.h).
 //
@@ -120,6 +120,63 @@ T SinkGradientTerm(float sink, T lse, T D) {
   return sink == kNegInf ? T{0} : -std::exp(static_cast<T>(sink) - lse) * D;
 }
 
+// What a block mask makes of one (query block, key block) pair: never visited, visited with the element
+// predicates (band, document ids, mask tensor), or visited whole.
+enum class BlockClass : std::uint8_t { kAbsent = 0, kPartial = 1, kFull = 2 };
+
+// The lists of one (batch, head) of a BlockMask, and the classes they give (BlockMask in flashattn/types.h).
+struct BlockLists {
+  std::int64_t Qb = 1, Kb = 1, Tk = 0;  // block sizes; key blocks ⌈Nk / Kb⌉
+  const std::int32_t* num = nullptr;    // per query block; null: no block mask
+  const std::int32_t* indices = nullptr;
+  std::int64_t width = 0;
+  const std::int32_t* full_num = nullptr;  // null: no full blocks
+  const std::int32_t* full_indices = nullptr;
+  std::int64_t full_width = 0;
+
+  BlockLists() = default;
+  BlockLists(const AttentionParams& p, std::int64_t b, std::int64_t h) {
+    const BlockMask& m = p.block_mask;
+    if (!m.active()) return;
+    Qb = m.block_size_q, Kb = m.block_size_k, Tk = (p.seqlen_k + Kb - 1) / Kb;
+    const std::int64_t Tq = (p.seqlen_q + Qb - 1) / Qb;
+    const std::int64_t list = b * m.heads + (m.heads == 1 ? 0 : h);  // (batch, head) of the mask
+    num = m.kv_num_blocks + list * Tq;
+    indices = m.kv_indices + list * Tq * m.kv_width;
+    width = m.kv_width;
+    if (m.full_kv_num_blocks != nullptr) {
+      full_num = m.full_kv_num_blocks + list * Tq;
+      full_indices = m.full_kv_indices + list * Tq * m.full_kv_width;
+      full_width = m.full_kv_width;
+    }
+  }
+  bool Active() const { return num != nullptr; }
+
+  // Query block r's key blocks, partial then full (f(c, class)), in the lists' order.
+  template <class F>
+  void ForEachListed(std::int64_t r, F f) const {
+    for (std::int32_t n = 0; n < num[r]; ++n) f(indices[r * width + n], BlockClass::kPartial);
+    if (full_num == nullptr) return;
+    for (std::int32_t n = 0; n < full_num[r]; ++n) f(full_indices[r * full_width + n], BlockClass::kFull);
+  }
+  // The class of key block c for query block r, from the lists.
+  BlockClass Find(std::int64_t r, std::int64_t c) const {
+    BlockClass found = BlockClass::kAbsent;
+    ForEachListed(r, [&](std::int64_t listed, BlockClass cls) {
+      if (listed == c) found = cls;
+    });
+    return found;
+  }
+  // The classes of query blocks [r0, r0 + count) as a table: out[(r − r0)·Tk + c].
+  void FillClasses(std::int64_t r0, std::int64_t count, std::uint8_t* out) const {
+    std::fill(out, out + count * Tk, static_cast<std::uint8_t>(BlockClass::kAbsent));
+    for (std::int64_t r = r0; r < r0 + count; ++r) {
+      std::uint8_t* row = out + (r - r0) * Tk;
+      ForEachListed(r, [&](std::int64_t c, BlockClass cls) { row[c] = static_cast<std::uint8_t>(cls); });
+    }
+  }
+};
+
 // Everything that decides the scores of one (batch b, query head h) of a forward, backward or decode call.
 struct ScoreModifiers {
   std::int64_t offset = 0;  // row i's diagonal is i + offset: Nk − Nq for a whole problem (BlockPlacement)
@@ -131,6 +188,12 @@ struct ScoreModifiers {
   const void* mask = nullptr;  // offset to this (batch, head); null only when the mask is empty
   std::int64_t mask_stride_row = 0, mask_stride_col = 0;
   float sink = kNegInf;  // s_h, a term of the row's softmax rather than of a score (SoftmaxRowStart)
+  const std::int32_t* documents = nullptr;  // this sequence's document id per key position; null = none
+  BlockLists blocks;                        // the block mask of this (b, h); inactive = none
+  // Optional table of classes of query blocks [classes_r0, …) (BlockLists::FillClasses): the kernels' fast
+  // lookup; without it the lists are searched.
+  const std::uint8_t* classes = nullptr;
+  std::int64_t classes_r0 = 0;
 
   ScoreModifiers(const AttentionParams& p, std::int64_t b, std::int64_t h)
       : offset(BlockPlacement::Of(p).DiagonalOffset()),
@@ -141,7 +204,11 @@ struct ScoreModifiers {
         mask_kind(p.mask.kind),
         mask_stride_row(p.mask.stride_row),
         mask_stride_col(p.mask.stride_col),
-        sink(SinkOf(p, h)) {
+        sink(SinkOf(p, h)),
+        blocks(p, b, h) {
+    if (p.document_ids != nullptr) {
+      documents = p.document_ids + b * (p.document_ids_batch_stride == 0 ? p.seqlen_k : p.document_ids_batch_stride);
+    }
     if (mask_kind != MaskKind::kNone && p.mask.data != nullptr) {
       const std::int64_t bytes = mask_kind == MaskKind::kBool ? 1 : 4;
       mask = static_cast<const char*>(p.mask.data) + (b * p.mask.stride_batch + h * p.mask.stride_head) * bytes;
@@ -183,29 +250,77 @@ struct ScoreModifiers {
     return static_cast<const float*>(mask)[i * mask_stride_row + j * mask_stride_col];
   }
 
-  // Whether key j is inside row i's band; whether row i sees key j: inside the band and kept by the boolean
-  // mask, if any. (An additive mask's −∞ is arithmetic: it makes S_ij = −∞ and P_ij = 0, but the pair is
-  // seen.)
+  // Whether row i and key j share a document (rows sit at key position Diagonal(i)); true without ids.
+  bool SameDocument(std::int64_t i, std::int64_t j) const {
+    return documents == nullptr || documents[Diagonal(i)] == documents[j];
+  }
+
+  // The block mask: whether there is one, and the class of query block r against key block c (kPartial
+  // without one: the element predicates then apply everywhere).
+  bool BlockSparse() const { return blocks.Active(); }
+  void UseClasses(const std::uint8_t* table, std::int64_t r0) { classes = table, classes_r0 = r0; }
+  BlockClass ClassOf(std::int64_t r, std::int64_t c) const {
+    if (!BlockSparse()) return BlockClass::kPartial;
+    if (classes != nullptr) return static_cast<BlockClass>(classes[(r - classes_r0) * blocks.Tk + c]);
+    return blocks.Find(r, c);
+  }
+  BlockClass ClassAt(std::int64_t i, std::int64_t j) const { return ClassOf(i / blocks.Qb, j / blocks.Kb); }
+  // Over the block pairs that rows [i0, i1) × keys [j0, j1) meet: whether any is visited, whether all are full.
+  struct TileBlocks {
+    bool any, all_full;
+  };
+  TileBlocks BlocksOfTile(std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const {
+    TileBlocks t{false, true};
+    for (std::int64_t r = i0 / blocks.Qb; r <= (i1 - 1) / blocks.Qb; ++r) {
+      for (std::int64_t c = j0 / blocks.Kb; c <= (j1 - 1) / blocks.Kb; ++c) {
+        const BlockClass cls = ClassOf(r, c);
+        t.any |= cls != BlockClass::kAbsent;
+        t.all_full &= cls == BlockClass::kFull;
+      }
+    }
+    return t;
+  }
+
+  // Whether key j is inside row i's band; whether the element predicates keep (i, j): the band, the
+  // documents and the boolean mask; whether row i sees key j: the predicates on a partial block (and without
+  // a block mask), none on a full block, never on an absent one. (An additive mask's −∞ is arithmetic: it
+  // makes S_ij = −∞ and P_ij = 0, but the pair is seen.)
   bool Visible(std::int64_t i, std::int64_t j) const { return band.Sees(Diagonal(i), j); }
+  bool PredicatesKeep(std::int64_t i, std::int64_t j) const {
+    return Visible(i, j) && SameDocument(i, j) && (mask_kind != MaskKind::kBool || MaskKeeps(i, j));
+  }
   bool Sees(std::int64_t i, std::int64_t j) const {
-    return Visible(i, j) && (mask_kind != MaskKind::kBool || MaskKeeps(i, j));
+    switch (ClassAt(i, j)) {
+      case BlockClass::kAbsent: return false;
+      case BlockClass::kFull: return true;
+      case BlockClass::kPartial: break;
+    }
+    return PredicatesKeep(i, j);
   }
 
-  // Whether some row of [i0, i1) may not see some key of [j0, j1): a band boundary or a boolean mask.
+  // Whether some row of [i0, i1) may not see some key of [j0, j1): a tile not all of full blocks under a
+  // block mask; else a band boundary, document ids or a boolean mask.
   bool TileMayHideKeys(std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const {
-    return mask_kind == MaskKind::kBool || !BandCovers(i0, i1, j0, j1);
+    if (BlockSparse()) return !BlocksOfTile(i0, i1, j0, j1).all_full;
+    return mask_kind == MaskKind::kBool || documents != nullptr || !BandCovers(i0, i1, j0, j1);
   }
-  // Whether the tile's scores need anything beyond s·q·k: a band boundary or a per-element modifier.
+  // Whether the tile's scores need anything beyond s·q·k: a per-element modifier, or what may hide keys (the
+  // additive mask: on partial blocks only under a block mask).
   bool TileNeedsModifiers(std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const {
-    return softcap > 0.0f || alibi_slope != 0.0f || mask_kind != MaskKind::kNone || !BandCovers(i0, i1, j0, j1);
+    if (softcap > 0.0f || alibi_slope != 0.0f) return true;
+    if (BlockSparse()) return !BlocksOfTile(i0, i1, j0, j1).all_full;
+    return mask_kind != MaskKind::kNone || documents != nullptr || !BandCovers(i0, i1, j0, j1);
   }
 
-  // S_ij from q_i·k_j: ModifiedScore, then the additive mask; −∞ where row i does not see key j.
+  // S_ij from q_i·k_j: ModifiedScore, then the additive mask (not on a full block); −∞ where row i does not
+  // see key j.
   template <typename T>
   T Score(std::int64_t i, std::int64_t j, T q_dot_k) const {
     if (!Sees(i, j)) return kNegInfOf<T>;
     T s = ModifiedScore(q_dot_k, scale, softcap, alibi_slope, std::llabs(Diagonal(i) - j));
-    if (mask_kind == MaskKind::kAdditive) s += static_cast<T>(MaskBias(i, j));
+    if (mask_kind == MaskKind::kAdditive && ClassAt(i, j) != BlockClass::kFull) {
+      s += static_cast<T>(MaskBias(i, j));
+    }
     return s;
   }
 };

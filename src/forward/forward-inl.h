@@ -5,7 +5,7 @@
 //     widened to float32 here when the Q blocks have more than kMR rows (PacksKvWide)
 //     for each (query head of the GQA group, Q block i), largest work first:   [one thread each]
 //       Q_i ← s·Q rows (float32),  Õ = 0, (m, l) = (−∞, 0), or (s_h, 1) with an attention sink s_h
-//       for each K/V block j that the band of rows i reaches:
+//       for each K/V block j that the band of rows i reaches (or that meets a block the block mask lists):
 //         S_ij = Q_i K_jᵀ                       (ProductABt, from the packed panels)
 //         masks/modifiers, boundary tiles only    (ApplyScoreModifiers)
 //         m, l, α, P̃_ij = e^{S_ij − m}          (OnlineSoftmaxRow, on the strip while it is in L1)
@@ -58,9 +58,10 @@ struct Scratch {
   float* alpha;  // Br rescale factors of the current tile
   float* Z;      // Bc_pad dropout multipliers of one row
   ColumnSpan* spans;  // ⌈Br / kMR⌉ per-row-group key spans of a band boundary tile
+  std::uint8_t* classes;  // the block mask's classes of the query blocks a Q block meets (BlockLists)
 
   // The regions of one thread's share (V_j empty when V is packed whole).
-  static Scratch Carve(simd::ScratchCarver& c, const Geometry& g, bool pack_v) {
+  static Scratch Carve(simd::ScratchCarver& c, const Geometry& g, bool pack_v, std::int64_t class_bytes) {
     Scratch x;
     x.Q_i = c.Take<float>(RoundUp(g.Br, kMR) * g.d);
     x.S_ij = c.Take<float>(g.Br * g.Bc_pad);
@@ -71,6 +72,7 @@ struct Scratch {
     x.Z = c.Take<float>(g.Bc_pad);
     x.V_j = c.Take<P>(pack_v ? 0 : g.Bc * g.dv_pad);
     x.spans = c.Take<ColumnSpan>((g.Br + kMR - 1) / kMR);
+    x.classes = c.Take<std::uint8_t>(class_bytes);
     return x;
   }
 };
@@ -109,6 +111,28 @@ void PackBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b
   }
 }
 
+// The table of block classes a Q block of Br rows needs: a row of key blocks for each query block it may meet.
+inline std::int64_t ClassTableBytes(const AttentionParams& p, const Geometry& g) {
+  const BlockMask& m = p.block_mask;
+  if (!m.active()) return 0;
+  const std::int64_t Tq = (g.Nq + m.block_size_q - 1) / m.block_size_q;
+  return std::min(Tq, (g.Br - 1) / m.block_size_q + 2) * ((g.Nk + m.block_size_k - 1) / m.block_size_k);
+}
+
+// Calls visit(jt) for the K/V blocks that rows [i0, i0 + rows) visit, in ascending order: those the band
+// reaches, or under a block mask those that meet a key block listed for the rows' query blocks.
+template <class Visit>
+void ForEachKeyBlock(const ScoreModifiers& mods, const Geometry& g, std::int64_t i0, std::int64_t rows, Visit visit) {
+  if (mods.BlockSparse()) {
+    for (std::int64_t jt = 0; jt < g.Tc; ++jt) {
+      if (mods.BlocksOfTile(i0, i0 + rows, jt * g.Bc, std::min(g.Nk, (jt + 1) * g.Bc)).any) visit(jt);
+    }
+    return;
+  }
+  const IndexRange reach = mods.KeysOfRows(i0, i0 + rows, g.Nk);
+  for (std::int64_t jt = reach.begin / g.Bc; reach.begin < reach.end && jt * g.Bc < reach.end; ++jt) visit(jt);
+}
+
 // Rows [i0, i0 + rows) of query head h: the whole inner loop over K/V blocks, then the one write of O, LSE.
 template <typename T, typename P>
 void SolveQBlock(const AttentionParams& p, const Geometry& g, const Dropout& dropout, const Scratch<P>& x,
@@ -117,7 +141,12 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Dropout& dro
   const std::int64_t L = g.L, NR = g.NR, d = g.d, dv = g.dv;
   const std::int64_t i0 = qb * g.Br, rows = std::min(g.Br, g.Nq - i0);
   const std::int64_t hkv = h / g.group;
-  const ScoreModifiers mods(p, b, h);
+  ScoreModifiers mods(p, b, h);
+  if (mods.BlockSparse()) {  // the classes of the query blocks these rows meet, for fast lookups per tile
+    const std::int64_t r0 = i0 / mods.blocks.Qb, r1 = (i0 + rows - 1) / mods.blocks.Qb;
+    mods.blocks.FillClasses(r0, r1 - r0 + 1, x.classes);
+    mods.UseClasses(x.classes, r0);
+  }
   const RowStart start = SoftmaxRowStart(mods.sink);
 
   const T* Q = RowOf<T>(p.q, p.q_strides, b, h, i0);
@@ -133,17 +162,16 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Dropout& dro
   }
   std::fill(x.O_i, x.O_i + rows * g.dv_pad, 0.0f);
 
-  const IndexRange reach = mods.KeysOfRows(i0, i0 + rows, g.Nk);
   const std::int64_t lds = g.Bc_pad;
-  for (std::int64_t jt = reach.begin / g.Bc; reach.begin < reach.end && jt * g.Bc < reach.end; ++jt) {
+  ForEachKeyBlock(mods, g, i0, rows, [&](std::int64_t jt) {
     const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0), cols_L = RoundUp(cols, L);
     const P* panels = packed + jt * g.Bc_pad * d;
     const T* V = RowOf<T>(p.v, p.v_strides, b, hkv, j0);
     // A tile on the causal/window band's boundary: each row group computes and sums over only the keys
     // its rows may see (the diagonal tiles of a causal mask do half the work); the scores it skips are
-    // masked to −∞ below.
+    // masked to −∞ below. (Not under a block mask, whose full blocks ignore the band.)
     const ColumnSpan* spans = nullptr;
-    if (!mods.BandCovers(i0, i0 + rows, j0, j0 + cols)) {
+    if (!mods.BlockSparse() && !mods.BandCovers(i0, i0 + rows, j0, j0 + cols)) {
       for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
         const std::int64_t first = mods.KeysOf(i0 + r0).begin - j0;
         const std::int64_t end = mods.KeysOf(i0 + std::min(rows, r0 + kMR) - 1).end - j0;
@@ -186,7 +214,7 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Dropout& dro
       AccumulateAB<ALayout::kRowMajor, BLayout::kSlices>(x.S_ij, lds, rows, cols, V_j, cols, g.dv_pad, x.O_i,
                                                           g.dv_pad, x.alpha, spans);
     }
-  }
+  });
 
   T* O = RowOf<T>(p.o, p.o_strides, b, h, i0);
   float* lse = p.lse == nullptr ? nullptr : p.lse + (b * g.Hq + h) * g.Nq + i0;
@@ -229,7 +257,8 @@ void SolveAllBlocks(const AttentionParams& p, const Geometry& g, const Dropout& 
       std::min<std::int64_t>(items, p.num_threads > 0 ? p.num_threads : omp_get_max_threads()));
 
   // All memory before any output is written: a failed allocation leaves the caller's arrays untouched.
-  const auto carve = [&](simd::ScratchCarver& c) { return Scratch<P>::Carve(c, g, pack_v); };
+  const std::int64_t class_bytes = ClassTableBytes(p, g);
+  const auto carve = [&](simd::ScratchCarver& c) { return Scratch<P>::Carve(c, g, pack_v, class_bytes); };
   const simd::ScratchArena arena(threads, carve);
   const auto packed = simd::AllocateOrThrow<P>(chunk * packed_head);
   const auto packed_v = simd::AllocateOrThrow<P>(chunk * packed_v_head);

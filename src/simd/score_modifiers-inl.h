@@ -4,8 +4,9 @@
 // skip this file entirely; only the others come here.
 //
 // The order is ScoreModifiers::Score's: S = s·q·k (s is folded into Q), then softcap S ← c·tanh(S/c), ALiBi
-// S −= slope·|i + Nk − Nq − j|, the additive mask, and finally −∞ for keys outside the band or dropped by the
-// boolean mask.
+// S −= slope·|i + Nk − Nq − j|, the additive mask, and finally −∞ for keys outside the band, in another
+// document or dropped by the boolean mask. Under a block mask these predicates (the additive mask with them)
+// apply on partial blocks only; absent blocks are −∞ and full blocks keep their scores.
 #if defined(FLASHATTN_SIMD_SCORE_MODIFIERS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FLASHATTN_SIMD_SCORE_MODIFIERS_INL_H_
 #undef FLASHATTN_SIMD_SCORE_MODIFIERS_INL_H_
@@ -38,6 +39,45 @@ HWY_INLINE V SoftcapTanh(D d, V x) {
 #endif
 }
 
+// The element predicates on keys [j0 + begin, j0 + end) of row i (S_r: the row's scores from key j0): the
+// additive mask's term, then −∞ outside the band, in another document or dropped by the boolean mask.
+HWY_INLINE void ApplyPredicates(const ScoreModifiers& mods, std::int64_t i, std::int64_t j0, std::int64_t begin,
+                                std::int64_t end, float* HWY_RESTRICT S_r) {
+  if (mods.mask_kind == MaskKind::kAdditive) {
+    const float* bias = static_cast<const float*>(mods.mask) + i * mods.mask_stride_row;
+    for (std::int64_t c = begin; c < end; ++c) S_r[c] += bias[(j0 + c) * mods.mask_stride_col];
+  }
+  const IndexRange keys = mods.KeysOf(i);
+  for (std::int64_t c = begin; c < std::min(end, keys.begin - j0); ++c) S_r[c] = kNegInf;
+  for (std::int64_t c = std::max(begin, keys.end - j0); c < end; ++c) S_r[c] = kNegInf;
+  if (mods.documents != nullptr) {
+    const std::int32_t document = mods.documents[mods.Diagonal(i)];
+    for (std::int64_t c = begin; c < end; ++c)
+      if (mods.documents[j0 + c] != document) S_r[c] = kNegInf;
+  }
+  if (mods.mask_kind == MaskKind::kBool) {
+    const std::uint8_t* keep = static_cast<const std::uint8_t*>(mods.mask) + i * mods.mask_stride_row;
+    for (std::int64_t c = begin; c < end; ++c)
+      if (keep[(j0 + c) * mods.mask_stride_col] == 0) S_r[c] = kNegInf;
+  }
+}
+
+// Row i's keys [j0, j0 + cols) under a block mask, one key block at a time: −∞ on absent blocks, the
+// predicates on partial ones, nothing on full ones.
+HWY_INLINE void ApplyBlockClasses(const ScoreModifiers& mods, std::int64_t i, std::int64_t j0, std::int64_t cols,
+                                  float* HWY_RESTRICT S_r) {
+  const std::int64_t Kb = mods.blocks.Kb, r = i / mods.blocks.Qb;
+  for (std::int64_t begin = 0; begin < cols;) {
+    const std::int64_t c = (j0 + begin) / Kb, end = std::min(cols, (c + 1) * Kb - j0);
+    switch (mods.ClassOf(r, c)) {
+      case BlockClass::kAbsent: std::fill(S_r + begin, S_r + end, kNegInf); break;
+      case BlockClass::kPartial: ApplyPredicates(mods, i, j0, begin, end, S_r); break;
+      case BlockClass::kFull: break;
+    }
+    begin = end;
+  }
+}
+
 // Applies the modifiers to rows [i0, i0 + rows) × keys [j0, j0 + cols) held in S (row stride lds, rows
 // padded to a multiple of Lanes, which the vector passes also touch; the caller resets the padding).
 HWY_INLINE void ApplyScoreModifiers(const ScoreModifiers& mods, std::int64_t i0, std::int64_t rows,
@@ -63,17 +103,10 @@ HWY_INLINE void ApplyScoreModifiers(const ScoreModifiers& mods, std::int64_t i0,
         hn::Store(hn::NegMulAdd(slope, distance, hn::Load(df, S_r + c)), df, S_r + c);
       }
     }
-    if (mods.mask_kind == MaskKind::kAdditive) {
-      const float* bias = static_cast<const float*>(mods.mask) + i * mods.mask_stride_row;
-      for (std::int64_t c = 0; c < cols; ++c) S_r[c] += bias[(j0 + c) * mods.mask_stride_col];
-    }
-    const IndexRange keys = mods.KeysOf(i);
-    for (std::int64_t c = 0; c < std::min(cols, keys.begin - j0); ++c) S_r[c] = kNegInf;
-    for (std::int64_t c = std::max<std::int64_t>(0, keys.end - j0); c < cols; ++c) S_r[c] = kNegInf;
-    if (mods.mask_kind == MaskKind::kBool) {
-      const std::uint8_t* keep = static_cast<const std::uint8_t*>(mods.mask) + i * mods.mask_stride_row;
-      for (std::int64_t c = 0; c < cols; ++c)
-        if (keep[(j0 + c) * mods.mask_stride_col] == 0) S_r[c] = kNegInf;
+    if (mods.BlockSparse()) {
+      ApplyBlockClasses(mods, i, j0, cols, S_r);
+    } else {
+      ApplyPredicates(mods, i, j0, 0, cols, S_r);
     }
   }
 }
