@@ -167,6 +167,15 @@ void VisitC(flashattn_mask& c, CFields& v, const std::string& prefix) {
   v.Field(prefix + "stride_row", c.stride_row), v.Field(prefix + "stride_col", c.stride_col);
 }
 
+void VisitC(flashattn_block_mask& c, CFields& v, const std::string& prefix) {
+  v.Field(prefix + "block_size_q", c.block_size_q), v.Field(prefix + "block_size_k", c.block_size_k);
+  v.Field(prefix + "heads", c.heads);
+  v.Field(prefix + "kv_num_blocks", c.kv_num_blocks), v.Field(prefix + "kv_indices", c.kv_indices);
+  v.Field(prefix + "kv_width", c.kv_width);
+  v.Field(prefix + "full_kv_num_blocks", c.full_kv_num_blocks);
+  v.Field(prefix + "full_kv_indices", c.full_kv_indices), v.Field(prefix + "full_kv_width", c.full_kv_width);
+}
+
 void VisitC(flashattn_score_settings& c, CFields& v, const std::string& prefix) {
   v.Optional(prefix + "scale", c.has_scale, c.scale);
   v.Field(prefix + "causal", c.causal);
@@ -188,6 +197,9 @@ void VisitC(flashattn_attention_params& c, CFields& v, const std::string& prefix
   v.Field(prefix + "dtype", c.dtype);
   VisitC(c.score, v, prefix + "score.");
   VisitC(c.mask, v, prefix + "mask.");
+  VisitC(c.block_mask, v, prefix + "block_mask.");
+  v.Field(prefix + "document_ids", c.document_ids);
+  v.Field(prefix + "document_ids_batch_stride", c.document_ids_batch_stride);
   v.Field(prefix + "dropout_p", c.dropout_p), v.Field(prefix + "dropout_seed", c.dropout_seed);
   v.Field(prefix + "dropout_offset", c.dropout_offset);
   VisitC(c.block_position, v, prefix + "block_position.");
@@ -387,6 +399,7 @@ TEST(CApiFields, EveryMemberOfEveryStructIsListed) {
   ExpectCFieldsComplete<flashattn_tiling>("flashattn_tiling");
   ExpectCFieldsComplete<flashattn_block_position>("flashattn_block_position");
   ExpectCFieldsComplete<flashattn_mask>("flashattn_mask");
+  ExpectCFieldsComplete<flashattn_block_mask>("flashattn_block_mask");
   ExpectCFieldsComplete<flashattn_score_settings>("flashattn_score_settings");
   ExpectCFieldsComplete<flashattn_attention_params>("flashattn_attention_params");
   ExpectCFieldsComplete<flashattn_varlen_params>("flashattn_varlen_params");
@@ -399,6 +412,7 @@ TEST(CApiFields, EveryMemberOfEveryStructIsListed) {
   ExpectCppFieldsComplete<Tiling, void>("Tiling");
   ExpectCppFieldsComplete<BlockPosition, void>("BlockPosition");
   ExpectCppFieldsComplete<MaskTensor, void>("MaskTensor");
+  ExpectCppFieldsComplete<BlockMask, void>("BlockMask");
   ExpectCppFieldsComplete<ScoreSettings, void>("ScoreSettings");
   ExpectCppFieldsComplete<HeadSettings, ScoreSettings>("HeadSettings");
   ExpectCppFieldsComplete<AttentionSettings, HeadSettings>("AttentionSettings");

@@ -105,6 +105,23 @@ typedef struct flashattn_mask {
   int64_t stride_col;
 } flashattn_mask;
 
+/* flashattn::BlockMask (FlexAttention's): per (batch, head, query block) lists of key blocks, int32, contiguous.
+ * kv_indices[b, h, r, :kv_num_blocks[b, h, r]] are partial blocks (the element predicates apply),
+ * full_kv_indices[b, h, r, :full_kv_num_blocks[b, h, r]] are seen whole; other blocks are never visited.
+ * kv_num_blocks NULL = no block mask; full lists optional. flashattn_attention_params_init sets block sizes 128
+ * and heads 1. docs/sparse_attention.md. */
+typedef struct flashattn_block_mask {
+  int64_t block_size_q;
+  int64_t block_size_k;
+  int64_t heads;                  /* 1 (every query head) or Hq */
+  const int32_t* kv_num_blocks;   /* (batch, heads, ceil(Nq/block_size_q)) */
+  const int32_t* kv_indices;      /* (batch, heads, ceil(Nq/block_size_q), kv_width) */
+  int64_t kv_width;
+  const int32_t* full_kv_num_blocks;
+  const int32_t* full_kv_indices;
+  int64_t full_kv_width;
+} flashattn_block_mask;
+
 /* Block sizes of the tiled algorithms; 0 = chosen by the library. */
 typedef struct flashattn_tiling {
   int64_t fast_memory_bytes;
@@ -158,6 +175,9 @@ typedef struct flashattn_attention_params {
 
   flashattn_score_settings score;
   flashattn_mask mask;
+  flashattn_block_mask block_mask;
+  const int32_t* document_ids; /* int32 (batch, Nk), row stride document_ids_batch_stride (0 = Nk); NULL = none */
+  int64_t document_ids_batch_stride;
 
   float dropout_p; /* 0 = off */
   uint64_t dropout_seed;
@@ -389,6 +409,19 @@ FLASHATTN_C_API flashattn_status flashattn_backward(const flashattn_backward_par
                                                     flashattn_backward_algorithm algorithm);
 FLASHATTN_C_API flashattn_status flashattn_backward_varlen(const flashattn_varlen_backward_params* params,
                                                            flashattn_backward_algorithm algorithm);
+/* flashattn::create_block_mask into the caller's arrays: kv_num_blocks and full_kv_num_blocks hold
+ * batch·ceil(seqlen_q/block_size_q) int32, kv_indices and full_kv_indices that many times
+ * ceil(seqlen_k/block_size_k) (the lists' width). The block mask of causal, window (-1 unbounded) and
+ * document ids (NULL = none; (batch, seqlen_k), row stride document_ids_batch_stride, 0 = seqlen_k); lists
+ * sorted ascending, unused entries 0. */
+FLASHATTN_C_API flashattn_status flashattn_create_block_mask(int64_t batch, int64_t seqlen_q, int64_t seqlen_k,
+                                                             int64_t block_size_q, int64_t block_size_k, bool causal,
+                                                             int64_t window_left, int64_t window_right,
+                                                             const int32_t* document_ids,
+                                                             int64_t document_ids_batch_stride,
+                                                             int32_t* kv_num_blocks, int32_t* kv_indices,
+                                                             int32_t* full_kv_num_blocks, int32_t* full_kv_indices);
+
 /* The dropout keep mask of `params`: keep[((b·Hq + h)·Nq + i)·Nk + j] = 1 if kept, 0 if dropped. */
 FLASHATTN_C_API flashattn_status flashattn_materialize_dropout_mask(const flashattn_attention_params* params,
                                                                     uint8_t* keep);

@@ -65,6 +65,19 @@ void for_each_field(S& s, Visit&& visit, const std::string& prefix = "") {
   visit(prefix + "stride_col", s.stride_col);
 }
 
+template <fields_detail::Is<BlockMask> S, class Visit>
+void for_each_field(S& s, Visit&& visit, const std::string& prefix = "") {
+  visit(prefix + "block_size_q", s.block_size_q);
+  visit(prefix + "block_size_k", s.block_size_k);
+  visit(prefix + "heads", s.heads);
+  visit(prefix + "kv_num_blocks", s.kv_num_blocks);
+  visit(prefix + "kv_indices", s.kv_indices);
+  visit(prefix + "kv_width", s.kv_width);
+  visit(prefix + "full_kv_num_blocks", s.full_kv_num_blocks);
+  visit(prefix + "full_kv_indices", s.full_kv_indices);
+  visit(prefix + "full_kv_width", s.full_kv_width);
+}
+
 template <fields_detail::Is<ScoreSettings> S, class Visit>
 void for_each_field(S& s, Visit&& visit, const std::string& prefix = "") {
   visit(prefix + "scale", s.scale);
@@ -114,6 +127,9 @@ void for_each_field(S& s, Visit&& visit, const std::string& prefix = "") {
   visit(prefix + "seqlen_q", s.seqlen_q);
   visit(prefix + "seqlen_k", s.seqlen_k);
   for_each_field(s.mask, visit, prefix + "mask.");
+  for_each_field(s.block_mask, visit, prefix + "block_mask.");
+  visit(prefix + "document_ids", s.document_ids);
+  visit(prefix + "document_ids_batch_stride", s.document_ids_batch_stride);
 }
 
 template <fields_detail::Is<VarlenParams> S, class Visit>

@@ -4,10 +4,12 @@
 // validate before they write, so a failed call leaves the caller's memory as it was.
 #include "flashattn/c_api.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <exception>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "c_api/convert.h"
 #include "common/checked.h"
@@ -224,6 +226,27 @@ flashattn_status flashattn_materialize_dropout_mask(const flashattn_attention_pa
 
 flashattn_status flashattn_materialize_dropout_mask_varlen(const flashattn_varlen_params* params, uint8_t* keep) {
   return Guarded([&] { materialize_dropout_mask(c_api::ToCpp(Deref(params)), keep); });
+}
+
+flashattn_status flashattn_create_block_mask(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t block_size_q,
+                                             int64_t block_size_k, bool causal, int64_t window_left,
+                                             int64_t window_right, const int32_t* document_ids,
+                                             int64_t document_ids_batch_stride, int32_t* kv_num_blocks,
+                                             int32_t* kv_indices, int32_t* full_kv_num_blocks,
+                                             int32_t* full_kv_indices) {
+  return Guarded([&] {
+    const BlockMaskLists m = create_block_mask(batch, seqlen_q, seqlen_k, block_size_q, block_size_k, causal,
+                                               window_left, window_right, document_ids, document_ids_batch_stride);
+    for (auto [name, out] : {std::pair{"kv_num_blocks", kv_num_blocks}, std::pair{"kv_indices", kv_indices},
+                             std::pair{"full_kv_num_blocks", full_kv_num_blocks},
+                             std::pair{"full_kv_indices", full_kv_indices}}) {
+      if (out == nullptr && m.kv_num_blocks.size() > 0) Fail(name, " is a null pointer");
+    }
+    std::copy(m.kv_num_blocks.begin(), m.kv_num_blocks.end(), kv_num_blocks);
+    std::copy(m.kv_indices.begin(), m.kv_indices.end(), kv_indices);
+    std::copy(m.full_kv_num_blocks.begin(), m.full_kv_num_blocks.end(), full_kv_num_blocks);
+    std::copy(m.full_kv_indices.begin(), m.full_kv_indices.end(), full_kv_indices);
+  });
 }
 
 void flashattn_set_working_memory_limit(size_t bytes_per_thread) { set_working_memory_limit(bytes_per_thread); }

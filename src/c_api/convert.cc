@@ -134,6 +134,10 @@ AttentionParams ToCpp(const flashattn_attention_params& c) {
   p.batch = c.batch, p.seqlen_q = c.seqlen_q, p.seqlen_k = c.seqlen_k;
   p.mask = {ToMaskKind(c.mask.kind), c.mask.data, c.mask.stride_batch, c.mask.stride_head, c.mask.stride_row,
             c.mask.stride_col};
+  const flashattn_block_mask& m = c.block_mask;
+  p.block_mask = {m.block_size_q,       m.block_size_k,    m.heads,        m.kv_num_blocks, m.kv_indices,
+                  m.kv_width,           m.full_kv_num_blocks, m.full_kv_indices, m.full_kv_width};
+  p.document_ids = c.document_ids, p.document_ids_batch_stride = c.document_ids_batch_stride;
   return p;
 }
 
@@ -259,6 +263,8 @@ flashattn_attention_params DefaultAttention() {
   c.batch = d.batch, c.heads_q = d.heads_q, c.heads_kv = d.heads_kv;
   c.score = DefaultScore();
   c.mask.stride_col = d.mask.stride_col;
+  c.block_mask.block_size_q = d.block_mask.block_size_q, c.block_mask.block_size_k = d.block_mask.block_size_k;
+  c.block_mask.heads = d.block_mask.heads;
   c.block_position = {d.block_position.query_start, d.block_position.key_start, d.block_position.total_seqlen_q,
                       d.block_position.total_seqlen_k};
   return c;

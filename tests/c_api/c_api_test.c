@@ -356,6 +356,51 @@ static void test_forward_errors(void) {
 }
 
 /* ------------------------------------------------------------------------------------------------------ */
+/* block masks: flashattn_create_block_mask's document mask in a forward call, against the same call with the
+ * documents and the causal mask alone (which visits every tile of the band); rejected lists. */
+
+enum { kBmN = 37, kBmBlock = 8, kBmBlocks = (kBmN + kBmBlock - 1) / kBmBlock };
+
+static void test_block_mask(void) {
+  problem pr = make_problem(1, kBmN, kBmN, 2, 1, 8, 8);
+  int32_t documents[kBmN];
+  for (int j = 0; j < kBmN; ++j) documents[j] = j < 16 ? 0 : j < 24 ? 1 : 2;
+  int32_t num[kBmBlocks], indices[kBmBlocks * kBmBlocks], full_num[kBmBlocks], full_indices[kBmBlocks * kBmBlocks];
+  CHECK(flashattn_create_block_mask(1, kBmN, kBmN, kBmBlock, kBmBlock, true, -1, -1, documents, 0, num, indices,
+                                    full_num, full_indices) == FLASHATTN_OK,
+        "create_block_mask: %s", flashattn_last_error());
+  CHECK(num[0] == 1 && indices[0] == 0 && full_num[0] == 0, "query block 0 has only its diagonal block, partial");
+  CHECK(num[1] == 1 && full_num[1] == 1 && full_indices[kBmBlocks] == 0, "query block 1 sees key block 0 whole");
+  CHECK(num[2] == 1 && full_num[2] == 0, "query block 2 (a document of its own) sees its diagonal block only");
+
+  flashattn_attention_params p = pr.params;
+  p.score.causal = true;
+  p.document_ids = documents;
+  CHECK(flashattn_forward(&p, FLASHATTN_ALGORITHM_FUSED) == FLASHATTN_OK, "forward: %s", flashattn_last_error());
+  float* dense = filled_array(pr.no, 0.0f);
+  memcpy(dense, pr.o, pr.no * sizeof(float));
+  p.block_mask.block_size_q = p.block_mask.block_size_k = kBmBlock;
+  p.block_mask.kv_num_blocks = num, p.block_mask.kv_indices = indices, p.block_mask.kv_width = kBmBlocks;
+  p.block_mask.full_kv_num_blocks = full_num, p.block_mask.full_kv_indices = full_indices;
+  p.block_mask.full_kv_width = kBmBlocks;
+  CHECK(flashattn_forward(&p, FLASHATTN_ALGORITHM_FUSED) == FLASHATTN_OK, "forward: %s", flashattn_last_error());
+  CHECK(memcmp(dense, pr.o, pr.no * sizeof(float)) == 0, "the block mask of the documents changes O");
+
+  for (size_t n = 0; n < pr.no; ++n) pr.o[n] = 7.0f;
+  indices[0] = kBmBlocks;
+  check_invalid(flashattn_forward(&p, FLASHATTN_ALGORITHM_FUSED), "block_mask.kv_indices", "index out of range");
+  indices[0] = 0;
+  p.block_mask.heads = 3;
+  check_invalid(flashattn_forward(&p, FLASHATTN_ALGORITHM_FUSED), "block_mask.heads", "heads 3");
+  CHECK(all_equal(pr.o, pr.no, 7.0f), "a failed block-sparse forward wrote O");
+  check_invalid(flashattn_create_block_mask(1, kBmN, kBmN, 0, kBmBlock, true, -1, -1, NULL, 0, num, indices,
+                                            full_num, full_indices),
+                "block sizes", "create_block_mask block size 0");
+  free(dense);
+  free_problem(&pr);
+}
+
+/* ------------------------------------------------------------------------------------------------------ */
 /* forward_varlen and backward_varlen: each sequence against the batch-1 problem of its slice (the reference
  * for O and LSE, backward for the gradients), without and with dropout. Sequence b's dropout is that of its
  * batch-1 problem at dropout_offset + b. */
@@ -1094,6 +1139,7 @@ int main(int argc, char** argv) {
   test_misc(argv[1]);
   test_forward();
   test_forward_errors();
+  test_block_mask();
   test_varlen(0.0f);
   test_varlen(0.25f);
   test_decode();
