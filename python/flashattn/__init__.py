@@ -36,7 +36,8 @@ Working memory
     what every thread keeps, ``release_working_memory`` frees it.
 """
 
-from . import _arguments, _core, _kvcache
+from . import _arguments, _block_mask, _core, _kvcache
+from ._block_mask import BlockMask
 from ._core import Error
 
 # The library's version, the CMake project version (as the package metadata's).
@@ -51,6 +52,8 @@ __all__ = [
     "flash_attn_varlen_backward",
     "merge_attention_states",
     "scaled_dot_product_attention",
+    "BlockMask",
+    "create_block_mask",
     "set_working_memory_limit",
     "working_memory_limit",
     "release_working_memory",
@@ -61,7 +64,7 @@ __all__ = [
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
         softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *, seed=None,
-        sinks=None):
+        sinks=None, block_mask=None, document_ids=None):
     """Attention of q over k, v in flash-attn's (batch, seqlen, heads, dim) layout.
 
     q (batch, seqlen_q, heads_q, d), k (batch, seqlen_k, heads_kv, d), v (batch, seqlen_k, heads_kv, dv),
@@ -77,6 +80,10 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     deterministic: accepted; every pass is deterministic.
     sinks: attention sinks, float32 (heads_q,): a logit per query head in every row's softmax denominator,
     without a value (softmax_lse = log(Σ_j e^{S_ij} + e^{sinks[h]})); each finite or −inf (no sink).
+    block_mask: a flashattn.BlockMask (create_block_mask, or FlexAttention's lists): only its listed key
+    blocks are visited; causal, window_size and document_ids mask the elements of its partial blocks and
+    none of its full blocks (docs/sparse_attention.md). document_ids: integer (batch, seqlen_k) (int32):
+    query i (at key position i + Nk − Nq, so Nq ≤ Nk) sees key j only within its document.
 
     Returns out (batch, seqlen_q, heads_q, dv) of q's dtype, or with return_attn_probs=True the tuple
     (out, softmax_lse, dropout_mask): softmax_lse float32 (batch, heads_q, seqlen_q), natural log;
@@ -86,6 +93,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     call = _arguments.call_of(locals())
     probs = bool(call.return_attn_probs)
     m = _arguments.modifiers(call)
+    _block_mask.apply(call, m)
     out, lse, keep = _core.forward(
         call.q, call.k, call.v, modifiers=m, return_lse=probs, return_dropout_mask=probs
     )
@@ -93,7 +101,8 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
 
 
 def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_scale=None, causal=False,
-        window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False, *, seed=None, sinks=None):
+        window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False, *, seed=None, sinks=None,
+        block_mask=None, document_ids=None):
     """Gradients (dq, dk, dv) of flash_attn_func for the incoming gradient dout (batch, seqlen_q, heads_q,
     dv).
 
@@ -106,6 +115,7 @@ def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_
     """
     call = _arguments.call_of(locals())
     m = _arguments.modifiers(call, seed_required=True)
+    _block_mask.apply(call, m)
     return _core.backward(call.dout, call.q, call.k, call.v, call.out, call.softmax_lse, modifiers=m)
 
 
@@ -249,6 +259,21 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     options = _arguments.sdpa_options(call, _arguments.sdpa_mask(call))
     out, _ = _core.sdpa_forward(call.query, call.key, call.value, **options)
     return out
+
+
+def create_block_mask(seqlen_q, seqlen_k, *, batch=1, heads=1, block_size=128, causal=False, window_size=(-1, -1),
+        document_ids=None):
+    """The BlockMask of causal, window_size and document_ids masks, for flash_attn_func's block_mask.
+
+    seqlen_q, seqlen_k: the call's lengths; block_size: an int or (block_size_q, block_size_k);
+    document_ids: integer (batch, seqlen_k) (int32), query i at key position i + seqlen_k − seqlen_q.
+    Bottom-right aligned, as flash_attn_func. A key block is full for a query block when every element of the
+    pair is visible, partial when some but not all are, left out when none is; lists sorted ascending, heads
+    copies of one mask (batch, heads, ...). Pass the same causal, window_size and document_ids to the call:
+    they mask the elements of the partial blocks.
+    """
+    return _block_mask.create_block_mask(seqlen_q, seqlen_k, batch=batch, heads=heads, block_size=block_size,
+                                         causal=causal, window_size=window_size, document_ids=document_ids)
 
 
 def set_working_memory_limit(bytes_per_thread):

@@ -4,7 +4,7 @@ so only flashattn.torch imports it."""
 
 import torch
 
-from . import _arguments, _core, _tensors
+from . import _arguments, _block_mask, _core, _tensors
 
 
 def backward(dout, q, k, v, out, lse, *, modifiers, bf16, sequences=None):
@@ -36,6 +36,8 @@ def direct_backward(call, varlen=False):
     packed = ("cu_seqlens_q", "cu_seqlens_k") if varlen else ()
     _tensors.convert(call, side_arrays=("alibi_slopes", "sinks", *packed))
     modifiers = _arguments.modifiers(call, seed_required=True)
+    if not varlen:
+        _block_mask.apply(call, modifiers)
     dout = _tensors.array(call.dout, "dout")
     sequences = _arguments.packed_sequences(call) if varlen else None
     arrays = (call.q, call.k, call.v, call.out, call.softmax_lse)

@@ -15,7 +15,8 @@ flash-attn takes it from PyTorch's: each such call makes one ``torch.empty((), d
 ``Error`` (``flashattn.Error``), a ValueError and a RuntimeError.
 """
 
-from . import _arguments, _autograd, _core, _kvcache, _tensors
+from . import _arguments, _autograd, _block_mask, _core, _kvcache, _tensors
+from ._block_mask import BlockMask
 from ._core import Error
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
     "quantize_kv",
     "merge_attention_states",
     "scaled_dot_product_attention",
+    "BlockMask",
+    "create_block_mask",
     "set_working_memory_limit",
     "working_memory_limit",
     "release_working_memory",
@@ -37,13 +40,14 @@ __all__ = [
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
         softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *, seed=None,
-        sinks=None):
+        sinks=None, block_mask=None, document_ids=None):
     """flashattn.flash_attn_func for tensors, differentiable in q, k, v and a sinks tensor (see its
     docstring). With dropout_p > 0 and seed None the seed is drawn from torch's default generator, as
     flash-attn does (torch.manual_seed reproduces the mask); it is kept for the backward pass."""
     call = _arguments.call_of(locals())
     _tensors.convert(call, side_arrays=("alibi_slopes", "sinks"))
     m = _arguments.modifiers(call, draw_seed=_tensors.torch_seed)
+    _block_mask.apply(call, m)  # kept in m for the backward pass
     probs = bool(call.return_attn_probs)
     out, lse, keep = _autograd.FlashAttnFunc.apply(call.q, call.k, call.v, sinks, m, probs)
     if not call.return_attn_probs:
@@ -81,7 +85,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
 
 
 def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_scale=None, causal=False,
-        window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False, *, seed=None, sinks=None):
+        window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False, *, seed=None, sinks=None,
+        block_mask=None, document_ids=None):
     """flashattn.flash_attn_backward for tensors: the gradients (dq, dk, dv) of flash_attn_func for the
     incoming gradient dout, as new tensors of q's dtype (float32, float16 or bfloat16) and of the shapes of
     q, k, v, and dsinks (float32 (heads_q,)) when sinks are given. out and softmax_lse as
@@ -119,6 +124,14 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     out, lse = _kvcache.kvcache(call, bf16=bf16)
     out = _tensors.tensor(out, bf16)
     return (out, _tensors.tensor(lse)) if call.return_softmax_lse else out
+
+
+def create_block_mask(seqlen_q, seqlen_k, *, batch=1, heads=1, block_size=128, causal=False, window_size=(-1, -1),
+        document_ids=None):
+    """flashattn.create_block_mask; document_ids may be an integer tensor. The BlockMask holds NumPy int32
+    lists, which flash_attn_func and its backward read directly."""
+    return _block_mask.create_block_mask(seqlen_q, seqlen_k, batch=batch, heads=heads, block_size=block_size,
+                                         causal=causal, window_size=window_size, document_ids=document_ids)
 
 
 def quantize_kv(x, dtype="int8", group_size=None, granularity=None):

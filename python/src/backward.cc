@@ -41,6 +41,7 @@ py::tuple Backward(const py::handle& dout_in, const py::handle& q_in, const py::
   p.lse = const_cast<float*>(lse.data());  // read only: backward never writes attention.o or attention.lse
   p.o_strides = BatchStrides(out);
   ApplyModifiers(m, p.batch, &p);
+  ApplySparsity(m, &p);
   ApplyBlockPosition(block_position, &p);
   b.d_o = dout.data();
   b.do_strides = BatchStrides(dout);

@@ -24,6 +24,7 @@ py::tuple Forward(const py::handle& q_in, const py::handle& k_in, const py::hand
 
   AttentionParams p = AttentionInputs(q, k, v);
   ApplyModifiers(m, p.batch, &p);
+  ApplySparsity(m, &p);
   ApplyBlockPosition(block_position, &p);
 
   py::array out = NewArray(p.dtype, {p.batch, p.seqlen_q, p.heads_q, p.value_head_dim()});

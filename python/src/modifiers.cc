@@ -2,6 +2,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,90 @@ void ApplyModifiers(const Modifiers& m, std::int64_t batch, AttentionSettings* p
   }
   p->alibi_slopes = slopes.data();
   p->alibi_batch_stride = per_batch ? p->heads_q : 0;
+}
+
+namespace {
+
+[[noreturn]] void ShapeError(const std::string& name, const std::vector<std::int64_t>& expected,
+                             const py::array& got) {
+  std::vector<std::int64_t> shape(got.shape(), got.shape() + got.ndim());
+  throw py::value_error(name + " must have shape " + ShapeString(expected) + ", got " + ShapeString(shape));
+}
+
+}  // namespace
+
+void ApplySparsity(const Modifiers& m, AttentionParams* p) {
+  if (!m.document_ids.is_none()) {
+    const auto ids = ExactArray<std::int32_t>(m.document_ids, "document_ids", 2);
+    if (ids.shape(0) != p->batch || ids.shape(1) != p->seqlen_k) {
+      ShapeError("document_ids (batch, seqlen_k)", {p->batch, p->seqlen_k}, ids);
+    }
+    p->document_ids = ids.data();
+  }
+  if (m.block_mask.is_none()) return;
+  const auto lists = m.block_mask.cast<py::tuple>();
+  BlockMask& b = p->block_mask;
+  b.block_size_q = lists[4].cast<std::int64_t>(), b.block_size_k = lists[5].cast<std::int64_t>();
+  if (b.block_size_q < 1 || b.block_size_k < 1) {
+    throw py::value_error("block_mask.block_size must be positive, got (" + std::to_string(b.block_size_q) + ", " +
+                          std::to_string(b.block_size_k) + ")");
+  }
+  const std::int64_t query_blocks = (p->seqlen_q + b.block_size_q - 1) / b.block_size_q;
+  const auto num = ExactArray<std::int32_t>(lists[0], "block_mask.kv_num_blocks", 3);
+  const auto indices = ExactArray<std::int32_t>(lists[1], "block_mask.kv_indices", 4);
+  b.heads = num.shape(1);
+  const std::vector<std::int64_t> counts{p->batch, b.heads, query_blocks};
+  if (num.shape(0) != p->batch || num.shape(2) != query_blocks) {
+    ShapeError("block_mask.kv_num_blocks (batch, heads, ceil(seqlen_q / block_size_q))", counts, num);
+  }
+  if (indices.shape(0) != p->batch || indices.shape(1) != b.heads || indices.shape(2) != query_blocks) {
+    ShapeError("block_mask.kv_indices (batch, heads, ceil(seqlen_q / block_size_q), kv_blocks)",
+               {p->batch, b.heads, query_blocks, indices.shape(3)}, indices);
+  }
+  b.kv_num_blocks = num.data(), b.kv_indices = indices.data(), b.kv_width = indices.shape(3);
+  if (lists[2].is_none()) return;
+  const auto full_num = ExactArray<std::int32_t>(lists[2], "block_mask.full_kv_num_blocks", 3);
+  const auto full_indices = ExactArray<std::int32_t>(lists[3], "block_mask.full_kv_indices", 4);
+  if (full_num.shape(0) != p->batch || full_num.shape(1) != b.heads || full_num.shape(2) != query_blocks) {
+    ShapeError("block_mask.full_kv_num_blocks (as kv_num_blocks)", counts, full_num);
+  }
+  if (full_indices.shape(0) != p->batch || full_indices.shape(1) != b.heads || full_indices.shape(2) != query_blocks) {
+    ShapeError("block_mask.full_kv_indices (batch, heads, ceil(seqlen_q / block_size_q), kv_blocks)",
+               {p->batch, b.heads, query_blocks, full_indices.shape(3)}, full_indices);
+  }
+  b.full_kv_num_blocks = full_num.data(), b.full_kv_indices = full_indices.data();
+  b.full_kv_width = full_indices.shape(3);
+}
+
+// create_block_mask for one head: (kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices) as new
+// int32 arrays (batch, 1, query blocks[, key blocks]).
+py::tuple CreateBlockMask(std::int64_t batch, std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t block_size_q,
+                          std::int64_t block_size_k, bool causal, std::int64_t window_left, std::int64_t window_right,
+                          const py::object& document_ids) {
+  const std::int32_t* ids = nullptr;
+  py::array_t<std::int32_t> ids_array;
+  if (!document_ids.is_none()) {
+    ids_array = ExactArray<std::int32_t>(document_ids, "document_ids", 2);
+    if (ids_array.shape(0) != batch || ids_array.shape(1) != seqlen_k) {
+      ShapeError("document_ids (batch, seqlen_k)", {batch, seqlen_k}, ids_array);
+    }
+    ids = ids_array.data();
+  }
+  BlockMaskLists m;
+  {
+    py::gil_scoped_release release;
+    m = create_block_mask(batch, seqlen_q, seqlen_k, block_size_q, block_size_k, causal, window_left, window_right,
+                          ids, 0);
+  }
+  const auto array = [](const std::vector<std::int32_t>& values, std::vector<std::int64_t> shape) {
+    py::array_t<std::int32_t> out(shape);
+    std::copy(values.begin(), values.end(), out.mutable_data());
+    return out;
+  };
+  return py::make_tuple(array(m.kv_num_blocks, {batch, 1, m.query_blocks}),
+                        array(m.kv_indices, {batch, 1, m.query_blocks, m.key_blocks}),
+                        array(m.full_kv_num_blocks, {batch, 1, m.query_blocks}),
+                        array(m.full_kv_indices, {batch, 1, m.query_blocks, m.key_blocks}));
 }
 
 void ApplyBlockPosition(const BlockPositionArgument& at, AttentionSettings* p) {
@@ -69,7 +154,13 @@ void RegisterModifiers(py::module_& m) {
       .def_readwrite("softcap", &Modifiers::softcap)
       .def_readwrite("alibi_slopes", &Modifiers::alibi_slopes)
       .def_readwrite("seed", &Modifiers::seed)
-      .def_readwrite("sinks", &Modifiers::sinks);
+      .def_readwrite("sinks", &Modifiers::sinks)
+      .def_readwrite("block_mask", &Modifiers::block_mask)
+      .def_readwrite("document_ids", &Modifiers::document_ids);
+  m.def("create_block_mask", &CreateBlockMask, py::kw_only(), py::arg("batch"), py::arg("seqlen_q"), py::arg("seqlen_k"),
+        py::arg("block_size_q"), py::arg("block_size_k"), py::arg("causal"), py::arg("window_left"),
+        py::arg("window_right"), py::arg("document_ids"),
+        "create_block_mask's lists for one head: (kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices).");
 }
 
 }  // namespace flashattn::python

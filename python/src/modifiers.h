@@ -27,11 +27,18 @@ struct Modifiers {
   py::object alibi_slopes = py::none();  // float32 (heads_q,) or (batch, heads_q), C-contiguous
   std::uint64_t seed = 0;
   py::object sinks = py::none();  // float32 (heads_q,), C-contiguous: one attention sink logit per query head
+  // flash_attn_func and its backward only. block_mask: None or (kv_num_blocks, kv_indices, full_kv_num_blocks
+  // or None, full_kv_indices or None, block_size_q, block_size_k), the arrays int32 C-contiguous (batch, heads,
+  // query blocks[, width]); document_ids: None or int32 (batch, seqlen_k), C-contiguous.
+  py::object block_mask = py::none();
+  py::object document_ids = py::none();
 };
 
 // Copies the modifiers into `p` (whose heads_q is set); checks the slopes' shape against (batch, heads_q).
 // The slopes stay owned by `m`, which must outlive the call that uses `p`.
 void ApplyModifiers(const Modifiers& m, std::int64_t batch, AttentionSettings* p);
+// The block mask and the document ids into `p` (whose sizes are set), their shapes checked against them.
+void ApplySparsity(const Modifiers& m, AttentionParams* p);
 // The sinks alone, into any ScoreSettings (decode's too); checked against (heads_q,).
 void ApplySinks(const py::object& sinks, std::int64_t heads_q, ScoreSettings* p);
 

@@ -14,6 +14,7 @@ import inspect
 
 import numpy as np
 
+import flashattn
 from flashattn import _core
 
 B, NQ, NK, HQ, HKV, D = 2, 3, 5, 4, 2, 8  # batch, query rows, keys, heads, K/V heads, head dim
@@ -167,6 +168,24 @@ def training_keywords(arrays, prefix=""):
 # ---- The functions -----------------------------------------------------------------------------------------
 
 
+def sparsity_keywords(arrays, prefix=""):
+    """block_mask and document_ids of flash_attn_func and its backward: a BlockMask of blocks (2, 2), one
+    head, over NQ = 3 query rows (2 query blocks) and NK = 5 keys (3 key blocks)."""
+    ones, zeros = np.ones((B, 1, 2), np.int32), np.zeros((B, 1, 2, 3), np.int32)
+    mask = flashattn.BlockMask(ones, zeros, ones, zeros + 1, block_size=(2, 2))
+    listed = {
+        prefix + "block_mask.block_size_q": 2, prefix + "block_mask.block_size_k": 2,
+        prefix + "block_mask.kv_num_blocks": SET, prefix + "block_mask.kv_indices": SET,
+        prefix + "block_mask.kv_width": 3, prefix + "block_mask.full_kv_num_blocks": SET,
+        prefix + "block_mask.full_kv_indices": SET, prefix + "block_mask.full_kv_width": 3,
+    }
+    ids = arrays.int32([[0, 0, 1, 1, 1], [0, 1, 1, 2, 2]])
+    return {
+        "block_mask": [Variation({"block_mask": mask}, listed)],
+        "document_ids": [Variation({"document_ids": ids}, {prefix + "document_ids": Address("document_ids")})],
+    }
+
+
 def forward_spec(arrays):
     f = arrays.float32
     # flashattn.torch always asks for the LSE, which its backward pass reads.
@@ -177,6 +196,7 @@ def forward_spec(arrays):
         "keywords": {
             **score_keywords(arrays),
             **training_keywords(arrays),
+            **sparsity_keywords(arrays),
             "return_attn_probs": [Variation({"return_attn_probs": True}, lse)],
         },
     }
@@ -184,7 +204,10 @@ def forward_spec(arrays):
 
 def backward_spec(arrays):
     f = arrays.float32
-    keywords = {**score_keywords(arrays, "attention."), **training_keywords(arrays, "attention.")}
+    keywords = {
+        **score_keywords(arrays, "attention."), **training_keywords(arrays, "attention."),
+        **sparsity_keywords(arrays, "attention."),
+    }
     keywords["sinks"] = [Variation({"sinks": f(HQ)}, {"attention.sinks": Address("sinks"), "dsinks": SET})]
     return {
         "call": {
@@ -424,9 +447,10 @@ SPECS = {
     "scaled_dot_product_attention": sdpa_spec,
 }
 
-# The public functions that pass no parameter struct to the library.
+# The public functions and classes that pass no parameter struct to the library.
 WITHOUT_PARAMETERS = {
     "set_working_memory_limit", "working_memory_limit", "release_working_memory", "retained_working_memory",
+    "create_block_mask", "BlockMask",
 }
 
 

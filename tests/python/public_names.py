@@ -23,8 +23,9 @@ def documented_signatures():
 
 DOCUMENTED_SIGNATURES = documented_signatures()
 PUBLIC_FUNCTIONS = set(DOCUMENTED_SIGNATURES)
-# The one public class: the exception of every invalid shape or value (docs/python.md, "Errors").
-PUBLIC_NAMES = PUBLIC_FUNCTIONS | {"Error"}
+# The public classes: the exception of every invalid shape or value (docs/python.md, "Errors"), and
+# FlexAttention's BlockMask (docs/sparse_attention.md).
+PUBLIC_NAMES = PUBLIC_FUNCTIONS | {"Error", "BlockMask"}
 
 
 def is_package_module(module, name):
