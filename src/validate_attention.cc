@@ -217,7 +217,8 @@ void AddSparsityTensors(const AttentionParams& p, const AttentionNames& names, C
            " query blocks=", Tq, " width=", std::max(m.kv_width, m.full_kv_width), ")");
     }
     const auto counts = [&](const char* name, const std::int32_t* data) {
-      return TensorView{name, data, 4, {{"batch", p.batch, m.heads * Tq}, {"head", m.heads, Tq}, {"query block", Tq, 1}}};
+      return TensorView{
+          name, data, 4, {{"batch", p.batch, m.heads * Tq}, {"head", m.heads, Tq}, {"query block", Tq, 1}}};
     };
     const auto lists = [&](const char* name, const std::int32_t* data, std::int64_t width) {
       return TensorView{name,

@@ -212,9 +212,11 @@ std::vector<Case> ForwardCases() {
   cases.push_back({.shape = tails, .modifiers = {.causal = true}, .block_mask = false, .documents = true});
   cases.push_back({.shape = tails, .modifiers = {}, .block_mask = false, .documents = true, .sinks = true});
   cases.push_back({.shape = tails, .modifiers = {}, .Qb = 128, .Kb = 128});
-  cases.push_back({.shape = tails, .modifiers = {.causal = true}, .Qb = 13, .Kb = 29, .block_rows = 7, .block_cols = 11});
+  cases.push_back(
+      {.shape = tails, .modifiers = {.causal = true}, .Qb = 13, .Kb = 29, .block_rows = 7, .block_cols = 11});
   cases.push_back({.shape = tails, .modifiers = {}, .Qb = 1, .Kb = 1, .sinks = true});
-  cases.push_back({.shape = {.Nq = 113, .Nk = 97, .d = 59, .dv = 59}, .modifiers = {.causal = true}, .Qb = 32, .Kb = 48});
+  cases.push_back(
+      {.shape = {.Nq = 113, .Nk = 97, .d = 59, .dv = 59}, .modifiers = {.causal = true}, .Qb = 32, .Kb = 48});
   cases.push_back({.shape = {.Nq = 1, .Nk = 1025, .d = 111, .dv = 111}, .modifiers = {}, .documents = true});
   cases.push_back({.shape = {.Nq = 1025, .Nk = 1025, .d = 64, .dv = 64}, .modifiers = {.causal = true},
                    .Qb = 128, .Kb = 128, .documents = true});
@@ -385,7 +387,8 @@ void ExpectCreateBlockMaskClassifies(std::int64_t batch, std::int64_t Nq, std::i
       for (std::int64_t c = 0; c < Tk; ++c) {
         std::int64_t seen = 0, all = 0;
         for (std::int64_t i = r * Qb; i < std::min(Nq, (r + 1) * Qb); ++i)
-          for (std::int64_t j = c * Kb; j < std::min(Nk, (c + 1) * Kb); ++j) seen += PredicatesKeep(p, b, 0, i, j), ++all;
+          for (std::int64_t j = c * Kb; j < std::min(Nk, (c + 1) * Kb); ++j)
+            seen += PredicatesKeep(p, b, 0, i, j), ++all;
         expected[c] = seen == 0 ? kAbsent : seen == all ? kFull : kPartial;
       }
       const std::int64_t list = b * Tq + r;

@@ -211,10 +211,9 @@ void BackwardTile(const BackwardParams& bp, const Geometry& g, const ScoreModifi
 
 // The bytes of one query head's table of block classes: every query block against every key block (0 without
 // a block mask).
-inline std::int64_t ClassTableBytes(const AttentionParams& p, const Geometry& g) {
-  const BlockMask& m = p.block_mask;
-  if (!m.active()) return 0;
-  return (g.Nq + m.block_size_q - 1) / m.block_size_q * ((g.Nk + m.block_size_k - 1) / m.block_size_k);
+inline std::int64_t ClassTableBytes(const AttentionParams& p) {
+  const BlockLists lists(p, 0, 0);
+  return lists.Tq * lists.Tk;
 }
 
 // Calls visit(i0) for the Q blocks that see keys [j0, j1), in ascending order: those whose band reaches
@@ -253,7 +252,7 @@ void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const Dropout&
   for (std::int64_t hg = 0; hg < g.group; ++hg) {
     const std::int64_t h = hkv * g.group + hg;
     ScoreModifiers mods(p, b, h);
-    if (mods.BlockSparse()) mods.UseClasses(classes + hg * ClassTableBytes(p, g), 0);
+    if (mods.BlockSparse()) mods.UseClasses(classes + hg * ClassTableBytes(p), 0);
     const HeadRows head{group.Q + hg * g.Nq * g.d_pad, group.dO + hg * g.Nq * g.dv_pad, group.D + hg * g.Nq};
     ForEachQBlock(mods, g, j0, j0 + cols, [&](std::int64_t i0) {
       BackwardTile<T>(bp, g, mods, dropout, x, b, h, i0, std::min(g.Br, g.Nq - i0), j0, cols, kv_non_finite,
@@ -310,9 +309,8 @@ void BackwardT(const BackwardParams& bp) {
   const HeadRows group{Q_group.get(), dO_group.get(), D.get()};
   const bool sink_gradients = bp.dsinks != nullptr;
   const auto sink_sums = simd::AllocateOrThrow<double>(sink_gradients ? p.batch * g.Hq : 0);
-  const std::int64_t class_table = ClassTableBytes(p, g);
-  const auto classes = simd::AllocateOrThrow<std::uint8_t>(g.group * class_table);
-  const std::int64_t query_blocks = p.block_mask.active() ? (g.Nq + p.block_mask.block_size_q - 1) / p.block_mask.block_size_q : 0;
+  const auto classes = simd::AllocateOrThrow<std::uint8_t>(g.group * ClassTableBytes(p));
+  const std::int64_t query_blocks = BlockLists(p, 0, 0).Tq;  // 0 without a block mask
 
 #pragma omp parallel num_threads(threads)
   {
@@ -353,7 +351,8 @@ void BackwardT(const BackwardParams& bp) {
           const std::int64_t round = k / team, pos = k % team;
           const std::int64_t jt = round * team + (round % 2 == 0 ? pos : team - 1 - pos);
           if (jt < g.Tc)
-            BackwardKvBlock<T>(bp, g, dropout, x, b, hkv, jt, group, classes.get(), dQ_partials.get() + thread * partial);
+            BackwardKvBlock<T>(bp, g, dropout, x, b, hkv, jt, group, classes.get(),
+                               dQ_partials.get() + thread * partial);
         }
         // dQ = s·Σ_t dQ^(t), in thread order, a vector at a time into thread 0's partial row (each row is
         // summed by one thread and read by no other), then written in T.

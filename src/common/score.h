@@ -126,7 +126,7 @@ enum class BlockClass : std::uint8_t { kAbsent = 0, kPartial = 1, kFull = 2 };
 
 // The lists of one (batch, head) of a BlockMask, and the classes they give (BlockMask in flashattn/types.h).
 struct BlockLists {
-  std::int64_t Qb = 1, Kb = 1, Tk = 0;  // block sizes; key blocks ⌈Nk / Kb⌉
+  std::int64_t Qb = 1, Kb = 1, Tq = 0, Tk = 0;  // block sizes; query blocks ⌈Nq / Qb⌉, key blocks ⌈Nk / Kb⌉
   const std::int32_t* num = nullptr;    // per query block; null: no block mask
   const std::int32_t* indices = nullptr;
   std::int64_t width = 0;
@@ -138,8 +138,7 @@ struct BlockLists {
   BlockLists(const AttentionParams& p, std::int64_t b, std::int64_t h) {
     const BlockMask& m = p.block_mask;
     if (!m.active()) return;
-    Qb = m.block_size_q, Kb = m.block_size_k, Tk = (p.seqlen_k + Kb - 1) / Kb;
-    const std::int64_t Tq = (p.seqlen_q + Qb - 1) / Qb;
+    Qb = m.block_size_q, Kb = m.block_size_k, Tq = (p.seqlen_q + Qb - 1) / Qb, Tk = (p.seqlen_k + Kb - 1) / Kb;
     const std::int64_t list = b * m.heads + (m.heads == 1 ? 0 : h);  // (batch, head) of the mask
     num = m.kv_num_blocks + list * Tq;
     indices = m.kv_indices + list * Tq * m.kv_width;

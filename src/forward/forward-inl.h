@@ -113,10 +113,8 @@ void PackBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b
 
 // The table of block classes a Q block of Br rows needs: a row of key blocks for each query block it may meet.
 inline std::int64_t ClassTableBytes(const AttentionParams& p, const Geometry& g) {
-  const BlockMask& m = p.block_mask;
-  if (!m.active()) return 0;
-  const std::int64_t Tq = (g.Nq + m.block_size_q - 1) / m.block_size_q;
-  return std::min(Tq, (g.Br - 1) / m.block_size_q + 2) * ((g.Nk + m.block_size_k - 1) / m.block_size_k);
+  const BlockLists lists(p, 0, 0);  // Tq = Tk = 0 without a block mask
+  return std::min(lists.Tq, (g.Br - 1) / lists.Qb + 2) * lists.Tk;
 }
 
 // Calls visit(jt) for the K/V blocks that rows [i0, i0 + rows) visit, in ascending order: those the band
