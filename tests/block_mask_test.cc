@@ -16,7 +16,9 @@
 #include <tuple>
 #include <vector>
 
+#include "backward/backward.h"
 #include "backward_test_problem.h"
+#include "forward/forward.h"
 #include "simd/targets.h"
 #include "test_problem.h"
 #include "test_targets.h"
@@ -163,6 +165,16 @@ struct Sparsity {
   }
 };
 
+// The dense call takes the tiles the kernel chose for the block-sparse one (aligned with its blocks).
+void UseTilesOf(const AttentionParams& sparse, AttentionParams& dense) {
+  const forward_kernel::FusedTiling tiles = forward_kernel::ChooseFusedTiling(sparse);
+  dense.tiling.block_rows = tiles.Br, dense.tiling.block_cols = tiles.Bc;
+}
+void UseBackwardTilesOf(const AttentionParams& sparse, AttentionParams& dense) {
+  const backward_kernel::BackwardBlocks tiles = backward_kernel::ChooseBackwardBlocks(sparse);
+  dense.tiling.block_rows = tiles.Br, dense.tiling.block_cols = tiles.Bc;
+}
+
 // Forward: block-sparse = dense bitwise on every target, and within the error rule of the oracle.
 void ExpectForwardAsDense(const Case& c) {
   const std::uint64_t seed = c.shape.Nq * 31 + c.shape.Nk * 7 + c.shape.d + c.Qb;
@@ -173,6 +185,7 @@ void ExpectForwardAsDense(const Case& c) {
   sparsity.Apply(c, dense.params());
   const std::vector<std::uint8_t> keep = DenseVisibility(sparse.params(), sparsity.blocks.get());
   dense.params().block_mask = {}, dense.params().document_ids = nullptr;
+  UseTilesOf(sparse.params(), dense.params());
   const bool additive = c.modifiers.mask == MaskKind::kAdditive;
   if (!additive) UseDenseMask(dense.params(), keep);
 
@@ -260,8 +273,10 @@ void ExpectBackwardAsDense(const Case& c, Dropout dropout) {
   const std::vector<std::uint8_t> keep = DenseVisibility(sparse.forward().params(), sparsity.blocks.get());
   dense.forward().params().block_mask = {}, dense.forward().params().document_ids = nullptr;
   UseDenseMask(dense.forward().params(), keep);
+  UseTilesOf(sparse.forward().params(), dense.forward().params());
   sparse.RecomputeForward();
-  dense.RecomputeForward();
+  dense.RecomputeForward();  // O and LSE bitwise those of the block-sparse call
+  UseBackwardTilesOf(sparse.params().attention, dense.params().attention);
   std::vector<float> dsinks_sparse(c.shape.Hq), dsinks_dense(c.shape.Hq);
   if (c.sinks) sparse.params().dsinks = dsinks_sparse.data(), dense.params().dsinks = dsinks_dense.data();
 
@@ -429,9 +444,19 @@ TEST(CreateBlockMask, DocumentMaskGivesTheDenseDocumentCall) {
   sparsity.Apply(c, sparse.params());
   const BlockMaskLists lists = create_block_mask(1, 113, 113, 32, 32, true, -1, -1, sparsity.documents.data(), 0);
   sparse.params().block_mask = lists.view();
+  UseTilesOf(sparse.params(), dense.params());
   forward(dense.params());
   forward(sparse.params());
   EXPECT_TRUE(BitwiseEqual(OutputValues(sparse), OutputValues(dense)));
+}
+
+TEST(CreateBlockMask, BlockAlignedTilesDoNotStraddleBlocks) {
+  EXPECT_EQ(BlockAlignedTile(696, 128), 128);  // a block within the rule: one tile
+  EXPECT_EQ(BlockAlignedTile(696, 13), 39);    // small blocks: whole blocks up to 32 rows
+  EXPECT_EQ(BlockAlignedTile(696, 1), 32);
+  EXPECT_EQ(BlockAlignedTile(128, 512), 128);  // a larger block: its largest divisor up to the rule
+  EXPECT_EQ(BlockAlignedTile(120, 1000), 100);
+  EXPECT_EQ(BlockAlignedTile(128, 1031), 128);  // a prime: the rule's tiles
 }
 
 TEST(CreateBlockMask, RejectsBadArguments) {

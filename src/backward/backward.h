@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/score.h"
 #include "flashattn/backward.h"
 #include "simd/dispatch.h"
 
@@ -19,11 +20,17 @@ struct BackwardBlocks {
 };
 
 // The caller's tiling if set, else 64×64 at d = 128 (the kernel's working set then stays within a 512 KiB
-// L2), more rows for small heads and fewer for large ones.
+// L2), more rows for small heads and fewer for large ones; under a block mask aligned with its blocks
+// (BlockAlignedTile).
 inline BackwardBlocks ChooseBackwardBlocks(const AttentionParams& p) {
   const std::int64_t width = std::max(p.head_dim, p.value_head_dim());
   const std::int64_t rule = std::clamp<std::int64_t>(8192 / width / 16 * 16, 16, 128);
-  return {p.tiling.block_rows > 0 ? p.tiling.block_rows : rule, p.tiling.block_cols > 0 ? p.tiling.block_cols : rule};
+  std::int64_t Br = rule, Bc = rule;
+  if (p.block_mask.active()) {
+    Br = BlockAlignedTile(rule, p.block_mask.block_size_q);
+    Bc = BlockAlignedTile(rule, p.block_mask.block_size_k);
+  }
+  return {p.tiling.block_rows > 0 ? p.tiling.block_rows : Br, p.tiling.block_cols > 0 ? p.tiling.block_cols : Bc};
 }
 
 // The kernel for one element type on the best target of this CPU (backward_f32.cc, ...).

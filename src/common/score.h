@@ -176,6 +176,21 @@ struct BlockLists {
   }
 };
 
+// A kernel tile's rows (or keys) under a block mask of `block` rows (keys) per block, from the kernel's own
+// size `rule`: tiles that do not straddle blocks, so that a tile is visited only for its own blocks. A block
+// up to the rule is one tile, or whole blocks up to 32 rows (a tile of 1 row would waste the register tiles);
+// a larger block is cut into its largest divisor up to the rule, unless that is below half the rule (a size
+// like a large prime: the rule's tiles then straddle blocks).
+inline std::int64_t BlockAlignedTile(std::int64_t rule, std::int64_t block) {
+  if (block <= rule) {
+    const std::int64_t least = std::min<std::int64_t>(rule, 32);
+    return std::min(rule, (least + block - 1) / block * block);
+  }
+  for (std::int64_t tile = rule; tile >= std::max<std::int64_t>(1, rule / 2); --tile)
+    if (block % tile == 0) return tile;
+  return rule;
+}
+
 // Everything that decides the scores of one (batch b, query head h) of a forward, backward or decode call.
 struct ScoreModifiers {
   std::int64_t offset = 0;  // row i's diagonal is i + offset: Nk − Nq for a whole problem (BlockPlacement)

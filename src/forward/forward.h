@@ -20,7 +20,8 @@ struct FusedTiling {
 };
 
 // The block sizes the kernel uses for `params`: params.tiling.block_rows/block_cols when non-zero,
-// otherwise the rule of docs/fused_kernel.md derived from the detected per-core cache sizes.
+// otherwise the rule of docs/fused_kernel.md derived from the detected per-core cache sizes, under a block
+// mask aligned with its blocks (common/score.h, BlockAlignedTile).
 FusedTiling ChooseFusedTiling(const AttentionParams& params);
 
 // Whether a call packs float16/bfloat16 K and V as float32, once per head (its Q blocks of Br rows span more

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "common/cpu_caches.h"
+#include "common/score.h"
 #include "forward/forward.h"
 
 namespace flashattn::forward_kernel {
@@ -18,6 +19,10 @@ FusedTiling ChooseFusedTiling(const AttentionParams& params) {
   const std::int64_t rule_Bc = (M + 4 * std::max(d, dv) - 1) / (4 * std::max(d, dv));
   std::int64_t Bc = std::clamp<std::int64_t>(rule_Bc / 2 / 32 * 32, 32, 512);
   std::int64_t Br = std::max<std::int64_t>((M - Bc * (d + dv)) / (d + Bc + dv), 6) / 6 * 6;
+  if (params.block_mask.active()) {  // tiles that do not straddle the mask's blocks
+    Br = BlockAlignedTile(Br, params.block_mask.block_size_q);
+    Bc = BlockAlignedTile(Bc, params.block_mask.block_size_k);
+  }
   if (params.tiling.block_rows > 0) Br = params.tiling.block_rows;
   if (params.tiling.block_cols > 0) Bc = params.tiling.block_cols;
   return {Br, Bc};

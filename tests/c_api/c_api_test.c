@@ -357,7 +357,7 @@ static void test_forward_errors(void) {
 
 /* ------------------------------------------------------------------------------------------------------ */
 /* block masks: flashattn_create_block_mask's document mask in a forward call, against the same call with the
- * documents and the causal mask alone (which visits every tile of the band); rejected lists. */
+ * documents and the causal mask alone (which visits every tile of the band, its own tiles); rejected lists. */
 
 enum { kBmN = 37, kBmBlock = 8, kBmBlocks = (kBmN + kBmBlock - 1) / kBmBlock };
 
@@ -384,7 +384,8 @@ static void test_block_mask(void) {
   p.block_mask.full_kv_num_blocks = full_num, p.block_mask.full_kv_indices = full_indices;
   p.block_mask.full_kv_width = kBmBlocks;
   CHECK(flashattn_forward(&p, FLASHATTN_ALGORITHM_FUSED) == FLASHATTN_OK, "forward: %s", flashattn_last_error());
-  CHECK(memcmp(dense, pr.o, pr.no * sizeof(float)) == 0, "the block mask of the documents changes O");
+  /* The kernel's tiles follow the blocks under a block mask: the same result up to the order of the sums. */
+  CHECK(max_difference(pr.o, dense, pr.no, FLASHATTN_DTYPE_F32) < 1e-6, "the block mask of the documents changes O");
 
   for (size_t n = 0; n < pr.no; ++n) pr.o[n] = 7.0f;
   indices[0] = kBmBlocks;

@@ -107,7 +107,7 @@ def test_document_block_mask_gives_the_dense_document_call(rng):
     assert mask.kv_num_blocks.shape == (2, 2, 4) and mask.BLOCK_SIZE == (64, 64)
     dense = flashattn.flash_attn_func(q, k, v, causal=True, document_ids=docs)
     sparse = flashattn.flash_attn_func(q, k, v, causal=True, document_ids=docs, block_mask=mask)
-    np.testing.assert_array_equal(sparse, dense)
+    np.testing.assert_allclose(sparse, dense, atol=1e-6, rtol=1e-6)  # the kernel's tiles differ, not the result
 
 
 def test_create_block_mask_classifies_blocks(rng):
