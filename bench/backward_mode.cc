@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bench/backward_baseline.h"
+#include "bench/sparse.h"
 #include "flashattn/backward.h"
 
 namespace flashattn::bench {
@@ -61,12 +62,25 @@ Row RunBackward(const BenchCase& c, const RunOptions& options, const Limits& lim
   std::vector<float> dsinks(sinks.size());
   params.attention.sinks = SinksOrNull(sinks);
   params.dsinks = sinks.empty() ? nullptr : dsinks.data();
+  const SparseInputs sparse(c);
+  sparse.Apply(&params.attention);
   forward(params.attention);  // O and LSE, as training would have them
   validate(params);
   row.tensor_bytes = tensors.Bytes();
 
   const auto call = [&] { backward(params); };
   TimeLibraryCall(call, options, &row);
+  if (c.sparsity != Sparsity::kNone) {  // against the dense call (its own O and LSE), in place of the baseline
+    BackwardParams dense = params;
+    dense.attention = DenseParams(params.attention);
+    forward(dense.attention);
+    Row dense_row = row;
+    TimeLibraryCall([&] { backward(dense); }, options, &dense_row);
+    row.note += (row.note.empty() ? "" : "; ") +
+                SparseNote(row.timing.median_ms, dense_row.timing.median_ms, sparse.VisitedFraction());
+    forward(params.attention);  // the sparse call's O and LSE again, as the row's outputs
+    return row;
+  }
 
   if (options.baseline && !c.sinks) {  // the OpenBLAS baseline has no sinks
     std::vector<std::uint16_t> dq(tensors.dq.size()), dk(tensors.dk.size()), dv(tensors.dv.size());

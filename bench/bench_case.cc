@@ -27,6 +27,21 @@ Mode ParseMode(std::string_view name, std::string_view argument) {
   support::Fail(argument, " must be one of forward, decode, backward, serve; got '", name, "'");
 }
 
+std::string_view ToString(Sparsity sparsity) {
+  switch (sparsity) {
+    case Sparsity::kNone: return "none";
+    case Sparsity::kDocuments: return "documents";
+    case Sparsity::kSlidingGlobal: return "sliding";
+  }
+  return "unknown";
+}
+
+Sparsity ParseSparsity(std::string_view name, std::string_view argument) {
+  for (Sparsity sparsity : {Sparsity::kNone, Sparsity::kDocuments, Sparsity::kSlidingGlobal})
+    if (name == ToString(sparsity)) return sparsity;
+  support::Fail(argument, " must be one of none, documents, sliding; got '", name, "'");
+}
+
 DType ParseDType(std::string_view name, std::string_view argument) {
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16})
     if (name == to_string(dtype)) return dtype;
@@ -139,6 +154,8 @@ std::string BenchCase::Name() const {
   if (page_size > 0) s << "_paged" << page_size;
   if (headdim_v) s << "_dv" << *headdim_v;
   if (sinks) s << "_sinks";
+  if (sparsity == Sparsity::kDocuments) s << "_docs8";
+  if (sparsity == Sparsity::kSlidingGlobal) s << "_sliding512g64";
   s << QuantizedCacheSuffix(*this);
   if (cache_len_min > 0) s << "_seed" << seed;
   return s.str();

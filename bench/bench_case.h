@@ -26,6 +26,14 @@ DType ParseDType(std::string_view name, std::string_view argument = "--dtype");
 // `argument` otherwise.
 CacheElement ParseCacheElement(std::string_view name, std::string_view argument = "--cache-dtype");
 
+// Block-sparse attention of the forward and backward modes (--sparse): none, 8 equal documents (causal within
+// each, a BlockMask from create_block_mask and the document ids), or a causal sliding window of 512 keys with
+// the first 64 keys global (seen by every later query; a BlockMask of 64 × 64 blocks built in bench/sparse.cc).
+enum class Sparsity : std::uint8_t { kNone, kDocuments, kSlidingGlobal };
+std::string_view ToString(Sparsity sparsity);  // "none", "documents", "sliding"
+// Parses those names; throws Error naming `argument` for anything else.
+Sparsity ParseSparsity(std::string_view name, std::string_view argument = "--sparse");
+
 // Decode's cache lengths: one for every sequence (min = 0), or each sequence's drawn from [min, max].
 struct CacheLenRange {
   std::int64_t min = 0;
@@ -60,6 +68,7 @@ struct BenchCase {
   std::optional<std::int64_t> headdim_v = std::nullopt;
   bool sinks = false;  // an attention sink per query head (forward, backward and decode)
   bool causal = false;
+  Sparsity sparsity = Sparsity::kNone;  // forward and backward only
   DType dtype = DType::kF32;   // decode: of q, o and (unless quantized) the cache
   CacheElement cache_element = CacheElement::kFloat;  // decode and serve only: kFloat = a cache of dtype
   bool quantize_query = false;  // over an int8 cache only: integer scores (quantize_query_int8)

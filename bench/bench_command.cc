@@ -129,6 +129,11 @@ BenchCase SingleCase(const BenchOptions& o, int threads, std::optional<Algorithm
   c.sinks = o.sinks;
   c.causal = o.causal;
   c.threads = threads;
+  if (!o.sparse.empty()) {
+    c.sparsity = ParseSparsity(o.sparse, "--sparse");
+    if (c.mode != Mode::kForward && c.mode != Mode::kBackward)
+      support::Fail("--sparse applies to --mode forward and backward only, got --mode ", o.mode);
+  }
   const auto positive = [](const char* option, std::int64_t value) {
     if (value < 1) support::Fail(option, " must be >= 1, got ", value);
   };
@@ -373,6 +378,11 @@ void AddBenchCommand(CLI::App& app) {
                   "cache (multi-head latent attention)");
   cmd->add_flag("--sinks", o.sinks, "An attention sink per query head (no OpenBLAS baseline then)");
   cmd->add_flag("--causal", o.causal, "Causal mask (bottom-right aligned)");
+  cmd->add_option("--sparse", o.sparse,
+                  "Forward, backward: block-sparse attention, 'documents' (8 equal documents, causal within each) "
+                  "or 'sliding' (causal window of 512 keys, the first 64 keys global), timed against the dense "
+                  "call (no mask at all); the note gives the visited fraction of the blocks and time / (visited "
+                  "fraction x dense time). No OpenBLAS baseline then");
   cmd->add_option("--dtype", o.dtype, "Element type: f32, f16, bf16 (decode, serve: also of the cache)")
       ->capture_default_str();
   // Options for the single configuration, the sweep and the presets alike.
@@ -409,7 +419,7 @@ void AddBenchCommand(CLI::App& app) {
          {"--mode", "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--cache-len",
           "--num-splits", "--paged", "--decoding", "--prefilling", "--cache-dtype", "--quantize-query",
           "--quantize-probs", "--headdim",
-          "--headdim-v", "--sinks", "--causal", "--dtype"})
+          "--headdim-v", "--sinks", "--causal", "--sparse", "--dtype"})
       if (cmd->count(shape_option) > 0) options->single = true;
     if (bench::RunsBaseline(*options)) bench::RunOnBestBlasCore();  // may re-execute the program (blas_core.h)
     bench::RunBench(*options, std::cout);

@@ -39,6 +39,7 @@ struct BenchOptions {
   std::optional<std::int64_t> headdim_v;
   bool sinks = false;
   bool causal = false;
+  std::string sparse;  // forward, backward: "documents" or "sliding" (bench_case.h, Sparsity); empty = none
   std::string dtype = "f32";
   bool single = false;
   std::string preset;  // a named list of cases (presets.h) instead of the sweep; takes no shape options

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "bench/baseline.h"
+#include "bench/sparse.h"
 
 namespace flashattn::bench {
 
@@ -45,6 +46,8 @@ Row RunForward(const BenchCase& c, const RunOptions& options, const Limits& limi
   tensors.Attach(params);
   const std::vector<float> sinks = SinkLogits(c);
   params.sinks = SinksOrNull(sinks);
+  const SparseInputs sparse(c);
+  sparse.Apply(&params);
   validate(params);
   row.tensor_bytes = tensors.Bytes();
 
@@ -52,6 +55,14 @@ Row RunForward(const BenchCase& c, const RunOptions& options, const Limits& limi
     if (c.algorithm) forward(params, *c.algorithm); else forward(params);
   };
   TimeLibraryCall(call, options, &row);
+  if (c.sparsity != Sparsity::kNone) {  // against the dense call, in place of the OpenBLAS baseline
+    const AttentionParams dense = DenseParams(params);
+    Row dense_row = row;
+    TimeLibraryCall([&] { forward(dense); }, options, &dense_row);
+    row.note += (row.note.empty() ? "" : "; ") +
+                SparseNote(row.timing.median_ms, dense_row.timing.median_ms, sparse.VisitedFraction());
+    return row;
+  }
 
   if (options.baseline && !c.sinks) {  // the OpenBLAS baseline has no sinks
     AttentionParams baseline_params = params;  // same inputs, its own O and LSE

@@ -198,6 +198,13 @@ TEST(BenchCase, NameSpellsOutEveryShapeField) {
   c.algorithm = Algorithm::kFlash1;
   c.causal = false;
   EXPECT_EQ(c.Name(), "forward_flash1_bf16_b2_h8_hkv2_nq100_nk300_d64");
+  c.sparsity = Sparsity::kDocuments;
+  EXPECT_EQ(c.Name(), "forward_flash1_bf16_b2_h8_hkv2_nq100_nk300_d64_docs8");
+  c.sparsity = Sparsity::kSlidingGlobal;
+  EXPECT_EQ(c.Name(), "forward_flash1_bf16_b2_h8_hkv2_nq100_nk300_d64_sliding512g64");
+  c.sparsity = Sparsity::kNone;
+  EXPECT_EQ(ParseSparsity("sliding"), Sparsity::kSlidingGlobal);
+  EXPECT_THROW(ParseSparsity("dense"), Error);
   c.mode = Mode::kDecode;
   c.algorithm.reset();
   c.num_splits = 4;

@@ -588,6 +588,31 @@ TEST(BackwardMode, RowHasTheIssueFieldsAndCountsTwoAndAHalfForwardFlops) {
   }
 }
 
+// --sparse: the block-sparse call timed against the dense one, the visited fraction and the ratio in the note.
+TEST(SparseMode, RowsNoteTheDenseTimeAndTheVisitedFraction) {
+  const Limits limits = MadeUpLimits();
+  for (Mode mode : {Mode::kForward, Mode::kBackward}) {
+    for (Sparsity sparsity : {Sparsity::kDocuments, Sparsity::kSlidingGlobal}) {
+      BenchCase c{.mode = mode, .heads = 2, .heads_kv = 1, .seqlen_q = 1100, .seqlen_k = 1100, .headdim = 16,
+                  .threads = 2};
+      c.sparsity = sparsity;
+      const Row row =
+          mode == Mode::kForward ? RunForward(c, ThreeCalls(), limits) : RunBackward(c, ThreeCalls(), limits);
+      SCOPED_TRACE(row.note);
+      EXPECT_FALSE(row.baseline.has_value());
+      ASSERT_GT(row.timing.median_ms, 0.0);
+      const std::size_t at = row.note.find("visited ");
+      ASSERT_NE(at, std::string::npos);
+      const double visited = std::stod(row.note.substr(at + 8));
+      // 8 documents, causal, in 9 × 9 blocks: 17 of 81; a window of 512 over 1100 keys: about half.
+      EXPECT_GT(visited, sparsity == Sparsity::kDocuments ? 0.05 : 0.3);
+      EXPECT_LT(visited, sparsity == Sparsity::kDocuments ? 0.3 : 0.7);
+      EXPECT_NE(row.note.find("dense "), std::string::npos);
+      EXPECT_NE(row.note.find("time/(visited·dense) "), std::string::npos);
+    }
+  }
+}
+
 TEST(BackwardMode, WithoutBaselineAndWithMemoryTheRowSaysSo) {
   Limits limits;
   limits.peak.gflops = 40.0;
