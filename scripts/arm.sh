@@ -40,7 +40,7 @@ fi
 # three element types with masks and modifiers, forced odd block sizes, rows that see no key; decode over
 # every row tile, contiguous and paged, with d = 37, 64, 128; an int8 cache's integer P̃V (its portable path)
 # against a float64 model of its rounding, and its integer scores (SVE's SDOT, NEON's widening path) against
-# the oracle on the rounded queries; backward — then non-finite inputs through all three, the element
+# the oracle on the rounded queries; backward; block masks — then non-finite inputs through all three, the element
 # conversions and the vector exp's special values, the tests' skipping of targets, and the validation tables
 # (no kernel, but every entry point's checks as compiled for AArch64). docs/arm.md gives their times under qemu.
 tests=(
@@ -48,6 +48,7 @@ tests=(
   "decode_test Decode.EveryTargetEveryRowTileAgainstTheOracle:Decode.RowsThatSeeNoKey*:Decode.AgreesWithTheReferenceDecode:Shapes/DecodeMatchesForward.OverTheSameCacheContents/2?"
   "decode_quantized_test DecodeQuantized.IntegerPvIsTheRoundingItDescribes:DecodeQuantized.IntegerScoresAreThoseOfTheRoundedQueries"
   "backward_kernel_test FusedBackwardTest.EveryCompiledTargetWithinTolerance"
+  "block_mask_test *BlockMaskForwardTest*/1_f32:*BlockMaskForwardTest*/15_f32:*BlockMaskBackwardTest*/1_f32:BlockMaskValidationTest.*"
   "nonfinite_test NonFiniteFused.Float16KAndVInjectionsOnEveryTarget:NonFiniteDecode.*:NonFiniteBackward.Float32*"
   "support_test SupportElements.*"
   "kernel_exp_test FusedExpTest.SpecialValues*"
