@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <ostream>
 #include <random>
@@ -339,6 +340,55 @@ TEST(BlockMaskBackward, DropoutBitwiseAsDenseMask) {
   ExpectBackwardAsDense({.shape = {.Nq = 97, .Nk = 113, .d = 40, .dv = 40}, .modifiers = {.causal = true},
                          .documents = true},
                         {.p = 0.2f, .seed = 7, .offset = 3});
+}
+
+// A NaN or inf in K or V of keys that the block mask hides (an absent block, or masked by a partial block's
+// predicates) takes no part, forward and backward, on every target: the results are finite and those of the
+// dense boolean-mask call.
+TEST(BlockMaskBackward, NonFiniteHiddenKeysTakeNoPart) {
+  const Case c{.shape = {.Nq = 40, .Nk = 48, .d = 16, .dv = 16}, .modifiers = {.causal = true}, .Qb = 16, .Kb = 16,
+               .block_rows = 8, .block_cols = 24};
+  // Every query block sees key block 0 whole and key block 1 as partial (causal); key block 2 is absent.
+  std::vector<std::int32_t> num(3, 1), indices(9, 1), full_num(3, 1), full_indices(9, 0);
+  BlockMask mask{.block_size_q = 16, .block_size_k = 16, .heads = 1, .kv_num_blocks = num.data(),
+                 .kv_indices = indices.data(), .kv_width = 3, .full_kv_num_blocks = full_num.data(),
+                 .full_kv_indices = full_indices.data(), .full_kv_width = 3};
+  BackwardProblem sparse(c.shape, c.modifiers, 9), dense(c.shape, c.modifiers, 9);
+  for (BackwardProblem* x : {&sparse, &dense}) {
+    for (std::int64_t e = 0; e < 16; ++e) {
+      x->forward().SetV(0, 40, 0, e, std::numeric_limits<float>::quiet_NaN());  // absent block 2
+      x->forward().SetK(0, 47, 0, e, std::numeric_limits<float>::infinity());
+      x->forward().SetV(0, 31, 0, e, std::numeric_limits<float>::infinity());  // partial block 1, causal hides it
+    }                                                                            // from rows 0..22
+  }
+  sparse.forward().params().block_mask = mask;
+  sparse.forward().params().tiling = {0, c.block_rows, c.block_cols};
+  const std::vector<std::uint8_t> keep = [&] {
+    std::vector<std::uint8_t> k(40 * 48, 0);
+    for (std::int64_t i = 0; i < 40; ++i)
+      for (std::int64_t j = 0; j < 32; ++j) k[i * 48 + j] = j < 16 || j <= i + 8;
+    return k;
+  }();
+  UseDenseMask(dense.forward().params(), keep);
+  dense.forward().params().tiling = {0, c.block_rows, c.block_cols};
+  for (std::int64_t target : TargetsUnderTest()) {
+    simd::RestrictTargetForTest(target);
+    sparse.RecomputeForward();
+    dense.RecomputeForward();
+    const std::vector<float> out = OutputValues(sparse.forward());
+    EXPECT_TRUE(BitwiseEqual(out, OutputValues(dense.forward()))) << simd::TargetName(target);
+    for (std::int64_t i = 0; i < 40; ++i) {  // rows 23.. see key 31, whose V is inf
+      EXPECT_EQ(std::isfinite(sparse.forward().O(0, i, 0, 0)), i < 23) << i << " " << simd::TargetName(target);
+    }
+    sparse.ResetGradients();
+    dense.ResetGradients();
+    backward(sparse.params());
+    backward(dense.params());
+    EXPECT_TRUE(sparse.GradientBits() == dense.GradientBits()) << simd::TargetName(target);
+    EXPECT_TRUE(std::isfinite(sparse.dQ(0, 0, 0, 0)) && std::isfinite(sparse.dV(0, 40, 0, 0)));
+    EXPECT_EQ(sparse.dV(0, 40, 0, 0), 0.0f) << "an absent key's gradient";
+  }
+  simd::RestrictTargetForTest(0);
 }
 
 // The oracle's gradients of a tiny block-sparse problem against central differences of its oracle forward:

@@ -1,7 +1,8 @@
 // Which keys a query row sees and what the score of each pair is: the causal/sliding-window band, document
-// ids, the mask tensor, the block mask, the scale, softcap and ALiBi; and the attention sink that joins each row's softmax. The one description that the reference algorithms, the fused forward
-// and backward kernels and decode all use, so that they agree (docs/algorithms.md derives it; the kernels
-// apply the same steps to whole tiles in simd/score_modifiers-inl.h).
+// ids, the mask tensor, the block mask, the scale, softcap and ALiBi; and the attention sink that joins each
+// row's softmax. The one description that the reference algorithms, the fused forward and backward kernels
+// and decode all use, so that they agree (docs/algorithms.md derives it; the kernels apply the same steps to
+// whole tiles in simd/score_modifiers-inl.h).
 //
 // Query row i of Nq rows against Nk keys has the diagonal i + Nk − Nq: the key it is aligned with (the last
 // row with the last key, flash-attn's bottom-right alignment); a call that is one block of a larger problem
@@ -221,7 +222,8 @@ struct ScoreModifiers {
         sink(SinkOf(p, h)),
         blocks(p, b, h) {
     if (p.document_ids != nullptr) {
-      documents = p.document_ids + b * (p.document_ids_batch_stride == 0 ? p.seqlen_k : p.document_ids_batch_stride);
+      const std::int64_t stride = p.document_ids_batch_stride == 0 ? p.seqlen_k : p.document_ids_batch_stride;
+      documents = p.document_ids + b * stride;
     }
     if (mask_kind != MaskKind::kNone && p.mask.data != nullptr) {
       const std::int64_t bytes = mask_kind == MaskKind::kBool ? 1 : 4;
