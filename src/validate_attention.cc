@@ -186,9 +186,41 @@ CallTensors AttentionTensors(const AttentionParams& p, const AttentionNames& nam
     default:
       Fail(names.mask, ".kind has an unknown value ", static_cast<int>(p.mask.kind));
   }
+  if (p.key_indices.active()) t.inputs.push_back(KeySelectionView(p.key_indices, p.batch * p.seqlen_q, p.heads_kv));
   t.outputs = {BatchTensor(names.o, p.o, p.dtype, p.o_strides, p.batch, p.seqlen_q, p.heads_q, dv)};
   if (p.lse != nullptr) t.outputs.push_back(LseView(names.lse, p.lse, p.batch, p.heads_q, p.seqlen_q));
   return t;
+}
+
+// ---- Selected keys ----------------------------------------------------------------------------------------
+
+// What key_indices does not combine with: a mask tensor, dropout and ALiBi (whose distances the selected keys'
+// kernel does not form).
+void CheckSelectionCombinations(const AttentionParams& p) {
+  if (!p.key_indices.active()) {
+    KeySelectionView(p.key_indices, 0, 0);  // count 0 without indices
+    return;
+  }
+  if (p.mask.kind != MaskKind::kNone) {
+    Fail("key_indices and a mask tensor (mask.kind set) do not combine: select the keys the mask keeps instead");
+  }
+  if (p.dropout_p != 0.0f) Fail("key_indices does not combine with dropout, got dropout_p=", p.dropout_p);
+  if (p.alibi_slopes != nullptr) Fail("key_indices does not combine with ALiBi (alibi_slopes is set)");
+  if (p.batch > 0 && p.seqlen_q > INT64_MAX / p.batch) {
+    Fail("key_indices is too large to index in 64 bits (batch=", p.batch, " seqlen_q=", p.seqlen_q, ")");
+  }
+}
+
+// Every list, once the tensor is known to be readable: row i of batch b sees [0, Nk) on its band.
+void CheckSelectedKeys(const AttentionParams& p) {
+  if (!p.key_indices.active()) return;
+  const Band band = Band::Of(p);
+  const std::int64_t offset = BlockPlacement::Of(p).DiagonalOffset();
+  SelectedLists lists(p.key_indices, p.heads_kv, p.seqlen_k);
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t i = 0; i < p.seqlen_q; ++i) {
+      lists.CheckRow({b * p.seqlen_q + i, -1, b, i, p.seqlen_k, "seqlen_k", i + offset, band, p.causal});
+    }
 }
 
 // dO, read; dQ, dK, dV and dsinks, if requested, written (dsinks only when there are sinks).
@@ -269,9 +301,11 @@ void CheckCuSeqlens(const VarlenParams& p) {
 
 void validate(const AttentionParams& p) {
   CheckAttentionSizes(p);
+  CheckSelectionCombinations(p);
   const CallTensors t = AttentionTensors(p, kForwardNames);
   CheckOutputs(t.outputs, t.inputs);
   CheckSinkValues("sinks", p.sinks, p.heads_q);
+  CheckSelectedKeys(p);
 }
 
 void ValidateDropoutMask(const AttentionParams& p, const std::uint8_t* keep) {
@@ -351,6 +385,10 @@ void validate(const MergeParams& p) {
 void validate(const BackwardParams& p) {
   const AttentionParams& a = p.attention;
   CheckAttentionSizes(a);  // shapes, modifiers, dropout, as the forward pass saw them
+  if (a.key_indices.active() || a.key_indices.count != 0) {
+    Fail("attention.key_indices is set, but the backward pass of attention over selected keys is not "
+         "implemented (the selected keys are for inference)");
+  }
   RequireLse("attention.lse", "backward", a.lse, a.batch, a.heads_q, a.seqlen_q);
   CallTensors t{AttentionTensors(a, kBackwardNames).AllRead(), {}};
   AddGradientTensors(p, kBackwardNames, &t);

@@ -105,6 +105,13 @@ typedef struct flashattn_mask {
   int64_t stride_col;
 } flashattn_mask;
 
+/* flashattn::KeySelection: attention over selected keys, per (query row, K/V head) a list of `count` key
+ * positions, int32, -1 = unused, each list a set; indices NULL = every key (count 0). */
+typedef struct flashattn_key_selection {
+  const int32_t* indices;
+  int64_t count;
+} flashattn_key_selection;
+
 /* Block sizes of the tiled algorithms; 0 = chosen by the library. */
 typedef struct flashattn_tiling {
   int64_t fast_memory_bytes;
@@ -158,6 +165,7 @@ typedef struct flashattn_attention_params {
 
   flashattn_score_settings score;
   flashattn_mask mask;
+  flashattn_key_selection key_indices; /* (batch, Nq, Hkv, k), contiguous; not with mask, dropout or ALiBi */
 
   float dropout_p; /* 0 = off */
   uint64_t dropout_seed;
@@ -274,6 +282,8 @@ typedef struct flashattn_decode_params {
 
   int64_t num_splits; /* 0 = flashattn_choose_num_splits's heuristic, 1 = no splitting */
   int num_threads;
+  /* (batch, seqlen_q, Hkv, k) or packed (total_q, Hkv, k), contiguous: positions of the cache after the append */
+  flashattn_key_selection key_indices;
 
   /* A quantized cache (cache_element INT8, FP8_E4M3 or FP8_E5M2): k_scale and v_scale float32, shaped as
    * scale_granularity says, per-token ones with scale_strides (batch or page, seq, head) and a group stride

@@ -53,6 +53,9 @@ struct AttentionParams : AttentionSettings {
   std::int64_t seqlen_k = 0;  // Nk
 
   MaskTensor mask;
+  // Selected keys: (batch, Nq, Hkv, k) int32, contiguous; row i of K/V head g attends exactly
+  // key_indices[b, i, g, :]. Not with a mask tensor, dropout, ALiBi or a backward pass.
+  KeySelection key_indices;
 
   // Fills the strides for contiguous tensors in flash-attn's (batch, seq, head, dim) layout.
   FLASHATTN_API void set_contiguous_strides();

@@ -134,6 +134,7 @@ AttentionParams ToCpp(const flashattn_attention_params& c) {
   p.batch = c.batch, p.seqlen_q = c.seqlen_q, p.seqlen_k = c.seqlen_k;
   p.mask = {ToMaskKind(c.mask.kind), c.mask.data, c.mask.stride_batch, c.mask.stride_head, c.mask.stride_row,
             c.mask.stride_col};
+  p.key_indices = {c.key_indices.indices, c.key_indices.count};
   return p;
 }
 
@@ -179,6 +180,7 @@ DecodeParams ToCpp(const flashattn_decode_params& c) {
   p.rotary_max_pos = c.rotary_max_pos, p.rotary_interleaved = c.rotary_interleaved;
   p.rotary_queries_at_cache_end = c.rotary_queries_at_cache_end;
   p.num_splits = c.num_splits;
+  p.key_indices = {c.key_indices.indices, c.key_indices.count};
   p.cache_element = ToCacheElement(c.cache_element, "cache_element");
   p.scale_granularity = ToScaleGranularity(c.scale_granularity, "scale_granularity");
   p.k_scale = c.k_scale, p.v_scale = c.v_scale, p.scale_strides = ToStrides(c.scale_strides);
