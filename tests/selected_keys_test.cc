@@ -161,7 +161,8 @@ void ExpectForwardMatchesOracle(const Problem& problem, const std::vector<std::i
   const auto row = [&](const void* base, const Strides& st, std::int64_t b, std::int64_t j, std::int64_t h,
                        std::int64_t width) {
     std::vector<float> x(static_cast<std::size_t>(width));
-    for (std::int64_t e = 0; e < width; ++e) x[e] = LoadAsFloat(base, p.dtype, b * st.batch + j * st.seq + h * st.head + e);
+    const std::int64_t at = b * st.batch + j * st.seq + h * st.head;
+    for (std::int64_t e = 0; e < width; ++e) x[e] = LoadAsFloat(base, p.dtype, at + e);
     return x;
   };
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.d));
@@ -264,7 +265,9 @@ class SelectedDecode {
     p.causal = c.causal, p.window_left = c.window_left, p.softcap = c.softcap;
     p.batch = batch, p.cache_element = c.element, p.cache_dtype = c.cache_dtype, p.scale_group_size = c.group_size;
     // Query rows and appended rows per sequence.
-    for (std::int64_t b = 0; b < batch; ++b) rows_.push_back(c.packed ? std::max<std::int64_t>(0, c.Nq + b % 3 - 1) : c.Nq);
+    for (std::int64_t b = 0; b < batch; ++b) {
+      rows_.push_back(c.packed ? std::max<std::int64_t>(0, c.Nq + b % 3 - 1) : c.Nq);
+    }
     const std::int64_t max_rows = *std::max_element(rows_.begin(), rows_.end());
     const std::int64_t capacity = max_cached + std::max(c.Nnew, max_rows) + 3;
     if (c.page_size > 0) {
@@ -478,7 +481,8 @@ TEST(SelectedKeys, HostileDecodeListsAreRefusedWithNothingWritten) {
   };
   refused([&](SelectedDecode& s) { s.lists()[at] = 3, s.lists()[at + 5] = 3; },
           {"key_indices[1][1] of K/V head 1", "holds 3", "twice"});
-  refused([&](SelectedDecode& s) { s.lists()[at + 2] = 21; }, {"key_indices[1][1] of K/V head 1", "holds 21", "21 keys"});
+  refused([&](SelectedDecode& s) { s.lists()[at + 2] = 21; },
+          {"key_indices[1][1] of K/V head 1", "holds 21", "21 keys"});
   refused([&](SelectedDecode& s) { s.lists()[at + 2] = -2; }, {"key_indices[1][1]", "holds -2", "-1"});
   refused([&](SelectedDecode& s) {
     s.params().causal = true;
