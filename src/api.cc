@@ -13,6 +13,7 @@
 #include "backward/backward.h"
 #include "common/checked.h"
 #include "common/dropout.h"
+#include "common/score.h"
 #include "decode/decode.h"
 #include "flashattn/backward.h"
 #include "flashattn/decode.h"
@@ -92,12 +93,33 @@ namespace {
 
 // ---- Selected keys --------------------------------------------------------------------------------------------
 
+// K and V of p copied side by side into *rows, each key's K/V head a row [K | V] of d + dv elements, contiguous
+// (batch, Nk, Hkv, d + dv): the strides of that cache, whose V starts d elements in.
+Strides CopySideBySide(const AttentionParams& p, std::vector<std::byte>* rows) {
+  const std::int64_t d = p.head_dim, dv = p.value_head_dim(), Nk = p.seqlen_k, Hkv = p.heads_kv;
+  const std::int64_t width = d + dv, bytes = static_cast<std::int64_t>(size_of(p.dtype));
+  rows->resize(static_cast<std::size_t>(p.batch * Nk * Hkv * width * bytes));
+  const Strides out{Nk * Hkv * width, Hkv * width, width};
+  const auto copy = [&](const void* from, const Strides& s, std::int64_t features, std::int64_t at) {
+#pragma omp parallel for collapse(2) num_threads(p.num_threads > 0 ? p.num_threads : omp_get_max_threads())
+    for (std::int64_t b = 0; b < p.batch; ++b)
+      for (std::int64_t j = 0; j < Nk; ++j)
+        for (std::int64_t hk = 0; hk < Hkv; ++hk) {
+          std::memcpy(rows->data() + (b * out.batch + j * out.seq + hk * out.head + at) * bytes,
+                      static_cast<const char*>(from) + (b * s.batch + j * s.seq + hk * s.head) * bytes,
+                      static_cast<std::size_t>(features * bytes));
+        }
+  };
+  copy(p.k, p.k_strides, d, 0);
+  copy(p.v, p.v_strides, dv, d);
+  return out;
+}
+
 // forward() over selected keys on the fused path: the decode kernel, which reads each row's own keys through its
 // list, over K and V as a contiguous cache that holds every sequence whole (nothing appended). K and V with the
-// same strides (or V inside the K rows) are read where they are; otherwise each key's K and V rows are first
-// copied side by side, [K | V], into one such cache.
+// same strides (or V inside the K rows) are read where they are; otherwise through CopySideBySide.
 void ForwardSelectedKeys(const AttentionParams& p) {
-  const std::int64_t d = p.head_dim, dv = p.value_head_dim(), Nk = p.seqlen_k;
+  const std::int64_t Nk = p.seqlen_k;
   DecodeParams call;
   static_cast<HeadSettings&>(call) = p;
   call.q = p.q, call.o = p.o, call.lse = p.lse;
@@ -109,6 +131,10 @@ void ForwardSelectedKeys(const AttentionParams& p) {
   const std::vector<std::int32_t> seqlens(static_cast<std::size_t>(p.batch),
                                           static_cast<std::int32_t>(std::min<std::int64_t>(Nk, INT32_MAX)));
   call.cache_seqlens = seqlens.data();
+  // ALiBi's distances from each row's diagonal: a block position moves it by keys_after (validated to fit).
+  const std::int64_t diagonal_shift = BlockPlacement::Of(p).DiagonalOffset() - (Nk - p.seqlen_q);
+  const std::vector<std::int32_t> shift(static_cast<std::size_t>(p.batch), static_cast<std::int32_t>(diagonal_shift));
+  if (p.alibi_slopes != nullptr) call.keys_after = shift.data();
   std::vector<std::byte> side_by_side;
   const bool same_layout = p.k_strides.batch == p.v_strides.batch && p.k_strides.seq == p.v_strides.seq &&
                            p.k_strides.head == p.v_strides.head;
@@ -116,23 +142,9 @@ void ForwardSelectedKeys(const AttentionParams& p) {
     call.k_cache = const_cast<void*>(p.k), call.v_cache = const_cast<void*>(p.v);
     call.cache_strides = p.k_strides;
   } else {
-    const std::int64_t width = d + dv, bytes = static_cast<std::int64_t>(size_of(p.dtype));
-    side_by_side.resize(static_cast<std::size_t>(p.batch * Nk * p.heads_kv * width * bytes));
-    call.cache_strides = {Nk * p.heads_kv * width, p.heads_kv * width, width};
-    const auto copy_rows = [&](const void* from, const Strides& s, std::int64_t features, std::int64_t at) {
-#pragma omp parallel for collapse(2) num_threads(p.num_threads > 0 ? p.num_threads : omp_get_max_threads())
-      for (std::int64_t b = 0; b < p.batch; ++b)
-        for (std::int64_t j = 0; j < Nk; ++j)
-          for (std::int64_t hk = 0; hk < p.heads_kv; ++hk) {
-            const std::int64_t dst = b * call.cache_strides.batch + j * call.cache_strides.seq + hk * width + at;
-            std::memcpy(side_by_side.data() + dst * bytes,
-                        static_cast<const char*>(from) + (b * s.batch + j * s.seq + hk * s.head) * bytes,
-                        static_cast<std::size_t>(features * bytes));
-          }
-    };
-    copy_rows(p.k, p.k_strides, d, 0);
-    copy_rows(p.v, p.v_strides, dv, d);
-    call.k_cache = side_by_side.data(), call.v_cache = side_by_side.data() + d * bytes;
+    call.cache_strides = CopySideBySide(p, &side_by_side);
+    call.k_cache = side_by_side.data();
+    call.v_cache = side_by_side.data() + p.head_dim * static_cast<std::int64_t>(size_of(p.dtype));
   }
   decode_kernel::Decode(call, decode_kernel::KernelSequences{});
 }

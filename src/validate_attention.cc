@@ -194,8 +194,8 @@ CallTensors AttentionTensors(const AttentionParams& p, const AttentionNames& nam
 
 // ---- Selected keys ----------------------------------------------------------------------------------------
 
-// What key_indices does not combine with: a mask tensor, dropout and ALiBi (whose distances the selected keys'
-// kernel does not form).
+// What key_indices does not combine with: a mask tensor and dropout; with ALiBi, a block position whose
+// diagonals are far from the call's keys (the kernel takes their offset as int32).
 void CheckSelectionCombinations(const AttentionParams& p) {
   if (!p.key_indices.active()) {
     KeySelectionView(p.key_indices, 0, 0);  // count 0 without indices
@@ -205,7 +205,11 @@ void CheckSelectionCombinations(const AttentionParams& p) {
     Fail("key_indices and a mask tensor (mask.kind set) do not combine: select the keys the mask keeps instead");
   }
   if (p.dropout_p != 0.0f) Fail("key_indices does not combine with dropout, got dropout_p=", p.dropout_p);
-  if (p.alibi_slopes != nullptr) Fail("key_indices does not combine with ALiBi (alibi_slopes is set)");
+  const std::int64_t shift = BlockPlacement::Of(p).DiagonalOffset() - (p.seqlen_k - p.seqlen_q);
+  if (p.alibi_slopes != nullptr && (shift < INT32_MIN || shift > INT32_MAX)) {
+    Fail("key_indices with ALiBi needs block_position's diagonals within 2^31 of the call's own (seqlen_k - "
+         "seqlen_q), got an offset of ", shift);
+  }
   if (p.batch > 0 && p.seqlen_q > INT64_MAX / p.batch) {
     Fail("key_indices is too large to index in 64 bits (batch=", p.batch, " seqlen_q=", p.seqlen_q, ")");
   }

@@ -288,11 +288,10 @@ void CheckIndexTensors(const DecodeParams& p, std::int64_t capacity) {
   }
 }
 
-// What key_indices does not combine with: ALiBi, whose distances the selected keys' kernel does not form.
+// The list length against the pointer, and the size of the lists.
 void CheckSelectionSettings(const DecodeParams& p) {
-  KeySelectionView(p.key_indices, 0, 0);  // the count against the pointer
+  KeySelectionView(p.key_indices, 0, 0);
   if (!p.key_indices.active()) return;
-  if (p.alibi_slopes != nullptr) Fail("key_indices does not combine with ALiBi (alibi_slopes is set)");
   if (!p.packed() && p.seqlen_q > 0 && p.batch > INT64_MAX / p.seqlen_q) {
     Fail("key_indices is too large to index in 64 bits (batch=", p.batch, " seqlen_q=", p.seqlen_q, ")");
   }

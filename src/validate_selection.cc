@@ -1,6 +1,7 @@
 // key_indices, the selected keys of forward and decode: the list length, the tensor, and each list read once
 // its tensor is known to be readable: positions of keys the row sees, no position twice.
 #include <cstdint>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -57,9 +58,13 @@ void SelectedLists::CheckRow(const SelectedRow& row) {
 }
 
 std::string SelectedRow::Where() const {
-  if (packed_row < 0) return "[" + std::to_string(b) + "][" + std::to_string(i) + "]";
-  return "[" + std::to_string(packed_row) + "] (sequence " + std::to_string(b) + ", query row " + std::to_string(i) +
-         ")";
+  std::ostringstream where;
+  if (packed_row < 0) {
+    where << "[" << b << "][" << i << "]";
+  } else {
+    where << "[" << packed_row << "] (sequence " << b << ", query row " << i << ")";
+  }
+  return where.str();
 }
 
 }  // namespace flashattn::validation

@@ -1,7 +1,8 @@
 // Attention over selected keys (key_indices): forward and decode on every compiled SIMD target against a
 // float64 oracle over exactly the listed keys (the dense softmax of the row restricted to them, with softcap and
 // sinks), decode over every cache element type (quantized ones against the dequantized cache after the call),
-// contiguous and paged, packed queries, appends in the same call, MLA shapes with V inside K; random lists
+// contiguous and paged, packed queries, appends in the same call, MLA shapes with V inside K, softcap, sinks and
+// ALiBi (its distances those of the listed positions); random lists
 // (unsorted, −1 holes, rows of only −1, lists longer than the keys a row sees); and the hostile lists and refused
 // combinations, with nothing written.
 #include <algorithm>
@@ -72,16 +73,23 @@ struct RowResult {
   std::vector<double> o;
   double lse;
 };
+// ALiBi: each key's distance from the row's diagonal, times `slope`, off its score.
+struct RowAlibi {
+  double slope = 0;
+  std::int64_t diagonal = 0;
+  std::vector<std::int64_t> positions;  // of the keys K holds
+};
 RowResult OracleRow(const std::vector<float>& q, const std::vector<std::vector<float>>& K,
                     const std::vector<std::vector<float>>& V, std::int64_t dv, double scale, double softcap,
-                    double sink) {
+                    double sink, const RowAlibi& alibi = {}) {
   std::vector<double> s;
   double m = sink;
-  for (const std::vector<float>& k : K) {
+  for (std::size_t c = 0; c < K.size(); ++c) {
     double dot = 0;
-    for (std::size_t e = 0; e < q.size(); ++e) dot += static_cast<double>(q[e]) * k[e];
+    for (std::size_t e = 0; e < q.size(); ++e) dot += static_cast<double>(q[e]) * K[c][e];
     double x = scale * dot;
     if (softcap > 0) x = softcap * std::tanh(x / softcap);
+    if (alibi.slope != 0) x -= alibi.slope * static_cast<double>(std::llabs(alibi.diagonal - alibi.positions[c]));
     s.push_back(x), m = std::max(m, x);
   }
   RowResult r{std::vector<double>(static_cast<std::size_t>(dv), 0.0), -kInf};
@@ -113,6 +121,12 @@ void ExpectRow(const RowResult& want, const void* o, DType dtype, std::int64_t o
   }
 }
 
+std::vector<float> Slopes(std::int64_t heads) {
+  std::vector<float> slopes;
+  for (std::int64_t h = 0; h < heads; ++h) slopes.push_back(0.5f / static_cast<float>(h + 1));
+  return slopes;
+}
+
 double Tolerance(DType dtype) { return dtype == DType::kF32 ? 2e-5 : dtype == DType::kF16 ? 2e-3 : 1.6e-2; }
 
 std::vector<float> Sinks(std::int64_t heads) {
@@ -131,8 +145,9 @@ struct ForwardCase {
   float softcap = 0.0f;
   bool sinks = false;
   bool values_in_keys = false;  // v = k with k's strides (MLA): V is the first dv features of each K row
+  bool alibi = false;
   std::string ToString() const {
-    return shape.ToString() + " k=" + std::to_string(k) + (causal ? " causal" : "") +
+    return shape.ToString() + " k=" + std::to_string(k) + (causal ? " causal" : "") + (alibi ? " alibi" : "") +
            " window_left=" + std::to_string(window_left) + " softcap=" + std::to_string(softcap) +
            (sinks ? " sinks" : "") + (values_in_keys ? " V in K" : "");
   }
@@ -171,13 +186,15 @@ void ExpectForwardMatchesOracle(const Problem& problem, const std::vector<std::i
       for (std::int64_t h = 0; h < s.Hq; ++h) {
         const std::int32_t* list = &lists[((b * s.Nq + i) * s.Hkv + h / G) * c.k];
         std::vector<std::vector<float>> K, V;
+        RowAlibi alibi{p.alibi_slopes == nullptr ? 0.0 : p.alibi_slopes[h], i + s.Nk - s.Nq, {}};
         for (std::int64_t slot = 0; slot < c.k; ++slot) {
           if (list[slot] < 0) continue;
           K.push_back(row(p.k, p.k_strides, b, list[slot], h / G, s.d));
           V.push_back(row(p.v, p.v_strides, b, list[slot], h / G, dv));
+          alibi.positions.push_back(list[slot]);
         }
         const RowResult want = OracleRow(row(p.q, p.q_strides, b, i, h, s.d), K, V, dv, scale, c.softcap,
-                                         p.sinks == nullptr ? -kInf : p.sinks[h]);
+                                         p.sinks == nullptr ? -kInf : p.sinks[h], alibi);
         const std::int64_t o_at = b * p.o_strides.batch + i * p.o_strides.seq + h * p.o_strides.head;
         ExpectRow(want, p.o, p.dtype, o_at, p.lse, (b * s.Hq + h) * s.Nq + i, Tolerance(p.dtype),
                   c.ToString() + " b=" + std::to_string(b) + " i=" + std::to_string(i) + " h=" + std::to_string(h));
@@ -187,7 +204,7 @@ void ExpectForwardMatchesOracle(const Problem& problem, const std::vector<std::i
 
 std::vector<ForwardCase> ForwardCases() {
   return {
-      {.shape = {.Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 64, .dv = 64}, .k = 64, .causal = true},
+      {.shape = {.Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 64, .dv = 64}, .k = 64, .causal = true, .alibi = true},
       {.shape = {.Nq = 113, .Nk = 97, .Hq = 2, .Hkv = 1, .d = 128, .dv = 128}, .k = 2048, .window_left = 40,
        .softcap = 5.0f},
       {.shape = {.Nq = 1, .Nk = 1025, .Hq = 16, .Hkv = 1, .d = 576, .dv = 512, .dtype = DType::kBF16}, .k = 64,
@@ -197,7 +214,7 @@ std::vector<ForwardCase> ForwardCases() {
       {.shape = {.batch = 2, .Nq = 97, .Nk = 97, .Hq = 3, .Hkv = 3, .d = 40, .dv = 59, .head_major = true},
        .k = 1, .causal = true},
       {.shape = {.batch = 2, .Nq = 33, .Nk = 111, .Hq = 4, .Hkv = 1, .d = 111, .dv = 111, .dtype = DType::kF16},
-       .k = 17, .softcap = 3.0f, .sinks = true},
+       .k = 17, .softcap = 3.0f, .sinks = true, .alibi = true},
   };
 }
 
@@ -207,9 +224,10 @@ TEST(SelectedKeys, ForwardMatchesTheOracleOnEveryTarget) {
     Problem problem(c.shape, {.causal = c.causal, .window_left = c.window_left, .softcap = c.softcap}, ++seed);
     AttentionParams& p = problem.params();
     const std::vector<std::int32_t> lists = ForwardLists(c, seed);
-    const std::vector<float> sinks = Sinks(c.shape.Hq);
+    const std::vector<float> sinks = Sinks(c.shape.Hq), slopes = Slopes(c.shape.Hq);
     p.key_indices = {lists.data(), c.k};
     if (c.sinks) p.sinks = sinks.data();
+    if (c.alibi) p.alibi_slopes = slopes.data();
     if (c.values_in_keys) p.v = p.k, p.v_strides = p.k_strides;
     OnTargets(TargetsUnderTest(), [&] {
       problem.ResetOutputs();
@@ -240,6 +258,7 @@ struct DecodeCaseSpec {
   std::int64_t window_left = -1;
   float softcap = 0.0f;
   bool sinks = false;
+  bool alibi = false;
   std::string ToString() const {
     std::string cached_text;
     for (std::int32_t n : cached) cached_text += std::to_string(n) + ",";
@@ -249,7 +268,8 @@ struct DecodeCaseSpec {
            " cache=" + std::string(to_string(element)) + "/" + std::string(to_string(cache_dtype)) +
            " g=" + std::to_string(group_size) + " page_size=" + std::to_string(page_size) + (packed ? " packed" : "") +
            (values_in_keys ? " V in K" : "") + (causal ? " causal" : "") + " window_left=" +
-           std::to_string(window_left) + " softcap=" + std::to_string(softcap) + (sinks ? " sinks" : "");
+           std::to_string(window_left) + " softcap=" + std::to_string(softcap) + (sinks ? " sinks" : "") +
+           (alibi ? " alibi" : "");
   }
 };
 
@@ -316,8 +336,9 @@ class SelectedDecode {
       p.k_new = k_new_.data(), p.v_new = c.values_in_keys ? nullptr : v_new_.data();
     }
     p.cache_seqlens = c.cached.data();
-    sinks_ = Sinks(c.Hq);
+    sinks_ = Sinks(c.Hq), slopes_ = Slopes(c.Hq);
     if (c.sinks) p.sinks = sinks_.data();
+    if (c.alibi) p.alibi_slopes = slopes_.data();
     // Lists over each row's visible keys of the cache after the append.
     for (std::int64_t b = 0; b < batch; ++b) {
       const std::int64_t Nk = c.cached[b] + p.new_rows(b);
@@ -361,15 +382,18 @@ class SelectedDecode {
         for (std::int64_t h = 0; h < c_.Hq; ++h) {
           const std::int32_t* list = &lists_[(row * c_.Hkv + h / G) * c_.k];
           std::vector<std::vector<float>> K, V;
+          const std::int64_t Nk = c_.cached[b] + p.new_rows(b);
+          RowAlibi alibi{c_.alibi ? slopes_[h] : 0.0, Nk - rows_[b] + i, {}};
           for (std::int64_t slot = 0; slot < c_.k; ++slot) {
             if (list[slot] < 0) continue;
             K.push_back(cache_row(p.k_cache, p.k_scale, b, list[slot], h / G, c_.d));
             V.push_back(cache_row(p.v_cache, p.value_scales(), b, list[slot], h / G, c_.dv));
+            alibi.positions.push_back(list[slot]);
           }
           std::vector<float> q(static_cast<std::size_t>(c_.d));
           const std::int64_t q_at = p.row_offset(p.q_strides, b, i, h);
           for (std::int64_t e = 0; e < c_.d; ++e) q[e] = LoadAsFloat(p.q, p.dtype, q_at + e);
-          const RowResult want = OracleRow(q, K, V, c_.dv, scale, c_.softcap, c_.sinks ? sinks_[h] : -kInf);
+          const RowResult want = OracleRow(q, K, V, c_.dv, scale, c_.softcap, c_.sinks ? sinks_[h] : -kInf, alibi);
           ExpectRow(want, p.o, p.dtype, p.row_offset(p.o_strides, b, i, h), p.lse, p.lse_index(b, h, i),
                     Tolerance(p.dtype),
                     c_.ToString() + " b=" + std::to_string(b) + " i=" + std::to_string(i) + " h=" + std::to_string(h));
@@ -406,7 +430,7 @@ class SelectedDecode {
   std::vector<std::int64_t> rows_;
   std::vector<std::int32_t> cu_, block_table_, lists_;
   std::vector<std::byte> k_cache_, v_cache_, q_, k_new_, v_new_, o_;
-  std::vector<float> k_scale_, v_scale_, lse_, sinks_;
+  std::vector<float> k_scale_, v_scale_, lse_, sinks_, slopes_;
 };
 
 // Runs the case on every target (the cache filled again for each, the append included) against the oracle.
@@ -423,7 +447,7 @@ TEST(SelectedKeys, DecodeFloatCachesMatchTheOracleOnEveryTarget) {
   const std::vector<DecodeCaseSpec> cases = {
       {.cached = {1}, .Nq = 1, .Hq = 4, .Hkv = 1, .d = 64, .dv = 64, .k = 1},
       {.cached = {97, 3}, .Nq = 2, .Nnew = 2, .Hq = 8, .Hkv = 2, .d = 128, .dv = 128, .k = 64, .softcap = 4.0f,
-       .sinks = true},
+       .sinks = true, .alibi = true},
       {.cached = {1025}, .Nq = 1, .Hq = 16, .Hkv = 1, .d = 576, .dv = 512, .k = 2048, .dtype = DType::kBF16,
        .cache_dtype = DType::kBF16, .page_size = 16, .values_in_keys = true, .sinks = true},
       {.cached = {1025, 97}, .Nq = 3, .Nnew = 0, .Hq = 4, .Hkv = 2, .d = 59, .dv = 40, .k = 2048,
@@ -431,7 +455,7 @@ TEST(SelectedKeys, DecodeFloatCachesMatchTheOracleOnEveryTarget) {
       {.cached = {113, 0, 40}, .Nq = 4, .Nnew = 1, .Hq = 6, .Hkv = 3, .d = 64, .dv = 64, .k = 100,
        .dtype = DType::kF16, .cache_dtype = DType::kF16, .page_size = 256, .packed = true, .causal = false},
       {.cached = {1024, 5}, .Nq = 1, .Nnew = 1, .Hq = 8, .Hkv = 1, .d = 576, .dv = 512, .k = 2048,
-       .packed = true, .values_in_keys = true, .sinks = true},
+       .packed = true, .values_in_keys = true, .sinks = true, .alibi = true},
   };
   std::uint64_t seed = 100;
   for (const DecodeCaseSpec& c : cases) ExpectDecodeMatchesOracle(c, ++seed, TargetsUnderTest());
@@ -494,9 +518,16 @@ TEST(SelectedKeys, HostileDecodeListsAreRefusedWithNothingWritten) {
     s.lists()[at + 1] = 10;
   }, {"key_indices[1][1]", "holds 10", "sliding window [18, 20]"});
   refused([&](SelectedDecode& s) { s.params().key_indices.count = 0; }, {"key_indices.count", ">= 1"});
+  // Packed: sequence 1's rows are 1 and 2 of key_indices (Nq_b = 1, 2).
+  DecodeCaseSpec packed = c;
+  packed.packed = true;
+  SelectedDecode call(packed, 6);
+  call.lists()[(2 * 2 + 1) * 8 + 3] = 999;
+  const std::vector<std::byte> before = call.Snapshot();
+  ExpectRefused([&] { decode(call.params()); },
+                {"key_indices[2] (sequence 1, query row 1) of K/V head 1", "holds 999 at slot 3"});
+  EXPECT_TRUE(before == call.Snapshot()) << "a refused packed call wrote its outputs or the cache";
   refused([&](SelectedDecode& s) { s.params().key_indices = {nullptr, 4}; }, {"key_indices.count=4", "null"});
-  const std::vector<float> slopes = {0.5f, 0.5f, 0.5f, 0.5f};
-  refused([&](SelectedDecode& s) { s.params().alibi_slopes = slopes.data(); }, {"key_indices", "ALiBi"});
 }
 
 TEST(SelectedKeys, HostileForwardListsAndCombinationsAreRefusedWithNothingWritten) {
@@ -522,9 +553,6 @@ TEST(SelectedKeys, HostileForwardListsAndCombinationsAreRefusedWithNothingWritte
     p.mask = {MaskKind::kBool, mask.data(), 2 * 9 * 12, 9 * 12, 12, 1};
   }, {"key_indices", "mask"});
   refused([](AttentionParams& p, std::vector<std::int32_t>&) { p.dropout_p = 0.1f; }, {"key_indices", "dropout"});
-  const std::vector<float> slopes = {0.5f, 0.5f};
-  refused([&](AttentionParams& p, std::vector<std::int32_t>&) { p.alibi_slopes = slopes.data(); },
-          {"key_indices", "ALiBi"});
 }
 
 TEST(SelectedKeys, BackwardIsRefused) {

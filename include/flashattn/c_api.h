@@ -165,7 +165,7 @@ typedef struct flashattn_attention_params {
 
   flashattn_score_settings score;
   flashattn_mask mask;
-  flashattn_key_selection key_indices; /* (batch, Nq, Hkv, k), contiguous; not with mask, dropout or ALiBi */
+  flashattn_key_selection key_indices; /* (batch, Nq, Hkv, k), contiguous; not with mask or dropout */
 
   float dropout_p; /* 0 = off */
   uint64_t dropout_seed;

@@ -172,8 +172,7 @@ struct DecodeParams : HeadSettings {
   std::int64_t num_splits = 0;
 
   // Selected keys: (batch, seqlen_q, Hkv, k) int32, contiguous, or (total_q, Hkv, k) when packed; row i of K/V
-  // head g attends exactly key_indices[.., i, g, :], positions of the cache after this call's append. Not with
-  // ALiBi.
+  // head g attends exactly key_indices[.., i, g, :], positions of the cache after this call's append.
   KeySelection key_indices;
 
   bool paged() const { return block_table != nullptr; }

@@ -54,7 +54,7 @@ struct AttentionParams : AttentionSettings {
 
   MaskTensor mask;
   // Selected keys: (batch, Nq, Hkv, k) int32, contiguous; row i of K/V head g attends exactly
-  // key_indices[b, i, g, :]. Not with a mask tensor, dropout, ALiBi or a backward pass.
+  // key_indices[b, i, g, :]. Not with a mask tensor, dropout or a backward pass.
   KeySelection key_indices;
 
   // Fills the strides for contiguous tensors in flash-attn's (batch, seq, head, dim) layout.

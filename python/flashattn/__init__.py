@@ -80,8 +80,9 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     key_indices: attention over selected keys (DeepSeek-V3.2's sparse attention), integer (batch, seqlen_q,
     heads_kv, k) converted to int32: query row i of K/V head g attends exactly the keys key_indices[b, i, g, :]
     (−1 = unused slot, any order, no position twice), each one it sees (within seqlen_k, the causal diagonal and
-    the window, else Error); a row with no keys gets out 0 and softmax_lse −inf (or its sink). Not with dropout
-    or alibi_slopes, and without a backward pass (docs/sparse_attention.md).
+    the window, else Error); a row with no keys gets out 0 and softmax_lse −inf (or its sink). ALiBi's
+    distances are those of the listed positions. Not with dropout, and without a backward pass
+    (docs/sparse_attention.md).
 
     Returns out (batch, seqlen_q, heads_q, dv) of q's dtype, or with return_attn_probs=True the tuple
     (out, softmax_lse, dropout_mask): softmax_lse float32 (batch, heads_q, seqlen_q), natural log;
@@ -206,8 +207,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     their rounding error.
     key_indices: attention over selected keys, integer (batch, seqlen_q, heads_kv, k) converted to int32, as in
     flash_attn_func: positions of each sequence after this call's append (logical ones, before block_table),
-    each one the row sees (< cache_seqlens[b] + seqlen_new, on the causal diagonal and window). Not with
-    alibi_slopes.
+    each one the row sees (< cache_seqlens[b] + seqlen_new, on the causal diagonal and window).
 
     Returns out (batch, seqlen_q, heads_q, dv), or (out, softmax_lse (batch, heads_q, seqlen_q)) with
     return_softmax_lse=True. Everything is checked before the caches are written: a call that raises leaves

@@ -71,9 +71,11 @@ class SplitKv {
     std::vector<float> Q;                 // Hkv·R×d
     std::vector<ScoreModifiers> mods;     // Hq, one per query head
     std::int64_t j_begin = 0, j_end = 0;  // the keys any row may see
-    // Selected keys: K/V head hk's positions at selected[hk·k ...], selected_count[hk] of them.
+    // Selected keys: K/V head hk's positions at selected[hk·k ...], selected_count[hk] of them; with ALiBi each
+    // query head's slope (ChunkTask::alibi).
     std::vector<std::int32_t> selected;
     std::vector<std::int64_t> selected_count;
+    std::vector<float> alibi;
   };
   // The row groups of the call (Q, mods and keys not yet gathered): one per attended sequence, or per block
   // of kPackedRowsPerGroup rows of a packed sequence, none for a packed sequence without rows.

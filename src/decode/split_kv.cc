@@ -150,6 +150,8 @@ void SplitKv::SelectKeys(RowGroup& rows) const {
     rows.selected_count[static_cast<std::size_t>(hk)] = end - out;
   }
   for (ScoreModifiers& mods : rows.mods) mods.band = Band{};
+  if (p_.alibi_slopes == nullptr) return;
+  for (ScoreModifiers& mods : rows.mods) rows.alibi.push_back(mods.alibi_slope), mods.alibi_slope = 0.0f;
 }
 
 bool SplitKv::AppendAndGather() {
@@ -194,6 +196,7 @@ ChunkTask SplitKv::Task(std::int64_t item) {
   task.j_begin = std::min(j_end, j_begin + s * chunk);
   task.j_end = std::min(j_end, task.j_begin + chunk);
   if (selected) task.positions = rows.selected.data() + hk0 * p.key_indices.count;
+  if (!rows.alibi.empty()) task.alibi = rows.alibi.data() + hk0 * task.G;
   task.integer_scores = p.quantize_query_int8;
   task.integer_pv = p.quantize_probs_u8;
   const Strides scale_strides = ScaleStridesOf(p);

@@ -24,12 +24,14 @@ def random_lists(rng, rows, heads_kv, k, visible):
     return lists
 
 
-def model_row(q, K, V, positions, scale, softcap=0.0, sink=None):
-    """softmax over the listed keys of one query row, float64: (o, lse)."""
+def model_row(q, K, V, positions, scale, softcap=0.0, sink=None, alibi=None):
+    """softmax over the listed keys of one query row, float64: (o, lse); alibi = (slope, the row's diagonal)."""
     keys = [j for j in positions if j >= 0]
     s = np.array([scale * float(np.dot(q, K[j])) for j in keys], dtype=np.float64)
     if softcap > 0:
         s = softcap * np.tanh(s / softcap)
+    if alibi is not None:
+        s = s - alibi[0] * np.abs(alibi[1] - np.array(keys, dtype=np.float64))
     logits = np.concatenate([s, [sink]]) if sink is not None else s
     if logits.size == 0:
         return np.zeros(V.shape[-1]), -np.inf
@@ -39,8 +41,9 @@ def model_row(q, K, V, positions, scale, softcap=0.0, sink=None):
     return o, m + np.log(l)
 
 
-@pytest.mark.parametrize("dtype,d,dv,heads", [(np.float32, 64, 64, (4, 2)), (np.float16, 128, 96, (3, 1))])
-def test_flash_attn_func_attends_exactly_the_listed_keys(dtype, d, dv, heads):
+@pytest.mark.parametrize("dtype,d,dv,heads,alibi", [(np.float32, 64, 64, (4, 2), True),
+                                                    (np.float16, 128, 96, (3, 1), False)])
+def test_flash_attn_func_attends_exactly_the_listed_keys(dtype, d, dv, heads, alibi):
     rng = np.random.default_rng(1)
     B, Nq, Nk, k = 2, 9, 97, 16
     Hq, Hkv = heads
@@ -49,15 +52,17 @@ def test_flash_attn_func_attends_exactly_the_listed_keys(dtype, d, dv, heads):
     v = rng.standard_normal((B, Nk, Hkv, dv)).astype(dtype)
     sinks = np.linspace(-0.5, 0.5, Hq).astype(np.float32)
     lists = random_lists(rng, B * Nq, Hkv, k, lambda r: (0, r % Nq + Nk - Nq + 1)).reshape(B, Nq, Hkv, k)
+    slopes = np.linspace(0.1, 0.4, Hq).astype(np.float32) if alibi else None
     out, lse, _ = flashattn.flash_attn_func(q, kk, v, causal=True, softcap=3.0, sinks=sinks, key_indices=lists,
-                                            return_attn_probs=True)
+                                            alibi_slopes=slopes, return_attn_probs=True)
     tol = 2e-5 if dtype == np.float32 else 3e-3
     for b in range(B):
         for i in range(Nq):
             for h in range(Hq):
                 g = h // (Hq // Hkv)
                 o, l = model_row(q[b, i, h].astype(np.float64), kk[b, :, g].astype(np.float64), v[b, :, g],
-                                 lists[b, i, g], d**-0.5, 3.0, float(sinks[h]))
+                                 lists[b, i, g], d**-0.5, 3.0, float(sinks[h]),
+                                 (float(slopes[h]), i + Nk - Nq) if alibi else None)
                 np.testing.assert_allclose(out[b, i, h].astype(np.float64), o, atol=tol, rtol=tol)
                 assert lse[b, h, i] == pytest.approx(l, rel=1e-5, abs=1e-5)
 
@@ -77,8 +82,6 @@ def test_flash_attn_func_refuses_bad_lists_and_combinations():
         flashattn.flash_attn_func(q, kv, kv, causal=True, key_indices=bad)
     with pytest.raises(Error, match="shape"):
         flashattn.flash_attn_func(q, kv, kv, key_indices=lists[:, :3])
-    with pytest.raises(Error, match="ALiBi"):
-        flashattn.flash_attn_func(q, kv, kv, alibi_slopes=np.ones(2, np.float32), key_indices=lists)
     with pytest.raises(Error, match="dropout"):
         flashattn.flash_attn_func(q, kv, kv, dropout_p=0.5, seed=1, key_indices=lists)
     with pytest.raises(Error, match="block_table"):
