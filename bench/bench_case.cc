@@ -153,6 +153,7 @@ std::string BenchCase::Name() const {
   if (num_splits > 0) s << "_splits" << num_splits;
   if (page_size > 0) s << "_paged" << page_size;
   if (headdim_v) s << "_dv" << *headdim_v;
+  if (top_k > 0) s << "_topk" << top_k;
   if (sinks) s << "_sinks";
   if (sparsity == Sparsity::kDocuments) s << "_docs8";
   if (sparsity == Sparsity::kSlidingGlobal) s << "_sliding512g64";
@@ -200,8 +201,8 @@ std::int64_t TotalCacheLength(const BenchCase& c) {
     for (const ServeSequence& s : ServeSequences(c)) keys += s.keys;
     return keys;
   }
-  const std::vector<std::int64_t> lengths = CacheLengths(c);
-  return std::accumulate(lengths.begin(), lengths.end(), keys);
+  for (const std::int64_t length : CacheLengths(c)) keys += c.top_k > 0 ? std::min(c.top_k, length) : length;
+  return keys;
 }
 
 std::int64_t TotalQueryRows(const BenchCase& c) {
@@ -242,7 +243,9 @@ double CountBytesRead(const BenchCase& c) {
   const double element = static_cast<double>(size_of(c.dtype));
   const double query_rows = static_cast<double>(TotalQueryRows(c) * c.heads);
   const double q_and_o = query_rows * static_cast<double>(c.headdim + c.headdim_v.value_or(c.headdim)) * element;
-  const double rows = static_cast<double>(TotalCacheLength(c)) * static_cast<double>(c.heads_kv);
+  // Selected keys: each query row reads its own.
+  const double rows = static_cast<double>(TotalCacheLength(c)) * static_cast<double>(c.heads_kv) *
+                      static_cast<double>(c.top_k > 0 ? c.seqlen_q : 1);
   const double caches = c.headdim_v ? 1.0 : 2.0;  // V inside K: K's row, values and scales alone
   if (c.cache_element == CacheElement::kFloat) {
     return caches * rows * static_cast<double>(c.headdim) * element + q_and_o;

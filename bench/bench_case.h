@@ -78,6 +78,9 @@ struct BenchCase {
   std::optional<Algorithm> algorithm = std::nullopt;  // forward only; unset: whatever flashattn::forward defaults to
   std::int64_t num_splits = 0;  // decode only: DecodeParams::num_splits (0 = choose_num_splits)
   std::int64_t page_size = 0;   // decode only: 0 = contiguous cache, else a paged cache with this page size
+  // decode only: attention over selected keys (DecodeParams::key_indices), each query row of each K/V head
+  // attending top_k distinct random positions of its sequence (all of them when it holds fewer); 0 = every key
+  std::int64_t top_k = 0;
   // decode only: 0 = every sequence holds seqlen_k keys; else each holds a length drawn from
   // [cache_len_min, seqlen_k] with `seed` (CacheLengths)
   std::int64_t cache_len_min = 0;
@@ -111,7 +114,8 @@ struct ServeSequence {
 };
 // The decoding sequences first (1 row over each of CacheLengths), then the prefill chunks.
 std::vector<ServeSequence> ServeSequences(const BenchCase& c);
-// Σ of the cached keys a decode or serve call reads, each once, over all its sequences.
+// Σ of the cached keys a decode or serve call reads, each once, over all its sequences (with top_k: those one
+// query row of a K/V head reads, min(top_k, length) per sequence).
 std::int64_t TotalCacheLength(const BenchCase& c);
 // Query rows of a decode (batch·Nq) or serve (Σ rows) call.
 std::int64_t TotalQueryRows(const BenchCase& c);

@@ -150,6 +150,7 @@ BenchCase SingleCase(const BenchOptions& o, int threads, std::optional<Algorithm
     only_for("--num-splits", o.num_splits.has_value(), Mode::kDecode);
     only_for("--paged", o.paged.has_value(), Mode::kDecode);
   }
+  only_for("--top-k", o.top_k.has_value(), Mode::kDecode);
   ApplyCacheOptions(o, c);
   if (c.mode == Mode::kServe) {
     ApplyServeOptions(o, c);
@@ -164,6 +165,8 @@ BenchCase SingleCase(const BenchOptions& o, int threads, std::optional<Algorithm
     c.page_size = o.paged.value_or(0);
     if (c.num_splits < 0) support::Fail("--num-splits must be >= 0 (0 = heuristic), got ", c.num_splits);
     if (o.paged) positive("--paged", c.page_size);
+    c.top_k = o.top_k.value_or(0);
+    if (o.top_k) positive("--top-k", c.top_k);
   } else {
     c.seqlen_q = o.seqlen.value_or(kDefaultSeqlen);
     c.seqlen_k = o.seqlen_k.value_or(c.seqlen_q);
@@ -360,6 +363,9 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_option("--paged", o.paged,
                   "Decode: a paged cache with this page size (default: contiguous); serve: the page size "
                   "(default 16)");
+  cmd->add_option("--top-k", o.top_k,
+                  "Decode: attention over selected keys, each query row attending this many random distinct keys "
+                  "of its sequence (key_indices); also times dense decode over that many contiguous keys");
   cmd->add_option("--cache-dtype", o.cache_dtype,
                   "Decode, serve: a quantized cache, int8 (per-token scales), fp8_e4m3 or fp8_e5m2 (per-head "
                   "scales); decode also times it against a float16 cache (default: a cache of --dtype)");

@@ -67,6 +67,29 @@ DecodeParams OverFloatCache(DecodeParams p, DType dtype, void* k, void* v) {
   return p;
 }
 
+// key_indices (batch, Nq, Hkv, top_k) of case c: for each query row and K/V head, top_k distinct positions of the
+// keys the row sees (causal: up to its diagonal) drawn at random (seeded), −1 past them; none without top_k.
+std::vector<std::int32_t> SelectedKeys(const BenchCase& c, const std::vector<std::int32_t>& lengths) {
+  if (c.top_k == 0) return {};
+  std::vector<std::int32_t> lists(static_cast<std::size_t>(c.batch * c.seqlen_q * c.heads_kv * c.top_k), -1);
+  std::mt19937_64 random(c.seed);
+  std::vector<std::int32_t> positions;
+  auto list = lists.begin();
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    positions.resize(static_cast<std::size_t>(lengths[b]));
+    for (std::int64_t row = 0; row < c.seqlen_q * c.heads_kv; ++row, list += c.top_k) {
+      const std::int64_t i = row / c.heads_kv, seen = c.causal ? lengths[b] - c.seqlen_q + i + 1 : lengths[b];
+      std::iota(positions.begin(), positions.begin() + std::max<std::int64_t>(seen, 0), 0);
+      const std::int64_t n = std::clamp<std::int64_t>(seen, 0, c.top_k);
+      for (std::int64_t s = 0; s < n; ++s) {  // a partial Fisher-Yates shuffle: n distinct positions
+        std::swap(positions[s], positions[s + static_cast<std::int64_t>(random() % (seen - s))]);
+      }
+      std::copy_n(positions.begin(), n, list);
+    }
+  }
+  return lists;
+}
+
 }  // namespace
 
 void AssignShuffledPages(const std::vector<std::int64_t>& lengths, std::int64_t page_size, DecodeParams* p,
@@ -140,10 +163,12 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
   p.o = o.data();
   p.lse = lse.data();
   p.sinks = SinksOrNull(sinks);
+  const std::vector<std::int32_t> selected = SelectedKeys(c, cache_seqlens);
+  if (c.top_k > 0) p.key_indices = {selected.data(), c.top_k};
   validate(p);
   row.tensor_bytes = static_cast<std::int64_t>((q.size() + o.size()) * 2 + lse.size() * 4) + cache.Bytes();
 
-  Traffic traffic = DecodeTraffic(c, limits, c.batch, longest);
+  Traffic traffic = DecodeTraffic(c, limits, c.batch, c.top_k > 0 ? std::min(c.top_k, longest) : longest);
   // Every call of the row (the library's, the float16 cache's, the baseline's) after the evictor's read.
   const RunOptions run = EvictingBeforeEachCall(options, &traffic);
   TimeLibraryCall([&] { decode(p); }, run, &row);
@@ -153,8 +178,17 @@ Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limit
     const DecodeParams f16 = OverFloatCache(p, DType::kF16, k16.data(), c.headdim_v ? k16.data() : v16.data());
     traffic.f16_cache_median_ms = TimeCalls([&] { decode(f16); }, run.timing).median_ms;
   }
+  if (c.top_k > 0) {  // dense decode over top_k contiguous keys of the same cache, in the same run
+    DecodeParams dense = p;
+    dense.key_indices = {};
+    std::vector<std::int32_t> dense_lengths(cache_seqlens);
+    for (std::int32_t& length : dense_lengths) length = std::min(length, static_cast<std::int32_t>(c.top_k));
+    dense.cache_seqlens = dense_lengths.data();
+    traffic.dense_top_k_median_ms = TimeCalls([&] { decode(dense); }, run.timing).median_ms;
+  }
 
-  if (options.baseline && !c.sinks && !c.headdim_v) {  // the baseline has no sinks and no V inside K
+  // The baseline has no sinks, no V inside K and no selected keys.
+  if (options.baseline && !c.sinks && !c.headdim_v && c.top_k == 0) {
     // A quantized cache's baseline reads the float32 values it was quantized from.
     const DecodeParams originals =
         OverFloatCache(p, c.cache_element == CacheElement::kFloat ? p.cache_dtype : DType::kF32, cache.k.data(),

@@ -39,6 +39,20 @@ const BenchCase kDecodeRoofline[] = {
      .dtype = DType::kBF16, .cache_element = kInt8, .page_size = 16, .cache_len_min = 256},
 };
 
+// Attention over selected keys (DeepSeek-V3.2's sparse attention): one MLA query row (128 heads on one latent
+// K/V head, d = 576 with V the first 512 features, bf16) attending 2048 random distinct keys of 32768 and of
+// 131072, each row timed beside dense decode over 2048 contiguous keys; then dense decode over all keys.
+const BenchCase kSelectedMla[] = {
+    {.mode = kDecode, .heads = 128, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 32768, .headdim = 576,
+     .headdim_v = 512, .dtype = DType::kBF16, .top_k = 2048},
+    {.mode = kDecode, .heads = 128, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 131072, .headdim = 576,
+     .headdim_v = 512, .dtype = DType::kBF16, .top_k = 2048},
+    {.mode = kDecode, .heads = 128, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 32768, .headdim = 576,
+     .headdim_v = 512, .dtype = DType::kBF16},
+    {.mode = kDecode, .heads = 128, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 131072, .headdim = 576,
+     .headdim_v = 512, .dtype = DType::kBF16},
+};
+
 constexpr Mode kServe = Mode::kServe;
 
 // Serving steps, one packed decode call each (GQA 32 query heads on 8 K/V heads, d = 128, bf16, pages of 16,
@@ -66,6 +80,12 @@ const Preset kPresets[] = {
      .threads = 2,
      .baseline = false,
      .cases = kDecodeRoofline},
+    {.name = "selected-mla",
+     .description = "MLA decode over 2048 selected keys (key_indices) of 32768 and 131072, against dense decode over "
+                    "2048 contiguous keys (the ratio) and over all keys",
+     .threads = 2,
+     .baseline = false,
+     .cases = kSelectedMla},
     {.name = "serve-decode",
      .description = "a serving step of 64 sequences decoding over 256-8192 cached keys (--mode serve)",
      .threads = 2,

@@ -53,6 +53,11 @@ std::optional<double> Row::SpeedupOverF16Cache() const {
   return *traffic->f16_cache_median_ms / timing.median_ms;
 }
 
+std::optional<double> Row::SelectedOverDenseTopK() const {
+  if (!traffic || !traffic->dense_top_k_median_ms || *traffic->dense_top_k_median_ms <= 0) return std::nullopt;
+  return timing.median_ms / *traffic->dense_top_k_median_ms;
+}
+
 double Row::TokensPerSecond() const {
   if (config.mode != Mode::kServe || timing.median_ms <= 0) return 0;
   return static_cast<double>(TotalQueryRows(config)) / (timing.median_ms * 1e-3);
@@ -217,6 +222,11 @@ std::string ToJson(const Row& row) {
     if (t.f16_cache_median_ms) {
       json.Add("f16_cache_median_ms", *t.f16_cache_median_ms).Add("speedup_vs_f16_cache", *row.SpeedupOverF16Cache());
     }
+    if (c.top_k > 0) json.Add("top_k", c.top_k);
+    if (t.dense_top_k_median_ms) {
+      json.Add("dense_top_k_median_ms", *t.dense_top_k_median_ms)
+          .Add("selected_over_dense_top_k", *row.SelectedOverDenseTopK());
+    }
     if (c.mode == Mode::kServe) {
       json.Add("decoding_seqs", c.batch)
           .Add("prefill_seqs", c.prefill_seqs)
@@ -347,6 +357,12 @@ void PrintTableRow(std::ostream& out, const Row& row) {
     if (row.traffic->f16_cache_median_ms) {
       std::snprintf(traffic, sizeof(traffic), ": %.2fx the speed of f16 (%.2f ms)", *row.SpeedupOverF16Cache(),
                     *row.traffic->f16_cache_median_ms);
+      out << traffic;
+    }
+    if (row.traffic->dense_top_k_median_ms) {
+      std::snprintf(traffic, sizeof(traffic), "  %lld selected keys: %.2fx the time of dense over %lld keys (%.3f ms)",
+                    static_cast<long long>(c.top_k), *row.SelectedOverDenseTopK(), static_cast<long long>(c.top_k),
+                    *row.traffic->dense_top_k_median_ms);
       out << traffic;
     }
   }

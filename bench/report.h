@@ -34,6 +34,8 @@ struct Traffic {
   std::string baseline_cache;  // what the baseline reads, e.g. "f32 contiguous copy"
   // A quantized cache's decode row: the median of the same call over a float16 cache, timed in the same run.
   std::optional<double> f16_cache_median_ms;
+  // A decode row over selected keys (top_k): the median of dense decode over top_k contiguous keys, same run.
+  std::optional<double> dense_top_k_median_ms;
   double int8_dot_gops = 0;  // measure::Int8DotPeak::gops of the run (0: not measured)
   std::optional<Roofline> roofline;  // DecodeRoofline with this run's limits
 };
@@ -71,6 +73,8 @@ struct Row {
   std::optional<double> BaselineGbps() const;
   // A quantized cache's row: the float16 cache's median / this median.
   std::optional<double> SpeedupOverF16Cache() const;
+  // A selected-key row: this median / dense decode's over top_k contiguous keys.
+  std::optional<double> SelectedOverDenseTopK() const;
   // Serve rows (0 otherwise): the query rows of the call (TotalQueryRows) / median time.
   double TokensPerSecond() const;
   // Decode rows with a roofline: its time / this median (1 = as fast as the machine allows).

@@ -36,7 +36,7 @@ constexpr std::int64_t kGatherBytes = std::int64_t{16} << 20;
 
 // The part of sequence b the forward kernel computes: its keys [begin, end) that some row sees, and whether it
 // goes there at all (float arithmetic, enough rows, at least one key; the integer options are the decode
-// kernel's own arithmetic).
+// kernel's own arithmetic, and so are selected keys, each row reading its own).
 struct ForwardPlan {
   bool runs = false;
   IndexRange keys;
@@ -45,7 +45,8 @@ struct ForwardPlan {
 ForwardPlan PlanForward(const DecodeParams& p, std::int64_t b) {
   const std::int64_t Nq = p.query_rows(b), Nk = p.cache_seqlens[b] + p.new_rows(b);
   const std::int64_t G = p.heads_q / p.heads_kv;
-  if (p.quantize_query_int8 || p.quantize_probs_u8 || Nq < kForwardQueryRows || G * Nq < kForwardRowsPerKvHead) {
+  if (p.quantize_query_int8 || p.quantize_probs_u8 || p.key_indices.active() || Nq < kForwardQueryRows ||
+      G * Nq < kForwardRowsPerKvHead) {
     return {};
   }
   const std::int64_t offset = DecodeDiagonalOffset(p, b, Nk);

@@ -276,6 +276,7 @@ CallTensors AttentionTensors(const AttentionParams& p, const AttentionNames& nam
       Fail(names.mask, ".kind has an unknown value ", static_cast<int>(p.mask.kind));
   }
   AddSparsityTensors(p, names, &t);
+  if (p.key_indices.active()) t.inputs.push_back(KeySelectionView(p.key_indices, p.batch * p.seqlen_q, p.heads_kv));
   t.outputs = {BatchTensor(names.o, p.o, p.dtype, p.o_strides, p.batch, p.seqlen_q, p.heads_q, dv)};
   if (p.lse != nullptr) t.outputs.push_back(LseView(names.lse, p.lse, p.batch, p.heads_q, p.seqlen_q));
   return t;
@@ -314,6 +315,46 @@ void CheckSparsityValues(const AttentionParams& p, const AttentionNames& names) 
     check(names.kv_num_blocks, names.kv_indices, m.kv_num_blocks, m.kv_indices, m.kv_width);
     check(names.full_kv_num_blocks, names.full_kv_indices, m.full_kv_num_blocks, m.full_kv_indices, m.full_kv_width);
   }
+}
+
+// ---- Selected keys ----------------------------------------------------------------------------------------
+
+// What key_indices does not combine with: a mask tensor, dropout, a block mask and document ids; with ALiBi, a
+// block position whose diagonals are far from the call's keys (the kernel takes their offset as int32).
+void CheckSelectionCombinations(const AttentionParams& p) {
+  if (!p.key_indices.active()) {
+    KeySelectionView(p.key_indices, 0, 0);  // count 0 without indices
+    return;
+  }
+  if (p.mask.kind != MaskKind::kNone) {
+    Fail("key_indices and a mask tensor (mask.kind set) do not combine: select the keys the mask keeps instead");
+  }
+  if (p.dropout_p != 0.0f) Fail("key_indices does not combine with dropout, got dropout_p=", p.dropout_p);
+  if (p.block_mask.active() || p.document_ids != nullptr) {
+    Fail("key_indices does not combine with a block mask or document_ids: the selected keys are the row's keys "
+         "already (block_mask.kv_num_blocks ", p.block_mask.active() ? "set" : "null", ", document_ids ",
+         p.document_ids != nullptr ? "set" : "null", ")");
+  }
+  const std::int64_t shift = BlockPlacement::Of(p).DiagonalOffset() - (p.seqlen_k - p.seqlen_q);
+  if (p.alibi_slopes != nullptr && (shift < INT32_MIN || shift > INT32_MAX)) {
+    Fail("key_indices with ALiBi needs block_position's diagonals within 2^31 of the call's own (seqlen_k - "
+         "seqlen_q), got an offset of ", shift);
+  }
+  if (p.batch > 0 && p.seqlen_q > INT64_MAX / p.batch) {
+    Fail("key_indices is too large to index in 64 bits (batch=", p.batch, " seqlen_q=", p.seqlen_q, ")");
+  }
+}
+
+// Every list, once the tensor is known to be readable: row i of batch b sees [0, Nk) on its band.
+void CheckSelectedKeys(const AttentionParams& p) {
+  if (!p.key_indices.active()) return;
+  const Band band = Band::Of(p);
+  const std::int64_t offset = BlockPlacement::Of(p).DiagonalOffset();
+  SelectedLists lists(p.key_indices, p.heads_kv, p.seqlen_k);
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t i = 0; i < p.seqlen_q; ++i) {
+      lists.CheckRow({b * p.seqlen_q + i, -1, b, i, p.seqlen_k, "seqlen_k", i + offset, band, p.causal});
+    }
 }
 
 // dO, read; dQ, dK, dV and dsinks, if requested, written (dsinks only when there are sinks).
@@ -394,10 +435,12 @@ void CheckCuSeqlens(const VarlenParams& p) {
 
 void validate(const AttentionParams& p) {
   CheckAttentionSizes(p);
+  CheckSelectionCombinations(p);
   const CallTensors t = AttentionTensors(p, kForwardNames);
   CheckOutputs(t.outputs, t.inputs);
   CheckSinkValues("sinks", p.sinks, p.heads_q);
   CheckSparsityValues(p, kForwardNames);
+  CheckSelectedKeys(p);
 }
 
 void ValidateDropoutMask(const AttentionParams& p, const std::uint8_t* keep) {
@@ -477,6 +520,10 @@ void validate(const MergeParams& p) {
 void validate(const BackwardParams& p) {
   const AttentionParams& a = p.attention;
   CheckAttentionSizes(a);  // shapes, modifiers, dropout, as the forward pass saw them
+  if (a.key_indices.active() || a.key_indices.count != 0) {
+    Fail("attention.key_indices is set, but the backward pass of attention over selected keys is not "
+         "implemented (the selected keys are for inference)");
+  }
   RequireLse("attention.lse", "backward", a.lse, a.batch, a.heads_q, a.seqlen_q);
   CallTensors t{AttentionTensors(a, kBackwardNames).AllRead(), {}};
   AddGradientTensors(p, kBackwardNames, &t);

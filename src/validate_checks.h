@@ -12,13 +12,16 @@
 //   validate_attention.cc  HeadSettings, then forward, varlen, backward, the dropout masks and merge
 //   validate_decode.cc     decode
 //   validate_quantize.cc   quantized caches: their element types, scales and values; quantize_kv
+//   validate_selection.cc  the selected keys of forward and decode (key_indices)
 #ifndef FLASHATTN_VALIDATE_CHECKS_H_
 #define FLASHATTN_VALIDATE_CHECKS_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/checked.h"
+#include "common/score.h"
 #include "flashattn/decode.h"
 #include "flashattn/types.h"
 
@@ -108,6 +111,38 @@ void CheckFinite(const char* name, const void* x, DType dtype, const Strides& s,
                  std::int64_t seqlen, std::int64_t heads, std::int64_t d);
 // A fixed scale quantizes appended values: finite and > 0.
 void CheckFixedScales(const TensorView& scales);
+
+// ---- Selected keys (validate_selection.cc) ----------------------------------------------------------------
+
+// key_indices as the tensor (rows, Hkv, k) of int32, contiguous; its count checked first (≥ 1 when set, 0 when
+// not).
+TensorView KeySelectionView(const KeySelection& s, std::int64_t rows, std::int64_t heads_kv);
+
+// Query row i of sequence b, row `index` of key_indices (packed_row: the same, named when queries are packed,
+// else −1): the keys it may select are those of [0, Nk) on its band around `diagonal`.
+struct SelectedRow {
+  std::int64_t index, packed_row, b, i;
+  std::int64_t Nk;
+  const char* keys_name;  // what Nk is, for the message: "seqlen_k", "cache_seqlens[b] + appended keys"
+  std::int64_t diagonal;
+  Band band;
+  bool causal;
+
+  std::string Where() const;
+};
+
+// Reads every list of key_indices a call's rows own, each once: every entry −1 or a position the row sees, no
+// position twice in one list. Each Error names the row, the K/V head, the slot and the value.
+class SelectedLists {
+ public:
+  SelectedLists(const KeySelection& s, std::int64_t heads_kv, std::int64_t max_keys);
+  void CheckRow(const SelectedRow& row);
+
+ private:
+  const KeySelection& s_;
+  const std::int64_t heads_kv_;
+  std::vector<std::int64_t> last_list_;  // per position, the last list that held it
+};
 
 }  // namespace flashattn::validation
 

@@ -1,6 +1,7 @@
 // decode's parameters: the HeadSettings as every attention call's, then the cache (its element type and
 // scales, V inside K, the integer options, its capacity), the packed query rows' cu_seqlens_q, the tensors, and last the index tensors
-// (cache_seqlens, keys_after, the block table), which are read only once they are known to be readable.
+// (cache_seqlens, keys_after, the block table) and the selected keys, which are read only once they are known to
+// be readable.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "common/cache_element_traits.h"
 #include "common/quantize.h"
+#include "common/score.h"
 #include "flashattn/decode.h"
 #include "validate_checks.h"
 
@@ -169,6 +171,10 @@ std::vector<TensorView> DecodeInputs(const DecodeParams& p) {
     inputs.push_back(AlibiView("alibi_slopes", p.alibi_slopes, p.alibi_batch_stride, p.batch, p.heads_q));
   }
   if (p.sinks != nullptr) inputs.push_back(SinksView("sinks", p.sinks, p.heads_q));
+  if (p.key_indices.active()) {
+    inputs.push_back(KeySelectionView(p.key_indices, p.packed() ? p.total_query_rows() : p.batch * p.seqlen_q,
+                                      p.heads_kv));
+  }
   return inputs;
 }
 
@@ -282,6 +288,33 @@ void CheckIndexTensors(const DecodeParams& p, std::int64_t capacity) {
   }
 }
 
+// The list length against the pointer, and the size of the lists.
+void CheckSelectionSettings(const DecodeParams& p) {
+  KeySelectionView(p.key_indices, 0, 0);
+  if (!p.key_indices.active()) return;
+  if (!p.packed() && p.seqlen_q > 0 && p.batch > INT64_MAX / p.seqlen_q) {
+    Fail("key_indices is too large to index in 64 bits (batch=", p.batch, " seqlen_q=", p.seqlen_q, ")");
+  }
+}
+
+// Every list, once the index tensors are checked: row i of sequence b sees the keys [0, Nk) of the cache after
+// the append, on the band around its diagonal.
+void CheckSelectedKeys(const DecodeParams& p) {
+  if (!p.key_indices.active()) return;
+  std::int64_t max_keys = 0;
+  for (std::int64_t b = 0; b < p.batch; ++b) max_keys = std::max(max_keys, p.cache_seqlens[b] + p.new_rows(b));
+  const Band band = Band::Of(p);
+  SelectedLists lists(p.key_indices, p.heads_kv, max_keys);
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    const std::int64_t Nk = p.cache_seqlens[b] + p.new_rows(b), offset = DecodeDiagonalOffset(p, b, Nk);
+    for (std::int64_t i = 0; i < p.query_rows(b); ++i) {
+      const std::int64_t row = p.packed() ? p.cu_seqlens_q[b] + i : b * p.seqlen_q + i;
+      lists.CheckRow({row, p.packed() ? row : -1, b, i, Nk, "cache_seqlens[b] + the keys it appends", i + offset,
+                      band, p.causal});
+    }
+  }
+}
+
 }  // namespace
 
 void validate(const DecodeParams& p) {
@@ -294,9 +327,11 @@ void validate(const DecodeParams& p) {
   if (p.rotary_dim % 2 != 0) Fail("rotary_dim must be even, got ", p.rotary_dim);
   const std::int64_t scale_groups = CheckCacheSettings(p);
   const std::int64_t capacity = CheckCapacity(p);
+  CheckSelectionSettings(p);
   if (p.packed()) CheckPackedRows(p);
   CheckDecodeTensors(p, scale_groups);
   CheckIndexTensors(p, capacity);
+  CheckSelectedKeys(p);
 }
 
 }  // namespace flashattn

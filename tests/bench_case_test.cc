@@ -411,6 +411,8 @@ TEST(PlanCases, RejectsBadValuesNamingTheOption) {
       {"--paged", "backward", [](BenchOptions& o) { o.mode = "backward"; o.paged = 16; }},
       {"--seqlen-k", "decode", [](BenchOptions& o) { o.mode = "decode"; o.seqlen_k = 100; }},
       {"--algorithm", "decode", [](BenchOptions& o) { o.mode = "decode"; o.algorithm = "fused"; }},
+      {"--top-k", "0", [](BenchOptions& o) { o.mode = "decode"; o.top_k = 0; }},
+      {"--top-k", "forward", [](BenchOptions& o) { o.top_k = 16; }},
   };
   for (const Bad& b : bad) {
     BenchOptions options;
@@ -424,6 +426,37 @@ TEST(PlanCases, RejectsBadValuesNamingTheOption) {
       EXPECT_NE(message.find(b.option), std::string::npos) << message;
     }
   }
+}
+
+// Selected keys: a row reads min(top_k, N) keys of each K/V head (per query row); the preset pairs each MLA case
+// over 2048 selected keys with dense decode over the same cache.
+TEST(PlanCases, TopKReadsTheSelectedKeysAndThePresetPairsThemWithDenseDecode) {
+  BenchOptions options;
+  options.single = true;
+  options.mode = "decode";
+  options.heads = 16, options.heads_kv = 1, options.headdim = 576, options.headdim_v = 512;
+  options.cache_len = "4096", options.top_k = 256;
+  const std::vector<BenchCase> cases = PlanCases(options);
+  ASSERT_EQ(cases.size(), 1u);
+  const BenchCase& c = cases[0];
+  EXPECT_EQ(c.top_k, 256);
+  EXPECT_NE(c.Name().find("_topk256"), std::string::npos) << c.Name();
+  EXPECT_EQ(TotalCacheLength(c), 256);
+  BenchCase dense = c;
+  dense.top_k = 0;
+  EXPECT_EQ(TotalCacheLength(dense), 4096);
+  EXPECT_EQ(CountBytesRead(dense) - CountBytesRead(c), (4096.0 - 256) * 576 * size_of(c.dtype));
+
+  BenchOptions preset;
+  preset.preset = "selected-mla";
+  std::vector<std::int64_t> top_k, keys;
+  for (const BenchCase& m : PlanCases(preset)) {
+    EXPECT_EQ(std::tuple(m.mode, m.heads, m.heads_kv, m.headdim, m.headdim_v.value_or(0), m.dtype),
+              std::tuple(Mode::kDecode, 128, 1, 576, 512, DType::kBF16));
+    top_k.push_back(m.top_k), keys.push_back(m.seqlen_k);
+  }
+  EXPECT_EQ(top_k, (std::vector<std::int64_t>{2048, 2048, 0, 0}));
+  EXPECT_EQ(keys, (std::vector<std::int64_t>{32768, 131072, 32768, 131072}));
 }
 
 TEST(PlanCases, CacheLenRangeDrawsEachSequencesLength) {

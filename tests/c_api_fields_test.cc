@@ -176,6 +176,10 @@ void VisitC(flashattn_block_mask& c, CFields& v, const std::string& prefix) {
   v.Field(prefix + "full_kv_indices", c.full_kv_indices), v.Field(prefix + "full_kv_width", c.full_kv_width);
 }
 
+void VisitC(flashattn_key_selection& c, CFields& v, const std::string& prefix) {
+  v.Field(prefix + "indices", c.indices), v.Field(prefix + "count", c.count);
+}
+
 void VisitC(flashattn_score_settings& c, CFields& v, const std::string& prefix) {
   v.Optional(prefix + "scale", c.has_scale, c.scale);
   v.Field(prefix + "causal", c.causal);
@@ -200,6 +204,7 @@ void VisitC(flashattn_attention_params& c, CFields& v, const std::string& prefix
   VisitC(c.block_mask, v, prefix + "block_mask.");
   v.Field(prefix + "document_ids", c.document_ids);
   v.Field(prefix + "document_ids_batch_stride", c.document_ids_batch_stride);
+  VisitC(c.key_indices, v, prefix + "key_indices.");
   v.Field(prefix + "dropout_p", c.dropout_p), v.Field(prefix + "dropout_seed", c.dropout_seed);
   v.Field(prefix + "dropout_offset", c.dropout_offset);
   VisitC(c.block_position, v, prefix + "block_position.");
@@ -253,6 +258,7 @@ void VisitDecodeSettings(flashattn_decode_params& c, CFields& v, const std::stri
   v.Field(prefix + "rotary_queries_at_cache_end", c.rotary_queries_at_cache_end);
   VisitC(c.score, v, prefix + "score.");
   v.Field(prefix + "num_splits", c.num_splits), v.Field(prefix + "num_threads", c.num_threads);
+  VisitC(c.key_indices, v, prefix + "key_indices.");
 }
 
 void VisitC(flashattn_decode_params& c, CFields& v, const std::string& prefix) {
@@ -400,6 +406,7 @@ TEST(CApiFields, EveryMemberOfEveryStructIsListed) {
   ExpectCFieldsComplete<flashattn_block_position>("flashattn_block_position");
   ExpectCFieldsComplete<flashattn_mask>("flashattn_mask");
   ExpectCFieldsComplete<flashattn_block_mask>("flashattn_block_mask");
+  ExpectCFieldsComplete<flashattn_key_selection>("flashattn_key_selection");
   ExpectCFieldsComplete<flashattn_score_settings>("flashattn_score_settings");
   ExpectCFieldsComplete<flashattn_attention_params>("flashattn_attention_params");
   ExpectCFieldsComplete<flashattn_varlen_params>("flashattn_varlen_params");
@@ -413,6 +420,7 @@ TEST(CApiFields, EveryMemberOfEveryStructIsListed) {
   ExpectCppFieldsComplete<BlockPosition, void>("BlockPosition");
   ExpectCppFieldsComplete<MaskTensor, void>("MaskTensor");
   ExpectCppFieldsComplete<BlockMask, void>("BlockMask");
+  ExpectCppFieldsComplete<KeySelection, void>("KeySelection");
   ExpectCppFieldsComplete<ScoreSettings, void>("ScoreSettings");
   ExpectCppFieldsComplete<HeadSettings, ScoreSettings>("HeadSettings");
   ExpectCppFieldsComplete<AttentionSettings, HeadSettings>("AttentionSettings");

@@ -122,6 +122,13 @@ typedef struct flashattn_block_mask {
   int64_t full_kv_width;
 } flashattn_block_mask;
 
+/* flashattn::KeySelection: attention over selected keys, per (query row, K/V head) a list of `count` key
+ * positions, int32, -1 = unused, each list a set; indices NULL = every key (count 0). */
+typedef struct flashattn_key_selection {
+  const int32_t* indices;
+  int64_t count;
+} flashattn_key_selection;
+
 /* Block sizes of the tiled algorithms; 0 = chosen by the library. */
 typedef struct flashattn_tiling {
   int64_t fast_memory_bytes;
@@ -178,6 +185,7 @@ typedef struct flashattn_attention_params {
   flashattn_block_mask block_mask;
   const int32_t* document_ids; /* int32 (batch, Nk), row stride document_ids_batch_stride (0 = Nk); NULL = none */
   int64_t document_ids_batch_stride;
+  flashattn_key_selection key_indices; /* (batch, Nq, Hkv, k), contiguous; not with mask or dropout */
 
   float dropout_p; /* 0 = off */
   uint64_t dropout_seed;
@@ -294,6 +302,8 @@ typedef struct flashattn_decode_params {
 
   int64_t num_splits; /* 0 = flashattn_choose_num_splits's heuristic, 1 = no splitting */
   int num_threads;
+  /* (batch, seqlen_q, Hkv, k) or packed (total_q, Hkv, k), contiguous: positions of the cache after the append */
+  flashattn_key_selection key_indices;
 
   /* A quantized cache (cache_element INT8, FP8_E4M3 or FP8_E5M2): k_scale and v_scale float32, shaped as
    * scale_granularity says, per-token ones with scale_strides (batch or page, seq, head) and a group stride

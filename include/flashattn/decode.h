@@ -171,6 +171,10 @@ struct DecodeParams : HeadSettings {
   // n = n chunks (some empty if there are fewer keys).
   std::int64_t num_splits = 0;
 
+  // Selected keys: (batch, seqlen_q, Hkv, k) int32, contiguous, or (total_q, Hkv, k) when packed; row i of K/V
+  // head g attends exactly key_indices[.., i, g, :], positions of the cache after this call's append.
+  KeySelection key_indices;
+
   bool paged() const { return block_table != nullptr; }
   bool packed() const { return cu_seqlens_q != nullptr; }
   // Sequence b's query rows Nq_b, and the keys it appends (Nnew, or Nq_b when packed and appending).

@@ -1,8 +1,8 @@
 // Every field of the public parameter structs, by name: for_each_field(params, visit) calls
 // visit(name, field) once per field, in declaration order, the inherited fields first. `field` is a reference
 // to the member (const when `params` is). The fields of a member struct (Strides, Tiling, BlockPosition,
-// MaskTensor, BackwardParams::attention, VarlenBackwardParams::forward) are visited one by one under a dotted
-// name: "q_strides.batch", "tiling.block_rows", "attention.causal". For bindings, logs and tests: the C API's
+// MaskTensor, KeySelection, BackwardParams::attention, VarlenBackwardParams::forward) are visited one by one
+// under a dotted name: "q_strides.batch", "tiling.block_rows", "attention.causal". For bindings, logs and tests: the C API's
 // tests hold its structs to these names (tests/c_api_fields_test.cc, which also fails when a field of a
 // struct is missing here), and the Python bindings' echo of the parameters reports them.
 #ifndef FLASHATTN_FIELDS_H_
@@ -78,6 +78,12 @@ void for_each_field(S& s, Visit&& visit, const std::string& prefix = "") {
   visit(prefix + "full_kv_width", s.full_kv_width);
 }
 
+template <fields_detail::Is<KeySelection> S, class Visit>
+void for_each_field(S& s, Visit&& visit, const std::string& prefix = "") {
+  visit(prefix + "indices", s.indices);
+  visit(prefix + "count", s.count);
+}
+
 template <fields_detail::Is<ScoreSettings> S, class Visit>
 void for_each_field(S& s, Visit&& visit, const std::string& prefix = "") {
   visit(prefix + "scale", s.scale);
@@ -130,6 +136,7 @@ void for_each_field(S& s, Visit&& visit, const std::string& prefix = "") {
   for_each_field(s.block_mask, visit, prefix + "block_mask.");
   visit(prefix + "document_ids", s.document_ids);
   visit(prefix + "document_ids_batch_stride", s.document_ids_batch_stride);
+  for_each_field(s.key_indices, visit, prefix + "key_indices.");
 }
 
 template <fields_detail::Is<VarlenParams> S, class Visit>
@@ -215,6 +222,7 @@ void for_each_field(S& s, Visit&& visit, const std::string& prefix = "") {
   visit(prefix + "rotary_interleaved", s.rotary_interleaved);
   visit(prefix + "rotary_queries_at_cache_end", s.rotary_queries_at_cache_end);
   visit(prefix + "num_splits", s.num_splits);
+  for_each_field(s.key_indices, visit, prefix + "key_indices.");
 }
 
 template <fields_detail::Is<QuantizeParams> S, class Visit>

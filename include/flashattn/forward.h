@@ -54,6 +54,9 @@ struct AttentionParams : AttentionSettings {
   std::int64_t seqlen_k = 0;  // Nk
 
   MaskTensor mask;
+  // Selected keys: (batch, Nq, Hkv, k) int32, contiguous; row i of K/V head g attends exactly
+  // key_indices[b, i, g, :]. Not with a mask tensor, dropout or a backward pass.
+  KeySelection key_indices;
 
   // Block-sparse attention (include/flashattn/types.h, docs/sparse_attention.md): only the listed key blocks
   // of each query block are visited. Requires the default block_position.

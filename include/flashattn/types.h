@@ -59,6 +59,17 @@ struct MaskTensor {
   std::int64_t stride_col = 1;
 };
 
+// Attention over selected keys: per (query row, K/V head) a list of `count` key positions, int32, −1 = unused.
+// Each list is a set (no position twice) in any order; every query head of the K/V head's group attends exactly
+// its keys. Positions are the sequence's (a paged cache's logical ones, before the block table), each one the
+// row sees: inside the causal band or sliding window and the sequence, else the call is refused. A list of
+// only −1 makes O = 0 and LSE = −∞ (the sink's logit with a sink). docs/sparse_attention.md.
+struct KeySelection {
+  const std::int32_t* indices = nullptr;  // null = every key (the dense call)
+  std::int64_t count = 0;                 // k, the list length
+  bool active() const { return indices != nullptr; }
+};
+
 // Block sizes of the tiled algorithms. Zero means "choose": the reference algorithms use FlashAttention's
 // rule Bc = ⌈M / 4d⌉, Br = min(Bc, d) with M = fast_memory_bytes / 4 float32 elements (default
 // kDefaultFastMemoryBytes; docs/algorithms.md derives it); the fused kernel derives its own from the

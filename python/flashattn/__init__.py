@@ -64,7 +64,7 @@ __all__ = [
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
         softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *, seed=None,
-        sinks=None, block_mask=None, document_ids=None):
+        sinks=None, block_mask=None, document_ids=None, key_indices=None):
     """Attention of q over k, v in flash-attn's (batch, seqlen, heads, dim) layout.
 
     q (batch, seqlen_q, heads_q, d), k (batch, seqlen_k, heads_kv, d), v (batch, seqlen_k, heads_kv, dv),
@@ -84,6 +84,12 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     blocks are visited; causal, window_size and document_ids mask the elements of its partial blocks and
     none of its full blocks (docs/sparse_attention.md). document_ids: integer (batch, seqlen_k) (int32):
     query i (at key position i + Nk − Nq, so Nq ≤ Nk) sees key j only within its document.
+    key_indices: attention over selected keys (DeepSeek-V3.2's sparse attention), integer (batch, seqlen_q,
+    heads_kv, k) converted to int32: query row i of K/V head g attends exactly the keys key_indices[b, i, g, :]
+    (−1 = unused slot, any order, no position twice), each one it sees (within seqlen_k, the causal diagonal and
+    the window, else Error); a row with no keys gets out 0 and softmax_lse −inf (or its sink). ALiBi's
+    distances are those of the listed positions. Not with dropout, and without a backward pass
+    (docs/sparse_attention.md).
 
     Returns out (batch, seqlen_q, heads_q, dv) of q's dtype, or with return_attn_probs=True the tuple
     (out, softmax_lse, dropout_mask): softmax_lse float32 (batch, heads_q, seqlen_q), natural log;
@@ -95,7 +101,8 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     m = _arguments.modifiers(call)
     _block_mask.apply(call, m)
     out, lse, keep = _core.forward(
-        call.q, call.k, call.v, modifiers=m, return_lse=probs, return_dropout_mask=probs
+        call.q, call.k, call.v, modifiers=m, return_lse=probs, return_dropout_mask=probs,
+        key_indices=_arguments.key_indices(call.key_indices, 4),
     )
     return (out, lse, keep) if probs else out
 
@@ -122,7 +129,7 @@ def flash_attn_backward(dout, q, k, v, out, softmax_lse, dropout_p=0.0, softmax_
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
         softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
         deterministic=False, return_attn_probs=False, block_table=None, *, seed=None, sinks=None, seqused_k=None,
-        k_scale=None, v_scale=None, cache_dtype=None):
+        k_scale=None, v_scale=None, cache_dtype=None, key_indices=None):
     """flash_attn_func over sequences of different lengths packed along one token axis.
 
     q (total_q, heads_q, d), k (total_k, heads_kv, d), v (total_k, heads_kv, dv); cu_seqlens_q and
@@ -142,6 +149,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     read. The queries are the last positions of each sequence (causal and windows bottom-right per
     sequence). Nothing is appended; dropout_p must be 0. The caches may be quantized as in
     flash_attn_with_kvcache (k_scale, v_scale, cache_dtype), and v=None reads V inside k (head_dim_v = d).
+    key_indices (total_q, heads_kv, k), with block_table only: each packed query row's selected keys, as in
+    flash_attn_with_kvcache.
     """
     call = _arguments.call_of(locals())
     probs = bool(call.return_attn_probs)
@@ -172,7 +181,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         cache_seqlens=None, block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
         rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False, k_scale=None,
         v_scale=None, cache_dtype=None, *, sinks=None, head_dim_v=None, quantize_query_int8=False,
-        quantize_probs_u8=False):
+        quantize_probs_u8=False, key_indices=None):
     """Attention of a few new queries over a key/value cache, appending k and v to the cache in place.
 
     q (batch, seqlen_q, heads_q, d). Contiguous cache: k_cache, v_cache (batch, seqlen_cache, heads_kv, d).
@@ -206,6 +215,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     quantize_probs_u8=True (int8 caches with one scale per row, no group_size) computes P̃V as integer dot
     products of the cache with the weights P̃ · v_scale rounded to 8 bits per key block: faster, adding
     their rounding error.
+    key_indices: attention over selected keys, integer (batch, seqlen_q, heads_kv, k) converted to int32, as in
+    flash_attn_func: positions of each sequence after this call's append (logical ones, before block_table),
+    each one the row sees (< cache_seqlens[b] + seqlen_new, on the causal diagonal and window).
 
     Returns out (batch, seqlen_q, heads_q, dv), or (out, softmax_lse (batch, heads_q, seqlen_q)) with
     return_softmax_lse=True. Everything is checked before the caches are written: a call that raises leaves

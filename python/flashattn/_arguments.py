@@ -110,6 +110,12 @@ def sinks(values):
     return array
 
 
+def key_indices(values, ndim):
+    """The selected keys of each query row and K/V head as an int32 array of `ndim` dimensions (the last two
+    heads_kv and k), or None (every key)."""
+    return None if values is None else int32(values, "key_indices", ndim)
+
+
 def packed_sequences(call):
     """The keywords of _core.varlen_forward and varlen_backward that describe a varlen call's packed
     sequences: the offsets as int32 arrays and the maximum lengths as ints."""
@@ -122,9 +128,9 @@ def packed_sequences(call):
 
 
 def reject_cache_keywords(call):
-    """flash_attn_varlen_func without block_table: seqused_k and the quantized cache's keywords describe a
-    paged cache and need it."""
-    for name in ("seqused_k", "k_scale", "v_scale", "cache_dtype"):
+    """flash_attn_varlen_func without block_table: seqused_k, the quantized cache's keywords and key_indices
+    describe a paged cache and need it."""
+    for name in ("seqused_k", "k_scale", "v_scale", "cache_dtype", "key_indices"):
         if getattr(call, name) is not None:
             raise Error(f"{name} applies to a paged KV cache: give block_table too")
 

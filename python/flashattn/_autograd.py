@@ -44,6 +44,25 @@ def direct_backward(call, varlen=False):
     return backward(dout, *arrays, modifiers=modifiers, bf16=_tensors.is_bf16(call.q), sequences=sequences)
 
 
+def selected_keys_forward(call, m, probs):
+    """flashattn.torch.flash_attn_func over selected keys (its bound arguments, the side arrays as NumPy; m its
+    modifiers): outside autograd, there being no backward pass to record, so refused when autograd would record
+    it."""
+    recorded = [name for name in ("q", "k", "v") if getattr(getattr(call, name), "requires_grad", False)]
+    if recorded and torch.is_grad_enabled():
+        raise _core.Error(
+            f"key_indices (attention over selected keys) has no backward pass, but {', '.join(recorded)} "
+            "requires grad: call it under torch.no_grad() or torch.inference_mode()"
+        )
+    bf16 = _tensors.is_bf16(call.q)
+    out, lse, _ = _core.forward(
+        *_tensors.arrays(q=call.q, k=call.k, v=call.v), modifiers=m, return_lse=True, return_dropout_mask=False,
+        bf16=bf16, key_indices=_arguments.key_indices(call.key_indices, 4),
+    )
+    out = _tensors.tensor(out, bf16)
+    return (out, _tensors.tensor(lse), None) if probs else out
+
+
 class FlashAttnFunc(torch.autograd.Function):
     """sinks: the tensor whose float32 copy modifiers.sinks holds (differentiable), or None."""
 

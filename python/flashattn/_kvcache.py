@@ -60,6 +60,7 @@ def kvcache(call, bf16=False):
         cache_dtype=None if call.cache_dtype is None else str(call.cache_dtype),
         quantize_query_int8=bool(call.quantize_query_int8),
         quantize_probs_u8=bool(call.quantize_probs_u8),
+        key_indices=_arguments.key_indices(call.key_indices, 4),
     )
 
 
@@ -123,6 +124,7 @@ def varlen_kvcache(call, bf16=False):
         cache_dtype=None if call.cache_dtype is None else str(call.cache_dtype),
         cu_seqlens_q=_arguments.int32(call.cu_seqlens_q, "cu_seqlens_q", 1),
         max_seqlen_q=operator.index(call.max_seqlen_q),
+        key_indices=_arguments.key_indices(call.key_indices, 3),
     )
 
 

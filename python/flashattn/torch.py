@@ -40,15 +40,18 @@ __all__ = [
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
         softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *, seed=None,
-        sinks=None, block_mask=None, document_ids=None):
+        sinks=None, block_mask=None, document_ids=None, key_indices=None):
     """flashattn.flash_attn_func for tensors, differentiable in q, k, v and a sinks tensor (see its
     docstring). With dropout_p > 0 and seed None the seed is drawn from torch's default generator, as
-    flash-attn does (torch.manual_seed reproduces the mask); it is kept for the backward pass."""
+    flash-attn does (torch.manual_seed reproduces the mask); it is kept for the backward pass. With
+    key_indices (selected keys) it is inference only: no tensor may require a gradient while autograd records."""
     call = _arguments.call_of(locals())
-    _tensors.convert(call, side_arrays=("alibi_slopes", "sinks"))
+    _tensors.convert(call, side_arrays=("alibi_slopes", "sinks", "key_indices"))
     m = _arguments.modifiers(call, draw_seed=_tensors.torch_seed)
     _block_mask.apply(call, m)  # kept in m for the backward pass
     probs = bool(call.return_attn_probs)
+    if call.key_indices is not None:
+        return _autograd.selected_keys_forward(call, m, probs)
     out, lse, keep = _autograd.FlashAttnFunc.apply(call.q, call.k, call.v, sinks, m, probs)
     if not call.return_attn_probs:
         return out
@@ -58,7 +61,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
         softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
         deterministic=False, return_attn_probs=False, block_table=None, *, seed=None, sinks=None, seqused_k=None,
-        k_scale=None, v_scale=None, cache_dtype=None):
+        k_scale=None, v_scale=None, cache_dtype=None, key_indices=None):
     """flashattn.flash_attn_varlen_func for tensors, differentiable in q, k, v and sinks; the dropout seed as
     in flash_attn_func. With return_attn_probs=True it returns (out, softmax_lse, masks), masks as the
     NumPy function returns them: a list of one bool tensor (heads_q, seqlen_q_b, seqlen_k_b) per sequence,
@@ -70,7 +73,9 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         _tensors.convert(
             call,
             arrays=("q", "k", "v", "k_scale", "v_scale"),
-            side_arrays=("cu_seqlens_q", "cu_seqlens_k", "seqused_k", "block_table", "alibi_slopes", "sinks"),
+            side_arrays=(
+                "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "block_table", "alibi_slopes", "sinks", "key_indices"
+            ),
         )
         out, lse = _kvcache.varlen_kvcache(call, bf16=bf16)
         out = _tensors.tensor(out, bf16)
@@ -111,7 +116,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         cache_seqlens=None, block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
         rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False, k_scale=None,
         v_scale=None, cache_dtype=None, *, sinks=None, head_dim_v=None, quantize_query_int8=False,
-        quantize_probs_u8=False):
+        quantize_probs_u8=False, key_indices=None):
     """flashattn.flash_attn_with_kvcache for tensors: k_cache and v_cache (and per-token k_scale and v_scale)
     are updated in place; no gradient. Quantized caches are int8 or uint8 tensors."""
     call = _arguments.call_of(locals())
@@ -119,7 +124,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     _tensors.convert(
         call,
         arrays=("q", "k_cache", "v_cache", "k", "v", "k_scale", "v_scale"),
-        side_arrays=("rotary_cos", "rotary_sin", "cache_seqlens", "block_table", "alibi_slopes", "sinks"),
+        side_arrays=(
+            "rotary_cos", "rotary_sin", "cache_seqlens", "block_table", "alibi_slopes", "sinks", "key_indices"
+        ),
     )
     out, lse = _kvcache.kvcache(call, bf16=bf16)
     out = _tensors.tensor(out, bf16)

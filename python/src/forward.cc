@@ -16,7 +16,8 @@ constexpr const char* kQLayout = "(batch, seqlen_q, heads_q, head_dim)";
 constexpr const char* kKLayout = "(batch, seqlen_k, heads_kv, head_dim)";
 
 py::tuple Forward(const py::handle& q_in, const py::handle& k_in, const py::handle& v_in, const Modifiers& m,
-                  bool return_lse, bool return_dropout_mask, bool bf16, const BlockPositionArgument& block_position) {
+                  bool return_lse, bool return_dropout_mask, bool bf16, const BlockPositionArgument& block_position,
+                  const py::object& key_indices) {
   const Tensor q = AttentionTensor(q_in, "q", 4, kQLayout, bf16);
   const Tensor k = AttentionTensor(k_in, "k", 4, kKLayout, bf16);
   const Tensor v = AttentionTensor(v_in, "v", 4, "(batch, seqlen_k, heads_kv, head_dim_v)", bf16);
@@ -26,6 +27,7 @@ py::tuple Forward(const py::handle& q_in, const py::handle& k_in, const py::hand
   ApplyModifiers(m, p.batch, &p);
   ApplySparsity(m, &p);
   ApplyBlockPosition(block_position, &p);
+  p.key_indices = SelectedKeysOf(key_indices, {p.batch, p.seqlen_q}, p.heads_kv, "(batch, seqlen_q, heads_kv, k)");
 
   py::array out = NewArray(p.dtype, {p.batch, p.seqlen_q, p.heads_q, p.value_head_dim()});
   p.o = out.mutable_data();
@@ -59,8 +61,9 @@ py::tuple Forward(const py::handle& q_in, const py::handle& k_in, const py::hand
 void RegisterForward(py::module_& m) {
   m.def("forward", &Forward, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("modifiers"),
         py::arg("return_lse"), py::arg("return_dropout_mask"), py::arg("bf16") = false,
-        py::arg("block_position") = py::none(),
+        py::arg("block_position") = py::none(), py::arg("key_indices") = py::none(),
         "flash_attn_func's computation: returns (out, softmax_lse or None, dropout keep mask or None). "
+        "key_indices: int32 (batch, seqlen_q, heads_kv, k), the selected keys of each row (-1 = unused). "
         "block_position (private): (query_start, key_start, total_seqlen_q, total_seqlen_k) of a call that is "
         "one block of a larger problem.");
 }

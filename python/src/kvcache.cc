@@ -361,7 +361,8 @@ py::tuple Kvcache(const py::handle& q, const py::handle& k_cache, const py::hand
                   bool return_lse, bool bf16, const py::handle& sinks, std::optional<std::int64_t> head_dim_v,
                   const py::object& k_scale, const py::object& v_scale, const std::optional<std::string>& cache_dtype,
                   bool quantize_query_int8, bool quantize_probs_u8, const py::object& cu_seqlens_q,
-                  std::int64_t max_seqlen_q, const py::object& keys_after, bool check_only) {
+                  std::int64_t max_seqlen_q, const py::object& keys_after, bool check_only,
+                  const py::object& key_indices) {
   KvcacheCall call = PrepareKvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
                                     block_table, alibi_slopes, softmax_scale, causal, window_left, window_right,
                                     softcap, rotary_interleaved, num_splits, return_lse, bf16, sinks, head_dim_v,
@@ -377,6 +378,10 @@ py::tuple Kvcache(const py::handle& q, const py::handle& k_cache, const py::hand
     }
     call.params.keys_after = keys_after_array->data();
   }
+  const DecodeParams& p = call.params;
+  call.params.key_indices =
+      p.packed() ? SelectedKeysOf(key_indices, {p.total_query_rows()}, p.heads_kv, "(total_q, heads_kv, k)")
+                 : SelectedKeysOf(key_indices, {p.batch, p.seqlen_q}, p.heads_kv, "(batch, seqlen_q, heads_kv, k)");
   if (check_only) {
     validate(call.params);
     return py::make_tuple(py::none(), py::none());
@@ -438,12 +443,14 @@ void RegisterKvcache(py::module_& m) {
         py::arg("head_dim_v") = py::none(), py::arg("k_scale") = py::none(), py::arg("v_scale") = py::none(),
         py::arg("cache_dtype") = py::none(), py::arg("quantize_query_int8") = false,
         py::arg("quantize_probs_u8") = false, py::arg("cu_seqlens_q") = py::none(), py::arg("max_seqlen_q") = 0,
-        py::arg("keys_after") = py::none(), py::arg("check_only") = false,
+        py::arg("keys_after") = py::none(), py::arg("check_only") = false, py::arg("key_indices") = py::none(),
         "flash_attn_with_kvcache's computation: returns (out, softmax_lse or None); appends k, v in place. "
         "v_cache None: V is the first head_dim_v features of k_cache. cu_seqlens_q: packed queries q (1, "
         "total_q, heads_q, d), out (total_q, heads_q, dv), softmax_lse (heads_q, total_q), k and v (1, total_q, "
         "heads_kv, d). keys_after (private): DecodeParams::keys_after, int32 (batch,), for the torch sharded "
-        "decode. check_only (private): validate the call, write nothing, return (None, None).");
+        "decode. check_only (private): validate the call, write nothing, return (None, None). key_indices: int32 "
+        "(batch, seqlen_q, heads_kv, k), packed (total_q, heads_kv, k), the selected keys of each row (-1 = "
+        "unused), positions of the cache after the append.");
   m.def("quantize_kv", &QuantizeKv, py::arg("x"), py::kw_only(), py::arg("dtype"), py::arg("granularity"),
         py::arg("group_size"), py::arg("bf16") = false,
         "quantize_kv's computation: returns (values, scales) of a quantized cache holding x.");

@@ -133,6 +133,21 @@ void ApplySinks(const py::object& sinks, std::int64_t heads_q, ScoreSettings* p)
   p->sinks = array.data();
 }
 
+KeySelection SelectedKeysOf(const py::object& key_indices, const std::vector<std::int64_t>& leading,
+                            std::int64_t heads_kv, const char* layout) {
+  if (key_indices.is_none()) return {};
+  const int ndim = static_cast<int>(leading.size()) + 2;
+  const auto array = ExactArray<std::int32_t>(key_indices, "key_indices", ndim);
+  std::vector<std::int64_t> shape(array.shape(), array.shape() + array.ndim()), expected = leading;
+  expected.push_back(heads_kv);
+  if (!std::equal(expected.begin(), expected.end(), shape.begin())) {
+    expected.push_back(shape.back());
+    throw py::value_error(std::string("key_indices must have shape ") + layout + " = " + ShapeString(expected) +
+                          ", got " + ShapeString(shape));
+  }
+  return {array.data(), shape.back()};
+}
+
 std::optional<py::array_t<float>> NewSinkGradient(const Modifiers& m, std::int64_t heads_q) {
   if (m.sinks.is_none()) return std::nullopt;
   return py::array_t<float>(heads_q);

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "flashattn/flashattn.h"
 
@@ -41,6 +42,12 @@ void ApplyModifiers(const Modifiers& m, std::int64_t batch, AttentionSettings* p
 void ApplySparsity(const Modifiers& m, AttentionParams* p);
 // The sinks alone, into any ScoreSettings (decode's too); checked against (heads_q,).
 void ApplySinks(const py::object& sinks, std::int64_t heads_q, ScoreSettings* p);
+
+// key_indices, the selected keys of a forward or decode call: None (every key), or an int32 C-contiguous
+// array of shape (leading..., heads_kv, k), `layout` naming it in messages. The array stays owned by the
+// caller's object, which must outlive the call.
+KeySelection SelectedKeysOf(const py::object& key_indices, const std::vector<std::int64_t>& leading,
+                            std::int64_t heads_kv, const char* layout);
 
 // The sinks' gradient of a backward call: a new float32 (heads_q,) array when the call has sinks (its data
 // is BackwardParams::dsinks), else nullopt; and the tuple a backward function returns, (dq, dk, dv) or

@@ -138,6 +138,7 @@ AttentionParams ToCpp(const flashattn_attention_params& c) {
   p.block_mask = {m.block_size_q,       m.block_size_k,    m.heads,        m.kv_num_blocks, m.kv_indices,
                   m.kv_width,           m.full_kv_num_blocks, m.full_kv_indices, m.full_kv_width};
   p.document_ids = c.document_ids, p.document_ids_batch_stride = c.document_ids_batch_stride;
+  p.key_indices = {c.key_indices.indices, c.key_indices.count};
   return p;
 }
 
@@ -183,6 +184,7 @@ DecodeParams ToCpp(const flashattn_decode_params& c) {
   p.rotary_max_pos = c.rotary_max_pos, p.rotary_interleaved = c.rotary_interleaved;
   p.rotary_queries_at_cache_end = c.rotary_queries_at_cache_end;
   p.num_splits = c.num_splits;
+  p.key_indices = {c.key_indices.indices, c.key_indices.count};
   p.cache_element = ToCacheElement(c.cache_element, "cache_element");
   p.scale_granularity = ToScaleGranularity(c.scale_granularity, "scale_granularity");
   p.k_scale = c.k_scale, p.v_scale = c.v_scale, p.scale_strides = ToStrides(c.scale_strides);

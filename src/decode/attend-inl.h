@@ -15,6 +15,7 @@
 #endif
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <type_traits>
 
@@ -52,6 +53,7 @@ class ChunkSoftmax {
     std::fill(x.m, x.m + rows, kNegInf);
     std::fill(x.l, x.l + rows, 0.0f);
     std::fill(x.O, x.O + rows * dv_pad_, 0.0f);
+    modified_everywhere_ = t.alibi != nullptr;
     for (std::int64_t h = 0; h < t.heads * t.G; ++h) {
       modified_everywhere_ = modified_everywhere_ || t.mods[h].softcap > 0.0f || t.mods[h].alibi_slope != 0.0f;
     }
@@ -69,6 +71,7 @@ class ChunkSoftmax {
       for (std::int64_t g = 0; g < t_.G; ++g) {
         ApplyScoreModifiers(t_.mods[h * t_.G + g], 0, t_.Nq, rows.j0, rows.cols, S_h + g * t_.Nq * kBc, kBc);
       }
+      if (t_.alibi != nullptr) SelectedKeysAlibi(rows, h, S_h);
     }
     for (std::int64_t r = 0; r < t_.R; ++r) {
       float* S_r = S_h + r * kBc;
@@ -78,6 +81,19 @@ class ChunkSoftmax {
     }
   }
   float* Accumulator(std::int64_t h) const { return x_.O + h * t_.R * dv_pad_; }
+
+  // S −= slope·|diagonal − j| for the selected keys' positions j, after softcap as ApplyScoreModifiers orders it.
+  void SelectedKeysAlibi(const BlockRows& rows, std::int64_t h, float* S_h) const {
+    const std::int32_t* j = t_.positions + rows.j0;
+    for (std::int64_t g = 0; g < t_.G; ++g) {
+      const float slope = t_.alibi[h * t_.G + g];
+      for (std::int64_t i = 0; i < t_.Nq; ++i) {
+        const std::int64_t diagonal = t_.mods[h * t_.G + g].Diagonal(i);
+        float* S_r = S_h + (g * t_.Nq + i) * kBc;
+        for (std::int64_t c = 0; c < rows.cols; ++c) S_r[c] -= slope * static_cast<float>(std::llabs(diagonal - j[c]));
+      }
+    }
+  }
 
   // O = Õ / l and LSE = m + log l into the task's outputs.
   void Finish() const {

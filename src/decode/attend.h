@@ -56,6 +56,12 @@ struct ChunkTask {
   KvSource kv;
   KvScales scales;
   std::int64_t j_begin = 0, j_end = 0;
+  // Selected keys: key c of [j_begin, j_end) is at position positions[c] (one K/V head, heads = 1, and the rows'
+  // own keys: no band to apply). Null: key c is at position c.
+  const std::int32_t* positions = nullptr;
+  // Selected keys with ALiBi: each query head's slope (heads·G; mods then hold none), the distances those of the
+  // positions, |diagonal − positions[c]|. Null: no ALiBi, or mods apply it to consecutive keys.
+  const float* alibi = nullptr;
   bool integer_scores = false;  // int8 cache: scores from int8 queries (DecodeParams::quantize_query_int8)
   bool integer_pv = false;      // int8 cache: P̃V from u8-rounded weights (DecodeParams::quantize_probs_u8)
   float* O = nullptr;

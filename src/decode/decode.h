@@ -11,7 +11,9 @@
 //      the sequence's queries are.
 //   4. Split the keys the rows can see into chunks; every (row group, chunk) is one parallel work item
 //      (AttendChunk, all K/V heads, so the cache is read in address order) that leaves partials (O_k, LSE_k)
-//      behind.
+//      behind. With selected keys (key_indices) each query row is a row group of its own, whose G rows per K/V
+//      head share their list: the list of each K/V head, −1 dropped and sorted into address order, is split
+//      into chunks, every (row group, K/V head, chunk) one work item.
 //   5. Merge each row's partials by LSE (MergeRow, the operation of merge_attention_states) into O and LSE.
 // DecodeT (decode-inl.h) runs them, steps 1-3 and 5 in this plain code and step 4 per target.
 #ifndef FLASHATTN_DECODE_DECODE_H_
@@ -53,7 +55,8 @@ class SplitKv {
 
   // Steps 2 and 3. False when there are no query rows: the append was the whole call.
   bool AppendAndGather();
-  // Step 4: work item `item`, chunk item mod splits of row group item div splits, writing its partials.
+  // Step 4: work item `item`, chunk item mod splits of row group item div (splits·head items) (of K/V head
+  // item div splits mod Hkv with selected keys), writing its partials.
   ChunkTask Task(std::int64_t item);
   // Step 5.
   void Merge();
@@ -68,17 +71,25 @@ class SplitKv {
     std::vector<float> Q;                 // Hkv·R×d
     std::vector<ScoreModifiers> mods;     // Hq, one per query head
     std::int64_t j_begin = 0, j_end = 0;  // the keys any row may see
+    // Selected keys: K/V head hk's positions at selected[hk·k ...], selected_count[hk] of them; with ALiBi each
+    // query head's slope (ChunkTask::alibi).
+    std::vector<std::int32_t> selected;
+    std::vector<std::int64_t> selected_count;
+    std::vector<float> alibi;
   };
   // The row groups of the call (Q, mods and keys not yet gathered): one per attended sequence, or per block
   // of kPackedRowsPerGroup rows of a packed sequence, none for a packed sequence without rows.
   static std::vector<RowGroup> PlanRowGroups(const DecodeParams& p, const KernelSequences& sequences);
   void GatherRows(RowGroup& rows) const;
+  void SelectKeys(RowGroup& rows) const;
 
   const DecodeParams& p_;
   const Band band_;
   std::vector<RowGroup> groups_;
   const std::int64_t R_;
   const int threads_;
+  // A work item covers every K/V head, or one (selected keys: head_items_ = Hkv items per chunk).
+  const std::int64_t head_items_;
   std::int64_t splits_ = 1, items_ = 0, partial_rows_ = 0;
   std::vector<float> O_partial_, lse_partial_, o_row_;
 };

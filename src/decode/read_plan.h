@@ -151,8 +151,9 @@ class ReadPlan {
   LineRequests next_k_, next_v_;
 };
 
-// offset[c] of key j0 + c: contiguous, (j0 + c)·seq_stride; paged, page pages[j / page_size], slot j mod
-// page_size (likewise the scales with their strides). The paged test is made once per block, not per key.
+// offset[c] of key j0 + c at position j (j0 + c, or the selected keys' positions[j0 + c]): contiguous,
+// j·seq_stride; paged, page pages[j / page_size], slot j mod page_size (likewise the scales with their strides).
+// The selection and paged tests are made once per block, not per key.
 inline void ReadPlan::Locate(std::int64_t j0, BlockRows* rows) const {
   const KvSource& kv = t_.kv;
   const KvScales& scales = t_.scales;
@@ -160,14 +161,20 @@ inline void ReadPlan::Locate(std::int64_t j0, BlockRows* rows) const {
   rows->cols = std::clamp<std::int64_t>(t_.j_end - j0, 0, kDecodeBc);
   const std::int64_t n = rows->cols;
   if (n == 0) return;
+  std::int64_t j[kDecodeBc];
+  if (t_.positions == nullptr) {
+    for (std::int64_t c = 0; c < n; ++c) j[c] = j0 + c;
+  } else {
+    for (std::int64_t c = 0; c < n; ++c) j[c] = t_.positions[j0 + c];
+  }
   if (kv.page_size == 0) {
     for (std::int64_t c = 0; c < n; ++c) {
-      rows->offset[c] = (j0 + c) * kv.seq_stride;
-      rows->scale_offset[c] = (j0 + c) * scales.seq_stride;
+      rows->offset[c] = j[c] * kv.seq_stride;
+      rows->scale_offset[c] = j[c] * scales.seq_stride;
     }
   } else {
     for (std::int64_t c = 0; c < n; ++c) {
-      const std::int64_t page = kv.pages[(j0 + c) / kv.page_size], slot = (j0 + c) % kv.page_size;
+      const std::int64_t page = kv.pages[j[c] / kv.page_size], slot = j[c] % kv.page_size;
       rows->offset[c] = page * kv.page_stride + slot * kv.seq_stride;
       rows->scale_offset[c] = page * scales.page_stride + slot * scales.seq_stride;
     }

@@ -62,9 +62,12 @@ void AppendNewKeys(const DecodeParams& p) {
 
 std::vector<SplitKv::RowGroup> SplitKv::PlanRowGroups(const DecodeParams& p, const KernelSequences& sequences) {
   std::vector<RowGroup> groups;
-  // A sequence of (batch, seqlen_q) queries is one group, its rows however many; packed rows come in blocks.
+  // A sequence of (batch, seqlen_q) queries is one group, its rows however many; packed rows come in blocks;
+  // with selected keys each row has keys of its own.
   const std::int64_t block =
-      p.packed() ? std::max<std::int64_t>(1, kPackedRowsPerGroup / (p.heads_q / p.heads_kv)) : p.seqlen_q;
+      p.key_indices.active() ? 1
+      : p.packed()           ? std::max<std::int64_t>(1, kPackedRowsPerGroup / (p.heads_q / p.heads_kv))
+                             : p.seqlen_q;
   for (std::int64_t b = 0; b < p.batch; ++b) {
     if (!sequences.Attends(b)) continue;
     for (std::int64_t i0 = 0; i0 < p.query_rows(b); i0 += block) {
@@ -83,12 +86,13 @@ SplitKv::SplitKv(const DecodeParams& p, const KernelSequences& sequences)
       R_(p.heads_q / p.heads_kv *
          std::accumulate(groups_.begin(), groups_.end(), std::int64_t{0},
                          [](std::int64_t most, const RowGroup& rows) { return std::max(most, rows.Nq); })),
-      threads_(ThreadsOf(p.num_threads)) {
-  std::int64_t max_keys = 0;
-  for (std::int64_t b = 0; b < p.batch; ++b) {
+      threads_(ThreadsOf(p.num_threads)),
+      head_items_(p.key_indices.active() ? p.heads_kv : 1) {
+  std::int64_t max_keys = p.key_indices.count;
+  for (std::int64_t b = 0; b < p.batch && !p.key_indices.active(); ++b) {
     max_keys = std::max<std::int64_t>(max_keys, p.cache_seqlens[b] + p.new_rows(b));
   }
-  const auto groups = static_cast<std::int64_t>(groups_.size());
+  const auto groups = static_cast<std::int64_t>(groups_.size()) * head_items_;
   splits_ =
       std::max<std::int64_t>(1, p.num_splits == 0 ? choose_num_splits(groups, max_keys, threads_) : p.num_splits);
   items_ = groups * splits_;
@@ -128,56 +132,90 @@ void SplitKv::GatherRows(RowGroup& rows) const {
     }
   const IndexRange keys = band_.KeysOfDiagonals(offset, offset + Nq - 1, Nk);
   rows.j_begin = keys.begin, rows.j_end = keys.end;
+  if (p.key_indices.active()) SelectKeys(rows);
+}
+
+// The row's list of each K/V head, −1 dropped and sorted, so that the cache is read in address order. Every
+// position is one the row sees (validated): the band has nothing left to hide.
+void SplitKv::SelectKeys(RowGroup& rows) const {
+  const KeySelection& s = p_.key_indices;
+  const std::int64_t row = p_.packed() ? p_.cu_seqlens_q[rows.b] + rows.i0 : rows.b * p_.seqlen_q + rows.i0;
+  rows.selected.resize(static_cast<std::size_t>(p_.heads_kv * s.count));
+  rows.selected_count.resize(static_cast<std::size_t>(p_.heads_kv));
+  for (std::int64_t hk = 0; hk < p_.heads_kv; ++hk) {
+    const std::int32_t* list = s.indices + (row * p_.heads_kv + hk) * s.count;
+    std::int32_t* out = rows.selected.data() + hk * s.count;
+    std::int32_t* end = std::copy_if(list, list + s.count, out, [](std::int32_t j) { return j >= 0; });
+    std::sort(out, end);
+    rows.selected_count[static_cast<std::size_t>(hk)] = end - out;
+  }
+  for (ScoreModifiers& mods : rows.mods) mods.band = Band{};
+  if (p_.alibi_slopes == nullptr) return;
+  for (ScoreModifiers& mods : rows.mods) rows.alibi.push_back(mods.alibi_slope), mods.alibi_slope = 0.0f;
 }
 
 bool SplitKv::AppendAndGather() {
   AppendNewKeys(p_);
   if (partial_rows_ == 0) return false;  // no query rows (seqlen_q = 0, or no packed rows)
-  for (RowGroup& rows : groups_) GatherRows(rows);
+  const auto groups = static_cast<std::int64_t>(groups_.size());
+#pragma omp parallel for num_threads(threads_) schedule(dynamic, 16) if (groups > 16)
+  for (std::int64_t g = 0; g < groups; ++g) GatherRows(groups_[static_cast<std::size_t>(g)]);
   return true;
 }
 
+namespace {
+
+// `elements` of `bytes` each past base; null stays null (an empty cache may be null, and has no keys).
+const void* Advanced(const void* base, std::int64_t elements, std::int64_t bytes) {
+  return base == nullptr ? nullptr : static_cast<const char*>(base) + elements * bytes;
+}
+const float* Advanced(const float* base, std::int64_t elements) { return base == nullptr ? nullptr : base + elements; }
+
+}  // namespace
+
 ChunkTask SplitKv::Task(std::int64_t item) {
   const DecodeParams& p = p_;
-  const RowGroup& rows = groups_[item / splits_];
+  const RowGroup& rows = groups_[item / (splits_ * head_items_)];
+  // The K/V heads of the item: all of them, or with selected keys head hk0 alone over its own list.
+  const bool selected = p.key_indices.active();
+  const std::int64_t hk0 = selected ? item / splits_ % head_items_ : 0;
   const std::int64_t b = rows.b, s = item % splits_;
-  const std::int64_t chunk = (rows.j_end - rows.j_begin + splits_ - 1) / splits_;
+  const std::int64_t j_begin = selected ? 0 : rows.j_begin;
+  const std::int64_t j_end = selected ? rows.selected_count[static_cast<std::size_t>(hk0)] : rows.j_end;
+  const std::int64_t chunk = (j_end - j_begin + splits_ - 1) / splits_;
   ChunkTask task;
-  task.Q = rows.Q.data();
-  task.heads = p.heads_kv;
+  task.heads = selected ? 1 : p.heads_kv;
   task.G = p.heads_q / p.heads_kv;
   task.head_stride = p.cache_strides.head;
   task.R = task.G * rows.Nq;
   task.d = p.head_dim;
   task.dv = p.value_head_dim();
   task.Nq = rows.Nq;
-  task.mods = rows.mods.data();
-  task.j_begin = std::min(rows.j_end, rows.j_begin + s * chunk);
-  task.j_end = std::min(rows.j_end, task.j_begin + chunk);
+  task.Q = rows.Q.data() + hk0 * task.R * task.d;
+  task.mods = rows.mods.data() + hk0 * task.G;
+  task.j_begin = std::min(j_end, j_begin + s * chunk);
+  task.j_end = std::min(j_end, task.j_begin + chunk);
+  if (selected) task.positions = rows.selected.data() + hk0 * p.key_indices.count;
+  if (!rows.alibi.empty()) task.alibi = rows.alibi.data() + hk0 * task.G;
   task.integer_scores = p.quantize_query_int8;
   task.integer_pv = p.quantize_probs_u8;
   const Strides scale_strides = ScaleStridesOf(p);
   task.scales.head_stride = scale_strides.head;
   task.scales.group_size = ScaleGroupSize(p.scale_group_size, p.head_dim);
+  // The rows of K/V head hk0 of sequence b (of its pages when paged), and their scales.
+  const std::int64_t bytes = CacheElementBytes(p);
+  const std::int64_t sequence = p.paged() ? 0 : b * p.cache_strides.batch;
+  const std::int64_t at = sequence + hk0 * p.cache_strides.head;
+  const std::int64_t scales_at = (p.paged() ? 0 : b * scale_strides.batch) + hk0 * scale_strides.head;
+  task.kv = {Advanced(p.k_cache, at, bytes), Advanced(p.v_cache, at, bytes), p.cache_strides.seq, 0, 0, nullptr};
+  task.scales.k = Advanced(p.k_scale, scales_at), task.scales.v = Advanced(p.value_scales(), scales_at);
+  task.scales.seq_stride = scale_strides.seq;
   if (p.paged()) {
-    task.kv = {p.k_cache, p.v_cache, p.cache_strides.seq, p.cache_strides.batch, p.page_size,
-               p.block_table + b * p.block_table_stride};
-    task.scales.k = p.k_scale, task.scales.v = p.value_scales();
-    task.scales.seq_stride = scale_strides.seq, task.scales.page_stride = scale_strides.batch;
-  } else {
-    // An empty cache (cache_seqlen_max = 0) may be null; no offset on null (undefined), and no keys.
-    const std::int64_t sequence_offset = b * p.cache_strides.batch * CacheElementBytes(p);
-    const auto sequence_b = [&](const void* cache) {
-      return cache == nullptr ? nullptr : static_cast<const char*>(cache) + sequence_offset;
-    };
-    task.kv = {sequence_b(p.k_cache), sequence_b(p.v_cache), p.cache_strides.seq, 0, 0, nullptr};
-    const auto scales_b = [&](const float* scales) {
-      return scales == nullptr ? nullptr : scales + b * scale_strides.batch;
-    };
-    task.scales.k = scales_b(p.k_scale), task.scales.v = scales_b(p.value_scales());
-    task.scales.seq_stride = scale_strides.seq;
+    task.kv.page_stride = p.cache_strides.batch, task.kv.page_size = p.page_size;
+    task.kv.pages = p.block_table + b * p.block_table_stride;
+    task.scales.page_stride = scale_strides.batch;
   }
-  const std::int64_t first = rows.partials + s * p.heads_kv * task.R;
+  const std::int64_t first = rows.partials + s * p.heads_kv * task.R + hk0 * task.R;
   task.O = O_partial_.data() + first * task.dv;
   task.lse = lse_partial_.data() + first;
   return task;

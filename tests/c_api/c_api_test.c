@@ -355,6 +355,42 @@ static void test_forward_errors(void) {
   free_problem(&pr);
 }
 
+/* Selected keys: each row listing every key up to its diagonal (in reverse, with -1 holes) is the causal call;
+ * a position twice is refused by name, nothing written. */
+static void test_selected_keys(void) {
+  enum { kNq = 5, kNk = 7, kK = 12 };
+  problem dense = make_problem(1, kNq, kNk, 2, 1, 16, 16);
+  dense.params.score.causal = true;
+  CHECK(flashattn_forward(&dense.params, FLASHATTN_ALGORITHM_FUSED) == FLASHATTN_OK, "causal: %s",
+        flashattn_last_error());
+  int32_t lists[kNq * kK];
+  for (int i = 0; i < kNq; ++i) {
+    int slot = 0;
+    for (int j = i + kNk - kNq; j >= 0; --j) {
+      if (slot % 3 == 1) lists[i * kK + slot++] = -1;
+      lists[i * kK + slot++] = j;
+    }
+    while (slot < kK) lists[i * kK + slot++] = -1;
+  }
+  problem selected = dense;
+  selected.o = filled_array(dense.no, 7.0f), selected.lse = filled_array(dense.nlse, 7.0f);
+  selected.params.o = selected.o, selected.params.lse = selected.lse;
+  selected.params.score.causal = false;
+  selected.params.key_indices.indices = lists;
+  selected.params.key_indices.count = kK;
+  CHECK(flashattn_forward(&selected.params, FLASHATTN_ALGORITHM_FUSED) == FLASHATTN_OK, "selected: %s",
+        flashattn_last_error());
+  CHECK(max_difference(selected.o, dense.o, dense.no, FLASHATTN_DTYPE_F32) < 1e-5, "selected keys: O differs");
+  CHECK(max_difference(selected.lse, dense.lse, dense.nlse, FLASHATTN_DTYPE_F32) < 1e-5, "selected keys: LSE");
+  for (size_t n = 0; n < dense.no; ++n) selected.o[n] = 7.0f;
+  lists[2 * kK + 2] = lists[2 * kK]; /* row 2's first position twice */
+  check_invalid(flashattn_forward(&selected.params, FLASHATTN_ALGORITHM_FUSED), "key_indices[0][2]",
+                "selected keys: a duplicate");
+  CHECK(all_equal(selected.o, selected.no, 7.0f), "a refused selected-key call wrote O");
+  free(selected.o), free(selected.lse);
+  free_problem(&dense);
+}
+
 /* ------------------------------------------------------------------------------------------------------ */
 /* block masks: flashattn_create_block_mask's document mask in a forward call, against the same call with the
  * documents and the causal mask alone (which visits every tile of the band, its own tiles); rejected lists. */
@@ -1141,6 +1177,7 @@ int main(int argc, char** argv) {
   test_forward();
   test_forward_errors();
   test_block_mask();
+  test_selected_keys();
   test_varlen(0.0f);
   test_varlen(0.25f);
   test_decode();

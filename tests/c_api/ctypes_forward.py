@@ -21,6 +21,19 @@ class Mask(C.Structure):
     ]
 
 
+class BlockMask(C.Structure):
+    _fields_ = (
+        [(name, C.c_int64) for name in ("block_size_q", "block_size_k", "heads")]
+        + [("kv_num_blocks", C.POINTER(C.c_int32)), ("kv_indices", C.POINTER(C.c_int32)), ("kv_width", C.c_int64)]
+        + [("full_kv_num_blocks", C.POINTER(C.c_int32)), ("full_kv_indices", C.POINTER(C.c_int32))]
+        + [("full_kv_width", C.c_int64)]
+    )
+
+
+class KeySelection(C.Structure):
+    _fields_ = [("indices", C.POINTER(C.c_int32)), ("count", C.c_int64)]
+
+
 class Tiling(C.Structure):
     _fields_ = [(name, C.c_int64) for name in ("fast_memory_bytes", "block_rows", "block_cols")]
 
@@ -45,7 +58,9 @@ class AttentionParams(C.Structure):
         + [(name, Strides) for name in ("q_strides", "k_strides", "v_strides", "o_strides")]
         + [(name, C.c_int64) for name in ("batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "head_dim")]
         + [("head_dim_v", C.c_int64), ("dtype", C.c_int)]
-        + [("score", ScoreSettings), ("mask", Mask)]
+        + [("score", ScoreSettings), ("mask", Mask), ("block_mask", BlockMask)]
+        + [("document_ids", C.POINTER(C.c_int32)), ("document_ids_batch_stride", C.c_int64)]
+        + [("key_indices", KeySelection)]
         + [("dropout_p", C.c_float), ("dropout_seed", C.c_uint64), ("dropout_offset", C.c_uint64)]
         + [("block_position", BlockPosition)]
         + [("tiling", Tiling), ("num_threads", C.c_int)]

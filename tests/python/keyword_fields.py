@@ -165,6 +165,15 @@ def training_keywords(arrays, prefix=""):
     }
 
 
+def selected_keys(arrays, *rows):
+    """key_indices of three slots per (row, K/V head), rows of the given leading shape."""
+    return arrays.int32(np.full((*rows, HKV, 3), -1, dtype=np.int32).tolist())
+
+
+def selected_fields():
+    return {"key_indices.indices": Address("key_indices"), "key_indices.count": 3}
+
+
 # ---- The functions -----------------------------------------------------------------------------------------
 
 
@@ -198,6 +207,7 @@ def forward_spec(arrays):
             **training_keywords(arrays),
             **sparsity_keywords(arrays),
             "return_attn_probs": [Variation({"return_attn_probs": True}, lse)],
+            "key_indices": [Variation({"key_indices": selected_keys(arrays, B, NQ)}, selected_fields())],
         },
     }
 
@@ -271,6 +281,7 @@ def varlen_cache_keywords(arrays):
         "k_scale": [Variation(int8, int8_fields, base=paged)],
         "v_scale": [Variation(int8, int8_fields, base=paged)],
         "cache_dtype": [Variation(fp8, fp8_fields, base=paged)],
+        "key_indices": [Variation({"key_indices": selected_keys(arrays, CU_Q[-1])}, selected_fields(), base=paged)],
     }
 
 
@@ -376,6 +387,7 @@ def kvcache_spec(arrays):
                 Variation({"quantize_query_int8": True}, {"quantize_query_int8": True}, base=int8)
             ],
             "quantize_probs_u8": [Variation({"quantize_probs_u8": True}, {"quantize_probs_u8": True}, base=int8)],
+            "key_indices": [Variation({"key_indices": selected_keys(arrays, B, 1)}, selected_fields())],
         },
     }
 
