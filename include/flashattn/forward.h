@@ -54,9 +54,6 @@ struct AttentionParams : AttentionSettings {
   std::int64_t seqlen_k = 0;  // Nk
 
   MaskTensor mask;
-  // Selected keys: (batch, Nq, Hkv, k) int32, contiguous; row i of K/V head g attends exactly
-  // key_indices[b, i, g, :]. Not with a mask tensor, dropout or a backward pass.
-  KeySelection key_indices;
 
   // Block-sparse attention (include/flashattn/types.h, docs/sparse_attention.md): only the listed key blocks
   // of each query block are visited. Requires the default block_position.
@@ -67,6 +64,10 @@ struct AttentionParams : AttentionSettings {
   // block_position.
   const std::int32_t* document_ids = nullptr;
   std::int64_t document_ids_batch_stride = 0;
+  // Selected keys: (batch, Nq, Hkv, k) int32, contiguous; row i of K/V head g attends exactly
+  // key_indices[b, i, g, :]. Not with a mask tensor, dropout, a block mask, document ids or a backward
+  // pass.
+  KeySelection key_indices;
 
   // Fills the strides for contiguous tensors in flash-attn's (batch, seq, head, dim) layout.
   FLASHATTN_API void set_contiguous_strides();
