@@ -34,7 +34,10 @@ HWY_BEFORE_NAMESPACE();
 namespace flashattn::HWY_NAMESPACE::indexer_kernel {
 using flashattn::indexer_kernel::IndexerPlan;
 using flashattn::indexer_kernel::kBlockKeys;
+using flashattn::indexer_kernel::PositionOf;
 using flashattn::indexer_kernel::RunningTopK;
+using flashattn::indexer_kernel::ScoreOf;
+using flashattn::indexer_kernel::SortBest;
 
 // One thread's working memory.
 struct IndexerScratch {
@@ -156,15 +159,15 @@ inline void WriteRow(const IndexerParams& p, std::int64_t row, const std::uint64
   float* scores = p.scores == nullptr ? nullptr : p.scores + row * p.top_k;
   for (std::int64_t slot = 0; slot < p.top_k; ++slot) {
     const bool kept = slot < count;
-    indices[slot] = kept ? flashattn::indexer_kernel::PositionOf(keys[slot]) : -1;
+    indices[slot] = kept ? PositionOf(keys[slot]) : -1;
     if (scores != nullptr) {
-      scores[slot] = kept ? flashattn::indexer_kernel::ScoreOf(keys[slot]) : -std::numeric_limits<float>::infinity();
+      scores[slot] = kept ? ScoreOf(keys[slot]) : -std::numeric_limits<float>::infinity();
     }
   }
 }
 
-// One work item: row `row` over chunk `chunk` of its keys. Returns the count of its best keys, left at the
-// start of the scratch's candidates.
+// One work item: row `row` over chunk `chunk` of its keys. Returns the count of its best keys, left unsorted at
+// the start of the scratch's candidates.
 template <typename TK>
 std::int64_t RunItem(const IndexerPlan& plan, std::int64_t row, std::int64_t chunk, std::int64_t heads_pad,
                      std::int64_t capacity, const IndexerScratch& x) {
@@ -206,14 +209,14 @@ void IndexerT(const IndexerParams& p) {
       const std::int64_t row = item / plan.chunks, chunk = item % plan.chunks;
       const std::int64_t count = RunItem<TK>(plan, row, chunk, heads_pad, capacity, x);
       if (!split) {
-        WriteRow(p, row, x.candidates, count);
+        WriteRow(p, row, x.candidates, SortBest(x.candidates, count, plan.k));
       } else {
         std::copy(x.candidates, x.candidates + count, lists.get() + item * plan.k);
         counts.get()[item] = count;
       }
     }
     if (split) {
-      // Each row's chunk lists, moved together in place, and the best k of them.
+      // Each row's chunk lists, moved together in place, and the best k of them, sorted.
 #pragma omp for schedule(dynamic, 1)
       for (std::int64_t row = 0; row < plan.rows; ++row) {
         std::uint64_t* merged = lists.get() + row * plan.chunks * plan.k;
@@ -224,9 +227,7 @@ void IndexerT(const IndexerParams& p) {
           std::memmove(merged + count, list, static_cast<std::size_t>(counts.get()[item]) * sizeof(std::uint64_t));
           count += counts.get()[item];
         }
-        const std::int64_t kept = std::min(count, plan.k);
-        std::partial_sort(merged, merged + kept, merged + count, std::greater<>());
-        WriteRow(p, row, merged, kept);
+        WriteRow(p, row, merged, SortBest(merged, count, plan.k));
       }
     }
   }

@@ -35,6 +35,14 @@ inline std::int32_t PositionOf(std::uint64_t key) {
   return static_cast<std::int32_t>(0xffffffffu - static_cast<std::uint32_t>(key));
 }
 
+// The best k of n candidate keys, best first, at their start; returns how many there are (min(k, n)).
+inline std::int64_t SortBest(std::uint64_t* keys, std::int64_t n, std::int64_t k) {
+  if (n > k) std::nth_element(keys, keys + (k - 1), keys + n, std::greater<>());
+  const std::int64_t kept = std::min(n, k);
+  std::sort(keys, keys + kept, std::greater<>());
+  return kept;
+}
+
 // Keeps the best k of the keys offered to it, in a buffer of `capacity` ≥ k + the largest block offered at once.
 // Candidates are appended until the buffer could overflow; then it keeps its best k (a partial selection) and
 // from then on admits only keys that beat the k-th, whose score is the threshold a block's scores are tested
@@ -60,10 +68,9 @@ class RunningTopK {
     if (!selective_ || key > kth_) buffer_[count_++] = key;
   }
 
-  // The best min(k, offered) keys, best first, at the buffer's start; returns their count.
+  // The best min(k, offered) keys, in no particular order, at the buffer's start; returns their count.
   std::int64_t Finish() {
     if (count_ > k_) KeepBest();
-    std::sort(buffer_, buffer_ + count_, std::greater<>());
     return count_;
   }
 
