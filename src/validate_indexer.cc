@@ -55,10 +55,12 @@ void CheckTensors(const IndexerParams& p) {
       TensorView{"weights", p.weights, 4, {{"batch", p.batch, p.seqlen_q * p.heads}, {"seq", p.seqlen_q, p.heads},
                                            {"head", p.heads, 1}}}};
   if (Quantized(p.cache_element)) {
-    inputs.push_back(
-        TensorView{"k_scale", p.k_scale, 4, {{"batch", outer, p.scale_strides.batch}, {"seq", seq, p.scale_strides.seq}}});
+    inputs.push_back(TensorView{
+        "k_scale", p.k_scale, 4, {{"batch", outer, p.scale_strides.batch}, {"seq", seq, p.scale_strides.seq}}});
   }
-  if (p.cache_seqlens != nullptr) inputs.push_back(TensorView{"cache_seqlens", p.cache_seqlens, 4, {{"batch", p.batch, 1}}});
+  if (p.cache_seqlens != nullptr) {
+    inputs.push_back(TensorView{"cache_seqlens", p.cache_seqlens, 4, {{"batch", p.batch, 1}}});
+  }
   if (p.paged()) inputs.push_back(BlockTableView(CacheLayout::Of(p)));
   const auto output = [&](const char* name, const void* data) {
     return TensorView{name, data, 4, {{"batch", p.batch, p.seqlen_q * p.top_k}, {"seq", p.seqlen_q, p.top_k},

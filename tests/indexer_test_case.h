@@ -70,7 +70,9 @@ class IndexerCase {
     seqlens_ = shape.keys;
     const std::int64_t rows = shape.page_size > 0 ? p.num_pages * p.page_size : p.batch * p.cache_seqlen_max;
     q_.resize(static_cast<std::size_t>(p.batch * p.seqlen_q * p.heads * p.head_dim * 4));
-    for (std::int64_t i = 0; i < p.batch * p.seqlen_q * p.heads * p.head_dim; ++i) StoreFromFloat(q_.data(), p.dtype, i, Value(2));
+    for (std::int64_t i = 0; i < p.batch * p.seqlen_q * p.heads * p.head_dim; ++i) {
+      StoreFromFloat(q_.data(), p.dtype, i, Value(2));
+    }
     weights_.resize(static_cast<std::size_t>(p.batch * p.seqlen_q * p.heads));
     for (float& w : weights_) w = Value(3);
     k_.resize(static_cast<std::size_t>(rows * p.head_dim * 4));
@@ -111,8 +113,10 @@ class IndexerCase {
     StoreFromFloat(k_.data(), params_.cache_dtype, KeyOffset(b, s) + e, value);
   }
   void CopyKey(std::int64_t b, std::int64_t from, std::int64_t to) {
-    const std::int64_t bytes = Quantized(params_.cache_element) ? 1 : static_cast<std::int64_t>(size_of(params_.cache_dtype));
-    std::copy_n(k_.begin() + KeyOffset(b, from) * bytes, params_.head_dim * bytes, k_.begin() + KeyOffset(b, to) * bytes);
+    const std::int64_t bytes =
+        Quantized(params_.cache_element) ? 1 : static_cast<std::int64_t>(size_of(params_.cache_dtype));
+    std::copy_n(k_.begin() + KeyOffset(b, from) * bytes, params_.head_dim * bytes,
+                k_.begin() + KeyOffset(b, to) * bytes);
     if (!scales_.empty()) scales_[KeyOffset(b, to) / params_.head_dim] = scales_[KeyOffset(b, from) / params_.head_dim];
   }
   void SetQ(std::int64_t i, float value) { StoreFromFloat(q_.data(), params_.dtype, i, value); }

@@ -1,5 +1,5 @@
-// Rejected inputs of lightning_indexer(): each a flashattn::Error naming the argument and its value, with
-// key_indices and scores left unchanged.
+// Rejected inputs of lightning_indexer(): each a flashattn::Error naming the argument and its value, the same
+// from validate() alone, with key_indices and scores left unchanged.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -28,11 +28,19 @@ TEST_P(IndexerRejects, WithAClearErrorAndTheOutputsUnchanged) {
   IndexerCase c({.keys = {20, 7}, .Nq = 2, .heads = 4, .d = 16, .top_k = 5, .dtype = DType::kF16,
                  .element = bad.element, .page_size = bad.page_size}, 1);
   bad.spoil(c);
+  std::string message;
   try {
     lightning_indexer(c.params());
     ADD_FAILURE() << "no error";
   } catch (const Error& error) {
-    EXPECT_NE(std::string(error.what()).find(bad.message), std::string::npos) << error.what();
+    message = error.what();
+    EXPECT_NE(message.find(bad.message), std::string::npos) << message;
+  }
+  try {  // validate() alone: the same message
+    validate(c.params());
+    ADD_FAILURE() << "validate: no error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.what(), message);
   }
   for (const std::int32_t index : c.indices()) EXPECT_EQ(index, kUnwrittenIndex);
   for (const float score : c.scores()) EXPECT_EQ(score, 777.0f);
@@ -45,10 +53,13 @@ const BadInput kBadInputs[] = {
     {"batch", 0, kFloat, [](IndexerCase& c) { c.params().batch = -1; }, "batch must be >= 0, got -1"},
     {"seqlen_q", 0, kFloat, [](IndexerCase& c) { c.params().seqlen_q = -2; }, "seqlen_q must be >= 0, got -2"},
     {"heads", 0, kFloat, [](IndexerCase& c) { c.params().heads = 0; }, "heads must be >= 1, got 0"},
-    {"head_dim_zero", 0, kFloat, [](IndexerCase& c) { c.params().head_dim = 0; }, "head_dim must be in [1, 576], got 0"},
-    {"head_dim_large", 0, kFloat, [](IndexerCase& c) { c.params().head_dim = 577; }, "head_dim must be in [1, 576], got 577"},
+    {"head_dim_zero", 0, kFloat, [](IndexerCase& c) { c.params().head_dim = 0; },
+     "head_dim must be in [1, 576], got 0"},
+    {"head_dim_large", 0, kFloat, [](IndexerCase& c) { c.params().head_dim = 577; },
+     "head_dim must be in [1, 576], got 577"},
     {"top_k", 0, kFloat, [](IndexerCase& c) { c.params().top_k = 0; }, "top_k must be >= 1, got 0"},
-    {"num_threads", 0, kFloat, [](IndexerCase& c) { c.params().num_threads = -1; }, "num_threads must be in [0, 1024], got -1"},
+    {"num_threads", 0, kFloat, [](IndexerCase& c) { c.params().num_threads = -1; },
+     "num_threads must be in [0, 1024], got -1"},
     {"cache_element", 0, kFloat, [](IndexerCase& c) { c.params().cache_element = static_cast<CacheElement>(7); },
      "cache_element has an unknown value 7"},
     {"cache_dtype", 0, kFloat, [](IndexerCase& c) { c.params().cache_dtype = static_cast<DType>(5); }, "cache_dtype"},
@@ -62,6 +73,17 @@ const BadInput kBadInputs[] = {
     {"num_pages", 16, kFloat, [](IndexerCase& c) { c.params().num_pages = -3; }, "num_pages must be >= 0, got -3"},
     {"block_table_stride", 16, kFloat, [](IndexerCase& c) { c.params().block_table_stride = 1; },
      "block_table_stride must be >= 3, got 1"},
+    {"max_pages", 16, kFloat, [](IndexerCase& c) { c.params().max_pages = -1; }, "max_pages must be >= 0, got -1"},
+    {"k_scale_stride", 0, kInt8, [](IndexerCase& c) { c.params().scale_strides.seq = -1; },
+     "k_scale stride of dimension 'seq' must be >= 0, got -1"},
+    {"k_scale_null_rows", 0, kInt8,
+     [](IndexerCase& c) {
+       c.params().k_scale = nullptr;
+       c.params().cache_element = CacheElement::kFp8E4M3;
+     },
+     "k_scale is a null pointer but cache_element=fp8_e4m3"},
+    {"output_too_large", 0, kFloat, [](IndexerCase& c) { c.params().top_k = std::int64_t{1} << 62; },
+     "batch·seqlen_q·top_k is too large"},
     {"paged_without_seqlens", 16, kFloat, [](IndexerCase& c) { c.params().cache_seqlens = nullptr; },
      "cache_seqlens is a null pointer but the cache is paged"},
     {"q_null", 0, kFloat, [](IndexerCase& c) { c.params().q = nullptr; }, "q is a null pointer"},

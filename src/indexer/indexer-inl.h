@@ -52,9 +52,15 @@ struct IndexerScratch {
   static IndexerScratch Carve(simd::ScratchCarver& c, std::int64_t heads_pad, std::int64_t d,
                               std::int64_t candidates) {
     const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(DF()));
-    return {c.Take<float>(heads_pad * d), c.Take<float>(heads_pad),         c.Take<float>(kBlockKeys * d),
-            c.Take<float>(kBlockKeys * L),    c.Take<float>(RoundUp(kBlockKeys, L)), c.Take<float>(kMR * L),
-            c.Take<std::uint64_t>(candidates)};
+    IndexerScratch x;
+    x.Q = c.Take<float>(heads_pad * d);
+    x.w = c.Take<float>(heads_pad);
+    x.K = c.Take<float>(kBlockKeys * d);
+    x.sums = c.Take<float>(kBlockKeys * L);
+    x.I = c.Take<float>(RoundUp(kBlockKeys, L));
+    x.partial = c.Take<float>(kMR * L);
+    x.candidates = c.Take<std::uint64_t>(candidates);
+    return x;
   }
 };
 
@@ -107,7 +113,9 @@ HWY_INLINE void KeyTile(const float* HWY_RESTRICT K, std::int64_t d, const float
   const auto valid1 = hn::FirstN(df, static_cast<std::size_t>(std::clamp<std::int64_t>(heads_left - L, 0, L)));
   const auto start = [&](int, int) FLASHATTN_INLINE_LAMBDA { return hn::Zero(df); };
   const auto a_of = [&](int r, std::int64_t e) FLASHATTN_INLINE_LAMBDA { return K[r * d + e]; };
-  const auto b_of = [&](std::int64_t e, int v) FLASHATTN_INLINE_LAMBDA { return hn::LoadU(df, panel + e * 2 * L + v * L); };
+  const auto b_of = [&](std::int64_t e, int v) FLASHATTN_INLINE_LAMBDA {
+    return hn::LoadU(df, panel + e * 2 * L + v * L);
+  };
   // Called for (r, 0) then (r, 1): the first vector waits in `partial` for the second.
   const auto finish = [&](int r, int v, VF s) FLASHATTN_INLINE_LAMBDA {
     const VF relu = hn::IfThenZeroElse(hn::Lt(s, hn::Zero(df)), s);

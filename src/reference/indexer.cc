@@ -23,7 +23,9 @@ struct Scored {
 };
 
 // a before b: a higher score; a NaN after every number.
-bool Before(const Scored& a, const Scored& b) { return !std::isnan(a.score) && (std::isnan(b.score) || a.score > b.score); }
+bool Before(const Scored& a, const Scored& b) {
+  return !std::isnan(a.score) && (std::isnan(b.score) || a.score > b.score);
+}
 
 // Key s of sequence b as head_dim float32 values.
 std::vector<double> KeyRow(const IndexerParams& p, std::int64_t b, std::int64_t s) {
