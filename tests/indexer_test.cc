@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "flashattn/indexer.h"
+#include "indexer/indexer.h"
 #include "indexer_test_case.h"
 #include "reference/reference.h"
 #include "simd/targets.h"
@@ -165,9 +166,12 @@ TEST(Indexer, RandomInputsKeepTheTopScores) {
 // thread count.
 TEST(Indexer, TheSameResultOnAnyThreadCount) {
   for (const std::int64_t Nq : {1, 3}) {
-    IndexerCase c({.keys = {5000, 4100}, .Nq = Nq, .heads = 8, .d = 64, .top_k = 700, .dtype = DType::kF32,
+    IndexerCase c({.keys = {5000, 4100}, .Nq = Nq, .heads = 8, .d = 64, .top_k = 300, .dtype = DType::kF32,
                    .page_size = 256, .integers = false}, 20 + Nq);
     const Outputs one = Kernel(c, 1);
+    IndexerParams two = c.params();
+    two.num_threads = 2;
+    EXPECT_EQ(indexer_kernel::IndexerPlan(two).chunks, Nq == 1 ? 2 : 1);  // the split path, and not
     for (const int threads : {2, 3, 8}) {
       const Outputs many = Kernel(c, threads);
       EXPECT_EQ(many.first, one.first) << threads << " threads, Nq=" << Nq;
@@ -175,7 +179,8 @@ TEST(Indexer, TheSameResultOnAnyThreadCount) {
     }
   }
   // And exactly the reference's with integers, split into chunks.
-  IndexerCase c({.keys = {4500}, .Nq = 1, .heads = 4, .d = 40, .top_k = 1000}, 30);
+  IndexerCase c({.keys = {4500}, .Nq = 1, .heads = 4, .d = 40, .top_k = 500}, 30);
+  ASSERT_EQ(indexer_kernel::IndexerPlan(c.params()).chunks, 2);  // on any thread count: one row, 4500 keys
   ExpectExact(c);
 }
 

@@ -2,7 +2,8 @@
 // kernel's entry points, one per cache element type, each compiled for every Highway target and chosen at run
 // time once per call (src/simd/dispatch.h).
 //   1. Plan: a work item is one query row and one chunk of the keys it sees. A call with fewer rows than two
-//      per thread splits each row's keys into chunks (each at least kMinChunkKeys long).
+//      per thread splits each row's keys into chunks, each at least kMinChunkKeys and 4·top_k long (the merge
+//      of a row's chunks, on one thread, sorts through chunks·top_k candidates).
 //   2. Allocate everything, before an output is written.
 //   3. Per work item (in parallel): the row's query heads widened into panels once, then per block of keys:
 //      the keys widened or dequantized, the block's scores (indexer-inl.h, ScoreBlock), and the running top-k
@@ -25,7 +26,7 @@ namespace flashattn::indexer_kernel {
 // Keys per block: the block's float32 rows (48·d floats, 24 KiB at d = 128) stay in L1 while every panel of
 // query heads passes over them, and 48 is a multiple of the register tile's 6 rows.
 inline constexpr std::int64_t kBlockKeys = 48;
-// The shortest chunk a row's keys are split into.
+// The shortest chunk a row's keys are split into (and 4·top_k).
 inline constexpr std::int64_t kMinChunkKeys = 2048;
 
 struct IndexerPlan {
@@ -44,7 +45,8 @@ struct IndexerPlan {
     k = std::max<std::int64_t>(1, std::min(p.top_k, most_keys));
     chunks = 1;
     if (rows > 0 && rows < 2 * threads) {
-      chunks = std::max<std::int64_t>(1, std::min((2 * threads + rows - 1) / rows, most_keys / kMinChunkKeys));
+      const std::int64_t min_chunk = std::max(kMinChunkKeys, 4 * k);
+      chunks = std::max<std::int64_t>(1, std::min((2 * threads + rows - 1) / rows, most_keys / min_chunk));
     }
     chunk_keys = (most_keys + chunks - 1) / chunks;
     chunk_keys = std::max<std::int64_t>(kBlockKeys, (chunk_keys + kBlockKeys - 1) / kBlockKeys * kBlockKeys);
