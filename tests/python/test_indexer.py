@@ -91,6 +91,19 @@ def dequantize_fp8(codes, dtype):
     return sign * np.where(e == 0, subnormal, normal)
 
 
+def test_strided_queries_are_read_in_place(rng):
+    q = integers(rng, (2, 5, 4, 40), 2)
+    k = integers(rng, (2, 60, 1, 40), 3)
+    w = integers(rng, (2, 5, 4), 3)
+    head_major = np.ascontiguousarray(q.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)  # (b, s, h, d) view
+    wider = np.zeros((2, 5, 4, 48), np.float32)
+    wider[..., :40] = q
+    expected = flashattn.lightning_indexer(q, k, w, 16)
+    for view in (head_major, wider[..., :40]):
+        assert not view.flags.c_contiguous
+        np.testing.assert_array_equal(flashattn.lightning_indexer(view, k, w, 16), expected)
+
+
 def test_top_k_beyond_the_visible_keys_pads_with_minus_one(rng):
     q = integers(rng, (1, 2, 2, 16), 2)
     k = integers(rng, (1, 5, 1, 16), 3)
