@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <limits>
 
@@ -195,6 +194,17 @@ std::int64_t RunItem(const IndexerPlan& plan, std::int64_t row, std::int64_t chu
   return top.Finish();
 }
 
+// The best k of the lists a (*a_count keys) and b (b_count keys), unsorted, into a; `both` holds 2k keys.
+inline void MergeLists(std::uint64_t* a, std::int64_t* a_count, const std::uint64_t* b, std::int64_t b_count,
+                       std::int64_t k, std::uint64_t* both) {
+  std::copy(a, a + *a_count, both);
+  std::copy(b, b + b_count, both + *a_count);
+  const std::int64_t n = *a_count + b_count;
+  if (n > k) std::nth_element(both, both + (k - 1), both + n, std::greater<>());
+  *a_count = std::min(n, k);
+  std::copy(both, both + *a_count, a);
+}
+
 template <typename TK>
 void IndexerT(const IndexerParams& p) {
   const IndexerPlan plan(p);
@@ -224,18 +234,21 @@ void IndexerT(const IndexerParams& p) {
       }
     }
     if (split) {
-      // Each row's chunk lists, moved together in place, and the best k of them, sorted.
+      // Each row's chunk lists merged pairwise in rounds, all rows' pairs of a round in parallel: list c takes
+      // the best k of itself and list c + step. After ⌈log2 chunks⌉ rounds list 0 holds the row's best k.
+      for (std::int64_t step = 1; step < plan.chunks; step *= 2) {
+        const std::int64_t pairs = (plan.chunks - step + 2 * step - 1) / (2 * step);  // per row
+#pragma omp for schedule(dynamic, 1)
+        for (std::int64_t task = 0; task < plan.rows * pairs; ++task) {
+          const std::int64_t into = (task / pairs) * plan.chunks + (task % pairs) * 2 * step;
+          MergeLists(lists.get() + into * plan.k, counts.get() + into, lists.get() + (into + step) * plan.k,
+                     counts.get()[into + step], plan.k, x.candidates);
+        }
+      }
 #pragma omp for schedule(dynamic, 1)
       for (std::int64_t row = 0; row < plan.rows; ++row) {
         std::uint64_t* merged = lists.get() + row * plan.chunks * plan.k;
-        std::int64_t count = 0;
-        for (std::int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
-          const std::int64_t item = row * plan.chunks + chunk;
-          const std::uint64_t* list = lists.get() + item * plan.k;
-          std::memmove(merged + count, list, static_cast<std::size_t>(counts.get()[item]) * sizeof(std::uint64_t));
-          count += counts.get()[item];
-        }
-        WriteRow(p, row, merged, SortBest(merged, count, plan.k));
+        WriteRow(p, row, merged, SortBest(merged, counts.get()[row * plan.chunks], plan.k));
       }
     }
   }

@@ -2,13 +2,13 @@
 // kernel's entry points, one per cache element type, each compiled for every Highway target and chosen at run
 // time once per call (src/simd/dispatch.h).
 //   1. Plan: a work item is one query row and one chunk of the keys it sees. A call with fewer rows than two
-//      per thread splits each row's keys into chunks, each at least kMinChunkKeys and 4·top_k long (the merge
-//      of a row's chunks, on one thread, sorts through chunks·top_k candidates).
+//      per thread splits each row's keys into chunks, each at least kMinChunkKeys and top_k long.
 //   2. Allocate everything, before an output is written.
 //   3. Per work item (in parallel): the row's query heads widened into panels once, then per block of keys:
 //      the keys widened or dequantized, the block's scores (indexer-inl.h, ScoreBlock), and the running top-k
 //      (top_k.h) offered the keys that pass its threshold.
-//   4. A row of one chunk writes its keys; the chunks of a split row leave their lists, merged per row.
+//   4. A row of one chunk writes its keys; the chunks of a split row leave their lists, merged pairwise in
+//      parallel rounds (the best k of two lists each), then written.
 #ifndef FLASHATTN_INDEXER_INDEXER_H_
 #define FLASHATTN_INDEXER_INDEXER_H_
 
@@ -26,7 +26,7 @@ namespace flashattn::indexer_kernel {
 // Keys per block: the block's float32 rows (48·d floats, 24 KiB at d = 128) stay in L1 while every panel of
 // query heads passes over them, and 48 is a multiple of the register tile's 6 rows.
 inline constexpr std::int64_t kBlockKeys = 48;
-// The shortest chunk a row's keys are split into (and 4·top_k).
+// The shortest chunk a row's keys are split into (and top_k).
 inline constexpr std::int64_t kMinChunkKeys = 2048;
 
 struct IndexerPlan {
@@ -45,7 +45,7 @@ struct IndexerPlan {
     k = std::max<std::int64_t>(1, std::min(p.top_k, most_keys));
     chunks = 1;
     if (rows > 0 && rows < 2 * threads) {
-      const std::int64_t min_chunk = std::max(kMinChunkKeys, 4 * k);
+      const std::int64_t min_chunk = std::max(kMinChunkKeys, k);
       chunks = std::max<std::int64_t>(1, std::min((2 * threads + rows - 1) / rows, most_keys / min_chunk));
     }
     chunk_keys = (most_keys + chunks - 1) / chunks;
