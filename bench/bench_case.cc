@@ -17,14 +17,15 @@ std::string_view ToString(Mode mode) {
     case Mode::kDecode: return "decode";
     case Mode::kBackward: return "backward";
     case Mode::kServe: return "serve";
+    case Mode::kIndexer: return "indexer";
   }
   return "unknown";
 }
 
 Mode ParseMode(std::string_view name, std::string_view argument) {
-  for (Mode mode : {Mode::kForward, Mode::kDecode, Mode::kBackward, Mode::kServe})
+  for (Mode mode : {Mode::kForward, Mode::kDecode, Mode::kBackward, Mode::kServe, Mode::kIndexer})
     if (name == ToString(mode)) return mode;
-  support::Fail(argument, " must be one of forward, decode, backward, serve; got '", name, "'");
+  support::Fail(argument, " must be one of forward, decode, backward, serve, indexer; got '", name, "'");
 }
 
 std::string_view ToString(Sparsity sparsity) {
@@ -152,6 +153,7 @@ std::string BenchCase::Name() const {
   s << seqlen_k << "_d" << headdim << (causal ? "_causal" : "");
   if (num_splits > 0) s << "_splits" << num_splits;
   if (page_size > 0) s << "_paged" << page_size;
+  if (mode == Mode::kIndexer) s << "_topk" << top_k;
   if (headdim_v) s << "_dv" << *headdim_v;
   if (top_k > 0) s << "_topk" << top_k;
   if (sinks) s << "_sinks";
@@ -228,6 +230,15 @@ DecodeFlops CountDecodeFlops(const BenchCase& c) {
 }
 
 double CountFlops(const BenchCase& c) {
+  if (c.mode == Mode::kIndexer) {
+    // Row t of Nq sees min(Nk, Nk − Nq + t + 1) keys when causal (bottom-right), else Nk.
+    double seen = 0;
+    for (std::int64_t t = 0; t < c.seqlen_q; ++t) {
+      seen += static_cast<double>(c.causal ? std::clamp<std::int64_t>(c.seqlen_k - c.seqlen_q + t + 1, 0, c.seqlen_k)
+                                           : c.seqlen_k);
+    }
+    return 2.0 * static_cast<double>(c.batch) * static_cast<double>(c.heads) * static_cast<double>(c.headdim) * seen;
+  }
   if (c.mode == Mode::kDecode || c.mode == Mode::kServe) {
     const DecodeFlops flops = CountDecodeFlops(c);
     return flops.scores + flops.pv;

@@ -13,10 +13,10 @@
 
 namespace flashattn::bench {
 
-enum class Mode : std::uint8_t { kForward, kDecode, kBackward, kServe };
+enum class Mode : std::uint8_t { kForward, kDecode, kBackward, kServe, kIndexer };
 
 std::string_view ToString(Mode mode);
-// Parses "forward", "decode", "backward", "serve"; throws Error naming `argument` for anything else.
+// Parses "forward", "decode", "backward", "serve", "indexer"; throws Error naming `argument` for anything else.
 Mode ParseMode(std::string_view name, std::string_view argument = "--mode");
 
 // Parses "f32", "f16", "bf16"; throws Error naming `argument` for anything else.
@@ -91,6 +91,9 @@ struct BenchCase {
   std::int64_t prefill_seqs = 0;
   std::int64_t prefill_chunk = 0;
   std::int64_t prefill_prefix = 0;
+  // indexer only: the keys each query row keeps (heads are the indexer heads H_I, headdim d_I, seqlen_k the
+  // cached keys of each sequence, dtype that of q and of a float key cache, cache_element a quantized one's)
+  std::int64_t top_k = 2048;
 
   // "forward_default_f32_b1_h8_hkv8_nq4096_nk4096_d128_causal", "decode_default_f16_b1_h32_hkv8_nq1_nk32768_
   // d128_splits4_paged256", "decode_default_bf16_b64_h32_hkv8_nq1_nk256-8192_d128_paged16_seed1" (lengths drawn
@@ -137,7 +140,9 @@ DecodeFlops CountDecodeFlops(const BenchCase& c);
 //   backward  2.5× the forward count (flash-attn's convention: five products instead of two), causal halved;
 //   decode    CountDecodeFlops: 2·h·Nq·keys·(d + dv), keys summed over the sequences (a decode call is bound by
 //             memory unless many query rows share a K/V head; see CountBytesRead);
-//   serve     CountDecodeFlops: 2·h·AttendedKeys·(d + dv).
+//   serve     CountDecodeFlops: 2·h·AttendedKeys·(d + dv);
+//   indexer   2·H_I·d_I per (query row, key it sees): the score products q·k of every indexer head (the ReLU,
+//             the weighted sum and the top-k are not counted).
 double CountFlops(const BenchCase& c);
 
 // Bytes a decode or serve call must move, for keys = TotalCacheLength (0 for the other modes):

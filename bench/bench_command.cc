@@ -142,18 +142,38 @@ BenchCase SingleCase(const BenchOptions& o, int threads, std::optional<Algorithm
       support::Fail(option, " applies to --mode ", ToString(mode), " only, got --mode ", o.mode);
   };
   only_for("--algorithm", algorithm.has_value(), Mode::kForward);
-  only_for("--cache-len", o.cache_len.has_value(), Mode::kDecode);
   only_for("--decoding", o.decoding.has_value(), Mode::kServe);
   only_for("--prefilling", o.prefilling.has_value(), Mode::kServe);
-  if (c.mode != Mode::kServe) {  // options of decode and serve alike
-    only_for("--cache-dtype", !o.cache_dtype.empty(), Mode::kDecode);
+  only_for("--top-k", o.top_k.has_value(), Mode::kIndexer);
+  if (c.mode == Mode::kIndexer) {  // a cache of keys as decode's, one scale per key when quantized
     only_for("--num-splits", o.num_splits.has_value(), Mode::kDecode);
-    only_for("--paged", o.paged.has_value(), Mode::kDecode);
+    only_for("--quantize-query", o.quantize_query, Mode::kDecode);
+    only_for("--quantize-probs", o.quantize_probs, Mode::kDecode);
+    only_for("--scale-group-size", o.scale_group_size.has_value(), Mode::kDecode);
+  } else {
+    only_for("--cache-len", o.cache_len.has_value(), Mode::kDecode);
+    if (c.mode != Mode::kServe) {  // options of decode and serve alike
+      only_for("--cache-dtype", !o.cache_dtype.empty(), Mode::kDecode);
+      only_for("--num-splits", o.num_splits.has_value(), Mode::kDecode);
+      only_for("--paged", o.paged.has_value(), Mode::kDecode);
+    }
   }
   only_for("--top-k", o.top_k.has_value(), Mode::kDecode);
   ApplyCacheOptions(o, c);
   if (c.mode == Mode::kServe) {
     ApplyServeOptions(o, c);
+  } else if (c.mode == Mode::kIndexer) {
+    if (o.seqlen_k) support::Fail("--seqlen-k does not apply to --mode indexer (use --cache-len), got ", *o.seqlen_k);
+    if (o.cache_len && o.cache_len->find(':') != std::string::npos) {
+      support::Fail("--cache-len of --mode indexer is one length N, got ", *o.cache_len);
+    }
+    c.seqlen_q = o.seqlen.value_or(1);
+    c.seqlen_k = o.cache_len ? ParseCacheLen(*o.cache_len, "--cache-len").max : kDefaultCacheLen;
+    c.heads_kv = 1;
+    c.page_size = o.paged.value_or(0);
+    c.top_k = o.top_k.value_or(c.top_k);
+    if (o.paged) positive("--paged", c.page_size);
+    positive("--top-k", c.top_k);
   } else if (c.mode == Mode::kDecode) {
     if (o.seqlen_k) support::Fail("--seqlen-k does not apply to --mode decode (use --cache-len), got ", *o.seqlen_k);
     c.seqlen_q = o.seqlen.value_or(1);
@@ -239,7 +259,9 @@ std::vector<BenchCase> PlanCases(const BenchOptions& o) {
 }
 
 bool RunsBaseline(const BenchOptions& options) {
-  if (options.preset.empty() && options.mode == ToString(Mode::kServe)) return false;  // serve has none
+  if (options.preset.empty() && (options.mode == ToString(Mode::kServe) || options.mode == ToString(Mode::kIndexer))) {
+    return false;  // serve and the indexer have none
+  }
   return options.run.baseline && (options.preset.empty() || FindPreset(options.preset).baseline);
 }
 
@@ -274,6 +296,7 @@ Row RunCase(const BenchCase& c, const RunOptions& run, const Limits& limits) {
     case Mode::kDecode: return RunDecode(c, run, limits);
     case Mode::kBackward: return RunBackward(c, run, limits);
     case Mode::kServe: return RunServe(c, run, limits);
+    case Mode::kIndexer: return RunIndexer(c, run, limits);
   }
   return {};
 }
@@ -342,7 +365,8 @@ void AddBenchCommand(CLI::App& app) {
   // Shape options.
   cmd->add_option("--mode", o.mode,
                   "What to time: forward, decode, backward, serve (one packed decode call of a serving step: "
-                  "--decoding, --prefilling)")
+                  "--decoding, --prefilling), indexer (the lightning indexer: --heads indexer heads, --cache-len "
+                  "keys, --top-k, --dtype of q and k or --cache-dtype)")
       ->capture_default_str();
   cmd->add_option("--batch", o.batch, "Batch size")->capture_default_str();
   cmd->add_option("--heads", o.heads, "Query heads Hq")->capture_default_str();
@@ -358,6 +382,7 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_option("--prefilling", o.prefilling,
                   "Serve: M:C:P, M sequences each with a chunk of C new query rows over a cached prefix of P keys; "
                   "the chunk's keys are already in the cache (P + C keys), its rows causal, bottom-right aligned");
+  cmd->add_option("--top-k", o.top_k, "Indexer: keys kept per query row (default 2048)");
   cmd->add_option("--num-splits", o.num_splits,
                   "Decode, serve: key chunks per sequence (default 0: the heuristic)");
   cmd->add_option("--paged", o.paged,
@@ -424,7 +449,7 @@ void AddBenchCommand(CLI::App& app) {
     for (const char* shape_option :
          {"--mode", "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--cache-len",
           "--num-splits", "--paged", "--decoding", "--prefilling", "--cache-dtype", "--quantize-query",
-          "--quantize-probs", "--headdim",
+          "--quantize-probs", "--top-k", "--headdim",
           "--headdim-v", "--sinks", "--causal", "--sparse", "--dtype"})
       if (cmd->count(shape_option) > 0) options->single = true;
     if (bench::RunsBaseline(*options)) bench::RunOnBestBlasCore();  // may re-execute the program (blas_core.h)

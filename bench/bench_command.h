@@ -36,6 +36,7 @@ struct BenchOptions {
   std::optional<std::int64_t> scale_group_size;  // decode, serve, quantized cache: DecodeParams::scale_group_size
   std::optional<std::string> decoding;    // serve: "N:A:B", N sequences of one new row over A to B cached keys
   std::optional<std::string> prefilling;  // serve: "M:C:P", M chunks of C causal rows over P cached keys
+  std::optional<std::int64_t> top_k;      // indexer: keys kept per query row (default 2048)
   std::int64_t headdim = 128;
   std::optional<std::int64_t> headdim_v;
   bool sinks = false;
@@ -57,7 +58,7 @@ struct BenchOptions {
 // The cases `options` select, with threads resolved. Throws Error naming the option for bad values.
 std::vector<BenchCase> PlanCases(const BenchOptions& options);
 
-// Whether the OpenBLAS baseline runs: unless --no-baseline, --mode serve, or a preset without it.
+// Whether the OpenBLAS baseline runs: unless --no-baseline, --mode serve or indexer, or a preset without it.
 bool RunsBaseline(const BenchOptions& options);
 
 // Runs the planned cases `options.rounds` times in turn and writes the FMA peak (and, with decode rows, the

@@ -18,6 +18,10 @@
 //   generating one token each over drawn cache lengths, and prefill chunks of many causal rows over a cached
 //   prefix (ServeSequences). The row reports the decode rows' bytes and roofline, and the query rows (tokens)
 //   per second. No baseline, and no float16 cache timed beside a quantized one.
+// - indexer: times flashattn::lightning_indexer (DeepSeek-V3.2's lightning indexer) of seqlen_q query rows per
+//   sequence over a key cache of seqlen_k random keys (contiguous or paged; of --dtype, or quantized by
+//   quantize_kv with one scale per key), keeping top_k keys per row. The row reports its FLOP rate (the score
+//   products, CountFlops) against the FMA peak. No baseline.
 #ifndef FLASHATTN_BENCH_MODES_H_
 #define FLASHATTN_BENCH_MODES_H_
 
@@ -35,6 +39,7 @@ Row RunForward(const BenchCase& c, const RunOptions& options, const Limits& limi
 Row RunBackward(const BenchCase& c, const RunOptions& options, const Limits& limits);
 Row RunDecode(const BenchCase& c, const RunOptions& options, const Limits& limits);
 Row RunServe(const BenchCase& c, const RunOptions& options, const Limits& limits);
+Row RunIndexer(const BenchCase& c, const RunOptions& options, const Limits& limits);
 
 // Pages for sequences of `lengths` keys into p (page_size, max_pages, num_pages, block_table): sequence b takes
 // ⌈lengths[b] / page_size⌉ pages of a shuffled list of all num_pages (deterministic); *block_table (one row of

@@ -72,6 +72,21 @@ const BenchCase kServeLongPrefill[] = {
      .prefill_prefix = 32768},
 };
 
+constexpr Mode kIndexer = Mode::kIndexer;
+
+// DeepSeek-V3.2's lightning indexer: one query row (decoding) of 64 indexer heads, d_I = 128, bf16 queries,
+// over 32768 and 131072 keys in bf16 and fp8 E4M3 (one scale per key), keeping 2048.
+const BenchCase kIndexerCases[] = {
+    {.mode = kIndexer, .heads = 64, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 32768, .headdim = 128,
+     .causal = true, .dtype = DType::kBF16},
+    {.mode = kIndexer, .heads = 64, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 32768, .headdim = 128,
+     .causal = true, .dtype = DType::kBF16, .cache_element = CacheElement::kFp8E4M3},
+    {.mode = kIndexer, .heads = 64, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 131072, .headdim = 128,
+     .causal = true, .dtype = DType::kBF16},
+    {.mode = kIndexer, .heads = 64, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 131072, .headdim = 128,
+     .causal = true, .dtype = DType::kBF16, .cache_element = CacheElement::kFp8E4M3},
+};
+
 const Preset kPresets[] = {
     {.name = "decode-roofline",
      .description = "the decode cases judged by their roofline fraction: GQA over 32768 keys in f16, bf16, int8 "
@@ -102,6 +117,12 @@ const Preset kPresets[] = {
      .threads = 2,
      .baseline = false,
      .cases = kServeLongPrefill},
+    {.name = "indexer",
+     .description = "the lightning indexer of one query row, 64 heads of d 128, bf16, over 32768 and 131072 keys "
+                    "in bf16 and fp8_e4m3, keeping 2048 (--mode indexer)",
+     .threads = 2,
+     .baseline = false,
+     .cases = kIndexerCases},
 };
 
 }  // namespace

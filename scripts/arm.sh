@@ -40,15 +40,17 @@ fi
 # three element types with masks and modifiers, forced odd block sizes, rows that see no key; decode over
 # every row tile, contiguous and paged, with d = 37, 64, 128; an int8 cache's integer P̃V (its portable path)
 # against a float64 model of its rounding, and its integer scores (SVE's SDOT, NEON's widening path) against
-# the oracle on the rounded queries; backward; block masks — then non-finite inputs through all three, the element
-# conversions and the vector exp's special values, the tests' skipping of targets, and the validation tables
-# (no kernel, but every entry point's checks as compiled for AArch64). docs/arm.md gives their times under qemu.
+# the oracle on the rounded queries; backward; the lightning indexer over every key element type, contiguous and
+# paged, against its float64 reference, its ties and NaN ranking; block masks — then non-finite inputs through
+# all three, the element conversions and the vector exp's special values, the tests' skipping of targets, and the
+# validation tables (no kernel, but every entry point's checks as compiled for AArch64). docs/arm.md gives their times under qemu.
 tests=(
   "kernel_fused_test */b2_nq97_nk113_hq4_hkv2_d40_dv40_f32_bshd_causal_cap3_alibi_addmask:*/b2_nq97_nk113_hq4_hkv2_d40_dv40_f16_bshd_causal_cap3_alibi_addmask:*/b1_nq97_nk97_hq2_hkv1_d111_dv40_f32_bshd_full:*/b1_nq1_nk1025_hq1_hkv1_d256_dv256_bf16_bshd_full:FusedKernelTest.EveryForcedBlockSize*:FusedKernelTest.MaskTensor*:FusedKernelTest.RowsWithout*"
   "decode_test Decode.EveryTargetEveryRowTileAgainstTheOracle:Decode.RowsThatSeeNoKey*:Decode.AgreesWithTheReferenceDecode:Shapes/DecodeMatchesForward.OverTheSameCacheContents/2?"
   "decode_quantized_test DecodeQuantized.IntegerPvIsTheRoundingItDescribes:DecodeQuantized.IntegerScoresAreThoseOfTheRoundedQueries"
   "backward_kernel_test FusedBackwardTest.EveryCompiledTargetWithinTolerance"
   "block_mask_test *BlockMaskForwardTest*/1_f32:*BlockMaskForwardTest*/15_f32:*BlockMaskBackwardTest*/1_f32:BlockMaskValidationTest.*"
+  "indexer_test Indexer.EveryKeyElementTypeAndLayoutExactly:Indexer.TiesGoToTheLowerPosition:Indexer.NaNRanksLastAndInfFirst"
   "nonfinite_test NonFiniteFused.Float16KAndVInjectionsOnEveryTarget:NonFiniteDecode.*:NonFiniteBackward.Float32*"
   "support_test SupportElements.*"
   "kernel_exp_test FusedExpTest.SpecialValues*"
@@ -57,6 +59,7 @@ tests=(
   "validation_matrix_decode_test *"
   "validation_matrix_backward_test *"
   "decode_validation_test *"
+  "indexer_validation_test *"
   "backward_validation_test *"
 )
 executables=(simd_targets)

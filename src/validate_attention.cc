@@ -18,12 +18,13 @@
 
 namespace flashattn {
 namespace validation {
-namespace {
 
 // Far above any machine's core count; asking OpenMP for more threads than the system can create crashes it.
 constexpr std::int64_t kMaxThreads = 1024;
 
 void CheckThreads(int num_threads) { CheckRange("num_threads", num_threads, 0, kMaxThreads); }
+
+namespace {
 
 void CheckHeads(std::int64_t heads_q, std::int64_t heads_kv) {
   CheckSize("heads_q", heads_q, 1);

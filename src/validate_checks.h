@@ -10,7 +10,8 @@
 //
 //   validate_tensors.cc    tensor views: sizes, strides, overlaps; the LSE and sink tensors
 //   validate_attention.cc  HeadSettings, then forward, varlen, backward, the dropout masks and merge
-//   validate_decode.cc     decode
+//   validate_decode.cc     decode, and the cache layout it shares with the indexer
+//   validate_indexer.cc    the lightning indexer
 //   validate_quantize.cc   quantized caches: their element types, scales and values; quantize_kv
 //   validate_selection.cc  the selected keys of forward and decode (key_indices)
 #ifndef FLASHATTN_VALIDATE_CHECKS_H_
@@ -38,6 +39,8 @@ inline void CheckRange(const char* name, std::int64_t value, std::int64_t min, s
 // ---- Settings (validate_attention.cc) ---------------------------------------------------------------------
 
 void CheckDType(const char* name, DType dtype);
+// num_threads: 0 (all cores) or a count up to a bound far above any machine's.
+void CheckThreads(int num_threads);
 // Everything HeadSettings holds: the element type, the heads, d and dv, the score modifiers and threads.
 void CheckHeadSettings(const HeadSettings& s);
 
@@ -94,6 +97,29 @@ void CheckLseValues(const char* name, const float* lse, std::int64_t batch, std:
                     std::int64_t seqlen);
 // The attention sinks, one logit per query head: each finite, or −∞ for no sink.
 void CheckSinkValues(const char* name, const float* sinks, std::int64_t heads_q);
+
+// ---- Cache layouts (validate_decode.cc) -------------------------------------------------------------------
+
+// Where a cache's rows are, as decode and the indexer describe them (the same field names and meaning).
+struct CacheLayout {
+  std::int64_t batch = 0;
+  std::int64_t cache_seqlen_max = 0;
+  const std::int32_t* block_table = nullptr;
+  std::int64_t block_table_stride = 0, max_pages = 0, num_pages = 0, page_size = 0;
+
+  bool paged() const { return block_table != nullptr; }
+  template <class Params>
+  static CacheLayout Of(const Params& p) {
+    return {p.batch, p.cache_seqlen_max, p.block_table, p.block_table_stride, p.max_pages, p.num_pages, p.page_size};
+  }
+};
+
+// Each sequence's capacity, in keys: max_pages·page_size of a paged cache, cache_seqlen_max of another.
+std::int64_t CheckCapacity(const CacheLayout& c);
+// The block table as a (batch, max_pages) int32 input tensor.
+TensorView BlockTableView(const CacheLayout& c);
+// The table entries of the pages that hold sequence b's first Nk keys, each in [0, num_pages).
+void CheckPages(const CacheLayout& c, std::int64_t b, std::int64_t Nk);
 
 // ---- Quantized caches (validate_quantize.cc) --------------------------------------------------------------
 

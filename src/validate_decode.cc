@@ -81,23 +81,6 @@ std::int64_t CheckCacheSettings(const DecodeParams& p) {
   return scale_groups;
 }
 
-// Each sequence's capacity, in keys: max_pages·page_size of a paged cache, cache_seqlen_max of another.
-std::int64_t CheckCapacity(const DecodeParams& p) {
-  if (!p.paged()) {
-    CheckSize("cache_seqlen_max", p.cache_seqlen_max, 0);
-    return p.cache_seqlen_max;
-  }
-  CheckSize("page_size", p.page_size, 1);
-  CheckSize("num_pages", p.num_pages, 0);
-  CheckSize("max_pages", p.max_pages, 0);
-  CheckSize("block_table_stride", p.block_table_stride, p.batch > 1 ? p.max_pages : 0);
-  std::int64_t capacity;
-  if (!MulAdd(p.max_pages, p.page_size, 0, &capacity)) {
-    Fail("max_pages·page_size is too large (max_pages=", p.max_pages, " page_size=", p.page_size, ")");
-  }
-  return capacity;
-}
-
 // A decode call's tensors: those it reads, those it writes (the caches and per-token scales too when keys
 // are appended), and the fixed scales (per head or tensor), read and checked for use by an append.
 struct DecodeTensors {
@@ -154,10 +137,7 @@ std::vector<TensorView> DecodeInputs(const DecodeParams& p) {
       inputs.push_back(view("v_new", p.v_new, p.new_strides, p.seqlen_new, p.heads_kv, p.value_head_dim()));
     }
   }
-  if (p.paged()) {
-    inputs.push_back(TensorView{
-        "block_table", p.block_table, 4, {{"batch", p.batch, p.block_table_stride}, {"page", p.max_pages, 1}}});
-  }
+  if (p.paged()) inputs.push_back(BlockTableView(CacheLayout::Of(p)));
   if (p.rotary_dim > 0) {
     CheckSize("rotary_max_pos", p.rotary_max_pos, 0);
     for (const auto& [name, table] :
@@ -261,12 +241,8 @@ std::int64_t CheckSequence(const DecodeParams& p, std::int64_t b, std::int64_t c
 
 // The pages sequence b reads or writes, each in range; adds page·page_size + slot of its appended keys.
 void CheckPages(const DecodeParams& p, std::int64_t b, std::int64_t Nk, std::vector<std::int64_t>* appended_slots) {
+  CheckPages(CacheLayout::Of(p), b, Nk);
   const std::int32_t* pages = p.block_table + b * p.block_table_stride;
-  for (std::int64_t n = 0; n < (Nk + p.page_size - 1) / p.page_size; ++n) {
-    if (pages[n] < 0 || pages[n] >= p.num_pages) {
-      Fail("block_table[", b, "][", n, "] = ", pages[n], " is out of range [0, num_pages=", p.num_pages, ")");
-    }
-  }
   for (std::int64_t j = p.cache_seqlens[b]; j < Nk; ++j) {
     appended_slots->push_back(pages[j / p.page_size] * p.page_size + j % p.page_size);
   }
@@ -317,6 +293,35 @@ void CheckSelectedKeys(const DecodeParams& p) {
 
 }  // namespace
 
+std::int64_t validation::CheckCapacity(const CacheLayout& c) {
+  if (!c.paged()) {
+    CheckSize("cache_seqlen_max", c.cache_seqlen_max, 0);
+    return c.cache_seqlen_max;
+  }
+  CheckSize("page_size", c.page_size, 1);
+  CheckSize("num_pages", c.num_pages, 0);
+  CheckSize("max_pages", c.max_pages, 0);
+  CheckSize("block_table_stride", c.block_table_stride, c.batch > 1 ? c.max_pages : 0);
+  std::int64_t capacity;
+  if (!MulAdd(c.max_pages, c.page_size, 0, &capacity)) {
+    Fail("max_pages·page_size is too large (max_pages=", c.max_pages, " page_size=", c.page_size, ")");
+  }
+  return capacity;
+}
+
+TensorView validation::BlockTableView(const CacheLayout& c) {
+  return TensorView{"block_table", c.block_table, 4, {{"batch", c.batch, c.block_table_stride}, {"page", c.max_pages, 1}}};
+}
+
+void validation::CheckPages(const CacheLayout& c, std::int64_t b, std::int64_t Nk) {
+  const std::int32_t* pages = c.block_table + b * c.block_table_stride;
+  for (std::int64_t n = 0; n < (Nk + c.page_size - 1) / c.page_size; ++n) {
+    if (pages[n] < 0 || pages[n] >= c.num_pages) {
+      Fail("block_table[", b, "][", n, "] = ", pages[n], " is out of range [0, num_pages=", c.num_pages, ")");
+    }
+  }
+}
+
 void validate(const DecodeParams& p) {
   CheckHeadSettings(p);
   CheckSize("batch", p.batch, 0);
@@ -326,7 +331,7 @@ void validate(const DecodeParams& p) {
   CheckRange("rotary_dim", p.rotary_dim, 0, p.head_dim);
   if (p.rotary_dim % 2 != 0) Fail("rotary_dim must be even, got ", p.rotary_dim);
   const std::int64_t scale_groups = CheckCacheSettings(p);
-  const std::int64_t capacity = CheckCapacity(p);
+  const std::int64_t capacity = CheckCapacity(CacheLayout::Of(p));
   CheckSelectionSettings(p);
   if (p.packed()) CheckPackedRows(p);
   CheckDecodeTensors(p, scale_groups);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
@@ -738,6 +739,51 @@ TEST(PlanCases, ServePresetsAreTheirServingSteps) {
         << name;
     EXPECT_EQ(c.seqlen_q, std::max<std::int64_t>(1, c.prefill_chunk)) << name;
     EXPECT_FALSE(RunsBaseline(options));
+  }
+}
+
+TEST(PlanCases, IndexerPresetAndOptions) {
+  BenchOptions options;
+  options.preset = "indexer";
+  const std::vector<BenchCase> cases = PlanCases(options);
+  ASSERT_EQ(cases.size(), 4u);
+  for (const BenchCase& c : cases) {
+    EXPECT_EQ(c.mode, Mode::kIndexer);
+    EXPECT_EQ(std::tuple(c.heads, c.headdim, c.seqlen_q, c.top_k, c.dtype, c.causal),
+              std::tuple(64, 128, 1, 2048, DType::kBF16, true));
+  }
+  EXPECT_EQ(cases[3].seqlen_k, 131072);
+  EXPECT_EQ(cases[3].cache_element, CacheElement::kFp8E4M3);
+  EXPECT_FALSE(RunsBaseline(options));
+  EXPECT_EQ(cases[3].Name(), "indexer_default_bf16_b1_h64_hkv1_nq1_nk131072_d128_causal_topk2048_cache_fp8_e4m3");
+
+  BenchOptions single;
+  single.single = true;
+  single.mode = "indexer";
+  single.heads = 4;
+  single.headdim = 40;
+  single.cache_len = "1000";
+  single.top_k = 10;
+  single.paged = 16;
+  single.cache_dtype = "int8";
+  const BenchCase c = PlanCases(single).at(0);
+  EXPECT_EQ(std::tuple(c.seqlen_q, c.seqlen_k, c.top_k, c.page_size, c.cache_element, c.heads_kv),
+            std::tuple(1, 1000, 10, 16, CacheElement::kInt8, 1));
+  EXPECT_EQ(CountFlops(c), 2.0 * 4 * 40 * 1000);
+  EXPECT_FALSE(RunsBaseline(single));
+  for (const auto& [option, spoil] : std::vector<std::pair<std::string, std::function<void(BenchOptions&)>>>{
+           {"--top-k", [](BenchOptions& o) { o.mode = "decode"; }},
+           {"--top-k", [](BenchOptions& o) { o.top_k = 0; }},
+           {"--cache-len", [](BenchOptions& o) { o.cache_len = "10:20"; }},
+           {"--num-splits", [](BenchOptions& o) { o.num_splits = 2; }}}) {
+    BenchOptions bad = single;
+    spoil(bad);
+    try {
+      PlanCases(bad);
+      ADD_FAILURE() << option << " accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(option), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -496,6 +496,25 @@ TEST(ServeMode, RowCountsTheStepsRowsKeysAndTokensPerSecond) {
   EXPECT_FALSE(row.baseline.has_value());
 }
 
+// The indexer's row on a tiny shape, over a paged bf16 cache and an fp8 one: its FLOPs (2·H_I·d_I per row and
+// visible key, causal rows bottom-right) and their rate against the peak; no baseline.
+TEST(IndexerMode, RowCountsTheScoreProductsOfEveryVisibleKey) {
+  const Limits limits = MadeUpLimits();
+  for (const CacheElement element : {CacheElement::kFloat, CacheElement::kFp8E4M3}) {
+    const BenchCase c{.mode = Mode::kIndexer, .batch = 2, .heads = 8, .heads_kv = 1, .seqlen_q = 3, .seqlen_k = 300,
+                      .headdim = 64, .causal = true, .dtype = DType::kBF16, .cache_element = element, .threads = 2,
+                      .page_size = element == CacheElement::kFloat ? 16 : 0, .top_k = 50};
+    const Row row = RunIndexer(c, ThreeCalls(), limits);
+    const std::string json = ToJson(row);
+    SCOPED_TRACE(json);
+    EXPECT_NE(json.find("\"mode\": \"indexer\""), std::string::npos);
+    ASSERT_GT(row.timing.median_ms, 0.0);
+    EXPECT_EQ(row.flops, 2.0 * 2 * 8 * 64 * (298 + 299 + 300));
+    EXPECT_GT(row.PeakFraction(), 0.0);
+    EXPECT_FALSE(row.baseline.has_value());
+  }
+}
+
 // The same serving step over quantized caches: the bytes are the one-byte values and the scales of the keys
 // read, the integer products take the int8 dot-product peak in the roofline, as decode's rows do; the evictor
 // reads its buffer before each call; no float16 cache is timed beside it.

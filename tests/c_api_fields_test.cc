@@ -287,6 +287,22 @@ void VisitC(flashattn_quantize_params& c, CFields& v, const std::string& prefix)
   v.Field(prefix + "group_size", c.group_size);
 }
 
+void VisitC(flashattn_indexer_params& c, CFields& v, const std::string& prefix) {
+  v.Field(prefix + "q", c.q), v.Field(prefix + "k_cache", c.k_cache), v.Field(prefix + "k_scale", c.k_scale);
+  v.Field(prefix + "weights", c.weights), v.Field(prefix + "key_indices", c.key_indices);
+  v.Field(prefix + "scores", c.scores), v.Field(prefix + "cache_seqlens", c.cache_seqlens);
+  VisitC(c.q_strides, v, prefix + "q_strides."), VisitC(c.cache_strides, v, prefix + "cache_strides.");
+  VisitC(c.scale_strides, v, prefix + "scale_strides.");
+  v.Field(prefix + "batch", c.batch), v.Field(prefix + "seqlen_q", c.seqlen_q), v.Field(prefix + "heads", c.heads);
+  v.Field(prefix + "head_dim", c.head_dim), v.Field(prefix + "dtype", c.dtype);
+  v.Field(prefix + "cache_dtype", c.cache_dtype), v.Field(prefix + "cache_element", c.cache_element);
+  v.Field(prefix + "cache_seqlen_max", c.cache_seqlen_max), v.Field(prefix + "block_table", c.block_table);
+  v.Field(prefix + "block_table_stride", c.block_table_stride), v.Field(prefix + "max_pages", c.max_pages);
+  v.Field(prefix + "num_pages", c.num_pages), v.Field(prefix + "page_size", c.page_size);
+  v.Field(prefix + "top_k", c.top_k), v.Field(prefix + "causal", c.causal);
+  v.Field(prefix + "num_threads", c.num_threads);
+}
+
 void VisitC(flashattn_backward_params& c, CFields& v, const std::string& prefix) {
   VisitC(c.attention, v, prefix + "attention.");
   v.Field(prefix + "d_o", c.d_o), v.Field(prefix + "dq", c.dq), v.Field(prefix + "dk", c.dk);
@@ -413,6 +429,7 @@ TEST(CApiFields, EveryMemberOfEveryStructIsListed) {
   ExpectCFieldsComplete<flashattn_merge_params>("flashattn_merge_params");
   ExpectCFieldsComplete<flashattn_decode_params>("flashattn_decode_params");
   ExpectCFieldsComplete<flashattn_quantize_params>("flashattn_quantize_params");
+  ExpectCFieldsComplete<flashattn_indexer_params>("flashattn_indexer_params");
   ExpectCFieldsComplete<flashattn_backward_params>("flashattn_backward_params");
   ExpectCFieldsComplete<flashattn_varlen_backward_params>("flashattn_varlen_backward_params");
   ExpectCppFieldsComplete<Strides, void>("Strides");
@@ -429,6 +446,7 @@ TEST(CApiFields, EveryMemberOfEveryStructIsListed) {
   ExpectCppFieldsComplete<MergeParams, void>("MergeParams");
   ExpectCppFieldsComplete<DecodeParams, HeadSettings>("DecodeParams");
   ExpectCppFieldsComplete<QuantizeParams, void>("QuantizeParams");
+  ExpectCppFieldsComplete<IndexerParams, void>("IndexerParams");
   ExpectCppFieldsComplete<BackwardParams, void>("BackwardParams");
   ExpectCppFieldsComplete<VarlenBackwardParams, void>("VarlenBackwardParams");
 }
@@ -488,6 +506,7 @@ TEST(CApiFields, EachFieldReachesItsCppField) {
   ExpectEachFieldReachesItsCppField(c_api::DefaultMerge(), {});
   ExpectEachFieldReachesItsCppField(c_api::DefaultDecode(), {});
   ExpectEachFieldReachesItsCppField(c_api::DefaultQuantize(), {});
+  ExpectEachFieldReachesItsCppField(c_api::DefaultIndexer(), {});
   ExpectEachFieldReachesItsCppField(c_api::DefaultBackward(), {});
   ExpectEachFieldReachesItsCppField(c_api::DefaultVarlenBackward(),
                                     {"forward.block_position.query_start", "forward.block_position.key_start",
@@ -512,6 +531,7 @@ TEST(CApiFields, InitGivesTheCppDefaults) {
   EXPECT_EQ(LeavesOf(c_api::ToCpp(Initialized(flashattn_merge_params_init))), LeavesOf(MergeParams()));
   EXPECT_EQ(LeavesOf(c_api::ToCpp(Initialized(flashattn_decode_params_init))), LeavesOf(DecodeParams()));
   EXPECT_EQ(LeavesOf(c_api::ToCpp(Initialized(flashattn_quantize_params_init))), LeavesOf(QuantizeParams()));
+  EXPECT_EQ(LeavesOf(c_api::ToCpp(Initialized(flashattn_indexer_params_init))), LeavesOf(IndexerParams()));
   EXPECT_EQ(LeavesOf(c_api::ToCpp(Initialized(flashattn_backward_params_init))), LeavesOf(BackwardParams()));
   EXPECT_EQ(LeavesOf(c_api::ToCpp(Initialized(flashattn_varlen_backward_params_init))),
             LeavesOf(VarlenBackwardParams()));
@@ -603,7 +623,7 @@ TEST(CApiFields, AttentionStrideHelpersAreTheirCppTwins) {
   }
 }
 
-TEST(CApiFields, MergeAndQuantizeStrideHelpersAreTheirCppTwins) {
+TEST(CApiFields, MergeQuantizeAndIndexerStrideHelpersAreTheirCppTwins) {
   flashattn_merge_params m = c_api::DefaultMerge();
   m.num_partials = 3, m.batch = 2, m.seqlen = 5, m.heads = 4, m.head_dim_v = 12;
   ExpectStridesOfTwin(m, flashattn_merge_params_set_contiguous_strides,
@@ -613,6 +633,14 @@ TEST(CApiFields, MergeAndQuantizeStrideHelpersAreTheirCppTwins) {
     q.outer = 2, q.seqlen = 5, q.heads = 3, q.head_dim = 24, q.group_size = group_size;
     ExpectStridesOfTwin(q, flashattn_quantize_params_set_contiguous_strides,
                         [](QuantizeParams& p) { p.set_contiguous_strides(); });
+  }
+  for (const std::int64_t page_size : {0, 16}) {
+    flashattn_indexer_params x = c_api::DefaultIndexer();
+    x.batch = 2, x.seqlen_q = 3, x.heads = 4, x.head_dim = 40, x.cache_seqlen_max = 50, x.page_size = page_size;
+    const std::int32_t table[2] = {0, 1};
+    if (page_size > 0) x.block_table = table;
+    ExpectStridesOfTwin(x, flashattn_indexer_params_set_contiguous_strides,
+                        [](IndexerParams& p) { p.set_contiguous_strides(); });
   }
 }
 

@@ -90,6 +90,8 @@ if(flashattn_sanitize_label STREQUAL "asan")
   flashattn_sanitized_test(decode_quantized_test
     "*-DecodeQuantized.IntegerPvAgreesOnEveryTarget:DecodeQuantized.Nmse*")
   flashattn_sanitized_test(varlen_forward_test "*")
+  flashattn_sanitized_test(indexer_test "*")
+  flashattn_sanitized_test(indexer_validation_test "*")
   flashattn_sanitized_test(backward_kernel_test
     "FusedBackwardTest.*" "*FusedBackwardHalfTest*/0" "*FusedBackwardMatrixTest*/0"
     "*FusedBackwardMatrixTest*/7")
@@ -120,11 +122,13 @@ if(flashattn_sanitize_label STREQUAL "asan")
   endif()
 else()
   # The threaded paths: the fused forward on 1, 2 and 4 threads and from concurrent callers, decode's
-  # splits merged across threads, the backward pass's threads, varlen, and the concurrency suite.
+  # splits merged across threads, the indexer's chunks merged across threads, the backward pass's threads,
+  # varlen, and the concurrency suite.
   flashattn_sanitized_test(kernel_threads_test "*")
   flashattn_sanitized_test(decode_test
     "Decode.AnySplitCount*" "Decode.PagedEquals*" "Decode.AgreesWithTheReference*")
   flashattn_sanitized_test(varlen_forward_test "*")
+  flashattn_sanitized_test(indexer_test "Indexer.TheSameResultOnAnyThreadCount")
   flashattn_sanitized_test(backward_kernel_test
     "FusedBackwardTest.AnyThreadCount*" "FusedBackwardTest.TwentyRepeated*")
   # The backward pass's table of block classes, filled by the team and read by every thread (GQA cases).

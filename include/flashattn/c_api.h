@@ -320,6 +320,42 @@ typedef struct flashattn_decode_params {
   bool quantize_probs_u8;
 } flashattn_decode_params;
 
+/* flashattn::IndexerParams (DeepSeek-V3.2's lightning indexer): for each query row t the top_k keys s by
+ * I[t, s] = Σ_j weights[t, j]·ReLU(q[t, j]·k[s]); k one head (batch or page, seq, 1, head_dim), contiguous
+ * (block_table NULL, cache_seqlen_max set) or paged; key_indices (batch, seqlen_q, 1, top_k) int32, −1 beyond
+ * the keys a row sees; scores (optional) the same shape, float32. A quantized cache has one k_scale per key
+ * row ((batch or page, seq), scale_strides.batch and .seq). cache_seqlens NULL: every sequence has
+ * cache_seqlen_max keys (contiguous caches only). */
+typedef struct flashattn_indexer_params {
+  const void* q;
+  const void* k_cache;
+  const float* k_scale;
+  const float* weights; /* (batch, seqlen_q, heads) float32, contiguous */
+  int32_t* key_indices;
+  float* scores; /* NULL = not written */
+  const int32_t* cache_seqlens;
+  flashattn_strides q_strides, cache_strides, scale_strides;
+
+  int64_t batch;
+  int64_t seqlen_q;
+  int64_t heads;
+  int64_t head_dim;
+  flashattn_dtype dtype;
+  flashattn_dtype cache_dtype;
+  flashattn_cache_element cache_element;
+
+  int64_t cache_seqlen_max;
+  const int32_t* block_table;
+  int64_t block_table_stride;
+  int64_t max_pages;
+  int64_t num_pages;
+  int64_t page_size;
+
+  int64_t top_k;
+  bool causal; /* default true: row t of Nq over Nk keys sees the keys s ≤ t + Nk − Nq */
+  int num_threads;
+} flashattn_indexer_params;
+
 /* flashattn::QuantizeParams: x (outer, seqlen, heads, head_dim) of dtype, all finite, quantized into values
  * (one byte per element) and scales, as decode reads them. */
 typedef struct flashattn_quantize_params {
@@ -377,6 +413,7 @@ FLASHATTN_C_API void flashattn_varlen_params_init(flashattn_varlen_params* param
 FLASHATTN_C_API void flashattn_merge_params_init(flashattn_merge_params* params);
 FLASHATTN_C_API void flashattn_decode_params_init(flashattn_decode_params* params);
 FLASHATTN_C_API void flashattn_quantize_params_init(flashattn_quantize_params* params);
+FLASHATTN_C_API void flashattn_indexer_params_init(flashattn_indexer_params* params);
 FLASHATTN_C_API void flashattn_backward_params_init(flashattn_backward_params* params);
 FLASHATTN_C_API void flashattn_varlen_backward_params_init(flashattn_varlen_backward_params* params);
 
@@ -389,6 +426,7 @@ FLASHATTN_C_API void flashattn_attention_params_set_head_major_strides(flashattn
 FLASHATTN_C_API void flashattn_merge_params_set_contiguous_strides(flashattn_merge_params* params);
 FLASHATTN_C_API void flashattn_decode_params_set_contiguous_strides(flashattn_decode_params* params);
 FLASHATTN_C_API void flashattn_quantize_params_set_contiguous_strides(flashattn_quantize_params* params);
+FLASHATTN_C_API void flashattn_indexer_params_set_contiguous_strides(flashattn_indexer_params* params);
 FLASHATTN_C_API void flashattn_backward_params_set_contiguous_strides(flashattn_backward_params* params);
 FLASHATTN_C_API void flashattn_backward_params_set_head_major_strides(flashattn_backward_params* params);
 
@@ -397,6 +435,7 @@ FLASHATTN_C_API flashattn_status flashattn_validate_forward(const flashattn_atte
 FLASHATTN_C_API flashattn_status flashattn_validate_forward_varlen(const flashattn_varlen_params* params);
 FLASHATTN_C_API flashattn_status flashattn_validate_merge(const flashattn_merge_params* params);
 FLASHATTN_C_API flashattn_status flashattn_validate_decode(const flashattn_decode_params* params);
+FLASHATTN_C_API flashattn_status flashattn_validate_lightning_indexer(const flashattn_indexer_params* params);
 FLASHATTN_C_API flashattn_status flashattn_validate_backward(const flashattn_backward_params* params);
 FLASHATTN_C_API flashattn_status flashattn_validate_backward_varlen(const flashattn_varlen_backward_params* params);
 
@@ -409,6 +448,8 @@ FLASHATTN_C_API flashattn_status flashattn_forward_varlen(const flashattn_varlen
 FLASHATTN_C_API flashattn_status flashattn_merge_attention_states(const flashattn_merge_params* params);
 /* Appends k_new/v_new to the cache (if any), then writes O (and LSE). On failure the cache is unchanged. */
 FLASHATTN_C_API flashattn_status flashattn_decode(const flashattn_decode_params* params);
+/* Writes each query row's top_k keys (and their scores) by the lightning indexer's score. */
+FLASHATTN_C_API flashattn_status flashattn_lightning_indexer(const flashattn_indexer_params* params);
 /* Fills a quantized cache and its scales from x (flashattn::quantize_kv); nothing is written on failure. */
 FLASHATTN_C_API flashattn_status flashattn_quantize_kv(const flashattn_quantize_params* params);
 /* The split count decode uses for num_splits = 0, in *num_splits. */

@@ -15,6 +15,7 @@
 #include "flashattn/backward.h"
 #include "flashattn/decode.h"
 #include "flashattn/forward.h"
+#include "flashattn/indexer.h"
 #include "flashattn/merge.h"
 #include "flashattn/types.h"
 #include "flashattn/varlen.h"
@@ -241,6 +242,36 @@ void for_each_field(S& s, Visit&& visit, const std::string& prefix = "") {
   visit(prefix + "element", s.element);
   visit(prefix + "granularity", s.granularity);
   visit(prefix + "group_size", s.group_size);
+}
+
+template <fields_detail::Is<IndexerParams> S, class Visit>
+void for_each_field(S& s, Visit&& visit, const std::string& prefix = "") {
+  visit(prefix + "q", s.q);
+  visit(prefix + "k_cache", s.k_cache);
+  visit(prefix + "k_scale", s.k_scale);
+  visit(prefix + "weights", s.weights);
+  visit(prefix + "key_indices", s.key_indices);
+  visit(prefix + "scores", s.scores);
+  visit(prefix + "cache_seqlens", s.cache_seqlens);
+  for_each_field(s.q_strides, visit, prefix + "q_strides.");
+  for_each_field(s.cache_strides, visit, prefix + "cache_strides.");
+  for_each_field(s.scale_strides, visit, prefix + "scale_strides.");
+  visit(prefix + "batch", s.batch);
+  visit(prefix + "seqlen_q", s.seqlen_q);
+  visit(prefix + "heads", s.heads);
+  visit(prefix + "head_dim", s.head_dim);
+  visit(prefix + "dtype", s.dtype);
+  visit(prefix + "cache_dtype", s.cache_dtype);
+  visit(prefix + "cache_element", s.cache_element);
+  visit(prefix + "cache_seqlen_max", s.cache_seqlen_max);
+  visit(prefix + "block_table", s.block_table);
+  visit(prefix + "block_table_stride", s.block_table_stride);
+  visit(prefix + "max_pages", s.max_pages);
+  visit(prefix + "num_pages", s.num_pages);
+  visit(prefix + "page_size", s.page_size);
+  visit(prefix + "top_k", s.top_k);
+  visit(prefix + "causal", s.causal);
+  visit(prefix + "num_threads", s.num_threads);
 }
 
 template <fields_detail::Is<BackwardParams> S, class Visit>

@@ -7,6 +7,7 @@
 //   flashattn/merge.h     MergeParams, merge_attention_states: partial results merged by their LSE
 //   flashattn/decode.h    DecodeParams, decode: new query rows against a (paged) key/value cache
 //   flashattn/backward.h  BackwardParams, backward, VarlenBackwardParams, backward_varlen: the gradients
+//   flashattn/indexer.h   IndexerParams, lightning_indexer: DeepSeek-V3.2's top-k key selection
 //   flashattn/working_memory.h  set_working_memory_limit, release_working_memory: the working memory that
 //                         calling threads keep between calls
 //   flashattn/fields.h    for_each_field: every field of the parameter structs, by name
@@ -28,6 +29,7 @@
 #include "flashattn/export.h"
 #include "flashattn/fields.h"
 #include "flashattn/forward.h"
+#include "flashattn/indexer.h"
 #include "flashattn/merge.h"
 #include "flashattn/types.h"
 #include "flashattn/varlen.h"

@@ -48,6 +48,7 @@ __all__ = [
     "flash_attn_varlen_func",
     "flash_attn_with_kvcache",
     "quantize_kv",
+    "lightning_indexer",
     "flash_attn_backward",
     "flash_attn_varlen_backward",
     "merge_attention_states",
@@ -240,6 +241,30 @@ def quantize_kv(x, dtype="int8", group_size=None, granularity=None):
     finite.
     """
     return _kvcache.quantize_kv(_arguments.call_of(locals()))
+
+
+def lightning_indexer(q_index, k_index, weights, top_k, *, cache_seqlens=None, block_table=None, causal=True,
+        k_scale=None, cache_dtype=None, return_scores=False):
+    """DeepSeek-V3.2's lightning indexer: for each query row t the top_k keys s by
+    I[t, s] = sum_j weights[t, j] * ReLU(q_index[t, j] . k_index[s]).
+
+    q_index (batch, seqlen_q, heads, head_dim), float32 or float16, used through its strides. k_index one key
+    head: contiguous (batch, seqlen_k, 1, head_dim), or paged (num_blocks, page_block_size, 1, head_dim) with
+    block_table (batch, max_blocks) integer page numbers; float32 or float16 (any float type, not necessarily
+    q_index's), or quantized: int8, or uint8 FP8 bytes with cache_dtype "fp8_e4m3" or "fp8_e5m2", each key row
+    times its float32 k_scale (batch or num_blocks, seqlen_k or page_block_size). A (batch, seqlen_k, head_dim)
+    cache is k_index[:, :, None]. weights (batch, seqlen_q, heads), converted to float32: every scale factor
+    is folded into it (docs/sparse_attention.md gives DeepSeek's). cache_seqlens: (batch,) integers, the keys
+    of each sequence; None = seqlen_k (contiguous only). causal: row t of Nq rows over Nk keys sees the keys
+    s <= t + Nk - Nq; otherwise all Nk.
+
+    Returns key_indices (batch, seqlen_q, 1, top_k) int32: the kept keys' positions by descending score, ties
+    by ascending position, -1 beyond the keys a row sees; with return_scores=True, (key_indices, scores),
+    scores float32 of the same shape (-inf in the unused slots). A NaN score ranks below every number.
+    """
+    call = _arguments.call_of(locals())
+    key_indices, scores = _kvcache.lightning_indexer(call)
+    return (key_indices, scores) if call.return_scores else key_indices
 
 
 def merge_attention_states(outs, lses):

@@ -137,3 +137,21 @@ def quantize_kv(call, bf16=False):
         group_size=0 if call.group_size is None else operator.index(call.group_size),
         bf16=bf16,
     )
+
+
+def lightning_indexer(call, bf16=False):
+    """Runs a lightning_indexer call (its bound arguments, q_index and k_index as NumPy): returns (key_indices,
+    scores or None)."""
+    return _core.lightning_indexer(
+        call.q_index,
+        call.k_index,
+        _arguments.float32(call.weights, "weights"),
+        top_k=operator.index(call.top_k),
+        cache_seqlens=None if call.cache_seqlens is None else _arguments.int32(call.cache_seqlens, "cache_seqlens", 1),
+        block_table=None if call.block_table is None else _arguments.int32(call.block_table, "block_table", 2),
+        causal=bool(call.causal),
+        k_scale=None if call.k_scale is None else _arguments.float32(call.k_scale, "k_scale"),
+        cache_dtype=None if call.cache_dtype is None else str(call.cache_dtype),
+        return_scores=bool(call.return_scores),
+        bf16=bf16,
+    )

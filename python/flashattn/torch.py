@@ -26,6 +26,7 @@ __all__ = [
     "flash_attn_varlen_backward",
     "flash_attn_with_kvcache",
     "quantize_kv",
+    "lightning_indexer",
     "merge_attention_states",
     "scaled_dot_product_attention",
     "BlockMask",
@@ -148,6 +149,19 @@ def quantize_kv(x, dtype="int8", group_size=None, granularity=None):
     _tensors.convert(call, arrays=("x",))
     values, scales = _kvcache.quantize_kv(call, bf16=bf16)
     return _tensors.tensor(values), _tensors.tensor(scales)
+
+
+def lightning_indexer(q_index, k_index, weights, top_k, *, cache_seqlens=None, block_table=None, causal=True,
+        k_scale=None, cache_dtype=None, return_scores=False):
+    """flashattn.lightning_indexer for tensors (q_index and k_index float32, float16 or bfloat16; k_index int8
+    or uint8 when quantized): returns key_indices (batch, seqlen_q, 1, top_k) int32, and the scores with
+    return_scores=True. No gradient."""
+    call = _arguments.call_of(locals())
+    bf16 = _tensors.is_bf16(call.q_index) or _tensors.is_bf16(call.k_index)
+    _tensors.convert(call, arrays=("q_index", "k_index", "k_scale"),
+                     side_arrays=("weights", "cache_seqlens", "block_table"))
+    key_indices, scores = _kvcache.lightning_indexer(call, bf16=bf16)
+    return (_tensors.tensor(key_indices), _tensors.tensor(scores)) if call.return_scores else _tensors.tensor(key_indices)
 
 
 def merge_attention_states(outs, lses):

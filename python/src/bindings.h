@@ -13,6 +13,7 @@ void RegisterBackward(py::module_& m);  // backward.cc: flash_attn_backward
 void RegisterVarlen(py::module_& m);    // varlen.cc: flash_attn_varlen_func and its backward
 void RegisterKvcache(py::module_& m);   // kvcache.cc: flash_attn_with_kvcache
 void RegisterMerge(py::module_& m);     // merge.cc: merge_attention_states
+void RegisterIndexer(py::module_& m);   // indexer.cc: lightning_indexer
 void RegisterSdpa(py::module_& m);      // sdpa.cc: scaled_dot_product_attention and its backward
 void RegisterWorkingMemory(py::module_& m);  // working_memory.cc: the limit and release of kept working memory
 

@@ -30,6 +30,8 @@ std::optional<CacheElement> QuantizedElementNamed(const std::string& name) {
   return std::nullopt;
 }
 
+}  // namespace
+
 // The cache's element type: cache_dtype "int8", "fp8_e4m3" or "fp8_e5m2", or, when it is empty, int8 for an
 // int8 k_cache and a float cache otherwise (a uint8 k_cache is an FP8 cache that lacks its cache_dtype).
 CacheElement CacheElementOf(const std::string& cache_dtype, const py::handle& k_cache) {
@@ -70,6 +72,8 @@ Tensor ByteCacheTensor(const py::handle& object, const std::string& name, const 
   }
   return t;
 }
+
+namespace {
 
 // k_scale or v_scale of a quantized cache, float32: () one per tensor, (Hkv,) one per K/V head, (outer, rows,
 // Hkv) one per token, (outer, rows, Hkv, d / g) one per group of g features of each token.

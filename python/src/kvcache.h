@@ -11,11 +11,19 @@
 #include <string>
 #include <vector>
 
+#include "arrays.h"
 #include "flashattn/decode.h"
 
 namespace flashattn::python {
 
 namespace py = pybind11;
+
+// The cache's element type: cache_dtype "int8", "fp8_e4m3" or "fp8_e5m2", or, when it is empty, int8 for an
+// int8 k_cache and a float cache otherwise (a uint8 k_cache is an FP8 cache that lacks its cache_dtype).
+CacheElement CacheElementOf(const std::string& cache_dtype, const py::handle& k_cache);
+// A quantized cache: a 4-dimensional ndarray of int8 (or uint8 holding FP8 bytes) whose last dimension is
+// contiguous; one byte per element, so its byte strides are its element strides.
+Tensor ByteCacheTensor(const py::handle& object, const std::string& name, const char* layout, CacheElement element);
 
 // A checked call: `params` points into the caller's arrays (kept alive in `held`) and into the new `out`
 // and `lse` (float32 (batch, heads_q, seqlen_q), or (heads_q, total_q) for packed queries; None unless

@@ -31,5 +31,6 @@ PYBIND11_MODULE(_core, m) {
   flashattn::python::RegisterVarlen(m);
   flashattn::python::RegisterKvcache(m);
   flashattn::python::RegisterMerge(m);
+  flashattn::python::RegisterIndexer(m);
   flashattn::python::RegisterSdpa(m);
 }

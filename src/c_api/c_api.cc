@@ -15,6 +15,7 @@
 #include "common/checked.h"
 #include "flashattn/backward.h"
 #include "flashattn/decode.h"
+#include "flashattn/indexer.h"
 #include "flashattn/flashattn.h"
 #include "flashattn/working_memory.h"
 
@@ -122,6 +123,10 @@ void flashattn_quantize_params_init(flashattn_quantize_params* params) {
   if (params) *params = c_api::DefaultQuantize();
 }
 
+void flashattn_indexer_params_init(flashattn_indexer_params* params) {
+  if (params) *params = c_api::DefaultIndexer();
+}
+
 void flashattn_backward_params_init(flashattn_backward_params* params) {
   if (params) *params = c_api::DefaultBackward();
 }
@@ -150,6 +155,10 @@ void flashattn_quantize_params_set_contiguous_strides(flashattn_quantize_params*
   SetStrides(params, [](QuantizeParams& p) { p.set_contiguous_strides(); });
 }
 
+void flashattn_indexer_params_set_contiguous_strides(flashattn_indexer_params* params) {
+  SetStrides(params, [](IndexerParams& p) { p.set_contiguous_strides(); });
+}
+
 void flashattn_backward_params_set_contiguous_strides(flashattn_backward_params* params) {
   SetStrides(params, [](BackwardParams& p) { p.set_contiguous_strides(); });
 }
@@ -171,6 +180,10 @@ flashattn_status flashattn_validate_merge(const flashattn_merge_params* params) 
 }
 
 flashattn_status flashattn_validate_decode(const flashattn_decode_params* params) {
+  return Validate(params);
+}
+
+flashattn_status flashattn_validate_lightning_indexer(const flashattn_indexer_params* params) {
   return Validate(params);
 }
 
@@ -196,6 +209,10 @@ flashattn_status flashattn_merge_attention_states(const flashattn_merge_params* 
 
 flashattn_status flashattn_decode(const flashattn_decode_params* params) {
   return Guarded([&] { decode(c_api::ToCpp(Deref(params))); });
+}
+
+flashattn_status flashattn_lightning_indexer(const flashattn_indexer_params* params) {
+  return Guarded([&] { lightning_indexer(c_api::ToCpp(Deref(params))); });
 }
 
 flashattn_status flashattn_quantize_kv(const flashattn_quantize_params* params) {

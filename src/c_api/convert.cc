@@ -207,6 +207,23 @@ QuantizeParams ToCpp(const flashattn_quantize_params& c) {
   return p;
 }
 
+IndexerParams ToCpp(const flashattn_indexer_params& c) {
+  IndexerParams p;
+  p.q = c.q, p.k_cache = c.k_cache, p.k_scale = c.k_scale, p.weights = c.weights;
+  p.key_indices = c.key_indices, p.scores = c.scores, p.cache_seqlens = c.cache_seqlens;
+  p.q_strides = ToStrides(c.q_strides), p.cache_strides = ToStrides(c.cache_strides);
+  p.scale_strides = ToStrides(c.scale_strides);
+  p.batch = c.batch, p.seqlen_q = c.seqlen_q, p.heads = c.heads, p.head_dim = c.head_dim;
+  p.dtype = ToDType(c.dtype, "dtype");
+  p.cache_dtype = ToDType(c.cache_dtype, "cache_dtype");
+  p.cache_element = ToCacheElement(c.cache_element, "cache_element");
+  p.cache_seqlen_max = c.cache_seqlen_max;
+  p.block_table = c.block_table, p.block_table_stride = c.block_table_stride;
+  p.max_pages = c.max_pages, p.num_pages = c.num_pages, p.page_size = c.page_size;
+  p.top_k = c.top_k, p.causal = c.causal, p.num_threads = c.num_threads;
+  return p;
+}
+
 BackwardParams ToCpp(const flashattn_backward_params& c) {
   BackwardParams p;
   p.attention = ToCpp(c.attention);
@@ -247,6 +264,11 @@ void CopyStrides(const DecodeParams& p, flashattn_decode_params& c) {
 
 void CopyStrides(const QuantizeParams& p, flashattn_quantize_params& c) {
   c.x_strides = FromStrides(p.x_strides), c.value_strides = FromStrides(p.value_strides);
+  c.scale_strides = FromStrides(p.scale_strides);
+}
+
+void CopyStrides(const IndexerParams& p, flashattn_indexer_params& c) {
+  c.q_strides = FromStrides(p.q_strides), c.cache_strides = FromStrides(p.cache_strides);
   c.scale_strides = FromStrides(p.scale_strides);
 }
 
@@ -300,6 +322,13 @@ flashattn_quantize_params DefaultQuantize() {
   flashattn_quantize_params c{};
   c.outer = d.outer, c.heads = d.heads;
   c.element = FLASHATTN_CACHE_INT8;
+  return c;
+}
+
+flashattn_indexer_params DefaultIndexer() {
+  const IndexerParams d;
+  flashattn_indexer_params c{};
+  c.batch = d.batch, c.heads = d.heads, c.causal = d.causal;
   return c;
 }
 

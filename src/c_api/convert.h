@@ -33,6 +33,7 @@ VarlenParams ToCpp(const flashattn_varlen_params& c);
 MergeParams ToCpp(const flashattn_merge_params& c);
 DecodeParams ToCpp(const flashattn_decode_params& c);
 QuantizeParams ToCpp(const flashattn_quantize_params& c);
+IndexerParams ToCpp(const flashattn_indexer_params& c);
 BackwardParams ToCpp(const flashattn_backward_params& c);
 VarlenBackwardParams ToCpp(const flashattn_varlen_backward_params& c);
 
@@ -42,6 +43,7 @@ void CopyStrides(const AttentionParams& p, flashattn_attention_params& c);
 void CopyStrides(const MergeParams& p, flashattn_merge_params& c);
 void CopyStrides(const DecodeParams& p, flashattn_decode_params& c);
 void CopyStrides(const QuantizeParams& p, flashattn_quantize_params& c);
+void CopyStrides(const IndexerParams& p, flashattn_indexer_params& c);
 void CopyStrides(const BackwardParams& p, flashattn_backward_params& c);
 
 // The defaults: zero, except the fields whose C++ member initializer is not zero.
@@ -50,6 +52,7 @@ flashattn_varlen_params DefaultVarlen();
 flashattn_merge_params DefaultMerge();
 flashattn_decode_params DefaultDecode();
 flashattn_quantize_params DefaultQuantize();
+flashattn_indexer_params DefaultIndexer();
 flashattn_backward_params DefaultBackward();
 flashattn_varlen_backward_params DefaultVarlenBackward();
 

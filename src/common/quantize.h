@@ -24,12 +24,13 @@ inline float QuantMax(CacheElement element) {
 inline bool Quantized(CacheElement element) { return element != CacheElement::kFloat; }
 
 // Bytes per cache element.
-inline std::int64_t CacheElementBytes(const DecodeParams& p) {
-  return VisitCacheElement(p.cache_element, [&](auto traits) -> std::int64_t {
+inline std::int64_t CacheElementBytes(CacheElement element, DType cache_dtype) {
+  return VisitCacheElement(element, [&](auto traits) -> std::int64_t {
     if constexpr (decltype(traits)::kQuantized) return decltype(traits)::kBytes;
-    else return static_cast<std::int64_t>(size_of(p.cache_dtype));
+    else return static_cast<std::int64_t>(size_of(cache_dtype));
   });
 }
+inline std::int64_t CacheElementBytes(const DecodeParams& p) { return CacheElementBytes(p.cache_element, p.cache_dtype); }
 
 // Features per scale: the group size of per-token scales, else the whole row.
 inline std::int64_t ScaleGroupSize(std::int64_t group_size, std::int64_t d) { return group_size > 0 ? group_size : d; }

@@ -6,6 +6,7 @@
 //   oracle.cc   — standard attention in float64
 //   merge.cc    — the merge of partial attention states by LSE, float64
 //   decode.cc   — Flash-Decoding over a KV cache: chunks of keys, merged by LSE, float64
+//   indexer.cc  — the lightning indexer: every score of a row in float64, then a stable sort
 // All of them take already-validated params (flashattn::forward validates).
 #ifndef FLASHATTN_REFERENCE_REFERENCE_H_
 #define FLASHATTN_REFERENCE_REFERENCE_H_
@@ -66,6 +67,9 @@ void MergeAttentionStates(const MergeParams& params);
 // decode() the readable way: append, then per query row attention over `num_splits` chunks (1 if 0) in
 // float64, merged with MergeStates. Takes validated params.
 void Decode(const DecodeParams& params);
+// lightning_indexer() the readable way: a row's scores in full, in float64, stably sorted. Takes validated
+// params.
+void LightningIndexer(const IndexerParams& params);
 
 }  // namespace flashattn::reference
 

@@ -1168,6 +1168,57 @@ static void test_misc(const char* expected_version) {
   CHECK(strcmp(flashattn_last_error(), "") == 0, "this thread's message changed to '%s'", flashattn_last_error());
 }
 
+/* flashattn_lightning_indexer against a plain top-k of the scores (ties by lower position); values in 1/16ths make
+ * every score exact. A bad top_k leaves the outputs untouched. */
+static void test_lightning_indexer(void) {
+  enum { Nq = 2, H = 2, d = 8, Nk = 30, K = 5 };
+  float* q = random_array(Nq * H * d);
+  float* k = random_array(Nk * d);
+  float* w = random_array(Nq * H);
+  int32_t indices[Nq * K];
+  float scores[Nq * K];
+  const int32_t seqlens[1] = {Nk};
+  flashattn_indexer_params p;
+  flashattn_indexer_params_init(&p);
+  CHECK(p.causal && p.batch == 1 && p.heads == 1, "indexer defaults");
+  p.q = q, p.k_cache = k, p.weights = w, p.key_indices = indices, p.scores = scores, p.cache_seqlens = seqlens;
+  p.seqlen_q = Nq, p.heads = H, p.head_dim = d, p.cache_seqlen_max = Nk, p.top_k = K;
+  flashattn_indexer_params_set_contiguous_strides(&p);
+  CHECK(flashattn_lightning_indexer(&p) == FLASHATTN_OK, "lightning_indexer: %s", flashattn_last_error());
+  for (int t = 0; t < Nq; ++t) {
+    double I[Nk];
+    int taken[Nk] = {0};
+    const int seen = t + Nk - Nq + 1;
+    for (int s = 0; s < seen; ++s) {
+      I[s] = 0.0;
+      for (int j = 0; j < H; ++j) {
+        double dot = 0.0;
+        for (int e = 0; e < d; ++e) dot += (double)q[(t * H + j) * d + e] * k[s * d + e];
+        I[s] += w[t * H + j] * (dot < 0.0 ? 0.0 : dot);
+      }
+    }
+    for (int slot = 0; slot < K; ++slot) {
+      int best = -1;
+      for (int s = 0; s < seen; ++s)
+        if (!taken[s] && (best < 0 || I[s] > I[best])) best = s;
+      taken[best] = 1;
+      CHECK(indices[t * K + slot] == best, "indexer row %d slot %d: key %d, expected %d", t, slot,
+            (int)indices[t * K + slot], best);
+      CHECK(scores[t * K + slot] == (float)I[best], "indexer row %d slot %d: score %g, expected %g", t, slot,
+            scores[t * K + slot], I[best]);
+    }
+  }
+  int32_t untouched[Nq * K];
+  for (int i = 0; i < Nq * K; ++i) untouched[i] = -7;
+  p.key_indices = untouched, p.scores = NULL, p.top_k = 0;
+  check_invalid(flashattn_lightning_indexer(&p), "top_k", "lightning_indexer top_k 0");
+  for (int i = 0; i < Nq * K; ++i) CHECK(untouched[i] == -7, "a failed lightning_indexer wrote key_indices");
+  p.top_k = K;
+  CHECK(flashattn_validate_lightning_indexer(&p) == FLASHATTN_OK, "validate_lightning_indexer: %s",
+        flashattn_last_error());
+  free(q), free(k), free(w);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s EXPECTED_VERSION\n", argv[0]);
@@ -1183,6 +1234,7 @@ int main(int argc, char** argv) {
   test_decode();
   test_decode_values_in_keys();
   test_quantized_decode();
+  test_lightning_indexer();
   test_merge();
   test_backward();
   test_sinks();

@@ -408,6 +408,39 @@ def quantize_kv_spec(arrays):
     }
 
 
+def indexer_spec(arrays):
+    seqlens = {"cache_seqlens": arrays.int32([3, 7])}
+    paged = {"k_index": arrays.float32(PAGES, PAGE, 1, D), "block_table": arrays.int32([[0, 1], [2, 3]])}
+    paged_fields = {
+        "k_cache": Address("k_index"), "block_table": Address("block_table"), "block_table_stride": 2, "max_pages": 2,
+        "num_pages": PAGES, "page_size": PAGE, "cache_seqlen_max": 0, "cache_strides.batch": PAGE * D,
+    }
+    scaled = {"k_scale": Address("k_scale"), "k_cache": Address("k_index"), "scale_strides.batch": NMAX,
+              "scale_strides.seq": 1}
+    int8 = {"k_index": arrays.int8(B, NMAX, 1, D), "k_scale": arrays.float32(B, NMAX)}
+    fp8 = {"k_index": arrays.uint8(B, NMAX, 1, D), "k_scale": arrays.float32(B, NMAX), "cache_dtype": "fp8_e4m3"}
+    return {
+        "call": {
+            "q_index": arrays.float32(B, NQ, HQ, D), "k_index": arrays.float32(B, NMAX, 1, D),
+            "weights": arrays.float32(B, NQ, HQ), "top_k": 3,
+        },
+        "required": {
+            "q_index": {"q": Address("q_index"), "batch": B, "seqlen_q": NQ, "heads": HQ, "head_dim": D},
+            "k_index": {"k_cache": Address("k_index"), "cache_seqlen_max": NMAX, "cache_strides.batch": NMAX * D},
+            "weights": {"weights": Address("weights")},
+            "top_k": {"top_k": 3},
+        },
+        "keywords": {
+            "cache_seqlens": [Variation(seqlens, {"cache_seqlens": Address("cache_seqlens")})],
+            "block_table": [Variation(paged, paged_fields, base=seqlens)],
+            "causal": [Variation({"causal": False}, {"causal": False})],
+            "k_scale": [Variation(int8, {**scaled, "cache_element": "int8"})],
+            "cache_dtype": [Variation(fp8, {**scaled, "cache_element": "fp8_e4m3"})],
+            "return_scores": [Variation({"return_scores": True}, {"scores": SET})],
+        },
+    }
+
+
 def merge_spec(arrays):
     return {
         "call": {
@@ -455,6 +488,7 @@ SPECS = {
     "flash_attn_varlen_backward": varlen_backward_spec,
     "flash_attn_with_kvcache": kvcache_spec,
     "quantize_kv": quantize_kv_spec,
+    "lightning_indexer": indexer_spec,
     "merge_attention_states": merge_spec,
     "scaled_dot_product_attention": sdpa_spec,
 }
