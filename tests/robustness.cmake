@@ -92,6 +92,8 @@ if(flashattn_sanitize_label STREQUAL "asan")
   flashattn_sanitized_test(varlen_forward_test "*")
   flashattn_sanitized_test(indexer_test "*")
   flashattn_sanitized_test(indexer_validation_test "*")
+  # Selected keys: forward, decode over every cache type, the refused lists (14 s here).
+  flashattn_sanitized_test(selected_keys_test "*")
   flashattn_sanitized_test(backward_kernel_test
     "FusedBackwardTest.*" "*FusedBackwardHalfTest*/0" "*FusedBackwardMatrixTest*/0"
     "*FusedBackwardMatrixTest*/7")

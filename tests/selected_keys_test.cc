@@ -353,6 +353,7 @@ class SelectedDecode {
   }
 
   DecodeParams& params() { return p_; }
+  const std::vector<std::byte>& Output() const { return o_; }
   std::vector<std::int32_t>& lists() { return lists_; }
   std::vector<std::byte> Snapshot() const {
     std::vector<std::byte> all(o_);
@@ -477,6 +478,27 @@ TEST(SelectedKeys, DecodeQuantizedCachesMatchTheOracleOnTheDequantizedCache) {
                                .page_size = 256, .packed = true, .values_in_keys = true},
                               ++seed, targets);
   }
+}
+
+// The int8 cache's integer options read the same selected keys: within their rounding of the float path.
+TEST(SelectedKeys, Int8IntegerOptionsStayCloseToTheFloatPath) {
+  const DecodeCaseSpec c{.cached = {300, 17}, .Nq = 2, .Nnew = 1, .Hq = 8, .Hkv = 2, .d = 128, .dv = 128,
+                         .k = 64, .element = CacheElement::kInt8, .page_size = 16};
+  SelectedDecode float_path(c, 77);
+  decode(float_path.params());
+  const std::vector<std::byte> want = float_path.Output();
+  OnTargets(TargetsUnderTest(decode_kernel::Int8KernelTargets()), [&] {
+    SelectedDecode integer(c, 77);
+    integer.params().quantize_query_int8 = true, integer.params().quantize_probs_u8 = true;
+    decode(integer.params());
+    const std::vector<std::byte> got = integer.Output();
+    double worst = 0;
+    for (std::size_t e = 0; e < got.size() / 4; ++e) {
+      worst = std::max(worst, std::abs(static_cast<double>(LoadAsFloat(got.data(), DType::kF32, e)) -
+                                       LoadAsFloat(want.data(), DType::kF32, e)));
+    }
+    EXPECT_LE(worst, 0.01);  // 0.002 seen
+  });
 }
 
 // ---- refused calls ------------------------------------------------------------------------------------------

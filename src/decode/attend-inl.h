@@ -15,8 +15,8 @@
 #endif
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "common/cache_element_traits.h"
