@@ -30,14 +30,15 @@ namespace {
 enum Cls : std::uint8_t { kAbsent = 0, kPartial = 1, kFull = 2 };
 
 // A random block mask: per (batch, head, query block) some query blocks see nothing, the others a mixture
-// of partial, full and absent key blocks, listed in a shuffled order.
+// of partial, full and absent key blocks, listed in a shuffled order. With `key_gap` no query block lists
+// the middle third of the key blocks (K/V blocks that no Q block visits, which the forward does not pack).
 struct RandomBlockMask {
   std::int64_t batch, heads, Tq, Tk, Qb, Kb;
   std::vector<std::int32_t> num, indices, full_num, full_indices;
   std::vector<std::uint8_t> cls;  // (batch, heads, Tq, Tk)
 
   RandomBlockMask(std::int64_t batch_, std::int64_t heads_, std::int64_t Nq, std::int64_t Nk, std::int64_t Qb_,
-                  std::int64_t Kb_, std::uint64_t seed, double full_share = 0.3)
+                  std::int64_t Kb_, std::uint64_t seed, bool key_gap = false, double full_share = 0.3)
       : batch(batch_), heads(heads_), Tq((Nq + Qb_ - 1) / Qb_), Tk((Nk + Kb_ - 1) / Kb_), Qb(Qb_), Kb(Kb_) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> u(0.0, 1.0);
@@ -51,6 +52,7 @@ struct RandomBlockMask {
       std::vector<std::int32_t> partial, full;
       for (std::int32_t c = 0; c < Tk; ++c) {
         const double x = u(rng);
+        if (key_gap && c >= Tk / 3 && c < 2 * Tk / 3) continue;
         if (x < 0.35) partial.push_back(c), cls[list * Tk + c] = kPartial;
         else if (x < 0.35 + full_share) full.push_back(c), cls[list * Tk + c] = kFull;
       }
@@ -134,11 +136,12 @@ struct Case {
   bool block_mask = true;  // false: document ids alone
   bool documents = false;
   bool sinks = false;
+  bool key_gap = false;                         // no query block lists the middle third of the key blocks
   std::int64_t block_rows = 0, block_cols = 0;  // the kernel's tiles; 0 = its own
   std::string Label() const {
     return shape.ToString() + "_" + modifiers.ToString() + "_qb" + std::to_string(Qb) + "_kb" + std::to_string(Kb) +
            (per_head ? "_perhead" : "") + (block_mask ? "" : "_nomask") + (documents ? "_docs" : "") +
-           (sinks ? "_sinks" : "") + "_tiles" + std::to_string(block_rows) + "x" + std::to_string(block_cols);
+           (sinks ? "_sinks" : "") + (key_gap ? "_gap" : "") + "_tiles" + std::to_string(block_rows) + "x" + std::to_string(block_cols);
   }
 };
 
@@ -153,7 +156,7 @@ struct Sparsity {
   Sparsity(const Case& c, std::uint64_t seed) {
     if (c.block_mask) {
       blocks = std::make_unique<RandomBlockMask>(c.shape.batch, c.per_head ? c.shape.Hq : 1, c.shape.Nq, c.shape.Nk,
-                                                 c.Qb, c.Kb, seed);
+                                                 c.Qb, c.Kb, seed, c.key_gap);
     }
     if (c.documents) documents = RandomDocuments(c.shape.batch, c.shape.Nk, seed + 1);
     for (std::int64_t h = 0; h < c.shape.Hq; ++h) sinks.push_back(0.5f * static_cast<float>(h) - 0.25f);
@@ -241,9 +244,17 @@ std::vector<Case> ForwardCases() {
                              .head_major = true},
                    .modifiers = {.window_left = 40, .window_right = 0}, .Qb = 64, .Kb = 128});
   cases.push_back({.shape = {.Nq = 97, .Nk = 113, .d = 576, .dv = 512}, .modifiers = {.causal = true}});
+  // K/V blocks that no Q block visits (not packed), GQA; causal blocks cut into tiles, some of which the band
+  // leaves out whole.
+  cases.push_back({.shape = {.Nq = 113, .Nk = 1025, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40},
+                   .modifiers = {.causal = true}, .documents = true, .key_gap = true});
+  cases.push_back({.shape = {.Nq = 97, .Nk = 1025, .d = 64, .dv = 64}, .modifiers = {.window_left = 100},
+                   .Qb = 128, .Kb = 128, .key_gap = true});
+  cases.push_back({.shape = {.Nq = 257, .Nk = 257, .d = 40, .dv = 40}, .modifiers = {.causal = true}, .Qb = 64,
+                   .Kb = 64, .block_rows = 24, .block_cols = 32});
   const std::size_t plain = cases.size();
   for (DType dtype : {DType::kF16, DType::kBF16}) {
-    for (std::size_t n : {std::size_t{1}, std::size_t{6}, plain - 3}) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{6}, plain - 6}) {
       Case reduced = cases[n];
       reduced.shape.dtype = dtype;
       cases.push_back(reduced);
@@ -316,10 +327,15 @@ std::vector<Case> BackwardCases() {
        .documents = true},
       {.shape = {.batch = 2, .Nq = 97, .Nk = 113, .Hq = 4, .Hkv = 2, .d = 40, .dv = 72},
        .modifiers = {.causal = true}, .per_head = true, .documents = true, .sinks = true},
+      // K/V blocks that no Q block visits; causal blocks cut into tiles, some of which the band leaves out
+      {.shape = {.Nq = 113, .Nk = 1025, .Hq = 4, .Hkv = 2, .d = 40, .dv = 40}, .modifiers = {.causal = true},
+       .documents = true, .key_gap = true},
+      {.shape = {.Nq = 257, .Nk = 257, .d = 40, .dv = 40}, .modifiers = {.causal = true}, .Qb = 64, .Kb = 64,
+       .block_rows = 32, .block_cols = 32},
   };
   const std::size_t plain = cases.size();
   for (DType dtype : {DType::kF16, DType::kBF16}) {
-    for (std::size_t n : {std::size_t{1}, plain - 1}) {
+    for (std::size_t n : {std::size_t{1}, plain - 3}) {
       Case reduced = cases[n];
       reduced.shape.dtype = dtype;
       cases.push_back(reduced);

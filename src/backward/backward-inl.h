@@ -218,12 +218,12 @@ inline std::int64_t ClassTableBytes(const AttentionParams& p) {
 
 // Calls visit(i0) for the Q blocks that see keys [j0, j1), in ascending order: those whose band reaches
 // them, or under a block mask those whose query blocks list a key block they meet (the transposed lists, read
-// from the table of classes).
+// from the table of classes; partial blocks only where the band reaches: ScoreModifiers::VisitsTile).
 template <class Visit>
 void ForEachQBlock(const ScoreModifiers& mods, const Geometry& g, std::int64_t j0, std::int64_t j1, Visit visit) {
   if (mods.BlockSparse()) {
     for (std::int64_t i0 = 0; i0 < g.Nq; i0 += g.Br) {
-      if (mods.BlocksOfTile(i0, std::min(g.Nq, i0 + g.Br), j0, j1).any) visit(i0);
+      if (mods.VisitsTile(i0, std::min(g.Nq, i0 + g.Br), j0, j1)) visit(i0);
     }
     return;
   }
@@ -239,22 +239,29 @@ void BackwardKvBlock(const BackwardParams& bp, const Geometry& g, const Dropout&
                      const HeadRows& group, const std::uint8_t* classes, float* dQ_partial) {
   const AttentionParams& p = bp.attention;
   const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
-  for (std::int64_t c = 0; c < cols; ++c) {
-    WidenRow(RowOf<T>(p.k, p.k_strides, b, hkv, j0 + c), g.d, g.d_pad, x.K_j + c * g.d_pad);
-    WidenRow(RowOf<T>(p.v, p.v_strides, b, hkv, j0 + c), g.dv, g.dv_pad, x.V_j + c * g.dv_pad);
-  }
-  PackPanels(x.K_j, g.d_pad, cols, g.d, g.Bc_pad, x.K_pan);
-  PackSlices(x.K_j, g.d_pad, cols, g.d_pad, g.d_pad, x.K_sl);
-  PackPanels(x.V_j, g.dv_pad, cols, g.dv, g.Bc_pad, x.V_pan);
   std::fill(x.dK_j, x.dK_j + cols * g.d_pad, 0.0f);
   std::fill(x.dV_j, x.dV_j + cols * g.dv_pad, 0.0f);
-  const bool kv_non_finite = HasNonFinite(x.K_j, cols * g.d_pad) || HasNonFinite(x.V_j, cols * g.dv_pad);
+  // K_j and V_j in float32 and packed, before the first tile that reads them (a K/V block that no Q block
+  // visits under a block mask only writes its zero dK_j, dV_j).
+  bool loaded = false, kv_non_finite = false;
+  const auto load = [&] {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      WidenRow(RowOf<T>(p.k, p.k_strides, b, hkv, j0 + c), g.d, g.d_pad, x.K_j + c * g.d_pad);
+      WidenRow(RowOf<T>(p.v, p.v_strides, b, hkv, j0 + c), g.dv, g.dv_pad, x.V_j + c * g.dv_pad);
+    }
+    PackPanels(x.K_j, g.d_pad, cols, g.d, g.Bc_pad, x.K_pan);
+    PackSlices(x.K_j, g.d_pad, cols, g.d_pad, g.d_pad, x.K_sl);
+    PackPanels(x.V_j, g.dv_pad, cols, g.dv, g.Bc_pad, x.V_pan);
+    kv_non_finite = HasNonFinite(x.K_j, cols * g.d_pad) || HasNonFinite(x.V_j, cols * g.dv_pad);
+    loaded = true;
+  };
   for (std::int64_t hg = 0; hg < g.group; ++hg) {
     const std::int64_t h = hkv * g.group + hg;
     ScoreModifiers mods(p, b, h);
     if (mods.BlockSparse()) mods.UseClasses(classes + hg * ClassTableBytes(p), 0);
     const HeadRows head{group.Q + hg * g.Nq * g.d_pad, group.dO + hg * g.Nq * g.dv_pad, group.D + hg * g.Nq};
     ForEachQBlock(mods, g, j0, j0 + cols, [&](std::int64_t i0) {
+      if (!loaded) load();
       BackwardTile<T>(bp, g, mods, dropout, x, b, h, i0, std::min(g.Br, g.Nq - i0), j0, cols, kv_non_finite,
                       head, dQ_partial + hg * g.Nq * g.d_pad);
     });

@@ -281,20 +281,32 @@ struct ScoreModifiers {
     return blocks.Find(r, c);
   }
   BlockClass ClassAt(std::int64_t i, std::int64_t j) const { return ClassOf(i / blocks.Qb, j / blocks.Kb); }
-  // Over the block pairs that rows [i0, i1) × keys [j0, j1) meet: whether any is visited, whether all are full.
+  // Over the block pairs that rows [i0, i1) × keys [j0, j1) meet: whether any is visited, any full, all full.
   struct TileBlocks {
-    bool any, all_full;
+    bool any, any_full, all_full;
   };
   TileBlocks BlocksOfTile(std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const {
-    TileBlocks t{false, true};
+    TileBlocks t{false, false, true};
     for (std::int64_t r = i0 / blocks.Qb; r <= (i1 - 1) / blocks.Qb; ++r) {
       for (std::int64_t c = j0 / blocks.Kb; c <= (j1 - 1) / blocks.Kb; ++c) {
         const BlockClass cls = ClassOf(r, c);
         t.any |= cls != BlockClass::kAbsent;
+        t.any_full |= cls == BlockClass::kFull;
         t.all_full &= cls == BlockClass::kFull;
       }
     }
     return t;
+  }
+  // Whether the band lets some row of [i0, i1) see some key of [j0, j1).
+  bool BandMeets(std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const {
+    return KeysOf(i0).begin < j1 && KeysOf(i1 - 1).end > j0;
+  }
+  // Whether a kernel visits the tile rows [i0, i1) × keys [j0, j1) under a block mask: it meets a full block,
+  // or a partial one that the band reaches (a tile of partial and absent blocks outside the band, as the
+  // quarter above the diagonal of a causal block cut into four tiles, would add exact zeros only).
+  bool VisitsTile(std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const {
+    const TileBlocks t = BlocksOfTile(i0, i1, j0, j1);
+    return t.any_full || (t.any && BandMeets(i0, i1, j0, j1));
   }
 
   // Whether key j is inside row i's band; whether the element predicates keep (i, j): the band, the

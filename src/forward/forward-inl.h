@@ -1,7 +1,8 @@
 // The fused forward pass for one element type T, per Highway target (see docs/fused_kernel.md):
 //
 //   for each chunk of (batch, K/V head) pairs:                        [all threads]
-//     pack every K_j (NR-wide panels) and V_j (column slices) of the chunk, once, shared; float16/bfloat16
+//     pack every K_j (NR-wide panels) and V_j (column slices) of the chunk (under a block mask those some Q
+//     block visits), once, shared; float16/bfloat16
 //     widened to float32 here when the Q blocks have more than kMR rows (PacksKvWide)
 //     for each (query head of the GQA group, Q block i), largest work first:   [one thread each]
 //       Q_i ← s·Q rows (float32),  Õ = 0, (m, l) = (−∞, 0), or (s_h, 1) with an attention sink s_h
@@ -111,6 +112,25 @@ void PackBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b
   }
 }
 
+// Under a block mask, marks in visited[jt] (Tc entries) the K/V blocks of (batch, K/V head) `head` that meet a
+// key block some query block of the group's query heads lists: a superset of those ForEachKeyBlock visits, and
+// the only ones packed.
+inline void MarkVisitedKvBlocks(const AttentionParams& p, const Geometry& g, std::int64_t head,
+                                std::uint8_t* visited) {
+  std::fill(visited, visited + g.Tc, std::uint8_t{0});
+  const std::int64_t b = head / g.Hkv, hkv = head % g.Hkv;
+  const std::int64_t heads = p.block_mask.heads == 1 ? 1 : g.group;  // one list serves the whole group
+  for (std::int64_t hg = 0; hg < heads; ++hg) {
+    const BlockLists lists(p, b, hkv * g.group + hg);
+    for (std::int64_t r = 0; r < lists.Tq; ++r) {
+      lists.ForEachListed(r, [&](std::int64_t c, BlockClass) {
+        const std::int64_t last = std::min(g.Nk, (c + 1) * lists.Kb) - 1;
+        std::fill(visited + c * lists.Kb / g.Bc, visited + last / g.Bc + 1, std::uint8_t{1});
+      });
+    }
+  }
+}
+
 // The table of block classes a Q block of Br rows needs: a row of key blocks for each query block it may meet.
 inline std::int64_t ClassTableBytes(const AttentionParams& p, const Geometry& g) {
   const BlockLists lists(p, 0, 0);  // Tq = Tk = 0 without a block mask
@@ -118,12 +138,13 @@ inline std::int64_t ClassTableBytes(const AttentionParams& p, const Geometry& g)
 }
 
 // Calls visit(jt) for the K/V blocks that rows [i0, i0 + rows) visit, in ascending order: those the band
-// reaches, or under a block mask those that meet a key block listed for the rows' query blocks.
+// reaches, or under a block mask those that meet a key block listed for the rows' query blocks (and, for
+// partial blocks only, that the band reaches: ScoreModifiers::VisitsTile).
 template <class Visit>
 void ForEachKeyBlock(const ScoreModifiers& mods, const Geometry& g, std::int64_t i0, std::int64_t rows, Visit visit) {
   if (mods.BlockSparse()) {
     for (std::int64_t jt = 0; jt < g.Tc; ++jt) {
-      if (mods.BlocksOfTile(i0, i0 + rows, jt * g.Bc, std::min(g.Nk, (jt + 1) * g.Bc)).any) visit(jt);
+      if (mods.VisitsTile(i0, i0 + rows, jt * g.Bc, std::min(g.Nk, (jt + 1) * g.Bc))) visit(jt);
     }
     return;
   }
@@ -167,9 +188,10 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Dropout& dro
     const T* V = RowOf<T>(p.v, p.v_strides, b, hkv, j0);
     // A tile on the causal/window band's boundary: each row group computes and sums over only the keys
     // its rows may see (the diagonal tiles of a causal mask do half the work); the scores it skips are
-    // masked to −∞ below. (Not under a block mask, whose full blocks ignore the band.)
+    // masked to −∞ below. (Under a block mask only in a tile without full blocks, which ignore the band.)
     const ColumnSpan* spans = nullptr;
-    if (!mods.BlockSparse() && !mods.BandCovers(i0, i0 + rows, j0, j0 + cols)) {
+    if (!mods.BandCovers(i0, i0 + rows, j0, j0 + cols) &&
+        (!mods.BlockSparse() || !mods.BlocksOfTile(i0, i0 + rows, j0, j0 + cols).any_full)) {
       for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
         const std::int64_t first = mods.KeysOf(i0 + r0).begin - j0;
         const std::int64_t end = mods.KeysOf(i0 + std::min(rows, r0 + kMR) - 1).end - j0;
@@ -260,14 +282,22 @@ void SolveAllBlocks(const AttentionParams& p, const Geometry& g, const Dropout& 
   const simd::ScratchArena arena(threads, carve);
   const auto packed = simd::AllocateOrThrow<P>(chunk * packed_head);
   const auto packed_v = simd::AllocateOrThrow<P>(chunk * packed_v_head);
+  const bool sparse = p.block_mask.active();  // then only the K/V blocks some Q block visits are packed
+  const auto visited = simd::AllocateOrThrow<std::uint8_t>(sparse ? chunk * g.Tc : 0);
 
 #pragma omp parallel num_threads(threads)
   {
     const Scratch<P> x = arena.Share(omp_get_thread_num(), carve);
     for (std::int64_t first = 0; first < heads; first += chunk) {
       const std::int64_t count = std::min(chunk, heads - first);
+      if (sparse) {
+#pragma omp for schedule(static)
+        for (std::int64_t local = 0; local < count; ++local)
+          MarkVisitedKvBlocks(p, g, first + local, visited.get() + local * g.Tc);
+      }
 #pragma omp for schedule(static)
       for (std::int64_t t = 0; t < count * g.Tc; ++t) {
+        if (sparse && visited.get()[t] == 0) continue;
         const std::int64_t head = first + t / g.Tc;
         const std::int64_t b = head / g.Hkv, hkv = head % g.Hkv, jt = t % g.Tc;
         PackBlockOfHead<T>(p, g, b, hkv, jt, packed.get() + (t / g.Tc) * packed_head,

@@ -39,6 +39,23 @@ HWY_INLINE V SoftcapTanh(D d, V x) {
 #endif
 }
 
+// −∞ on the keys [begin, end) whose document (ids[c]) is not the row's, a vector of keys at a time.
+HWY_INLINE void ApplyDocument(std::int32_t document, const std::int32_t* HWY_RESTRICT ids, std::int64_t begin,
+                              std::int64_t end, float* HWY_RESTRICT S_r) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
+  const auto row_document = hn::Set(di, document);
+  const auto neg_inf = hn::Set(df, kNegInf);
+  std::int64_t c = begin;
+  for (; c + L <= end; c += L) {
+    const auto other = hn::RebindMask(df, hn::Ne(hn::LoadU(di, ids + c), row_document));
+    hn::StoreU(hn::IfThenElse(other, neg_inf, hn::LoadU(df, S_r + c)), df, S_r + c);
+  }
+  for (; c < end; ++c)
+    if (ids[c] != document) S_r[c] = kNegInf;
+}
+
 // The element predicates on keys [j0 + begin, j0 + end) of row i (S_r: the row's scores from key j0): the
 // additive mask's term, then −∞ outside the band, in another document or dropped by the boolean mask.
 HWY_INLINE void ApplyPredicates(const ScoreModifiers& mods, std::int64_t i, std::int64_t j0, std::int64_t begin,
@@ -51,9 +68,7 @@ HWY_INLINE void ApplyPredicates(const ScoreModifiers& mods, std::int64_t i, std:
   for (std::int64_t c = begin; c < std::min(end, keys.begin - j0); ++c) S_r[c] = kNegInf;
   for (std::int64_t c = std::max(begin, keys.end - j0); c < end; ++c) S_r[c] = kNegInf;
   if (mods.documents != nullptr) {
-    const std::int32_t document = mods.documents[mods.Diagonal(i)];
-    for (std::int64_t c = begin; c < end; ++c)
-      if (mods.documents[j0 + c] != document) S_r[c] = kNegInf;
+    ApplyDocument(mods.documents[mods.Diagonal(i)], mods.documents + j0, begin, end, S_r);
   }
   if (mods.mask_kind == MaskKind::kBool) {
     const std::uint8_t* keep = static_cast<const std::uint8_t*>(mods.mask) + i * mods.mask_stride_row;
