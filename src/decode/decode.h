@@ -83,8 +83,8 @@ class SplitKv {
     std::vector<float> Q;                 // Hkv·R×d
     std::vector<ScoreModifiers> mods;     // Hq, one per query head
     std::int64_t j_begin = 0, j_end = 0;  // the keys any row may see
-    // Row lists: list l's positions at selected[l·list_stride ...], selected_count[l] of them; with ALiBi each
-    // query head's slope (ChunkTask::alibi).
+    // Row lists: list l's positions at selected[l·list_stride ...] (stride 0: one list every head shares),
+    // selected_count[l] of them; with ALiBi each query head's slope (ChunkTask::alibi).
     std::vector<std::int32_t> selected;
     std::vector<std::int64_t> selected_count;
     std::int64_t list_stride = 0;

@@ -171,12 +171,12 @@ void SplitKv::MaskKeys(RowGroup& rows) const {
   const auto sees = [&](std::int64_t j) {
     return j >= band.begin && j < band.end && (docs == nullptr || docs[j] == doc);
   };
-  rows.list_stride = Nk;
-  rows.selected.resize(static_cast<std::size_t>(lists * Nk));
-  rows.selected_count.resize(static_cast<std::size_t>(lists));
   const std::int64_t Tq = (p.seqlen_q + m.block_size_q - 1) / m.block_size_q;
-  // A mask with one list for every head gives each of them list 0's positions.
+  // A mask with one list for every head gives each of them list 0's positions, stored once (stride 0).
   const std::int64_t distinct = m.active() && m.heads != 1 ? lists : 1;
+  rows.list_stride = distinct > 1 ? Nk : 0;
+  rows.selected.resize(static_cast<std::size_t>(distinct * Nk));
+  rows.selected_count.resize(static_cast<std::size_t>(lists));
   for (std::int64_t l = 0; l < distinct; ++l) {
     std::int32_t* out = rows.selected.data() + l * Nk;
     std::int32_t* end = out;
@@ -199,10 +199,7 @@ void SplitKv::MaskKeys(RowGroup& rows) const {
     }
     rows.selected_count[static_cast<std::size_t>(l)] = end - out;
   }
-  for (std::int64_t l = distinct; l < lists; ++l) {
-    std::copy_n(rows.selected.data(), rows.selected_count[0], rows.selected.data() + l * Nk);
-    rows.selected_count[static_cast<std::size_t>(l)] = rows.selected_count[0];
-  }
+  std::fill(rows.selected_count.begin() + distinct, rows.selected_count.end(), rows.selected_count[0]);
   UnbandedRows(rows);
 }
 
