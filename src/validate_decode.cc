@@ -306,6 +306,7 @@ void CheckSparsitySettings(const DecodeParams& p, std::int64_t capacity) {
 // The lists, once the index tensors are checked: key blocks of each sequence's keys after the append; with
 // document ids, every query row at a position of its sequence (Nq_b <= Nk_b).
 void CheckSparsityValues(const DecodeParams& p) {
+  if (!p.block_mask.active() && p.document_ids == nullptr) return;
   std::vector<std::int64_t> Nk(static_cast<std::size_t>(p.batch));
   for (std::int64_t b = 0; b < p.batch; ++b) Nk[b] = p.cache_seqlens[b] + p.new_rows(b);
   CheckBlockMaskLists(p.block_mask, kDecodeBlockMaskNames, p.seqlen_q, Nk, "cache_seqlens[b] + the keys it appends");

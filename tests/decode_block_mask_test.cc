@@ -92,7 +92,7 @@ class MaskedDecode {
     v_new_ = Random(batch * c.Nnew * c.Hkv * c.d, c.dtype);  // rows of d (new_strides)
     o_.assign(static_cast<std::size_t>(batch * c.Nq * c.Hq * c.dv * size_of(c.dtype)), std::byte{0x7f});
     lse_.assign(static_cast<std::size_t>(batch * c.Nq * c.Hq), 12345.0f);
-    p.q = q_.data(), p.o = o_.data(), p.lse = lse_.data(), p.cache_seqlens = c.cached.data();
+    p.q = q_.data(), p.o = o_.data(), p.lse = lse_.data(), p.cache_seqlens = c_.cached.data();
     if (c.Nnew > 0) p.k_new = k_new_.data(), p.v_new = v_new_.data();
     if (c.documents) MakeDocuments();
     if (c.mask_heads > 0) MakeMask();
@@ -326,6 +326,11 @@ TEST(DecodeBlockMask, HostileInputsAreRefusedWithNothingWritten) {
   const std::vector<std::int32_t> cu = {0, 1, 2};
   refused([&](MaskedDecode& s) { s.params().cu_seqlens_q = cu.data(), s.params().seqlen_new = 0; },
           {"packed queries", "cu_seqlens_q"});
+  // Sequence 1 with no keys has 2 query rows but no position for them.
+  MaskedDecode rows_before_the_keys({.cached = {30, 0}, .Nq = 2, .mask_heads = 0, .documents = true}, 6);
+  const std::vector<std::byte> before = rows_before_the_keys.Snapshot();
+  ExpectRefused([&] { decode(rows_before_the_keys.params()); }, {"document_ids", "seqlen_q=2", "sequence 1"});
+  EXPECT_TRUE(before == rows_before_the_keys.Snapshot()) << "a refused call wrote its outputs or the cache";
 }
 
 }  // namespace
