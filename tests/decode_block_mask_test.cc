@@ -2,7 +2,8 @@
 // keys the mask leaves each row (partial blocks: the band and the row's document; full blocks: whole; every
 // other block: none), contiguous and paged caches (pages of 1 and 16), appends in the same call, Nq 1, 5 and
 // 97, masks of one list for every head and of one per query head (grouped heads with different lists), rows
-// that see nothing, an int8 cache against its dequantized values; and the refused inputs, with nothing written.
+// that see nothing, attention sinks, an int8 cache against its dequantized values; and the refused inputs, with
+// nothing written.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -39,6 +40,7 @@ struct Case {
   std::int64_t page_size = 0;
   DType dtype = DType::kF32, cache_dtype = DType::kF32;
   CacheElement element = CacheElement::kFloat;
+  bool sinks = false;
   std::string ToString() const {
     std::string text = "cached={";
     for (std::int32_t n : cached) text += std::to_string(n) + ",";
@@ -47,7 +49,8 @@ struct Case {
            " Kb=" + std::to_string(Kb) + " mask_heads=" + std::to_string(mask_heads) +
            (full_blocks ? " full" : "") + (documents ? " documents" : "") + (causal ? " causal" : "") +
            " window_left=" + std::to_string(window_left) + " page_size=" + std::to_string(page_size) +
-           " cache=" + std::string(to_string(element)) + "/" + std::string(to_string(cache_dtype));
+           " cache=" + std::string(to_string(element)) + "/" + std::string(to_string(cache_dtype)) +
+           (sinks ? " sinks" : "");
   }
 };
 
@@ -94,6 +97,8 @@ class MaskedDecode {
     lse_.assign(static_cast<std::size_t>(batch * c.Nq * c.Hq), 12345.0f);
     p.q = q_.data(), p.o = o_.data(), p.lse = lse_.data(), p.cache_seqlens = c_.cached.data();
     if (c.Nnew > 0) p.k_new = k_new_.data(), p.v_new = v_new_.data();
+    for (std::int64_t h = 0; h < c.Hq; ++h) sinks_.push_back(0.3f * static_cast<float>(h) - 0.5f);
+    if (c.sinks) p.sinks = sinks_.data();
     if (c.documents) MakeDocuments();
     if (c.mask_heads > 0) MakeMask();
   }
@@ -146,7 +151,8 @@ class MaskedDecode {
           const std::int64_t q_at = p.row_offset(p.q_strides, b, i, h);
           std::vector<double> s, o(static_cast<std::size_t>(c_.dv), 0.0);
           std::vector<std::vector<float>> V;
-          double m = -kInf;
+          const double sink = c_.sinks ? sinks_[h] : -kInf;  // in the softmax, with no value
+          double m = sink;
           for (std::int64_t j = 0; j < c_.cached[b] + c_.Nnew; ++j) {
             if (!Sees(b, i, h, j)) continue;
             const std::vector<float> k = cache_row(p.k_cache, p.k_scale, b, j, h / G, c_.d);
@@ -155,7 +161,7 @@ class MaskedDecode {
             s.push_back(scale * dot), m = std::max(m, s.back());
             V.push_back(cache_row(p.v_cache, p.v_scale, b, j, h / G, c_.dv));
           }
-          double l = 0;
+          double l = sink == -kInf ? 0.0 : std::exp(sink - m);
           for (std::size_t c = 0; c < s.size(); ++c) {
             const double w = std::exp(s[c] - m);
             l += w;
@@ -166,12 +172,12 @@ class MaskedDecode {
           const std::int64_t o_at = p.row_offset(p.o_strides, b, i, h);
           double worst = 0;
           for (std::int64_t e = 0; e < c_.dv; ++e) {
-            const double want = s.empty() ? 0.0 : o[e] / l, got = LoadAsFloat(p.o, p.dtype, o_at + e);
+            const double want = l == 0 ? 0.0 : o[e] / l, got = LoadAsFloat(p.o, p.dtype, o_at + e);
             worst = std::max(worst, std::isnan(got) ? kInf : std::abs(got - want));
           }
           EXPECT_LE(worst, tolerance) << where;
           const float lse = p.lse[p.lse_index(b, h, i)];
-          if (s.empty()) {
+          if (l == 0) {
             EXPECT_EQ(lse, -std::numeric_limits<float>::infinity()) << where;
           } else {
             EXPECT_NEAR(lse, m + std::log(l), 1e-4 * std::max(1.0, std::abs(m + std::log(l)))) << where;
@@ -252,7 +258,7 @@ class MaskedDecode {
   std::vector<std::int32_t> block_table_, documents_, kv_num_blocks_, kv_indices_, full_kv_num_blocks_,
       full_kv_indices_;
   std::vector<std::byte> k_cache_, v_cache_, q_, k_new_, v_new_, o_;
-  std::vector<float> k_scale_, v_scale_, lse_;
+  std::vector<float> k_scale_, v_scale_, lse_, sinks_;
 };
 
 void ExpectMatchesOracle(const Case& c, std::uint64_t seed, const std::vector<std::int64_t>& targets) {
@@ -277,6 +283,8 @@ TEST(DecodeBlockMask, MatchesTheOracleOnEveryTarget) {
        .causal = false, .dtype = DType::kF16, .cache_dtype = DType::kF16},
       {.cached = {150, 30}, .Nq = 5, .Nnew = 5, .Hq = 6, .Hkv = 3, .mask_heads = 0, .documents = true,
        .window_left = 20, .page_size = 16},
+      {.cached = {70, 9}, .Nq = 5, .Nnew = 1, .Hq = 4, .Hkv = 1, .Qb = 1, .Kb = 8, .mask_heads = 4,
+       .documents = true, .sinks = true},
   };
   std::uint64_t seed = 40;
   for (const Case& c : cases) ExpectMatchesOracle(c, ++seed, TargetsUnderTest());
