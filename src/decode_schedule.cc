@@ -36,7 +36,8 @@ constexpr std::int64_t kGatherBytes = std::int64_t{16} << 20;
 
 // The part of sequence b the forward kernel computes: its keys [begin, end) that some row sees, and whether it
 // goes there at all (float arithmetic, enough rows, at least one key; the integer options are the decode
-// kernel's own arithmetic, and so are selected keys, each row reading its own).
+// kernel's own arithmetic, and so are row lists, each row reading its own: selected keys, or the keys a block mask
+// and document ids leave it).
 struct ForwardPlan {
   bool runs = false;
   IndexRange keys;
@@ -45,7 +46,7 @@ struct ForwardPlan {
 ForwardPlan PlanForward(const DecodeParams& p, std::int64_t b) {
   const std::int64_t Nq = p.query_rows(b), Nk = p.cache_seqlens[b] + p.new_rows(b);
   const std::int64_t G = p.heads_q / p.heads_kv;
-  if (p.quantize_query_int8 || p.quantize_probs_u8 || p.key_indices.active() || Nq < kForwardQueryRows ||
+  if (p.quantize_query_int8 || p.quantize_probs_u8 || decode_kernel::RowLists(p) || Nq < kForwardQueryRows ||
       G * Nq < kForwardRowsPerKvHead) {
     return {};
   }

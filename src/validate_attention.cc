@@ -133,23 +133,8 @@ void CheckSparsitySizes(const AttentionParams& p) {
            p.document_ids_batch_stride);
     }
   }
-  if (!m.active()) {
-    if (m.kv_indices != nullptr || m.full_kv_num_blocks != nullptr || m.full_kv_indices != nullptr) {
-      Fail("block_mask has lists but block_mask.kv_num_blocks is null (null means no block mask)");
-    }
-    return;
-  }
-  if (placed) Fail("block_mask needs the default block_position (a whole problem, not a block of one)");
-  CheckRange("block_mask.block_size_q", m.block_size_q, 1, kUnboundedReach);
-  CheckRange("block_mask.block_size_k", m.block_size_k, 1, kUnboundedReach);
-  if (m.heads != 1 && m.heads != p.heads_q) {
-    Fail("block_mask.heads must be 1 or heads_q=", p.heads_q, ", got ", m.heads);
-  }
-  CheckRange("block_mask.kv_width", m.kv_width, 0, INT32_MAX);
-  CheckRange("block_mask.full_kv_width", m.full_kv_width, 0, INT32_MAX);
-  if ((m.full_kv_num_blocks == nullptr) != (m.full_kv_indices == nullptr)) {
-    Fail("block_mask.full_kv_num_blocks and block_mask.full_kv_indices must be both set or both null");
-  }
+  if (m.active() && placed) Fail("block_mask needs the default block_position (a whole problem, not a block of one)");
+  CheckBlockMaskSettings(m, p.heads_q);
 }
 
 // The block position, then dropout's generator counters over the whole problem it is a block of.
@@ -172,6 +157,8 @@ void CheckAttentionSizes(const AttentionParams& p) {
 struct AttentionNames {
   const char *q, *k, *v, *o, *lse, *alibi, *mask, *mask_data, *sinks;
   const char *kv_num_blocks, *kv_indices, *full_kv_num_blocks, *full_kv_indices, *document_ids;
+
+  BlockMaskNames block_mask() const { return {kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices}; }
 };
 constexpr AttentionNames kForwardNames{
     "q",          "k",     "v", "o", "lse", "alibi_slopes", "mask", "mask.data", "sinks", "block_mask.kv_num_blocks",
@@ -208,35 +195,7 @@ struct CallTensors {
 
 // The block mask's lists and the document ids as inputs.
 void AddSparsityTensors(const AttentionParams& p, const AttentionNames& names, CallTensors* t) {
-  const BlockMask& m = p.block_mask;
-  if (m.active()) {
-    const std::int64_t Tq = (p.seqlen_q + m.block_size_q - 1) / m.block_size_q;
-    std::int64_t per_head, per_head_full;
-    if (!MulAdd(Tq, std::max(m.kv_width, m.full_kv_width), 0, &per_head) ||
-        !MulAdd(per_head, m.heads, 0, &per_head_full) || !MulAdd(per_head_full, p.batch, 0, &per_head_full)) {
-      Fail("block_mask's lists are too large to index in 64 bits (batch=", p.batch, " heads=", m.heads,
-           " query blocks=", Tq, " width=", std::max(m.kv_width, m.full_kv_width), ")");
-    }
-    const auto counts = [&](const char* name, const std::int32_t* data) {
-      return TensorView{
-          name, data, 4, {{"batch", p.batch, m.heads * Tq}, {"head", m.heads, Tq}, {"query block", Tq, 1}}};
-    };
-    const auto lists = [&](const char* name, const std::int32_t* data, std::int64_t width) {
-      return TensorView{name,
-                        data,
-                        4,
-                        {{"batch", p.batch, m.heads * Tq * width},
-                         {"head", m.heads, Tq * width},
-                         {"query block", Tq, width},
-                         {"entry", width, 1}}};
-    };
-    t->inputs.push_back(counts(names.kv_num_blocks, m.kv_num_blocks));
-    t->inputs.push_back(lists(names.kv_indices, m.kv_indices, m.kv_width));
-    if (m.full_kv_num_blocks != nullptr) {
-      t->inputs.push_back(counts(names.full_kv_num_blocks, m.full_kv_num_blocks));
-      t->inputs.push_back(lists(names.full_kv_indices, m.full_kv_indices, m.full_kv_width));
-    }
-  }
+  AddBlockMaskTensors(p.block_mask, names.block_mask(), p.batch, p.seqlen_q, &t->inputs);
   if (p.document_ids != nullptr) {
     const std::int64_t stride = p.document_ids_batch_stride == 0 ? p.seqlen_k : p.document_ids_batch_stride;
     t->inputs.push_back(
@@ -286,36 +245,9 @@ CallTensors AttentionTensors(const AttentionParams& p, const AttentionNames& nam
 // The block mask's values, once its tensors are known to be readable: every count in [0, width], every index
 // in [0, ⌈Nk/Kb⌉), no key block twice in one query block's lists (partial and full together).
 void CheckSparsityValues(const AttentionParams& p, const AttentionNames& names) {
-  const BlockMask& m = p.block_mask;
-  if (!m.active()) return;
-  const std::int64_t Tq = (p.seqlen_q + m.block_size_q - 1) / m.block_size_q;
-  const std::int64_t Tk = (p.seqlen_k + m.block_size_k - 1) / m.block_size_k;
-  std::vector<std::int64_t> seen(static_cast<std::size_t>(Tk), -1);  // the last list (b, h, r) naming each block
-  for (std::int64_t list = 0; list < p.batch * m.heads * Tq; ++list) {
-    const std::int64_t b = list / (m.heads * Tq), h = list / Tq % m.heads, r = list % Tq;
-    const auto check = [&](const char* num_name, const char* index_name, const std::int32_t* num,
-                           const std::int32_t* indices, std::int64_t width) {
-      if (num == nullptr) return;
-      const std::int32_t n = num[list];
-      if (n < 0 || n > width) {
-        Fail(num_name, "[", b, ", ", h, ", ", r, "] must be in [0, ", width, "] (the list width), got ", n);
-      }
-      for (std::int32_t e = 0; e < n; ++e) {
-        const std::int32_t c = indices[list * width + e];
-        if (c < 0 || c >= Tk) {
-          Fail(index_name, "[", b, ", ", h, ", ", r, ", ", e, "] must be a key block in [0, ", Tk, ") (seqlen_k=",
-               p.seqlen_k, ", block_size_k=", m.block_size_k, "), got ", c);
-        }
-        if (seen[static_cast<std::size_t>(c)] == list) {
-          Fail("key block ", c, " is listed twice for query block ", r, " of batch ", b, " head ", h, " (",
-               index_name, "[", b, ", ", h, ", ", r, ", ", e, "]; a block is in kv_indices or full_kv_indices, once)");
-        }
-        seen[static_cast<std::size_t>(c)] = list;
-      }
-    };
-    check(names.kv_num_blocks, names.kv_indices, m.kv_num_blocks, m.kv_indices, m.kv_width);
-    check(names.full_kv_num_blocks, names.full_kv_indices, m.full_kv_num_blocks, m.full_kv_indices, m.full_kv_width);
-  }
+  if (!p.block_mask.active()) return;
+  CheckBlockMaskLists(p.block_mask, names.block_mask(), p.seqlen_q,
+                      std::vector<std::int64_t>(static_cast<std::size_t>(p.batch), p.seqlen_k), "seqlen_k");
 }
 
 // ---- Selected keys ----------------------------------------------------------------------------------------

@@ -138,6 +138,23 @@ void CheckFinite(const char* name, const void* x, DType dtype, const Strides& s,
 // A fixed scale quantizes appended values: finite and > 0.
 void CheckFixedScales(const TensorView& scales);
 
+// ---- Block masks (validate_selection.cc) ------------------------------------------------------------------
+
+// The names a call's block-mask lists go by in messages.
+struct BlockMaskNames {
+  const char *kv_num_blocks, *kv_indices, *full_kv_num_blocks, *full_kv_indices;
+};
+
+// The block sizes, heads (1 or heads_q), widths, and lists set together (or none but kv_num_blocks null).
+void CheckBlockMaskSettings(const BlockMask& m, std::int64_t heads_q);
+// The lists as (batch, heads, ⌈seqlen_q/Qb⌉) counts and (batch, heads, ⌈seqlen_q/Qb⌉, width) indices.
+void AddBlockMaskTensors(const BlockMask& m, const BlockMaskNames& names, std::int64_t batch, std::int64_t seqlen_q,
+                         std::vector<TensorView>* inputs);
+// Every list, once readable: counts in [0, width], indices in [0, ⌈Nk[b]/Kb⌉) for sequence b (keys_name says
+// what Nk is), no key block twice for one query block.
+void CheckBlockMaskLists(const BlockMask& m, const BlockMaskNames& names, std::int64_t seqlen_q,
+                         const std::vector<std::int64_t>& Nk, const char* keys_name);
+
 // ---- Selected keys (validate_selection.cc) ----------------------------------------------------------------
 
 // key_indices as the tensor (rows, Hkv, k) of int32, contiguous; its count checked first (≥ 1 when set, 0 when

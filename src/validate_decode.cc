@@ -118,8 +118,11 @@ void CheckPackedRows(const DecodeParams& p) {
   }
 }
 
-// q, cache_seqlens, cu_seqlens_q, keys_after, k_new and v_new, the block table, the rotary tables, the slopes
-// and sinks.
+constexpr BlockMaskNames kDecodeBlockMaskNames{"block_mask.kv_num_blocks", "block_mask.kv_indices",
+                                               "block_mask.full_kv_num_blocks", "block_mask.full_kv_indices"};
+
+// q, cache_seqlens, cu_seqlens_q, keys_after, k_new and v_new, the block table, the rotary tables, the slopes,
+// sinks and the sparsity inputs.
 std::vector<TensorView> DecodeInputs(const DecodeParams& p) {
   const auto view = [&](const char* name, const void* data, const Strides& s, std::int64_t seqlen,
                         std::int64_t heads, std::int64_t width) {
@@ -154,6 +157,13 @@ std::vector<TensorView> DecodeInputs(const DecodeParams& p) {
   if (p.key_indices.active()) {
     inputs.push_back(KeySelectionView(p.key_indices, p.packed() ? p.total_query_rows() : p.batch * p.seqlen_q,
                                       p.heads_kv));
+  }
+  AddBlockMaskTensors(p.block_mask, kDecodeBlockMaskNames, p.batch, p.seqlen_q, &inputs);
+  if (p.document_ids != nullptr) {
+    const std::int64_t capacity = CheckCapacity(CacheLayout::Of(p));
+    const std::int64_t stride = p.document_ids_batch_stride == 0 ? capacity : p.document_ids_batch_stride;
+    inputs.push_back(
+        TensorView{"document_ids", p.document_ids, 4, {{"batch", p.batch, stride}, {"position", capacity, 1}}});
   }
   return inputs;
 }
@@ -273,6 +283,43 @@ void CheckSelectionSettings(const DecodeParams& p) {
   }
 }
 
+// The block mask's and the document ids' settings: what they combine with, and document_ids' row stride.
+void CheckSparsitySettings(const DecodeParams& p, std::int64_t capacity) {
+  CheckBlockMaskSettings(p.block_mask, p.heads_q);
+  if (!p.block_mask.active() && p.document_ids == nullptr) return;
+  const char* block_mask = p.block_mask.active() ? "set" : "null";
+  const char* document_ids = p.document_ids != nullptr ? "set" : "null";
+  if (p.packed()) {
+    Fail("a block mask or document_ids do not combine with packed queries (cu_seqlens_q set): pass each sequence's "
+         "rows as (batch, seqlen_q) (block_mask.kv_num_blocks ", block_mask, ", document_ids ", document_ids, ")");
+  }
+  if (p.key_indices.active()) {
+    Fail("key_indices does not combine with a block mask or document_ids: the selected keys are the row's keys "
+         "already (block_mask.kv_num_blocks ", block_mask, ", document_ids ", document_ids, ")");
+  }
+  if (p.document_ids != nullptr && p.document_ids_batch_stride != 0 && p.document_ids_batch_stride < capacity) {
+    Fail("document_ids_batch_stride must be 0 (contiguous) or >= the cache capacity ", capacity, ", got ",
+         p.document_ids_batch_stride);
+  }
+}
+
+// The lists, once the index tensors are checked: key blocks of each sequence's keys after the append; with
+// document ids, every query row at a position of its sequence (Nq_b <= Nk_b).
+void CheckSparsityValues(const DecodeParams& p) {
+  if (!p.block_mask.active() && p.document_ids == nullptr) return;
+  std::vector<std::int64_t> Nk(static_cast<std::size_t>(p.batch));
+  for (std::int64_t b = 0; b < p.batch; ++b) Nk[b] = p.cache_seqlens[b] + p.new_rows(b);
+  CheckBlockMaskLists(p.block_mask, kDecodeBlockMaskNames, p.seqlen_q, Nk, "cache_seqlens[b] + the keys it appends");
+  if (p.document_ids == nullptr) return;
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    if (p.query_rows(b) > Nk[b]) {
+      Fail("document_ids need seqlen_q <= the keys of each sequence (query row i sits at position i + Nk - seqlen_q)"
+           ", got seqlen_q=", p.query_rows(b), " and ", Nk[b], " keys (cache_seqlens[", b, "] + the keys it appends) "
+           "in sequence ", b);
+    }
+  }
+}
+
 // Every list, once the index tensors are checked: row i of sequence b sees the keys [0, Nk) of the cache after
 // the append, on the band around its diagonal.
 void CheckSelectedKeys(const DecodeParams& p) {
@@ -333,10 +380,12 @@ void validate(const DecodeParams& p) {
   const std::int64_t scale_groups = CheckCacheSettings(p);
   const std::int64_t capacity = CheckCapacity(CacheLayout::Of(p));
   CheckSelectionSettings(p);
+  CheckSparsitySettings(p, capacity);
   if (p.packed()) CheckPackedRows(p);
   CheckDecodeTensors(p, scale_groups);
   CheckIndexTensors(p, capacity);
   CheckSelectedKeys(p);
+  CheckSparsityValues(p);
 }
 
 }  // namespace flashattn

@@ -1,5 +1,7 @@
-// key_indices, the selected keys of forward and decode: the list length, the tensor, and each list read once
-// its tensor is known to be readable: positions of keys the row sees, no position twice.
+// The sparsity inputs forward and decode share: a block mask's lists (sizes, tensors, values), and key_indices,
+// the selected keys (the list length, the tensor, and each list read once its tensor is known to be readable:
+// positions of keys the row sees, no position twice).
+#include <algorithm>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -11,6 +13,89 @@
 #include "validate_checks.h"
 
 namespace flashattn::validation {
+
+void CheckBlockMaskSettings(const BlockMask& m, std::int64_t heads_q) {
+  if (!m.active()) {
+    if (m.kv_indices != nullptr || m.full_kv_num_blocks != nullptr || m.full_kv_indices != nullptr) {
+      Fail("block_mask has lists but block_mask.kv_num_blocks is null (null means no block mask)");
+    }
+    return;
+  }
+  CheckRange("block_mask.block_size_q", m.block_size_q, 1, kUnboundedReach);
+  CheckRange("block_mask.block_size_k", m.block_size_k, 1, kUnboundedReach);
+  if (m.heads != 1 && m.heads != heads_q) Fail("block_mask.heads must be 1 or heads_q=", heads_q, ", got ", m.heads);
+  CheckRange("block_mask.kv_width", m.kv_width, 0, INT32_MAX);
+  CheckRange("block_mask.full_kv_width", m.full_kv_width, 0, INT32_MAX);
+  if ((m.full_kv_num_blocks == nullptr) != (m.full_kv_indices == nullptr)) {
+    Fail("block_mask.full_kv_num_blocks and block_mask.full_kv_indices must be both set or both null");
+  }
+}
+
+void AddBlockMaskTensors(const BlockMask& m, const BlockMaskNames& names, std::int64_t batch, std::int64_t seqlen_q,
+                         std::vector<TensorView>* inputs) {
+  if (!m.active()) return;
+  const std::int64_t Tq = (seqlen_q + m.block_size_q - 1) / m.block_size_q;
+  std::int64_t per_head, per_head_full;
+  if (!MulAdd(Tq, std::max(m.kv_width, m.full_kv_width), 0, &per_head) ||
+      !MulAdd(per_head, m.heads, 0, &per_head_full) || !MulAdd(per_head_full, batch, 0, &per_head_full)) {
+    Fail("block_mask's lists are too large to index in 64 bits (batch=", batch, " heads=", m.heads,
+         " query blocks=", Tq, " width=", std::max(m.kv_width, m.full_kv_width), ")");
+  }
+  const auto counts = [&](const char* name, const std::int32_t* data) {
+    return TensorView{name, data, 4, {{"batch", batch, m.heads * Tq}, {"head", m.heads, Tq}, {"query block", Tq, 1}}};
+  };
+  const auto lists = [&](const char* name, const std::int32_t* data, std::int64_t width) {
+    return TensorView{name,
+                      data,
+                      4,
+                      {{"batch", batch, m.heads * Tq * width},
+                       {"head", m.heads, Tq * width},
+                       {"query block", Tq, width},
+                       {"entry", width, 1}}};
+  };
+  inputs->push_back(counts(names.kv_num_blocks, m.kv_num_blocks));
+  inputs->push_back(lists(names.kv_indices, m.kv_indices, m.kv_width));
+  if (m.full_kv_num_blocks != nullptr) {
+    inputs->push_back(counts(names.full_kv_num_blocks, m.full_kv_num_blocks));
+    inputs->push_back(lists(names.full_kv_indices, m.full_kv_indices, m.full_kv_width));
+  }
+}
+
+void CheckBlockMaskLists(const BlockMask& m, const BlockMaskNames& names, std::int64_t seqlen_q,
+                         const std::vector<std::int64_t>& Nk, const char* keys_name) {
+  if (!m.active()) return;
+  const auto batch = static_cast<std::int64_t>(Nk.size());
+  const std::int64_t Tq = (seqlen_q + m.block_size_q - 1) / m.block_size_q;
+  const auto key_blocks = [&](std::int64_t b) { return (Nk[b] + m.block_size_k - 1) / m.block_size_k; };
+  std::int64_t most = 0;
+  for (std::int64_t b = 0; b < batch; ++b) most = std::max(most, key_blocks(b));
+  std::vector<std::int64_t> seen(static_cast<std::size_t>(most), -1);  // the last list (b, h, r) naming each block
+  for (std::int64_t list = 0; list < batch * m.heads * Tq; ++list) {
+    const std::int64_t b = list / (m.heads * Tq), h = list / Tq % m.heads, r = list % Tq, Tk = key_blocks(b);
+    const auto check = [&](const char* num_name, const char* index_name, const std::int32_t* num,
+                           const std::int32_t* indices, std::int64_t width) {
+      if (num == nullptr) return;
+      const std::int32_t n = num[list];
+      if (n < 0 || n > width) {
+        Fail(num_name, "[", b, ", ", h, ", ", r, "] must be in [0, ", width, "] (the list width), got ", n);
+      }
+      for (std::int32_t e = 0; e < n; ++e) {
+        const std::int32_t c = indices[list * width + e];
+        if (c < 0 || c >= Tk) {
+          Fail(index_name, "[", b, ", ", h, ", ", r, ", ", e, "] must be a key block in [0, ", Tk, ") (", keys_name,
+               "=", Nk[b], ", block_size_k=", m.block_size_k, "), got ", c);
+        }
+        if (seen[static_cast<std::size_t>(c)] == list) {
+          Fail("key block ", c, " is listed twice for query block ", r, " of batch ", b, " head ", h, " (",
+               index_name, "[", b, ", ", h, ", ", r, ", ", e, "]; a block is in kv_indices or full_kv_indices, once)");
+        }
+        seen[static_cast<std::size_t>(c)] = list;
+      }
+    };
+    check(names.kv_num_blocks, names.kv_indices, m.kv_num_blocks, m.kv_indices, m.kv_width);
+    check(names.full_kv_num_blocks, names.full_kv_indices, m.full_kv_num_blocks, m.full_kv_indices, m.full_kv_width);
+  }
+}
 
 TensorView KeySelectionView(const KeySelection& s, std::int64_t rows, std::int64_t heads_kv) {
   if (s.indices == nullptr && s.count != 0) {

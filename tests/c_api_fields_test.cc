@@ -259,6 +259,9 @@ void VisitDecodeSettings(flashattn_decode_params& c, CFields& v, const std::stri
   VisitC(c.score, v, prefix + "score.");
   v.Field(prefix + "num_splits", c.num_splits), v.Field(prefix + "num_threads", c.num_threads);
   VisitC(c.key_indices, v, prefix + "key_indices.");
+  VisitC(c.block_mask, v, prefix + "block_mask.");
+  v.Field(prefix + "document_ids", c.document_ids);
+  v.Field(prefix + "document_ids_batch_stride", c.document_ids_batch_stride);
 }
 
 void VisitC(flashattn_decode_params& c, CFields& v, const std::string& prefix) {

@@ -304,6 +304,12 @@ typedef struct flashattn_decode_params {
   int num_threads;
   /* (batch, seqlen_q, Hkv, k) or packed (total_q, Hkv, k), contiguous: positions of the cache after the append */
   flashattn_key_selection key_indices;
+  /* Forward's block mask and document ids in the call's coordinates (flashattn::DecodeParams): lists
+   * (batch, heads, ceil(seqlen_q / Qb), width) over key blocks of the cache's logical positions; document_ids
+   * int32 (batch, capacity), row stride document_ids_batch_stride (0 = capacity); NULL = none */
+  flashattn_block_mask block_mask;
+  const int32_t* document_ids;
+  int64_t document_ids_batch_stride;
 
   /* A quantized cache (cache_element INT8, FP8_E4M3 or FP8_E5M2): k_scale and v_scale float32, shaped as
    * scale_granularity says, per-token ones with scale_strides (batch or page, seq, head) and a group stride

@@ -175,6 +175,17 @@ struct DecodeParams : HeadSettings {
   // head g attends exactly key_indices[.., i, g, :], positions of the cache after this call's append.
   KeySelection key_indices;
 
+  // A block mask and document ids as forward's (docs/sparse_attention.md), in this call's coordinates:
+  // sequence b has Nk_b = cache_seqlens[b] + its new rows keys and its Nq_b query rows at the end; query row i
+  // is in query block i / Qb, key position j (logical, before the block table) in key block j / Kb. The lists
+  // are (batch, heads, ⌈seqlen_q / Qb⌉, width). document_ids: (batch, capacity) int32 over the cache's logical
+  // positions (capacity = cache_seqlen_max, or max_pages·page_size when paged), row stride
+  // document_ids_batch_stride (0 = capacity); row i takes the id of its position i + Nk_b − Nq_b. Neither
+  // combines with packed queries or key_indices.
+  BlockMask block_mask;
+  const std::int32_t* document_ids = nullptr;
+  std::int64_t document_ids_batch_stride = 0;
+
   bool paged() const { return block_table != nullptr; }
   bool packed() const { return cu_seqlens_q != nullptr; }
   // Sequence b's query rows Nq_b, and the keys it appends (Nnew, or Nq_b when packed and appending).

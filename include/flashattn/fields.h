@@ -224,6 +224,9 @@ void for_each_field(S& s, Visit&& visit, const std::string& prefix = "") {
   visit(prefix + "rotary_queries_at_cache_end", s.rotary_queries_at_cache_end);
   visit(prefix + "num_splits", s.num_splits);
   for_each_field(s.key_indices, visit, prefix + "key_indices.");
+  for_each_field(s.block_mask, visit, prefix + "block_mask.");
+  visit(prefix + "document_ids", s.document_ids);
+  visit(prefix + "document_ids_batch_stride", s.document_ids_batch_stride);
 }
 
 template <fields_detail::Is<QuantizeParams> S, class Visit>

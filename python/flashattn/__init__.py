@@ -182,7 +182,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         cache_seqlens=None, block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
         rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False, k_scale=None,
         v_scale=None, cache_dtype=None, *, sinks=None, head_dim_v=None, quantize_query_int8=False,
-        quantize_probs_u8=False, key_indices=None):
+        quantize_probs_u8=False, key_indices=None, block_mask=None, document_ids=None):
     """Attention of a few new queries over a key/value cache, appending k and v to the cache in place.
 
     q (batch, seqlen_q, heads_q, d). Contiguous cache: k_cache, v_cache (batch, seqlen_cache, heads_kv, d).
@@ -219,6 +219,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     key_indices: attention over selected keys, integer (batch, seqlen_q, heads_kv, k) converted to int32, as in
     flash_attn_func: positions of each sequence after this call's append (logical ones, before block_table),
     each one the row sees (< cache_seqlens[b] + seqlen_new, on the causal diagonal and window).
+    block_mask, document_ids: as in flash_attn_func, in this call's coordinates: sequence b has Nk_b =
+    cache_seqlens[b] + seqlen_new keys and its queries at the last seqlen_q positions; the BlockMask's lists are
+    (batch, heads, ceil(seqlen_q / block_size_q), width) over key blocks of positions j // block_size_k
+    (logical, before block_table), each < ceil(Nk_b / block_size_k). document_ids: integer (batch, capacity)
+    (int32) over the cache's positions (capacity = seqlen_cache, or max_blocks · page_block_size when paged),
+    query row i taking the id at position i + Nk_b − seqlen_q. Not with key_indices.
 
     Returns out (batch, seqlen_q, heads_q, dv), or (out, softmax_lse (batch, heads_q, seqlen_q)) with
     return_softmax_lse=True. Everything is checked before the caches are written: a call that raises leaves

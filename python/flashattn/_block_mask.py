@@ -144,6 +144,16 @@ def _seqlen(x):
     return int(shape[1]) if len(shape) == 4 else None
 
 
+def decode_argument(block_mask):
+    """A flash_attn_with_kvcache call's block_mask as _core.kvcache takes it (None: no block mask); its key
+    blocks are those of each sequence's keys after the append, checked by the library."""
+    if block_mask is None:
+        return None
+    if not isinstance(block_mask, BlockMask):
+        raise TypeError(f"block_mask must be a flashattn.BlockMask, got {type(block_mask).__name__}")
+    return block_mask.core_argument(None, None)
+
+
 def apply(call, m):
     """A flash_attn_func or backward call's block_mask and document_ids into the _core.Modifiers m."""
     if call.block_mask is not None:

@@ -6,7 +6,7 @@ import operator
 
 import numpy as np
 
-from . import _arguments, _core
+from . import _arguments, _block_mask, _core
 from ._core import Error
 
 
@@ -61,6 +61,8 @@ def kvcache(call, bf16=False):
         quantize_query_int8=bool(call.quantize_query_int8),
         quantize_probs_u8=bool(call.quantize_probs_u8),
         key_indices=_arguments.key_indices(call.key_indices, 4),
+        block_mask=_block_mask.decode_argument(call.block_mask),
+        document_ids=None if call.document_ids is None else _arguments.int32(call.document_ids, "document_ids", 2),
     )
 
 

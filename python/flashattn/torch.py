@@ -117,7 +117,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         cache_seqlens=None, block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
         rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False, k_scale=None,
         v_scale=None, cache_dtype=None, *, sinks=None, head_dim_v=None, quantize_query_int8=False,
-        quantize_probs_u8=False, key_indices=None):
+        quantize_probs_u8=False, key_indices=None, block_mask=None, document_ids=None):
     """flashattn.flash_attn_with_kvcache for tensors: k_cache and v_cache (and per-token k_scale and v_scale)
     are updated in place; no gradient. Quantized caches are int8 or uint8 tensors."""
     call = _arguments.call_of(locals())
@@ -126,7 +126,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         call,
         arrays=("q", "k_cache", "v_cache", "k", "v", "k_scale", "v_scale"),
         side_arrays=(
-            "rotary_cos", "rotary_sin", "cache_seqlens", "block_table", "alibi_slopes", "sinks", "key_indices"
+            "rotary_cos", "rotary_sin", "cache_seqlens", "block_table", "alibi_slopes", "sinks", "key_indices",
+            "document_ids",
         ),
     )
     out, lse = _kvcache.kvcache(call, bf16=bf16)

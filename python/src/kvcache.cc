@@ -366,7 +366,7 @@ py::tuple Kvcache(const py::handle& q, const py::handle& k_cache, const py::hand
                   const py::object& k_scale, const py::object& v_scale, const std::optional<std::string>& cache_dtype,
                   bool quantize_query_int8, bool quantize_probs_u8, const py::object& cu_seqlens_q,
                   std::int64_t max_seqlen_q, const py::object& keys_after, bool check_only,
-                  const py::object& key_indices) {
+                  const py::object& key_indices, const py::object& block_mask, const py::object& document_ids) {
   KvcacheCall call = PrepareKvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
                                     block_table, alibi_slopes, softmax_scale, causal, window_left, window_right,
                                     softcap, rotary_interleaved, num_splits, return_lse, bf16, sinks, head_dim_v,
@@ -386,6 +386,16 @@ py::tuple Kvcache(const py::handle& q, const py::handle& k_cache, const py::hand
   call.params.key_indices =
       p.packed() ? SelectedKeysOf(key_indices, {p.total_query_rows()}, p.heads_kv, "(total_q, heads_kv, k)")
                  : SelectedKeysOf(key_indices, {p.batch, p.seqlen_q}, p.heads_kv, "(batch, seqlen_q, heads_kv, k)");
+  ApplyBlockMask(block_mask, p.batch, p.seqlen_q, &call.params.block_mask);
+  if (!document_ids.is_none()) {
+    const auto ids = ExactArray<std::int32_t>(document_ids, "document_ids", 2);
+    const std::int64_t capacity = p.paged() ? p.max_pages * p.page_size : p.cache_seqlen_max;
+    if (ids.shape(0) != p.batch || ids.shape(1) != capacity) {
+      throw py::value_error("document_ids must have shape (batch, cache capacity) = (" + std::to_string(p.batch) +
+                            ", " + std::to_string(capacity) + "), got " + ShapeString({ids.shape(0), ids.shape(1)}));
+    }
+    call.params.document_ids = ids.data();
+  }
   if (check_only) {
     validate(call.params);
     return py::make_tuple(py::none(), py::none());
@@ -448,13 +458,16 @@ void RegisterKvcache(py::module_& m) {
         py::arg("cache_dtype") = py::none(), py::arg("quantize_query_int8") = false,
         py::arg("quantize_probs_u8") = false, py::arg("cu_seqlens_q") = py::none(), py::arg("max_seqlen_q") = 0,
         py::arg("keys_after") = py::none(), py::arg("check_only") = false, py::arg("key_indices") = py::none(),
+        py::arg("block_mask") = py::none(), py::arg("document_ids") = py::none(),
         "flash_attn_with_kvcache's computation: returns (out, softmax_lse or None); appends k, v in place. "
         "v_cache None: V is the first head_dim_v features of k_cache. cu_seqlens_q: packed queries q (1, "
         "total_q, heads_q, d), out (total_q, heads_q, dv), softmax_lse (heads_q, total_q), k and v (1, total_q, "
         "heads_kv, d). keys_after (private): DecodeParams::keys_after, int32 (batch,), for the torch sharded "
         "decode. check_only (private): validate the call, write nothing, return (None, None). key_indices: int32 "
         "(batch, seqlen_q, heads_kv, k), packed (total_q, heads_kv, k), the selected keys of each row (-1 = "
-        "unused), positions of the cache after the append.");
+        "unused), positions of the cache after the append. block_mask: the tuple of BlockMask.core_argument, lists "
+        "(batch, heads, ceil(seqlen_q / block_size_q), width) over key blocks of the cache after the append; "
+        "document_ids: int32 (batch, cache capacity).");
   m.def("quantize_kv", &QuantizeKv, py::arg("x"), py::kw_only(), py::arg("dtype"), py::arg("granularity"),
         py::arg("group_size"), py::arg("bf16") = false,
         "quantize_kv's computation: returns (values, scales) of a quantized cache holding x.");

@@ -53,36 +53,40 @@ void ApplySparsity(const Modifiers& m, AttentionParams* p) {
     }
     p->document_ids = ids.data();
   }
-  if (m.block_mask.is_none()) return;
-  const auto lists = m.block_mask.cast<py::tuple>();
-  BlockMask& b = p->block_mask;
+  ApplyBlockMask(m.block_mask, p->batch, p->seqlen_q, &p->block_mask);
+}
+
+void ApplyBlockMask(const py::object& block_mask, std::int64_t batch, std::int64_t seqlen_q, BlockMask* mask) {
+  if (block_mask.is_none()) return;
+  const auto lists = block_mask.cast<py::tuple>();
+  BlockMask& b = *mask;
   b.block_size_q = lists[4].cast<std::int64_t>(), b.block_size_k = lists[5].cast<std::int64_t>();
   if (b.block_size_q < 1 || b.block_size_k < 1) {
     throw py::value_error("block_mask.block_size must be positive, got (" + std::to_string(b.block_size_q) + ", " +
                           std::to_string(b.block_size_k) + ")");
   }
-  const std::int64_t query_blocks = (p->seqlen_q + b.block_size_q - 1) / b.block_size_q;
+  const std::int64_t query_blocks = (seqlen_q + b.block_size_q - 1) / b.block_size_q;
   const auto num = ExactArray<std::int32_t>(lists[0], "block_mask.kv_num_blocks", 3);
   const auto indices = ExactArray<std::int32_t>(lists[1], "block_mask.kv_indices", 4);
   b.heads = num.shape(1);
-  const std::vector<std::int64_t> counts{p->batch, b.heads, query_blocks};
-  if (num.shape(0) != p->batch || num.shape(2) != query_blocks) {
+  const std::vector<std::int64_t> counts{batch, b.heads, query_blocks};
+  if (num.shape(0) != batch || num.shape(2) != query_blocks) {
     ShapeError("block_mask.kv_num_blocks (batch, heads, ceil(seqlen_q / block_size_q))", counts, num);
   }
-  if (indices.shape(0) != p->batch || indices.shape(1) != b.heads || indices.shape(2) != query_blocks) {
+  if (indices.shape(0) != batch || indices.shape(1) != b.heads || indices.shape(2) != query_blocks) {
     ShapeError("block_mask.kv_indices (batch, heads, ceil(seqlen_q / block_size_q), kv_blocks)",
-               {p->batch, b.heads, query_blocks, indices.shape(3)}, indices);
+               {batch, b.heads, query_blocks, indices.shape(3)}, indices);
   }
   b.kv_num_blocks = num.data(), b.kv_indices = indices.data(), b.kv_width = indices.shape(3);
   if (lists[2].is_none()) return;
   const auto full_num = ExactArray<std::int32_t>(lists[2], "block_mask.full_kv_num_blocks", 3);
   const auto full_indices = ExactArray<std::int32_t>(lists[3], "block_mask.full_kv_indices", 4);
-  if (full_num.shape(0) != p->batch || full_num.shape(1) != b.heads || full_num.shape(2) != query_blocks) {
+  if (full_num.shape(0) != batch || full_num.shape(1) != b.heads || full_num.shape(2) != query_blocks) {
     ShapeError("block_mask.full_kv_num_blocks (as kv_num_blocks)", counts, full_num);
   }
-  if (full_indices.shape(0) != p->batch || full_indices.shape(1) != b.heads || full_indices.shape(2) != query_blocks) {
+  if (full_indices.shape(0) != batch || full_indices.shape(1) != b.heads || full_indices.shape(2) != query_blocks) {
     ShapeError("block_mask.full_kv_indices (batch, heads, ceil(seqlen_q / block_size_q), kv_blocks)",
-               {p->batch, b.heads, query_blocks, full_indices.shape(3)}, full_indices);
+               {batch, b.heads, query_blocks, full_indices.shape(3)}, full_indices);
   }
   b.full_kv_num_blocks = full_num.data(), b.full_kv_indices = full_indices.data();
   b.full_kv_width = full_indices.shape(3);

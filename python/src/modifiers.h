@@ -40,6 +40,9 @@ struct Modifiers {
 void ApplyModifiers(const Modifiers& m, std::int64_t batch, AttentionSettings* p);
 // The block mask and the document ids into `p` (whose sizes are set), their shapes checked against them.
 void ApplySparsity(const Modifiers& m, AttentionParams* p);
+// A block_mask tuple (kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, block_size_q,
+// block_size_k) of a call of `batch` sequences of seqlen_q query rows; None leaves `mask` unset.
+void ApplyBlockMask(const py::object& block_mask, std::int64_t batch, std::int64_t seqlen_q, BlockMask* mask);
 // The sinks alone, into any ScoreSettings (decode's too); checked against (heads_q,).
 void ApplySinks(const py::object& sinks, std::int64_t heads_q, ScoreSettings* p);
 

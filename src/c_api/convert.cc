@@ -63,6 +63,11 @@ BlockPosition ToBlockPosition(const flashattn_block_position& b) {
   return {b.query_start, b.key_start, b.total_seqlen_q, b.total_seqlen_k};
 }
 
+BlockMask ToBlockMask(const flashattn_block_mask& m) {
+  return {m.block_size_q,       m.block_size_k,    m.heads,        m.kv_num_blocks, m.kv_indices,
+          m.kv_width,           m.full_kv_num_blocks, m.full_kv_indices, m.full_kv_width};
+}
+
 ScoreSettings ToCpp(const flashattn_score_settings& c) {
   ScoreSettings s;
   s.scale = c.has_scale ? std::optional<float>(c.scale) : std::nullopt;
@@ -134,9 +139,7 @@ AttentionParams ToCpp(const flashattn_attention_params& c) {
   p.batch = c.batch, p.seqlen_q = c.seqlen_q, p.seqlen_k = c.seqlen_k;
   p.mask = {ToMaskKind(c.mask.kind), c.mask.data, c.mask.stride_batch, c.mask.stride_head, c.mask.stride_row,
             c.mask.stride_col};
-  const flashattn_block_mask& m = c.block_mask;
-  p.block_mask = {m.block_size_q,       m.block_size_k,    m.heads,        m.kv_num_blocks, m.kv_indices,
-                  m.kv_width,           m.full_kv_num_blocks, m.full_kv_indices, m.full_kv_width};
+  p.block_mask = ToBlockMask(c.block_mask);
   p.document_ids = c.document_ids, p.document_ids_batch_stride = c.document_ids_batch_stride;
   p.key_indices = {c.key_indices.indices, c.key_indices.count};
   return p;
@@ -185,6 +188,8 @@ DecodeParams ToCpp(const flashattn_decode_params& c) {
   p.rotary_queries_at_cache_end = c.rotary_queries_at_cache_end;
   p.num_splits = c.num_splits;
   p.key_indices = {c.key_indices.indices, c.key_indices.count};
+  p.block_mask = ToBlockMask(c.block_mask);
+  p.document_ids = c.document_ids, p.document_ids_batch_stride = c.document_ids_batch_stride;
   p.cache_element = ToCacheElement(c.cache_element, "cache_element");
   p.scale_granularity = ToScaleGranularity(c.scale_granularity, "scale_granularity");
   p.k_scale = c.k_scale, p.v_scale = c.v_scale, p.scale_strides = ToStrides(c.scale_strides);
@@ -314,6 +319,8 @@ flashattn_decode_params DefaultDecode() {
   flashattn_decode_params c{};
   c.batch = d.batch, c.heads_q = d.heads_q, c.heads_kv = d.heads_kv;
   c.score = DefaultScore();
+  c.block_mask.block_size_q = d.block_mask.block_size_q, c.block_mask.block_size_k = d.block_mask.block_size_k;
+  c.block_mask.heads = d.block_mask.heads;
   return c;
 }
 

@@ -13,7 +13,9 @@
 //      (AttendChunk, all K/V heads, so the cache is read in address order) that leaves partials (O_k, LSE_k)
 //      behind. With selected keys (key_indices) each query row is a row group of its own, whose G rows per K/V
 //      head share their list: the list of each K/V head, −1 dropped and sorted into address order, is split
-//      into chunks, every (row group, K/V head, chunk) one work item.
+//      into chunks, every (row group, K/V head, chunk) one work item. A block mask or document ids become such
+//      lists: each row's visible positions, per K/V head, or per query head when the mask has a list per
+//      query head (RowLists).
 //   5. Merge each row's partials by LSE (MergeRow, the operation of merge_attention_states) into O and LSE.
 // DecodeT (decode-inl.h) runs them, steps 1-3 and 5 in this plain code and step 4 per target.
 #ifndef FLASHATTN_DECODE_DECODE_H_
@@ -33,6 +35,16 @@ namespace flashattn::decode_kernel {
 // A packed sequence's query rows per K/V head (R) in one work item, at least one query row: a block of 64
 // rows of d = 128 keeps Q, Õ and the scores of a head within 80 KiB.
 inline constexpr std::int64_t kPackedRowsPerGroup = 64;
+
+// Whether each query row reads a list of positions of its own (selected keys, or the keys a block mask and the
+// document ids leave it) rather than the keys of its band.
+inline bool RowLists(const DecodeParams& p) {
+  return p.key_indices.active() || p.block_mask.active() || p.document_ids != nullptr;
+}
+// The lists a row has: one per K/V head, or one per query head for a block mask with a list per query head.
+inline std::int64_t ListHeads(const DecodeParams& p) {
+  return p.block_mask.active() && p.block_mask.heads != 1 ? p.heads_q : p.heads_kv;
+}
 
 // The sequences whose query rows the decode kernel attends; it appends the new keys of every sequence. The
 // scheduler (src/decode_schedule.cc) leaves out those with many query rows, which it runs through the forward
@@ -71,10 +83,11 @@ class SplitKv {
     std::vector<float> Q;                 // Hkv·R×d
     std::vector<ScoreModifiers> mods;     // Hq, one per query head
     std::int64_t j_begin = 0, j_end = 0;  // the keys any row may see
-    // Selected keys: K/V head hk's positions at selected[hk·k ...], selected_count[hk] of them; with ALiBi each
-    // query head's slope (ChunkTask::alibi).
+    // Row lists: list l's positions at selected[l·list_stride ...] (stride 0: one list every head shares),
+    // selected_count[l] of them; with ALiBi each query head's slope (ChunkTask::alibi).
     std::vector<std::int32_t> selected;
     std::vector<std::int64_t> selected_count;
+    std::int64_t list_stride = 0;
     std::vector<float> alibi;
   };
   // The row groups of the call (Q, mods and keys not yet gathered): one per attended sequence, or per block
@@ -82,13 +95,15 @@ class SplitKv {
   static std::vector<RowGroup> PlanRowGroups(const DecodeParams& p, const KernelSequences& sequences);
   void GatherRows(RowGroup& rows) const;
   void SelectKeys(RowGroup& rows) const;
+  void MaskKeys(RowGroup& rows) const;
+  void UnbandedRows(RowGroup& rows) const;
 
   const DecodeParams& p_;
   const Band band_;
   std::vector<RowGroup> groups_;
   const std::int64_t R_;
   const int threads_;
-  // A work item covers every K/V head, or one (selected keys: head_items_ = Hkv items per chunk).
+  // A work item covers every K/V head, or one list's heads (row lists: head_items_ = ListHeads items per chunk).
   const std::int64_t head_items_;
   std::int64_t splits_ = 1, items_ = 0, partial_rows_ = 0;
   std::vector<float> O_partial_, lse_partial_, o_row_;

@@ -65,7 +65,7 @@ std::vector<SplitKv::RowGroup> SplitKv::PlanRowGroups(const DecodeParams& p, con
   // A sequence of (batch, seqlen_q) queries is one group, its rows however many; packed rows come in blocks;
   // with selected keys each row has keys of its own.
   const std::int64_t block =
-      p.key_indices.active() ? 1
+      RowLists(p)            ? 1
       : p.packed()           ? std::max<std::int64_t>(1, kPackedRowsPerGroup / (p.heads_q / p.heads_kv))
                              : p.seqlen_q;
   for (std::int64_t b = 0; b < p.batch; ++b) {
@@ -87,7 +87,7 @@ SplitKv::SplitKv(const DecodeParams& p, const KernelSequences& sequences)
          std::accumulate(groups_.begin(), groups_.end(), std::int64_t{0},
                          [](std::int64_t most, const RowGroup& rows) { return std::max(most, rows.Nq); })),
       threads_(ThreadsOf(p.num_threads)),
-      head_items_(p.key_indices.active() ? p.heads_kv : 1) {
+      head_items_(RowLists(p) ? ListHeads(p) : 1) {
   std::int64_t max_keys = p.key_indices.count;
   for (std::int64_t b = 0; b < p.batch && !p.key_indices.active(); ++b) {
     max_keys = std::max<std::int64_t>(max_keys, p.cache_seqlens[b] + p.new_rows(b));
@@ -133,6 +133,7 @@ void SplitKv::GatherRows(RowGroup& rows) const {
   const IndexRange keys = band_.KeysOfDiagonals(offset, offset + Nq - 1, Nk);
   rows.j_begin = keys.begin, rows.j_end = keys.end;
   if (p.key_indices.active()) SelectKeys(rows);
+  if (p.block_mask.active() || p.document_ids != nullptr) MaskKeys(rows);
 }
 
 // The row's list of each K/V head, −1 dropped and sorted, so that the cache is read in address order. Every
@@ -140,6 +141,7 @@ void SplitKv::GatherRows(RowGroup& rows) const {
 void SplitKv::SelectKeys(RowGroup& rows) const {
   const KeySelection& s = p_.key_indices;
   const std::int64_t row = p_.packed() ? p_.cu_seqlens_q[rows.b] + rows.i0 : rows.b * p_.seqlen_q + rows.i0;
+  rows.list_stride = s.count;
   rows.selected.resize(static_cast<std::size_t>(p_.heads_kv * s.count));
   rows.selected_count.resize(static_cast<std::size_t>(p_.heads_kv));
   for (std::int64_t hk = 0; hk < p_.heads_kv; ++hk) {
@@ -149,6 +151,61 @@ void SplitKv::SelectKeys(RowGroup& rows) const {
     std::sort(out, end);
     rows.selected_count[static_cast<std::size_t>(hk)] = end - out;
   }
+  UnbandedRows(rows);
+}
+
+// The positions the row (rows.i0, a group of one row) sees under the block mask and the document ids, of each
+// list, ascending: the keys of its partial blocks on its band and in its document, its full blocks whole;
+// without a block mask, the keys of its band in its document.
+void SplitKv::MaskKeys(RowGroup& rows) const {
+  const DecodeParams& p = p_;
+  const BlockMask& m = p.block_mask;
+  const std::int64_t b = rows.b, i = rows.i0, Nk = p.cache_seqlens[b] + p.new_rows(b), lists = ListHeads(p);
+  const std::int64_t diagonal = rows.mods[0].Diagonal(0);
+  const IndexRange band = band_.KeysOfDiagonals(diagonal, diagonal, Nk);
+  const std::int64_t doc_stride = p.document_ids_batch_stride != 0 ? p.document_ids_batch_stride
+                                  : p.paged()                      ? p.max_pages * p.page_size
+                                                                   : p.cache_seqlen_max;
+  const std::int32_t* docs = p.document_ids == nullptr ? nullptr : p.document_ids + b * doc_stride;
+  const std::int32_t doc = docs == nullptr ? 0 : docs[i + Nk - p.seqlen_q];  // the row's own position's
+  const auto sees = [&](std::int64_t j) {
+    return j >= band.begin && j < band.end && (docs == nullptr || docs[j] == doc);
+  };
+  const std::int64_t Tq = (p.seqlen_q + m.block_size_q - 1) / m.block_size_q;
+  // A mask with one list for every head gives each of them list 0's positions, stored once (stride 0).
+  const std::int64_t distinct = m.active() && m.heads != 1 ? lists : 1;
+  rows.list_stride = distinct > 1 ? Nk : 0;
+  rows.selected.resize(static_cast<std::size_t>(distinct * Nk));
+  rows.selected_count.resize(static_cast<std::size_t>(lists));
+  for (std::int64_t l = 0; l < distinct; ++l) {
+    std::int32_t* out = rows.selected.data() + l * Nk;
+    std::int32_t* end = out;
+    if (!m.active()) {
+      for (std::int64_t j = band.begin; j < band.end; ++j)
+        if (sees(j)) *end++ = static_cast<std::int32_t>(j);
+    } else {
+      const std::int64_t list = (b * m.heads + (m.heads == 1 ? 0 : l)) * Tq + i / m.block_size_q;
+      const auto add = [&](const std::int32_t* num, const std::int32_t* indices, std::int64_t width, bool full) {
+        if (num == nullptr) return;
+        for (std::int32_t e = 0; e < num[list]; ++e) {
+          const std::int64_t c = indices[list * width + e];
+          for (std::int64_t j = c * m.block_size_k; j < std::min(Nk, (c + 1) * m.block_size_k); ++j)
+            if (full || sees(j)) *end++ = static_cast<std::int32_t>(j);
+        }
+      };
+      add(m.kv_num_blocks, m.kv_indices, m.kv_width, false);
+      add(m.full_kv_num_blocks, m.full_kv_indices, m.full_kv_width, true);
+      std::sort(out, end);
+    }
+    rows.selected_count[static_cast<std::size_t>(l)] = end - out;
+  }
+  std::fill(rows.selected_count.begin() + distinct, rows.selected_count.end(), rows.selected_count[0]);
+  UnbandedRows(rows);
+}
+
+// Every listed position is one the row sees: the band has nothing left to hide, and ALiBi's distances are the
+// positions' own (ChunkTask::alibi).
+void SplitKv::UnbandedRows(RowGroup& rows) const {
   for (ScoreModifiers& mods : rows.mods) mods.band = Band{};
   if (p_.alibi_slopes == nullptr) return;
   for (ScoreModifiers& mods : rows.mods) rows.alibi.push_back(mods.alibi_slope), mods.alibi_slope = 0.0f;
@@ -176,27 +233,30 @@ const float* Advanced(const float* base, std::int64_t elements) { return base ==
 ChunkTask SplitKv::Task(std::int64_t item) {
   const DecodeParams& p = p_;
   const RowGroup& rows = groups_[item / (splits_ * head_items_)];
-  // The K/V heads of the item: all of them, or with selected keys head hk0 alone over its own list.
-  const bool selected = p.key_indices.active();
-  const std::int64_t hk0 = selected ? item / splits_ % head_items_ : 0;
+  // The heads of the item: every K/V head, or with row lists list l's query heads h0 ... h0 + G_l − 1 (those of
+  // K/V head l, or query head l alone), of K/V head hk0, over the list's positions.
+  const bool lists = RowLists(p);
+  const std::int64_t l = lists ? item / splits_ % head_items_ : 0;
+  const std::int64_t G_l = lists ? p.heads_q / head_items_ : p.heads_q / p.heads_kv, h0 = l * G_l;
+  const std::int64_t hk0 = h0 / (p.heads_q / p.heads_kv);
   const std::int64_t b = rows.b, s = item % splits_;
-  const std::int64_t j_begin = selected ? 0 : rows.j_begin;
-  const std::int64_t j_end = selected ? rows.selected_count[static_cast<std::size_t>(hk0)] : rows.j_end;
+  const std::int64_t j_begin = lists ? 0 : rows.j_begin;
+  const std::int64_t j_end = lists ? rows.selected_count[static_cast<std::size_t>(l)] : rows.j_end;
   const std::int64_t chunk = (j_end - j_begin + splits_ - 1) / splits_;
   ChunkTask task;
-  task.heads = selected ? 1 : p.heads_kv;
-  task.G = p.heads_q / p.heads_kv;
+  task.heads = lists ? 1 : p.heads_kv;
+  task.G = G_l;
   task.head_stride = p.cache_strides.head;
   task.R = task.G * rows.Nq;
   task.d = p.head_dim;
   task.dv = p.value_head_dim();
   task.Nq = rows.Nq;
-  task.Q = rows.Q.data() + hk0 * task.R * task.d;
-  task.mods = rows.mods.data() + hk0 * task.G;
+  task.Q = rows.Q.data() + h0 * rows.Nq * task.d;  // query head h's rows start at row h·Nq
+  task.mods = rows.mods.data() + h0;
   task.j_begin = std::min(j_end, j_begin + s * chunk);
   task.j_end = std::min(j_end, task.j_begin + chunk);
-  if (selected) task.positions = rows.selected.data() + hk0 * p.key_indices.count;
-  if (!rows.alibi.empty()) task.alibi = rows.alibi.data() + hk0 * task.G;
+  if (lists) task.positions = rows.selected.data() + l * rows.list_stride;
+  if (!rows.alibi.empty()) task.alibi = rows.alibi.data() + h0;
   task.integer_scores = p.quantize_query_int8;
   task.integer_pv = p.quantize_probs_u8;
   const Strides scale_strides = ScaleStridesOf(p);
@@ -215,7 +275,7 @@ ChunkTask SplitKv::Task(std::int64_t item) {
     task.kv.pages = p.block_table + b * p.block_table_stride;
     task.scales.page_stride = scale_strides.batch;
   }
-  const std::int64_t first = rows.partials + s * p.heads_kv * task.R + hk0 * task.R;
+  const std::int64_t first = rows.partials + (s * p.heads_q + h0) * rows.Nq;  // Hq·Nq rows per chunk
   task.O = O_partial_.data() + first * task.dv;
   task.lse = lse_partial_.data() + first;
   return task;

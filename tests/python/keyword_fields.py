@@ -388,7 +388,25 @@ def kvcache_spec(arrays):
             ],
             "quantize_probs_u8": [Variation({"quantize_probs_u8": True}, {"quantize_probs_u8": True}, base=int8)],
             "key_indices": [Variation({"key_indices": selected_keys(arrays, B, 1)}, selected_fields())],
+            **decode_sparsity_keywords(arrays),
         },
+    }
+
+
+def decode_sparsity_keywords(arrays):
+    """block_mask and document_ids of flash_attn_with_kvcache: a BlockMask of blocks (2, 4), one head, over
+    its one query row (1 query block) and lists of width 2; document ids over the NMAX cache rows."""
+    ones, zeros = np.ones((B, 1, 1), np.int32), np.zeros((B, 1, 1, 2), np.int32)
+    mask = flashattn.BlockMask(ones, zeros, ones, zeros + 1, block_size=(2, 4))
+    listed = {
+        "block_mask.block_size_q": 2, "block_mask.block_size_k": 4, "block_mask.kv_num_blocks": SET,
+        "block_mask.kv_indices": SET, "block_mask.kv_width": 2, "block_mask.full_kv_num_blocks": SET,
+        "block_mask.full_kv_indices": SET, "block_mask.full_kv_width": 2,
+    }
+    ids = arrays.int32(np.arange(B * NMAX).reshape(B, NMAX) // 5)
+    return {
+        "block_mask": [Variation({"block_mask": mask}, listed)],
+        "document_ids": [Variation({"document_ids": ids}, {"document_ids": Address("document_ids")})],
     }
 
 
