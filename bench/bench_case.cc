@@ -153,7 +153,6 @@ std::string BenchCase::Name() const {
   s << seqlen_k << "_d" << headdim << (causal ? "_causal" : "");
   if (num_splits > 0) s << "_splits" << num_splits;
   if (page_size > 0) s << "_paged" << page_size;
-  if (mode == Mode::kIndexer) s << "_topk" << top_k;
   if (headdim_v) s << "_dv" << *headdim_v;
   if (top_k > 0) s << "_topk" << top_k;
   if (sinks) s << "_sinks";
@@ -203,7 +202,8 @@ std::int64_t TotalCacheLength(const BenchCase& c) {
     for (const ServeSequence& s : ServeSequences(c)) keys += s.keys;
     return keys;
   }
-  for (const std::int64_t length : CacheLengths(c)) keys += c.top_k > 0 ? std::min(c.top_k, length) : length;
+  const bool selected = c.mode == Mode::kDecode && c.top_k > 0;  // decode over top_k keys of each sequence
+  for (const std::int64_t length : CacheLengths(c)) keys += selected ? std::min(c.top_k, length) : length;
   return keys;
 }
 

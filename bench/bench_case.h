@@ -78,8 +78,10 @@ struct BenchCase {
   std::optional<Algorithm> algorithm = std::nullopt;  // forward only; unset: whatever flashattn::forward defaults to
   std::int64_t num_splits = 0;  // decode only: DecodeParams::num_splits (0 = choose_num_splits)
   std::int64_t page_size = 0;   // decode only: 0 = contiguous cache, else a paged cache with this page size
-  // decode only: attention over selected keys (DecodeParams::key_indices), each query row of each K/V head
-  // attending top_k distinct random positions of its sequence (all of them when it holds fewer); 0 = every key
+  // decode: attention over selected keys (DecodeParams::key_indices), each query row of each K/V head
+  // attending top_k distinct random positions of its sequence (all of them when it holds fewer), 0 = every key;
+  // indexer: the keys each query row keeps (heads are the indexer heads H_I, headdim d_I, seqlen_k the cached
+  // keys of each sequence, dtype that of q and of a float key cache, cache_element a quantized one's), ≥ 1
   std::int64_t top_k = 0;
   // decode only: 0 = every sequence holds seqlen_k keys; else each holds a length drawn from
   // [cache_len_min, seqlen_k] with `seed` (CacheLengths)
@@ -91,9 +93,6 @@ struct BenchCase {
   std::int64_t prefill_seqs = 0;
   std::int64_t prefill_chunk = 0;
   std::int64_t prefill_prefix = 0;
-  // indexer only: the keys each query row keeps (heads are the indexer heads H_I, headdim d_I, seqlen_k the
-  // cached keys of each sequence, dtype that of q and of a float key cache, cache_element a quantized one's)
-  std::int64_t top_k = 2048;
 
   // "forward_default_f32_b1_h8_hkv8_nq4096_nk4096_d128_causal", "decode_default_f16_b1_h32_hkv8_nq1_nk32768_
   // d128_splits4_paged256", "decode_default_bf16_b64_h32_hkv8_nq1_nk256-8192_d128_paged16_seed1" (lengths drawn

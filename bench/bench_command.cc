@@ -144,7 +144,9 @@ BenchCase SingleCase(const BenchOptions& o, int threads, std::optional<Algorithm
   only_for("--algorithm", algorithm.has_value(), Mode::kForward);
   only_for("--decoding", o.decoding.has_value(), Mode::kServe);
   only_for("--prefilling", o.prefilling.has_value(), Mode::kServe);
-  only_for("--top-k", o.top_k.has_value(), Mode::kIndexer);
+  if (o.top_k && c.mode != Mode::kDecode && c.mode != Mode::kIndexer) {
+    support::Fail("--top-k applies to --mode decode and indexer only, got --mode ", o.mode);
+  }
   if (c.mode == Mode::kIndexer) {  // a cache of keys as decode's, one scale per key when quantized
     only_for("--num-splits", o.num_splits.has_value(), Mode::kDecode);
     only_for("--quantize-query", o.quantize_query, Mode::kDecode);
@@ -158,7 +160,6 @@ BenchCase SingleCase(const BenchOptions& o, int threads, std::optional<Algorithm
       only_for("--paged", o.paged.has_value(), Mode::kDecode);
     }
   }
-  only_for("--top-k", o.top_k.has_value(), Mode::kDecode);
   ApplyCacheOptions(o, c);
   if (c.mode == Mode::kServe) {
     ApplyServeOptions(o, c);
@@ -171,7 +172,7 @@ BenchCase SingleCase(const BenchOptions& o, int threads, std::optional<Algorithm
     c.seqlen_k = o.cache_len ? ParseCacheLen(*o.cache_len, "--cache-len").max : kDefaultCacheLen;
     c.heads_kv = 1;
     c.page_size = o.paged.value_or(0);
-    c.top_k = o.top_k.value_or(c.top_k);
+    c.top_k = o.top_k.value_or(2048);
     if (o.paged) positive("--paged", c.page_size);
     positive("--top-k", c.top_k);
   } else if (c.mode == Mode::kDecode) {
@@ -382,7 +383,6 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_option("--prefilling", o.prefilling,
                   "Serve: M:C:P, M sequences each with a chunk of C new query rows over a cached prefix of P keys; "
                   "the chunk's keys are already in the cache (P + C keys), its rows causal, bottom-right aligned");
-  cmd->add_option("--top-k", o.top_k, "Indexer: keys kept per query row (default 2048)");
   cmd->add_option("--num-splits", o.num_splits,
                   "Decode, serve: key chunks per sequence (default 0: the heuristic)");
   cmd->add_option("--paged", o.paged,
@@ -390,7 +390,8 @@ void AddBenchCommand(CLI::App& app) {
                   "(default 16)");
   cmd->add_option("--top-k", o.top_k,
                   "Decode: attention over selected keys, each query row attending this many random distinct keys "
-                  "of its sequence (key_indices); also times dense decode over that many contiguous keys");
+                  "of its sequence (key_indices); also times dense decode over that many contiguous keys. "
+                  "Indexer: keys kept per query row (default 2048)");
   cmd->add_option("--cache-dtype", o.cache_dtype,
                   "Decode, serve: a quantized cache, int8 (per-token scales), fp8_e4m3 or fp8_e5m2 (per-head "
                   "scales); decode also times it against a float16 cache (default: a cache of --dtype)");

@@ -29,14 +29,13 @@ struct BenchOptions {
   std::optional<std::string> cache_len;    // decode: keys in the cache, "N" (default 32768) or "A:B" (drawn)
   std::optional<std::int64_t> num_splits;  // decode: DecodeParams::num_splits (default 0 = heuristic)
   std::optional<std::int64_t> paged;       // decode: page size of a paged cache (default: contiguous)
-  std::optional<std::int64_t> top_k;       // decode: selected keys per query row (BenchCase::top_k)
+  std::optional<std::int64_t> top_k;       // decode: selected keys per query row; indexer: keys kept (2048)
   std::string cache_dtype;  // decode, serve: "int8", "fp8_e4m3", "fp8_e5m2"; empty = a float cache of dtype
   bool quantize_query = false;  // decode, serve over an int8 cache: DecodeParams::quantize_query_int8
   bool quantize_probs = false;  // decode, serve over an int8 cache: DecodeParams::quantize_probs_u8
   std::optional<std::int64_t> scale_group_size;  // decode, serve, quantized cache: DecodeParams::scale_group_size
   std::optional<std::string> decoding;    // serve: "N:A:B", N sequences of one new row over A to B cached keys
   std::optional<std::string> prefilling;  // serve: "M:C:P", M chunks of C causal rows over P cached keys
-  std::optional<std::int64_t> top_k;      // indexer: keys kept per query row (default 2048)
   std::int64_t headdim = 128;
   std::optional<std::int64_t> headdim_v;
   bool sinks = false;

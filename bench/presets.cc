@@ -78,13 +78,13 @@ constexpr Mode kIndexer = Mode::kIndexer;
 // over 32768 and 131072 keys in bf16 and fp8 E4M3 (one scale per key), keeping 2048.
 const BenchCase kIndexerCases[] = {
     {.mode = kIndexer, .heads = 64, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 32768, .headdim = 128,
-     .causal = true, .dtype = DType::kBF16},
+     .causal = true, .dtype = DType::kBF16, .top_k = 2048},
     {.mode = kIndexer, .heads = 64, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 32768, .headdim = 128,
-     .causal = true, .dtype = DType::kBF16, .cache_element = CacheElement::kFp8E4M3},
+     .causal = true, .dtype = DType::kBF16, .cache_element = CacheElement::kFp8E4M3, .top_k = 2048},
     {.mode = kIndexer, .heads = 64, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 131072, .headdim = 128,
-     .causal = true, .dtype = DType::kBF16},
+     .causal = true, .dtype = DType::kBF16, .top_k = 2048},
     {.mode = kIndexer, .heads = 64, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 131072, .headdim = 128,
-     .causal = true, .dtype = DType::kBF16, .cache_element = CacheElement::kFp8E4M3},
+     .causal = true, .dtype = DType::kBF16, .cache_element = CacheElement::kFp8E4M3, .top_k = 2048},
 };
 
 const Preset kPresets[] = {

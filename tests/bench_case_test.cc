@@ -772,7 +772,7 @@ TEST(PlanCases, IndexerPresetAndOptions) {
   EXPECT_EQ(CountFlops(c), 2.0 * 4 * 40 * 1000);
   EXPECT_FALSE(RunsBaseline(single));
   for (const auto& [option, spoil] : std::vector<std::pair<std::string, std::function<void(BenchOptions&)>>>{
-           {"--top-k", [](BenchOptions& o) { o.mode = "decode"; }},
+           {"--top-k", [](BenchOptions& o) { o.mode = "forward"; }},
            {"--top-k", [](BenchOptions& o) { o.top_k = 0; }},
            {"--cache-len", [](BenchOptions& o) { o.cache_len = "10:20"; }},
            {"--num-splits", [](BenchOptions& o) { o.num_splits = 2; }}}) {
