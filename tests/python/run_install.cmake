@@ -34,7 +34,7 @@ list(SORT package)
 # The public modules, their private helper modules and the compiled module, whatever its tag
 # (_core.cpython-311-x86_64-linux-gnu.so), listed as _core.so.
 list(TRANSFORM package REPLACE "^_core[^;]*\\.so$" "_core.so")
-set(expected __init__.py _arguments.py _autograd.py _core.so _kvcache.py _tensors.py torch.py)
+set(expected __init__.py _arguments.py _autograd.py _block_mask.py _core.so _kvcache.py _tensors.py torch.py)
 if(NOT package STREQUAL expected)
   message(FATAL_ERROR "expected ${expected} in ${site}/flashattn, got: ${package}\n"
                       "everything installed under ${root}: ${installed}")
