@@ -40,6 +40,21 @@ HWY_INLINE void PrefetchRowToL2(const void* row, std::int64_t bytes) {
   for (std::int64_t byte = 0; byte < bytes; byte += 64) PrefetchLineToL2(static_cast<const char*>(row) + byte);
 }
 
+// Requests the lines of the `bytes` bytes at `row` into L2 with the intent to write them (x86 prefetchw where
+// the target has it, else a read request): an output row written later then finds its lines owned, instead of
+// each store waiting for its line to be read.
+HWY_INLINE void PrefetchRowForWriteToL2(void* row, std::int64_t bytes) {
+  for (std::int64_t byte = 0; byte < bytes; byte += 64) {
+    char* line = static_cast<char*>(row) + byte;
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(line, /*rw=*/1, /*locality=*/2);
+    asm volatile("" : : "r"(line));  // kept, as in PrefetchLineToL2
+#else
+    hwy::Prefetch(line);
+#endif
+  }
+}
+
 }  // namespace flashattn
 
 #endif  // FLASHATTN_COMMON_PREFETCH_H_

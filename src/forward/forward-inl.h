@@ -95,6 +95,20 @@ HWY_INLINE void PrefetchRows(const T* rows_begin, std::int64_t ld, std::int64_t 
   for (std::int64_t r = 0; r < rows; ++r) PrefetchRowToL2(rows_begin + r * ld, row_bytes);
 }
 
+// The `rows` Q rows at Q and O rows at O of a query block into L2, the O rows to be written. They are a row
+// stride apart, usually a page each, out of reach of the hardware prefetcher: unrequested, each Q row waits for
+// the one before it (its scattered copy into Q_i fills the store queue) and each O row's stores wait for its
+// lines to be read. That costs as much as the scores of a few key blocks, which a dense block's many key
+// blocks hide and a block mask that visits few does not.
+template <typename T>
+HWY_INLINE void RequestBlockRows(const T* Q, T* O, const AttentionParams& p, std::int64_t rows, std::int64_t d,
+                                 std::int64_t dv) {
+  PrefetchRows(Q, p.q_strides.seq, rows, d);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    PrefetchRowForWriteToL2(O + r * p.o_strides.seq, dv * static_cast<std::int64_t>(sizeof(T)));
+  }
+}
+
 // Packs block jt of one (batch, K/V head), once for all query blocks and query heads of the group: K into
 // panels, and V, when the head is small enough to be packed whole (`packed_v` not null; see SolveAllBlocks),
 // into column slices (BLayout::kSlices, zero beyond dv), so that the slice AccumulateAB reads for every row
@@ -169,6 +183,8 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Dropout& dro
   const RowStart start = SoftmaxRowStart(mods.sink);
 
   const T* Q = RowOf<T>(p.q, p.q_strides, b, h, i0);
+  T* O = RowOf<T>(p.o, p.o_strides, b, h, i0);
+  RequestBlockRows(Q, O, p, rows, d, dv);
   // Q_i = s·Q rows in float32, in row groups of kMR rows (ALayout::kRowGroups; zero rows pad the last).
   std::fill(x.Q_i, x.Q_i + RoundUp(rows, kMR) * d, 0.0f);
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -236,7 +252,6 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Dropout& dro
     }
   });
 
-  T* O = RowOf<T>(p.o, p.o_strides, b, h, i0);
   float* lse = p.lse == nullptr ? nullptr : p.lse + (b * g.Hq + h) * g.Nq + i0;
   for (std::int64_t r = 0; r < rows; ++r) {
     float* O_r = x.O_i + r * g.dv_pad;
