@@ -118,12 +118,14 @@ template <typename T, typename P>
 void PackBlockOfHead(const AttentionParams& p, const Geometry& g, std::int64_t b, std::int64_t hkv,
                      std::int64_t jt, P* packed, P* packed_v) {
   const std::int64_t j0 = jt * g.Bc, cols = std::min(g.Bc, g.Nk - j0);
-  PackPanels(RowOf<T>(p.k, p.k_strides, b, hkv, j0), p.k_strides.seq, cols, g.d, g.Bc_pad,
-             packed + jt * g.Bc_pad * g.d);
-  if (packed_v != nullptr) {
-    PackSlices(RowOf<T>(p.v, p.v_strides, b, hkv, j0), p.v_strides.seq, cols, g.dv, g.dv_pad,
-               packed_v + jt * g.Bc * g.dv_pad);
-  }
+  const T* K = RowOf<T>(p.k, p.k_strides, b, hkv, j0);
+  const T* V = RowOf<T>(p.v, p.v_strides, b, hkv, j0);
+  // All rows requested first, for the reason RequestBlockRows gives: the scattered stores of the packing would
+  // otherwise keep one row's misses in flight at a time.
+  PrefetchRows(K, p.k_strides.seq, cols, g.d);
+  if (packed_v != nullptr) PrefetchRows(V, p.v_strides.seq, cols, g.dv);
+  PackPanels(K, p.k_strides.seq, cols, g.d, g.Bc_pad, packed + jt * g.Bc_pad * g.d);
+  if (packed_v != nullptr) PackSlices(V, p.v_strides.seq, cols, g.dv, g.dv_pad, packed_v + jt * g.Bc * g.dv_pad);
 }
 
 // Under a block mask, marks in visited[jt] (Tc entries) the K/V blocks of (batch, K/V head) `head` that meet a
