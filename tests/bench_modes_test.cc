@@ -627,7 +627,15 @@ TEST(SparseMode, RowsNoteTheDenseTimeAndTheVisitedFraction) {
       EXPECT_GT(visited, sparsity == Sparsity::kDocuments ? 0.05 : 0.3);
       EXPECT_LT(visited, sparsity == Sparsity::kDocuments ? 0.3 : 0.7);
       EXPECT_NE(row.note.find("dense "), std::string::npos);
-      EXPECT_NE(row.note.find("time/(visited·dense) "), std::string::npos);
+      const std::size_t ratio_at = row.note.find("time/(visited·dense) ");
+      const std::size_t excess_at = row.note.find("time − visited·dense = ");
+      ASSERT_NE(ratio_at, std::string::npos);
+      ASSERT_NE(excess_at, std::string::npos);
+      // the two figures say the same: excess = (ratio − 1)·visited, in percent of the dense time, within the
+      // rounding of three printed digits each
+      const double ratio = std::stod(row.note.substr(ratio_at + std::string("time/(visited·dense) ").size()));
+      const double excess = std::stod(row.note.substr(excess_at + std::string("time − visited·dense = ").size()));
+      EXPECT_NEAR(excess, 100 * (ratio - 1) * visited, 0.5 * visited + 0.01 * std::abs(excess) + 0.01);
     }
   }
 }
