@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "call_check.h"
+#include "common/cache_element_traits.h"
 #include "common/quantize.h"
 #include "flashattn/decode.h"
 #include "fuzz_input.h"
@@ -272,7 +273,7 @@ std::string InjectInvalid(FuzzInput& in, DecodeCall& call) {
       return "rotary tables shorter than the positions";
     }
     case 6:
-      p.cache_element = static_cast<CacheElement>(in.Range(3, 255));
+      p.cache_element = static_cast<CacheElement>(in.Range(static_cast<int>(kLastCacheElement) + 1, 255));
       return "unknown cache_element";
     case 7:
       if (!cache_nonempty) return "";

@@ -209,6 +209,9 @@ decltype(auto) VisitCacheElement(CacheElement element, F&& f) {
   Fail("cache element has an unknown value ", static_cast<int>(element));
 }
 
+// The last of CacheElement's values, the switch's last case: the values after it are no element type.
+inline constexpr CacheElement kLastCacheElement = CacheElement::kFp8E5M2;
+
 // Whether `element` is one of CacheElement's values (each has traits).
 inline bool IsCacheElement(CacheElement element) {
   try {
