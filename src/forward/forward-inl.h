@@ -187,16 +187,21 @@ void SolveQBlock(const AttentionParams& p, const Geometry& g, const Dropout& dro
   const T* Q = RowOf<T>(p.q, p.q_strides, b, h, i0);
   T* O = RowOf<T>(p.o, p.o_strides, b, h, i0);
   RequestBlockRows(Q, O, p, rows, d, dv);
-  // Q_i = s·Q rows in float32, in row groups of kMR rows (ALayout::kRowGroups; zero rows pad the last).
+  // Q_i = s·Q rows in float32, in row groups of kMR rows (ALayout::kRowGroups; zero rows pad the last). A
+  // group's rows are widened together, then interleaved in address order: the loads of kMR rows are in flight
+  // at once, where one row's loads waited behind the element-by-element stores of the row before.
   std::fill(x.Q_i, x.Q_i + RoundUp(rows, kMR) * d, 0.0f);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    alignas(64) float q_r[kMaxHeadDim];
-    WidenScaledRow(Q + r * p.q_strides.seq, d, d, g.scale, q_r);
-    float* group = x.Q_i + (r / kMR) * kMR * d + r % kMR;
-    for (std::int64_t e = 0; e < d; ++e) group[e * kMR] = q_r[e];
-    x.m[r] = start.m;
-    x.l[r] = start.l;
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
+    alignas(64) float q_rows[kMR][kMaxHeadDim];
+    const std::int64_t n = std::min<std::int64_t>(kMR, rows - r0);
+    for (std::int64_t k = 0; k < n; ++k) WidenScaledRow(Q + (r0 + k) * p.q_strides.seq, d, d, g.scale, q_rows[k]);
+    float* group = x.Q_i + r0 * d;
+    for (std::int64_t e = 0; e < d; ++e) {
+      for (std::int64_t k = 0; k < n; ++k) group[e * kMR + k] = q_rows[k][e];
+    }
   }
+  std::fill(x.m, x.m + rows, start.m);
+  std::fill(x.l, x.l + rows, start.l);
   std::fill(x.O_i, x.O_i + rows * g.dv_pad, 0.0f);
 
   const std::int64_t lds = g.Bc_pad;
