@@ -96,10 +96,10 @@ HWY_INLINE void PrefetchRows(const T* rows_begin, std::int64_t ld, std::int64_t 
 }
 
 // The `rows` Q rows at Q and O rows at O of a query block into L2, the O rows to be written. They are a row
-// stride apart, usually a page each, out of reach of the hardware prefetcher: unrequested, each Q row waits for
-// the one before it (its scattered copy into Q_i fills the store queue) and each O row's stores wait for its
-// lines to be read. That costs as much as the scores of a few key blocks, which a dense block's many key
-// blocks hide and a block mask that visits few does not.
+// stride apart, usually a page each, out of reach of the hardware prefetcher: unrequested, the Q rows' misses
+// come a few at a time behind the stores of their copy into Q_i, and each O row's stores wait for its lines to
+// be read. That costs as much as the scores of a few key blocks, which a dense query block's many key blocks
+// hide and a block mask that visits few does not.
 template <typename T>
 HWY_INLINE void RequestBlockRows(const T* Q, T* O, const AttentionParams& p, std::int64_t rows, std::int64_t d,
                                  std::int64_t dv) {
